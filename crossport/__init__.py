@@ -1,0 +1,37 @@
+"""crossport: port neural networks between PyTorch and Keras 3 with proven numerical parity.
+
+Example:
+    >>> import torch, crossport
+    >>> net = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, stride=2, padding=1), torch.nn.ReLU())
+    >>> model = crossport.convert(net.eval(), (torch.randn(1, 3, 32, 32),))
+    >>> model(torch.randn(1, 3, 32, 32).numpy()).shape
+    TensorShape([1, 8, 16, 16])
+"""
+
+from crossport.api import Conversion, convert, convert_with_report
+from crossport.errors import (
+    CaptureError,
+    CrossportError,
+    ExportError,
+    InputError,
+    ParityError,
+    UnsupportedOpError,
+)
+from crossport.options import ConvertOptions
+from crossport.to_keras.registry import Policy, register
+
+__all__ = [
+    "CaptureError",
+    "Conversion",
+    "ConvertOptions",
+    "CrossportError",
+    "ExportError",
+    "InputError",
+    "ParityError",
+    "Policy",
+    "UnsupportedOpError",
+    "convert",
+    "convert_with_report",
+    "register",
+]
+__version__ = "0.1.0"

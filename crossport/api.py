@@ -1,0 +1,123 @@
+"""The public entry points: ``convert`` and ``convert_with_report``."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+
+import keras
+import torch
+
+from crossport.capture import capture, input_names, normalize_example_args
+from crossport.errors import InputError, ParityError
+from crossport.options import ConvertOptions
+from crossport.parity import ParityReport, verify
+from crossport.to_keras.emit import Emitter
+from crossport.to_keras.registry import native_overloads
+
+
+@dataclass
+class Conversion:
+    """A converted model with everything learnt on the way.
+
+    Attributes:
+        model: the Keras functional model (PyTorch layout in and out by default).
+        report: the parity report (``None`` when ``check=False``).
+        exported: the ``torch.export.ExportedProgram`` the model was built from.
+        transposes: transposes inside the model, not counting those at its inputs/outputs.
+        boundary_transposes: transposes at the inputs and outputs (layout conversion).
+        seconds: wall time per stage (capture, convert, verify).
+    """
+
+    model: keras.Model
+    report: ParityReport | None
+    exported: torch.export.ExportedProgram
+    transposes: int
+    boundary_transposes: int
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    def summary(self) -> str:
+        stages = ", ".join(f"{k} {v:.1f}s" for k, v in self.seconds.items())
+        parity = self.report.summary() if self.report else "parity: not checked"
+        return (f"{parity}\ntransposes: {self.transposes} inside the model, "
+                f"{self.boundary_transposes} at inputs/outputs\ntime: {stages}")
+
+
+def _options(options: ConvertOptions | None, overrides: dict) -> ConvertOptions:
+    options = options or ConvertOptions()
+    unknown = set(overrides) - set(ConvertOptions.__dataclass_fields__)
+    if unknown:
+        raise InputError(f"unknown option(s) {sorted(unknown)}; the options are "
+                         f"{sorted(ConvertOptions.__dataclass_fields__)}")
+    return replace(options, **overrides)
+
+
+def convert_with_report(module: torch.nn.Module, example_args, options: ConvertOptions | None = None,
+                        **overrides) -> Conversion:
+    """Convert ``module`` and return the model with its report, timings and transposes.
+
+    Same arguments as :func:`convert`. A failed parity check still raises ``ParityError``
+    (its ``report`` attribute has the details) unless ``check=False``.
+
+    Example:
+        >>> import torch, crossport
+        >>> conv = crossport.convert_with_report(torch.nn.Conv2d(3, 4, 3).eval(),
+        ...                                      (torch.randn(1, 3, 8, 8),))
+        >>> conv.report.passed, conv.transposes
+        (True, 0)
+    """
+    opts = _options(options, overrides)
+    args = normalize_example_args(example_args)
+    seconds = {}
+    start = time.perf_counter()
+    exported = capture(module, args, opts, native_overloads())
+    seconds["capture"] = time.perf_counter() - start
+
+    start = time.perf_counter()
+    emitted = Emitter(exported, input_names(module, len(args)), opts).emit()
+    seconds["convert"] = time.perf_counter() - start
+
+    report = None
+    if opts.check:
+        start = time.perf_counter()
+        report = verify(module, exported, emitted, args, opts)
+        seconds["verify"] = time.perf_counter() - start
+        if not report.passed:
+            raise ParityError(
+                f"the converted {type(module).__name__} does not match torch\n{report.summary()}",
+                report,
+            )
+    internal = emitted.transposes - emitted.boundary_transposes
+    return Conversion(emitted.model, report, exported, internal, emitted.boundary_transposes,
+                      seconds)
+
+
+def convert(module: torch.nn.Module, example_args, options: ConvertOptions | None = None,
+            **overrides) -> keras.Model:
+    """Convert a ``torch.nn.Module`` into a Keras 3 functional model that computes the same.
+
+    Args:
+        module: the module to convert (put in eval mode).
+        example_args: a tensor, or a tuple of tensors in ``forward``'s argument order.
+        options: a :class:`ConvertOptions`; keyword ``overrides`` replace its fields
+            (``check``, ``atol``, ``channels_last_io``, ``dynamic_batch``, ...).
+
+    Returns:
+        A ``keras.Model``. Call it with numpy arrays in PyTorch layout (one array, or a list
+        in ``forward``'s order); it returns outputs nested as torch returns them.
+
+    Raises:
+        UnsupportedOpError: lists every op without a faithful conversion, with module
+            paths and source lines.
+        CaptureError: torch.export cannot capture the module.
+        ParityError: the check found a divergence (the message names the first diverging
+            node and says whether it is float32 rounding or a semantic error).
+
+    Example:
+        >>> import torch, crossport
+        >>> net = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.BatchNorm2d(8))
+        >>> model = crossport.convert(net.eval(), (torch.randn(2, 3, 16, 16),))
+        >>> [layer.name for layer in model.layers][1:]
+        ['0', '1']
+    """
+    return convert_with_report(module, example_args, options, **overrides).model

@@ -1,0 +1,14 @@
+"""Graph capture: torch.export, dynamic dims, the decomposition table, node provenance."""
+
+from crossport.capture.export import capture, input_names, normalize_example_args
+from crossport.capture.source import describe, module_path, module_type, source_line
+
+__all__ = [
+    "capture",
+    "describe",
+    "input_names",
+    "module_path",
+    "module_type",
+    "normalize_example_args",
+    "source_line",
+]

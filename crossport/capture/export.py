@@ -1,0 +1,106 @@
+"""Capture a module with ``torch.export`` and decompose only what has no native converter."""
+
+from __future__ import annotations
+
+import inspect
+import traceback
+
+import torch
+
+from crossport.errors import CaptureError, InputError
+from crossport.options import ConvertOptions
+
+
+def normalize_example_args(example_args) -> tuple:
+    """Accept one tensor or a tuple/list of tensors; anything else is an ``InputError``."""
+    if isinstance(example_args, torch.Tensor):
+        return (example_args,)
+    if not isinstance(example_args, (tuple, list)):
+        raise InputError(
+            f"example_args must be a tensor or a tuple of tensors in forward's argument order, "
+            f"got {type(example_args).__name__}. Example: crossport.convert(model, "
+            f"(torch.randn(1, 3, 224, 224),))"
+        )
+    for i, arg in enumerate(example_args):
+        if not isinstance(arg, torch.Tensor):
+            raise InputError(
+                f"example_args[{i}] is a {type(arg).__name__}, not a torch.Tensor; pass "
+                f"example inputs as tensors (numpy arrays: torch.from_numpy(a))."
+            )
+    return tuple(example_args)
+
+
+def input_names(module: torch.nn.Module, count: int) -> list[str]:
+    """Names of forward's first ``count`` positional parameters (``x``, ``input_ids``, ...)."""
+    try:
+        params = [
+            p.name
+            for p in inspect.signature(module.forward).parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        ]
+    except (TypeError, ValueError):
+        params = []
+    names = params[:count]
+    return names + [f"input_{i}" for i in range(len(names), count)]
+
+
+def _dynamic_shapes(args: tuple, options: ConvertOptions):
+    """``torch.export`` dynamic shapes: batch dims and the user's named dims."""
+    if not options.dynamic_batch and not options.dynamic_dims:
+        return None
+    dims: dict[str, torch.export.Dim] = {}
+
+    def dim(name: str) -> torch.export.Dim:
+        return dims.setdefault(name, torch.export.Dim(name))
+
+    shapes = []
+    for i, arg in enumerate(args):
+        spec = {}
+        if options.dynamic_batch and arg.ndim > 0:
+            spec[0] = dim("batch")
+        for d, name in options.dynamic_dims.get(i, {}).items():
+            spec[d % arg.ndim] = dim(name)
+        shapes.append(spec or None)
+    return tuple(shapes)
+
+
+def capture(module: torch.nn.Module, args: tuple, options: ConvertOptions,
+            keep_ops) -> torch.export.ExportedProgram:
+    """Export ``module`` and decompose every op not in ``keep_ops`` to core ATen.
+
+    Raises:
+        CaptureError: torch.export rejected the module; the message keeps torch's reason
+            and points at the user's source line when torch names one.
+    """
+    if not isinstance(module, torch.nn.Module):
+        raise InputError(f"expected a torch.nn.Module, got {type(module).__name__}")
+    if module.training:
+        module = module.eval()  # the conversion is of inference semantics (dropout, BN)
+    try:
+        exported = torch.export.export(
+            module, args, dynamic_shapes=_dynamic_shapes(args, options),
+            strict=options.strict_export,
+        )
+    except Exception as exc:  # torch raises many unrelated types here; all mean "no capture"
+        raise CaptureError(_capture_message(module, exc)) from exc
+    table = torch.export.default_decompositions()
+    for op in keep_ops:
+        if op in table:
+            del table[op]
+    try:
+        return exported.run_decompositions(table)
+    except Exception as exc:
+        raise CaptureError(f"decomposing the captured graph failed: {exc}") from exc
+
+
+def _capture_message(module: torch.nn.Module, exc: Exception) -> str:
+    first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if "/torch/" not in f.filename]
+    where = f" at {frames[-1].filename}:{frames[-1].lineno} ({frames[-1].line})" if frames else ""
+    return (
+        f"torch.export could not capture {type(module).__name__}{where}: "
+        f"{type(exc).__name__}: {first_line}\n"
+        "crossport converts what torch.export captures: data-dependent Python control flow "
+        "(an `if` or loop on tensor values) must become torch.cond / tensor ops, or be "
+        "moved out of forward."
+    )

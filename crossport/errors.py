@@ -1,0 +1,39 @@
+"""crossport's exceptions: one base class, one subclass per kind of failure.
+
+Messages say what happened (with the values received), what is supported, and what to do,
+and name the torch module path and user source line where there is one.
+"""
+
+from __future__ import annotations
+
+
+class CrossportError(Exception):
+    """Base class of every error crossport raises on purpose."""
+
+
+class InputError(CrossportError, ValueError):
+    """The caller's arguments are unusable (wrong type, shape or option)."""
+
+
+class CaptureError(CrossportError):
+    """``torch.export`` could not capture the module (data-dependent control flow, ...)."""
+
+
+class UnsupportedOpError(CrossportError):
+    """One or more ops have no faithful Keras conversion; the message lists all of them."""
+
+    def __init__(self, message: str, problems: list | None = None):
+        super().__init__(message)
+        self.problems = problems or []
+
+
+class ParityError(CrossportError):
+    """The converted model does not compute what the torch module computes."""
+
+    def __init__(self, message: str, report=None):
+        super().__init__(message)
+        self.report = report
+
+
+class ExportError(CrossportError):
+    """Writing or re-loading an exported artifact failed; nothing was left at the target."""

@@ -1,0 +1,7 @@
+"""Parity: compare converted models with torch, find the first divergence, give a verdict."""
+
+from crossport.parity.metrics import normalized_error, rounding_verdict
+from crossport.parity.report import NodeDivergence, ParityReport
+from crossport.parity.verify import verify
+
+__all__ = ["NodeDivergence", "ParityReport", "normalized_error", "rounding_verdict", "verify"]

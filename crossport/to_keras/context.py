@@ -1,0 +1,93 @@
+"""What a converter sees of the conversion: names, shapes, layouts, constants."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from crossport.capture import describe, module_path
+from crossport.errors import UnsupportedOpError
+from crossport.layout import Layout, canonical
+from crossport.to_keras.values import TensorValue, Transposes, concrete
+
+
+class LayerNames:
+    """Unique Keras layer names derived from torch module paths (``layer1.0.conv1``)."""
+
+    def __init__(self):
+        self._used: set[str] = set()
+
+    def unique(self, base: str) -> str:
+        name, k = base, 1
+        while name in self._used:
+            name = f"{base}_{k}"
+            k += 1
+        self._used.add(name)
+        return name
+
+
+class NodeContext:
+    """Passed as ``ctx`` to the converter of one fx node."""
+
+    def __init__(self, node: torch.fx.Node, names: LayerNames, transposes: Transposes,
+                 constants: dict):
+        self.node = node
+        self._names = names
+        self._transposes = transposes
+        self._constants = constants
+        self.out_layout: Layout | tuple | None = None  # CUSTOM converters set this
+
+    # -- naming ---------------------------------------------------------------------------
+    def name(self, suffix: str | None = None) -> str:
+        """A unique layer name: the torch module path, else the op name, plus ``suffix``."""
+        base = module_path(self.node) or self.op_name
+        if suffix:
+            base = f"{base}.{suffix}"
+        return self._names.unique(base)
+
+    @property
+    def op_name(self) -> str:
+        target = self.node.target
+        return getattr(target, "__name__", str(target)).split(".")[0]
+
+    # -- shapes ---------------------------------------------------------------------------
+    @property
+    def out_shape(self) -> tuple[int, ...]:
+        """Torch-order static shape of the (first) output (dynamic dims at example size)."""
+        val = self.node.meta["val"]
+        if isinstance(val, (tuple, list)):
+            val = val[0]
+        return tuple(concrete(d) for d in val.shape)
+
+    @property
+    def out_dtype(self) -> torch.dtype:
+        val = self.node.meta["val"]
+        return (val[0] if isinstance(val, (tuple, list)) else val).dtype
+
+    def arg_shape(self, index: int = 0) -> tuple[int, ...]:
+        """Torch-order static shape of the node's ``index``-th positional tensor argument."""
+        arg = self.node.args[index]
+        return tuple(concrete(d) for d in arg.meta["val"].shape)
+
+    # -- layouts and constants -------------------------------------------------------------
+    def to_layout(self, value: TensorValue, layout: Layout):
+        """``value``'s Keras tensor in ``layout`` (counts a transpose when one is needed)."""
+        return self._transposes.to_layout(value, layout)
+
+    def canonical(self, value: TensorValue):
+        return self.to_layout(value, canonical(value.rank))
+
+    def constant(self, array: np.ndarray, suffix: str = "const"):
+        """A Keras tensor holding ``array`` (a weight of a ``crossport.layers.Constant``)."""
+        from crossport.layers import Constant
+
+        key = id(array)
+        if key not in self._constants:
+            anchor = self._constants["__anchor__"]
+            self._constants[key] = Constant(np.asarray(array), name=self.name(suffix))(anchor)
+        return self._constants[key]
+
+    # -- errors ---------------------------------------------------------------------------
+    def unsupported(self, reason: str) -> UnsupportedOpError:
+        """An error for the user naming this op, its module path and source line."""
+        return UnsupportedOpError(f"{self.node.target} {describe(self.node)}: {reason}")

@@ -1,0 +1,260 @@
+"""Walk the exported fx graph and build the Keras functional model.
+
+For every node the emitter looks up the converter, lays out the tensor arguments as the
+converter's policy asks (the layout pass lives in ``crossport.layout`` and here), binds
+the arguments to the ATen schema by name and records what the converter returns.
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass, field
+
+import keras
+import numpy as np
+import torch
+from torch.utils import _pytree as pytree
+
+from crossport.capture import describe
+from crossport.errors import UnsupportedOpError
+from crossport.layout import Layout, canonical, channels_last
+from crossport.layout.assign import preferred_channels_last
+from crossport.options import ConvertOptions
+from crossport.to_keras.context import LayerNames, NodeContext
+from crossport.to_keras.registry import Policy, lookup
+from crossport.to_keras.values import (
+    TensorValue,
+    Transposes,
+    constant_in_layout,
+    is_symbolic,
+    keras_dtype,
+)
+
+
+@dataclass
+class EmittedModel:
+    """The Keras model plus what the parity check needs to compare node by node."""
+
+    model: keras.Model
+    node_values: dict[str, tuple[object, Layout]] = field(default_factory=dict)
+    input_names: list[str] = field(default_factory=list)
+    transposes: int = 0          # all transposes in the model
+    boundary_transposes: int = 0  # those at the model's inputs and outputs
+
+
+class Emitter:
+    def __init__(self, exported: torch.export.ExportedProgram, names: list[str],
+                 options: ConvertOptions):
+        self.ep = exported
+        self.graph = exported.graph_module.graph
+        self.options = options
+        self.input_names = names
+        self.values: dict[torch.fx.Node, object] = {}
+        self.names = LayerNames()
+        self.transposes = Transposes(self.names.unique)
+        self.boundary = 0
+        self.constants: dict = {}
+        self.prefer_cl = preferred_channels_last(self.graph)
+
+    # -- entry point ----------------------------------------------------------------------
+    def emit(self) -> EmittedModel:
+        check_supported(self.graph)
+        inputs = self._inputs()
+        for node in self.graph.nodes:
+            if node.op == "call_function":
+                self.values[node] = self._call(node)
+            elif node.op == "get_attr":
+                self.values[node] = _numpy(getattr(self.ep.graph_module, node.target))
+        outputs = self._outputs()
+        model = keras.Model(inputs=inputs if len(inputs) > 1 else inputs[0], outputs=outputs)
+        node_values = {
+            n.name: (v.tensor, v.layout) for n, v in self.values.items()
+            if isinstance(v, TensorValue) and n.op != "placeholder"
+        }
+        return EmittedModel(model, node_values, self.input_names, self.transposes.count,
+                            self.boundary)
+
+    # -- inputs, parameters, outputs --------------------------------------------------------
+    def _inputs(self) -> list:
+        signature = self.ep.graph_signature
+        lifted = {**signature.inputs_to_parameters, **signature.inputs_to_buffers,
+                  **signature.inputs_to_lifted_tensor_constants}
+        state = {**self.ep.state_dict, **self.ep.constants}
+        placeholders = [n for n in self.graph.nodes if n.op == "placeholder"]
+        keras_inputs = []
+        user = iter(self.input_names)
+        for node in placeholders:
+            if node.name in lifted:
+                self.values[node] = _numpy(state[lifted[node.name]])
+            elif isinstance(node.meta.get("val"), torch.Tensor):
+                keras_input, value = self._user_input(node, next(user))
+                keras_inputs.append(keras_input)
+                self.values[node] = value
+            else:
+                raise UnsupportedOpError(
+                    f"forward argument {node.name!r} is not a tensor; crossport converts "
+                    "tensor inputs only (bake Python values into the module)."
+                )
+        self.constants["__anchor__"] = keras_inputs[0]
+        return keras_inputs
+
+    def _user_input(self, node: torch.fx.Node, name: str):
+        val = node.meta["val"]
+        shape = tuple(val.shape)
+        rank = len(shape)
+        io_layout = channels_last(rank) if self.options.channels_last_io else canonical(rank)
+        keras_shape = [None if is_symbolic(shape[p]) else int(shape[p]) for p in io_layout.perm]
+        batch, rest = (keras_shape[0], keras_shape[1:]) if rank else (None, [])
+        keras_input = keras.Input(shape=tuple(rest), batch_size=batch, name=name,
+                                  dtype=keras_dtype(val.dtype))
+        value = TensorValue(keras_input, io_layout, shape, val.dtype)
+        want = channels_last(rank) if node in self.prefer_cl else canonical(rank)
+        if want != io_layout:
+            before = self.transposes.count
+            value = TensorValue(self.transposes.to_layout(value, want), want, shape, val.dtype)
+            self.boundary += self.transposes.count - before
+        return keras_input, value
+
+    def _outputs(self):
+        out_node = next(n for n in self.graph.nodes if n.op == "output")
+        flat = []
+        for arg in out_node.args[0]:
+            value = self.values[arg]
+            if not isinstance(value, TensorValue):
+                raise UnsupportedOpError(
+                    f"model output {arg.name!r} is not a tensor computed by the graph "
+                    "(a constant or Python value); return tensors only."
+                )
+            rank = value.rank
+            want = channels_last(rank) if self.options.channels_last_io else canonical(rank)
+            before = self.transposes.count
+            flat.append(self.transposes.to_layout(value, want))
+            self.boundary += self.transposes.count - before
+        return pytree.tree_unflatten(flat, self.ep.call_spec.out_spec)
+
+    # -- one op ---------------------------------------------------------------------------
+    def _call(self, node: torch.fx.Node):
+        if node.target is operator.getitem:
+            container, index = node.args
+            return self.values[container][index]
+        converter = lookup(node.target)
+        arguments = _bind(node)
+        resolved = {k: self._resolve(v) for k, v in arguments.items()}
+        ctx = NodeContext(node, self.names, self.transposes, self.constants)
+        default_layout = self._apply_policy(converter.policy, node, resolved)
+        result = converter.fn(ctx, **resolved)
+        layout = ctx.out_layout if ctx.out_layout is not None else default_layout
+        return _wrap(result, node.meta.get("val"), layout)
+
+    def _resolve(self, arg):
+        if isinstance(arg, torch.fx.Node):
+            return self.values[arg]
+        if isinstance(arg, (list, tuple)):
+            return type(arg)(self._resolve(a) for a in arg)
+        return arg
+
+    def _apply_policy(self, policy: Policy, node, resolved: dict):
+        """Lay out the tensor arguments in place; returns the output's default layout."""
+        if policy is Policy.CUSTOM:
+            return None
+        tensors = [(k, v) for k, v in resolved.items() if isinstance(v, TensorValue)]
+        if policy is Policy.CHANNELS_LAST:
+            for key, value in tensors:
+                resolved[key] = self.transposes.to_layout(value, channels_last(value.rank))
+            return "channels_last"
+        if policy is Policy.CANONICAL:
+            for key, value in tensors:
+                resolved[key] = self.transposes.to_layout(value, canonical(value.rank))
+            for key, value in resolved.items():
+                if isinstance(value, (list, tuple)):
+                    resolved[key] = type(value)(
+                        self.transposes.to_layout(v, canonical(v.rank))
+                        if isinstance(v, TensorValue) else v for v in value)
+            return "canonical"
+        return self._harmonise(resolved, tensors, node)
+
+    def _harmonise(self, resolved: dict, tensors, node) -> Layout | str:
+        """AGNOSTIC: every tensor and constant argument in the layout of the widest tensor."""
+        out_rank = len(node.meta["val"].shape)
+        if not tensors:
+            return "canonical"
+        lead = max((v for _k, v in tensors), key=lambda v: v.rank)
+        target = lead.layout if lead.rank == out_rank else canonical(out_rank)
+        for key, value in list(resolved.items()):
+            if isinstance(value, TensorValue):
+                resolved[key] = self._broadcast_to_layout(value, target, out_rank)
+            elif isinstance(value, np.ndarray):
+                resolved[key] = constant_in_layout(value, target, out_rank)
+        return target
+
+    def _broadcast_to_layout(self, value: TensorValue, target: Layout, rank: int):
+        if value.layout == target:
+            return value.tensor
+        if value.rank < rank:  # torch broadcasting pads leading dims
+            x = self.transposes.to_layout(value, canonical(value.rank))
+            x = keras.ops.reshape(x, [1] * (rank - value.rank) + value.keras_shape_for_reshape(value.shape))
+            value = TensorValue(x, canonical(rank), (1,) * (rank - value.rank) + tuple(value.shape),
+                                value.dtype)
+        return self.transposes.to_layout(value, target)
+
+
+def _bind(node: torch.fx.Node) -> dict:
+    """The node's arguments by schema name, defaults filled in."""
+    schema = node.target._schema
+    bound = {}
+    for i, argument in enumerate(schema.arguments):
+        if i < len(node.args) and not argument.kwarg_only:
+            bound[argument.name] = node.args[i]
+        elif argument.name in node.kwargs:
+            bound[argument.name] = node.kwargs[argument.name]
+        elif argument.has_default_value():
+            bound[argument.name] = argument.default_value
+        else:
+            bound[argument.name] = None
+    return bound
+
+
+def _wrap(result, val, layout):
+    """Converter output -> TensorValue(s) with torch shapes from the node's fake value."""
+    if isinstance(result, (tuple, list)):
+        layouts = layout if isinstance(layout, (tuple, list)) else [layout] * len(result)
+        return tuple(_wrap(r, v, lay) for r, v, lay in zip(result, val, layouts))
+    if result is None or not isinstance(val, torch.Tensor):
+        return result
+    shape = tuple(val.shape)
+    if layout == "channels_last":
+        layout = channels_last(len(shape))
+    elif layout == "canonical" or layout is None:
+        layout = canonical(len(shape))
+    return TensorValue(result, layout, shape, val.dtype)
+
+
+def _numpy(tensor) -> np.ndarray:
+    if isinstance(tensor, torch.nn.Parameter):
+        tensor = tensor.data
+    return tensor.detach().cpu().numpy()
+
+
+def check_supported(graph: torch.fx.Graph) -> None:
+    """The pre-flight check: one error listing every unsupported op, count and locations."""
+    problems: dict[tuple[str, str], list[str]] = {}
+    for node in graph.nodes:
+        if node.op != "call_function" or node.target is operator.getitem:
+            continue
+        converter = lookup(node.target)
+        reason = "no converter" if converter is None else converter.unsupported_reason(node)
+        if reason:
+            problems.setdefault((str(node.target), reason), []).append(describe(node))
+    if problems:
+        lines = []
+        for (op, reason), places in problems.items():
+            lines.append(f"  {op} x{len(places)}: {reason}")
+            lines.extend(f"      {p}" for p in places[:5])
+            if len(places) > 5:
+                lines.append(f"      ... and {len(places) - 5} more")
+        raise UnsupportedOpError(
+            f"{len(problems)} unsupported op(s); nothing was converted:\n" + "\n".join(lines)
+            + "\nSee `crossport ops` for the supported table, or register a converter with "
+            "crossport.register(...).",
+            problems=[{"op": op, "reason": r, "where": w} for (op, r), w in problems.items()],
+        )

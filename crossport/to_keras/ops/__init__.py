@@ -1,0 +1,13 @@
+"""Converter families; importing this package registers every built-in converter."""
+
+from crossport.to_keras.ops import (  # noqa: F401
+    activation,
+    conv,
+    elementwise,
+    linear,
+    misc,
+    norm,
+    pool,
+    reduce,
+    shape,
+)

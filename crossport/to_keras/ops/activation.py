@@ -1,0 +1,147 @@
+"""Activations (pitfalls.md item 14: GELU approximation, hard_sigmoid, softplus beta)."""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+import torch
+
+from crossport.to_keras.registry import Policy, register
+
+aten = torch.ops.aten
+ops = keras.ops
+
+
+def _activation(ctx, x, fn):
+    """A named ``Activation`` layer for Keras' own activations (serialisable by name);
+    other formulas are applied as ``keras.ops`` calls, which ``.keras`` files also keep."""
+    if isinstance(fn, str):
+        return keras.layers.Activation(fn, name=ctx.name())(x)
+    return fn(x)
+
+
+@register(aten.relu.default, aten.relu_.default, policy=Policy.AGNOSTIC)
+def aten_relu_default(ctx, self):
+    """relu(Tensor self) -> Tensor"""
+    return keras.layers.ReLU(name=ctx.name())(self)
+
+
+@register(aten.hardtanh.default, aten.hardtanh_.default, policy=Policy.AGNOSTIC)
+def aten_hardtanh_default(ctx, self, min_val=-1.0, max_val=1.0):
+    """hardtanh(Tensor self, Scalar min_val=-1, Scalar max_val=1) -> Tensor (relu6 is (0, 6))"""
+    if min_val == 0.0 and max_val == 6.0:
+        return keras.layers.ReLU(max_value=6.0, name=ctx.name())(self)
+    return _activation(ctx, self, lambda x: ops.clip(x, min_val, max_val))
+
+
+@register(aten.leaky_relu.default, aten.leaky_relu_.default, policy=Policy.AGNOSTIC)
+def aten_leaky_relu_default(ctx, self, negative_slope=0.01):
+    """leaky_relu(Tensor self, Scalar negative_slope=0.01) -> Tensor"""
+    return keras.layers.LeakyReLU(negative_slope=negative_slope, name=ctx.name())(self)
+
+
+def _prelu_supports(node):
+    weight = node.args[1]
+    return None if weight.op == "placeholder" else "prelu weight computed in the graph"
+
+
+@register(aten.prelu.default, policy=Policy.CHANNELS_LAST, supports=_prelu_supports)
+def aten_prelu_default(ctx, self, weight):
+    """prelu(Tensor self, Tensor weight) -> Tensor
+
+    torch's weight has 1 or C entries for channel dim 1; channels-last puts C last.
+    """
+    rank = len(ctx.out_shape)
+    channels = ctx.out_shape[1] if rank >= 2 else 1
+    alpha = np.broadcast_to(weight.reshape(-1), (channels,)).astype(np.float32)
+    shared = list(range(1, rank - 1)) if rank > 2 else None
+    layer = keras.layers.PReLU(shared_axes=shared, name=ctx.name())
+    y = layer(self)
+    layer.set_weights([alpha.reshape((1,) * max(rank - 2, 0) + (channels,))])
+    return y
+
+
+@register(aten.elu.default, aten.elu_.default, policy=Policy.AGNOSTIC)
+def aten_elu_default(ctx, self, alpha=1.0, scale=1.0, input_scale=1.0):
+    """elu(Tensor self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1) -> Tensor (also celu, selu)"""
+    def elu(x):
+        xs = x * input_scale
+        return scale * ops.where(xs > 0, xs, alpha * (ops.exp(ops.minimum(xs, 0.0)) - 1.0))
+    return _activation(ctx, self, elu)
+
+
+@register(aten.celu.default, policy=Policy.AGNOSTIC)
+def aten_celu_default(ctx, self, alpha=1.0):
+    """celu(Tensor self, Scalar alpha=1.0) -> Tensor"""
+    return _activation(ctx, self, lambda x: ops.maximum(x, 0.0) + ops.minimum(
+        0.0, alpha * (ops.exp(ops.minimum(x, 0.0) / alpha) - 1.0)))
+
+
+@register(aten.selu.default, policy=Policy.AGNOSTIC)
+def aten_selu_default(ctx, self):
+    """selu(Tensor self) -> Tensor"""
+    return _activation(ctx, self, keras.activations.selu)
+
+
+@register(aten.gelu.default, policy=Policy.AGNOSTIC)
+def aten_gelu_default(ctx, self, approximate="none"):
+    """gelu(Tensor self, *, str approximate='none') -> Tensor
+
+    torch 'none'/'tanh' is Keras approximate=False/True; Keras' own default is True.
+    """
+    exact = approximate == "none"
+    return _activation(ctx, self, lambda x: ops.gelu(x, approximate=not exact))
+
+
+@register(aten.silu.default, aten.silu_.default, policy=Policy.AGNOSTIC)
+def aten_silu_default(ctx, self):
+    """silu(Tensor self) -> Tensor"""
+    return _activation(ctx, self, "silu")
+
+
+@register(aten.mish.default, policy=Policy.AGNOSTIC)
+def aten_mish_default(ctx, self):
+    """mish(Tensor self) -> Tensor"""
+    return _activation(ctx, self, "mish")
+
+
+@register(aten.hardswish.default, aten.hardswish_.default, policy=Policy.AGNOSTIC)
+def aten_hardswish_default(ctx, self):
+    """hardswish(Tensor self) -> Tensor = x * relu6(x + 3) / 6 (Keras 3 hard_silu)"""
+    return _activation(ctx, self, "hard_silu")
+
+
+@register(aten.hardsigmoid.default, aten.hardsigmoid_.default, policy=Policy.AGNOSTIC)
+def aten_hardsigmoid_default(ctx, self):
+    """hardsigmoid(Tensor self) -> Tensor = relu6(x + 3) / 6 (Keras 2 used 0.2x + 0.5)"""
+    return _activation(ctx, self, "hard_sigmoid")
+
+
+@register(aten.sigmoid.default, aten.sigmoid_.default, policy=Policy.AGNOSTIC)
+def aten_sigmoid_default(ctx, self):
+    """sigmoid(Tensor self) -> Tensor"""
+    return _activation(ctx, self, "sigmoid")
+
+
+@register(aten.tanh.default, aten.tanh_.default, policy=Policy.AGNOSTIC)
+def aten_tanh_default(ctx, self):
+    """tanh(Tensor self) -> Tensor"""
+    return _activation(ctx, self, "tanh")
+
+
+@register(aten.softplus.default, policy=Policy.AGNOSTIC)
+def aten_softplus_default(ctx, self, beta=1.0, threshold=20.0):
+    """softplus(Tensor self, Scalar beta=1, Scalar threshold=20) -> Tensor
+
+    torch returns x unchanged where beta*x > threshold.
+    """
+    def softplus(x):
+        bx = x * beta
+        return ops.where(bx > threshold, x, ops.softplus(bx) / beta)
+    return _activation(ctx, self, softplus)
+
+
+@register(aten.erf.default, policy=Policy.AGNOSTIC)
+def aten_erf_default(ctx, self):
+    """erf(Tensor self) -> Tensor"""
+    return ops.erf(self)

@@ -1,0 +1,121 @@
+"""Convolutions (pitfalls.md items 1, 4, 6, 10)."""
+
+from __future__ import annotations
+
+import keras
+import torch
+
+from crossport.to_keras.registry import Policy, register
+from crossport.weights import conv_weight_to_keras, depthwise_weight_to_keras
+
+aten = torch.ops.aten
+
+_CONV = {1: keras.layers.Conv1D, 2: keras.layers.Conv2D, 3: keras.layers.Conv3D}
+_DEPTHWISE = {1: keras.layers.DepthwiseConv1D, 2: keras.layers.DepthwiseConv2D}
+_ZERO_PAD = {1: keras.layers.ZeroPadding1D, 2: keras.layers.ZeroPadding2D,
+             3: keras.layers.ZeroPadding3D}
+
+
+def _expand(value, n: int) -> tuple[int, ...]:
+    if isinstance(value, int):
+        return (value,) * n
+    value = tuple(int(v) for v in value)
+    return value * n if len(value) == 1 else value
+
+
+def torch_padding_pairs(padding, kernel, dilation) -> list[tuple[int, int]]:
+    """(before, after) per spatial dim for torch's int/tuple/'same'/'valid' padding.
+
+    torch's 'same' puts the odd extra element after, like TF; an int pads symmetrically.
+    """
+    if padding == "valid":
+        return [(0, 0)] * len(kernel)
+    if padding == "same":
+        totals = [d * (k - 1) for k, d in zip(kernel, dilation)]
+        return [(t // 2, t - t // 2) for t in totals]
+    return [(p, p) for p in _expand(padding, len(kernel))]
+
+
+def keras_padding_mode(pairs, kernel, stride, dilation) -> str | None:
+    """'same' or 'valid' when Keras computes exactly ``pairs``, else None (pad explicitly).
+
+    TF SAME pads ``total//2`` before and the rest after (pitfalls.md item 4); with stride 1
+    its total is ``d*(k-1)``, so it equals torch's padding only in that case.
+    """
+    if all(p == (0, 0) for p in pairs):
+        return "valid"
+    same = all(
+        s == 1 and (b, a) == (d * (k - 1) // 2, d * (k - 1) - d * (k - 1) // 2)
+        for (b, a), k, s, d in zip(pairs, kernel, stride, dilation)
+    )
+    return "same" if same else None
+
+
+def _conv_supports(node: torch.fx.Node) -> str | None:
+    weight = node.args[1]
+    if not isinstance(weight, torch.fx.Node) or weight.op != "placeholder":
+        return "the weight is computed in the graph (only parameter weights are supported)"
+    n = weight.meta["val"].dim() - 2
+    stride = _expand(_arg(node, 3, "stride", 1), n)
+    dilation = _expand(_arg(node, 5, "dilation", 1), n)
+    if any(s > 1 for s in stride) and any(d > 1 for d in dilation):
+        return f"stride {stride} with dilation {dilation}: TF convolutions take one or the other"
+    return None
+
+
+def _arg(node, index, name, default):
+    if len(node.args) > index:
+        return node.args[index]
+    return node.kwargs.get(name, default)
+
+
+def emit_conv(ctx, input, weight, bias, stride, padding, dilation, groups):
+    """A torch convolution as explicit zero padding + a Keras Conv/DepthwiseConv layer."""
+    n = weight.ndim - 2
+    kernel = weight.shape[2:]
+    stride, dilation = _expand(stride, n), _expand(dilation, n)
+    pairs = torch_padding_pairs(padding, kernel, dilation)
+    mode = keras_padding_mode(pairs, kernel, stride, dilation)
+    x = input
+    if mode is None:
+        x = _ZERO_PAD[n](padding=tuple(pairs) if n > 1 else pairs[0], name=ctx.name("pad"))(x)
+        mode = "valid"
+    in_channels = weight.shape[1] * groups
+    out_channels = weight.shape[0]
+    depthwise = groups > 1 and groups == in_channels and n in _DEPTHWISE
+    common = dict(kernel_size=kernel, strides=stride, padding=mode, dilation_rate=dilation,
+                  use_bias=bias is not None, name=ctx.name())
+    if depthwise:
+        layer = _DEPTHWISE[n](depth_multiplier=out_channels // in_channels, **common)
+        kernel_value = depthwise_weight_to_keras(weight, in_channels)
+    else:
+        layer = _CONV[n](filters=out_channels, groups=groups, **common)
+        kernel_value = conv_weight_to_keras(weight)
+    y = layer(x)
+    layer.set_weights([kernel_value] + ([bias] if bias is not None else []))
+    return y
+
+
+@register(aten.conv1d.default, aten.conv2d.default, aten.conv3d.default,
+          aten.conv1d.padding, aten.conv2d.padding, aten.conv3d.padding,
+          policy=Policy.CHANNELS_LAST, supports=_conv_supports)
+def aten_conv_nd(ctx, input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """conv{1,2,3}d(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, padding, dilation, SymInt groups)
+
+    torch pads symmetrically; TF SAME pads the odd extra after: explicit ZeroPadding.
+    groups == in_channels -> DepthwiseConv (kernel [k, in, mult], pitfalls.md item 1).
+    """
+    return emit_conv(ctx, input, weight, bias, stride, padding, dilation, groups)
+
+
+def _convolution_supports(node):
+    if _arg(node, 6, "transposed", False):
+        return "transposed convolution through aten.convolution (use conv_transposeNd)"
+    return _conv_supports(node)
+
+
+@register(aten.convolution.default, policy=Policy.CHANNELS_LAST, supports=_convolution_supports)
+def aten_convolution_default(ctx, input, weight, bias, stride, padding, dilation, transposed,
+                             output_padding, groups):
+    """convolution(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups)"""
+    return emit_conv(ctx, input, weight, bias, stride, padding, dilation, groups)

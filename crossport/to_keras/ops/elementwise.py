@@ -1,0 +1,211 @@
+"""Elementwise arithmetic, comparisons and math with torch broadcasting.
+
+All AGNOSTIC: the emitter hands every tensor and constant argument over in one layout
+(torch broadcasting pads leading dims, so constants are expanded before permuting).
+Integer semantics follow torch (pitfalls.md item 15): floor division rounds down,
+``remainder`` takes the divisor's sign, ``fmod`` the dividend's, ``trunc`` division
+rounds toward zero.
+"""
+
+from __future__ import annotations
+
+import keras
+import torch
+
+from crossport.to_keras.registry import Policy, register
+from crossport.to_keras.values import keras_dtype
+
+aten = torch.ops.aten
+ops = keras.ops
+
+
+def _scaled(other, alpha):
+    return other if alpha == 1 else ops.multiply(other, alpha)
+
+
+@register(aten.add.Tensor, aten.add_.Tensor, aten.add.Scalar, policy=Policy.AGNOSTIC)
+def aten_add_tensor(ctx, self, other, alpha=1):
+    """add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"""
+    return ops.add(self, _scaled(other, alpha))
+
+
+@register(aten.sub.Tensor, aten.sub_.Tensor, aten.sub.Scalar, policy=Policy.AGNOSTIC)
+def aten_sub_tensor(ctx, self, other, alpha=1):
+    """sub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"""
+    return ops.subtract(self, _scaled(other, alpha))
+
+
+@register(aten.rsub.Scalar, aten.rsub.Tensor, policy=Policy.AGNOSTIC)
+def aten_rsub_scalar(ctx, self, other, alpha=1):
+    """rsub.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor = other - alpha*self"""
+    return ops.subtract(other, _scaled(self, alpha))
+
+
+@register(aten.mul.Tensor, aten.mul_.Tensor, aten.mul.Scalar, policy=Policy.AGNOSTIC)
+def aten_mul_tensor(ctx, self, other):
+    """mul.Tensor(Tensor self, Tensor other) -> Tensor"""
+    return ops.multiply(self, other)
+
+
+@register(aten.div.Tensor, aten.div_.Tensor, aten.div.Scalar, policy=Policy.AGNOSTIC)
+def aten_div_tensor(ctx, self, other):
+    """div.Tensor(Tensor self, Tensor other) -> Tensor (true division, ints give float)"""
+    return ops.true_divide(self, other)
+
+
+@register(aten.div.Tensor_mode, aten.div.Scalar_mode, policy=Policy.AGNOSTIC)
+def aten_div_tensor_mode(ctx, self, other, rounding_mode=None):
+    """div.Tensor_mode(Tensor self, Tensor other, *, str? rounding_mode) -> Tensor"""
+    if rounding_mode == "floor":
+        return ops.floor_divide(self, other)
+    quotient = ops.true_divide(self, other)
+    if rounding_mode is None:
+        return quotient
+    truncated = ops.trunc(quotient)
+    return ops.cast(truncated, keras_dtype(ctx.out_dtype)) if _is_int(ctx) else truncated
+
+
+@register(aten.floor_divide.default, policy=Policy.AGNOSTIC)
+def aten_floor_divide_default(ctx, self, other):
+    """floor_divide(Tensor self, Tensor other) -> Tensor"""
+    return ops.floor_divide(self, other)
+
+
+@register(aten.remainder.Tensor, aten.remainder.Scalar, policy=Policy.AGNOSTIC)
+def aten_remainder_tensor(ctx, self, other):
+    """remainder.Tensor(Tensor self, Tensor other) -> Tensor (sign of the divisor, like Python)"""
+    return ops.mod(self, other)
+
+
+@register(aten.fmod.Tensor, aten.fmod.Scalar, policy=Policy.AGNOSTIC)
+def aten_fmod_tensor(ctx, self, other):
+    """fmod.Tensor(Tensor self, Tensor other) -> Tensor (sign of the dividend, like C)"""
+    r = ops.mod(self, other)
+    return ops.where(ops.logical_and(r != 0, ops.not_equal(ops.sign(r), ops.sign(self))),
+                     r - other, r)
+
+
+@register(aten.pow.Tensor_Scalar, aten.pow.Tensor_Tensor, policy=Policy.AGNOSTIC)
+def aten_pow_tensor_scalar(ctx, self, exponent):
+    """pow.Tensor_Scalar(Tensor self, Scalar exponent) -> Tensor"""
+    if isinstance(exponent, (int, float)) and exponent == 2:
+        return ops.square(self)
+    if isinstance(exponent, (int, float)) and exponent == 0.5:
+        return ops.sqrt(self)
+    return ops.power(self, exponent)
+
+
+@register(aten.pow.Scalar, policy=Policy.AGNOSTIC)
+def aten_pow_scalar(ctx, self, exponent):
+    """pow.Scalar(Scalar self, Tensor exponent) -> Tensor"""
+    return ops.power(self, exponent)
+
+
+@register(aten.maximum.default, policy=Policy.AGNOSTIC)
+def aten_maximum_default(ctx, self, other):
+    """maximum(Tensor self, Tensor other) -> Tensor"""
+    return ops.maximum(self, other)
+
+
+@register(aten.minimum.default, policy=Policy.AGNOSTIC)
+def aten_minimum_default(ctx, self, other):
+    """minimum(Tensor self, Tensor other) -> Tensor"""
+    return ops.minimum(self, other)
+
+
+@register(aten.clamp.default, aten.clamp.Tensor, aten.clamp_.default, policy=Policy.AGNOSTIC)
+def aten_clamp_default(ctx, self, min=None, max=None):
+    """clamp(Tensor self, Scalar? min=None, Scalar? max=None) -> Tensor (min wins if min > max)"""
+    x = self
+    if min is not None:
+        x = ops.maximum(x, min)
+    if max is not None:
+        x = ops.minimum(x, max)
+    return x
+
+
+@register(aten.clamp_min.default, policy=Policy.AGNOSTIC)
+def aten_clamp_min_default(ctx, self, min):
+    """clamp_min(Tensor self, Scalar min) -> Tensor"""
+    return ops.maximum(self, min)
+
+
+@register(aten.clamp_max.default, policy=Policy.AGNOSTIC)
+def aten_clamp_max_default(ctx, self, max):
+    """clamp_max(Tensor self, Scalar max) -> Tensor"""
+    return ops.minimum(self, max)
+
+
+@register(aten.where.self, aten.where.ScalarOther, aten.where.ScalarSelf, policy=Policy.AGNOSTIC)
+def aten_where_self(ctx, condition, self, other):
+    """where.self(Tensor condition, Tensor self, Tensor other) -> Tensor"""
+    return ops.where(condition, self, other)
+
+
+def _is_int(ctx) -> bool:
+    return not ctx.out_dtype.is_floating_point and ctx.out_dtype != torch.bool
+
+
+_UNARY = {
+    aten.neg.default: ops.negative, aten.abs.default: ops.abs, aten.exp.default: ops.exp,
+    aten.log.default: ops.log, aten.log1p.default: ops.log1p, aten.expm1.default: ops.expm1,
+    aten.sqrt.default: ops.sqrt, aten.rsqrt.default: ops.rsqrt, aten.sin.default: ops.sin,
+    aten.cos.default: ops.cos, aten.floor.default: ops.floor, aten.ceil.default: ops.ceil,
+    aten.sign.default: ops.sign, aten.reciprocal.default: ops.reciprocal,
+    aten.logical_not.default: ops.logical_not, aten.exp2.default: lambda x: ops.power(2.0, x),
+    aten.log2.default: ops.log2, aten.tan.default: ops.tan, aten.atan.default: ops.arctan,
+    aten.square.default: ops.square, aten.trunc.default: ops.trunc,
+}
+_BINARY = {
+    aten.eq.Tensor: ops.equal, aten.eq.Scalar: ops.equal, aten.ne.Tensor: ops.not_equal,
+    aten.ne.Scalar: ops.not_equal, aten.lt.Tensor: ops.less, aten.lt.Scalar: ops.less,
+    aten.le.Tensor: ops.less_equal, aten.le.Scalar: ops.less_equal,
+    aten.gt.Tensor: ops.greater, aten.gt.Scalar: ops.greater,
+    aten.ge.Tensor: ops.greater_equal, aten.ge.Scalar: ops.greater_equal,
+    aten.logical_and.default: ops.logical_and, aten.logical_or.default: ops.logical_or,
+    aten.logical_xor.default: ops.logical_xor, aten.atan2.default: ops.arctan2,
+    aten.bitwise_and.Tensor: ops.logical_and, aten.bitwise_or.Tensor: ops.logical_or,
+}
+
+
+def _register_table(table: dict, arity: int) -> None:
+    for op, fn in table.items():
+        def convert(ctx, self, other=None, _fn=fn):
+            return _fn(self) if arity == 1 else _fn(self, other)
+
+        convert.__name__ = f"aten_{op.__name__.replace('.', '_')}"
+        convert.__doc__ = str(op._schema)
+        register(op, policy=Policy.AGNOSTIC)(convert)
+
+
+def _bitwise_supports(node):
+    vals = [a.meta["val"] for a in node.args if isinstance(a, torch.fx.Node)]
+    if any(v.dtype != torch.bool for v in vals):
+        return "bitwise ops on integers (only boolean masks are supported)"
+    return None
+
+
+_register_table(_UNARY, 1)
+_register_table({k: v for k, v in _BINARY.items() if "bitwise" not in str(k)}, 2)
+for _op in (aten.bitwise_and.Tensor, aten.bitwise_or.Tensor):
+    register(_op, policy=Policy.AGNOSTIC, supports=_bitwise_supports)(
+        lambda ctx, self, other, _fn=_BINARY[_op]: _fn(self, other))
+
+
+@register(aten.round.default, policy=Policy.AGNOSTIC)
+def aten_round_default(ctx, self):
+    """round(Tensor self) -> Tensor (half to even in both frameworks)"""
+    return ops.round(self)
+
+
+@register(aten.isnan.default, policy=Policy.AGNOSTIC)
+def aten_isnan_default(ctx, self):
+    """isnan(Tensor self) -> Tensor"""
+    return ops.isnan(self)
+
+
+@register(aten.bitwise_not.default, policy=Policy.AGNOSTIC, supports=_bitwise_supports)
+def aten_bitwise_not_default(ctx, self):
+    """bitwise_not(Tensor self) -> Tensor (boolean masks only)"""
+    return ops.logical_not(self)
+

@@ -1,0 +1,66 @@
+"""Linear layers and matrix products (pitfalls.md items 9, 10)."""
+
+from __future__ import annotations
+
+import keras
+import torch
+
+from crossport.to_keras.ops.shape import as_value
+from crossport.to_keras.registry import Policy, register
+from crossport.weights import dense_weight_to_keras, flat_feature_order
+
+aten = torch.ops.aten
+ops = keras.ops
+
+
+def _linear_supports(node):
+    weight = node.args[1]
+    if not (isinstance(weight, torch.fx.Node) and weight.op == "placeholder"):
+        return "linear with a weight computed in the graph"
+    return None
+
+
+@register(aten.linear.default, policy=Policy.CUSTOM, supports=_linear_supports)
+def aten_linear_default(ctx, input, weight, bias=None):
+    """linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor
+
+    Weight [out, in] -> Dense kernel [in, out]. After flatten of an NHWC block the input
+    features are in H,W,C order: the kernel rows are permuted to match (no transpose).
+    """
+    value = as_value(ctx, input)
+    kernel = dense_weight_to_keras(weight)
+    layout = value.layout
+    if layout.flat is not None:
+        kernel = kernel[flat_feature_order(layout.flat.block_shape, layout.flat.block_perm)]
+        x, out_layout = value.tensor, type(layout)(layout.perm)
+    elif layout.perm[-1] == value.rank - 1:  # features already last in Keras
+        x, out_layout = value.tensor, layout
+    else:
+        x, out_layout = ctx.canonical(value), type(layout)(tuple(range(value.rank)))
+    dense = keras.layers.Dense(weight.shape[0], use_bias=bias is not None, name=ctx.name())
+    y = dense(x)
+    dense.set_weights([kernel] + ([bias] if bias is not None else []))
+    ctx.out_layout = out_layout
+    return y
+
+
+@register(aten.addmm.default, policy=Policy.CANONICAL)
+def aten_addmm_default(ctx, self, mat1, mat2, beta=1, alpha=1):
+    """addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
+    product = ops.matmul(mat1, mat2)
+    if alpha != 1:
+        product = product * alpha
+    return ops.add(product, self if beta == 1 else ops.multiply(self, beta))
+
+
+@register(aten.matmul.default, aten.bmm.default, aten.mm.default, policy=Policy.CANONICAL)
+def aten_matmul_default(ctx, self, other):
+    """matmul(Tensor self, Tensor other) -> Tensor (bmm, mm alike)"""
+    return ops.matmul(self, other)
+
+
+@register(aten.einsum.default, policy=Policy.CANONICAL)
+def aten_einsum_default(ctx, equation, tensors, path=None):
+    """einsum(str equation, Tensor[] tensors, *, int[]? path=None) -> Tensor"""
+    return ops.einsum(equation, *tensors)
+

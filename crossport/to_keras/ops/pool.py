@@ -1,0 +1,135 @@
+"""Pooling (pitfalls.md items 2 and 11).
+
+Plain windows become Keras pooling layers; padding, ceil_mode, count_include_pad,
+divisor_override, dilation and uneven adaptive windows, which Keras' layers cannot
+express exactly, become the ``crossport.layers`` pooling layers (torch semantics).
+"""
+
+from __future__ import annotations
+
+import keras
+import torch
+
+from crossport import layers as torch_semantics
+from crossport.to_keras.registry import Policy, register
+
+aten = torch.ops.aten
+
+_MAX = {1: keras.layers.MaxPooling1D, 2: keras.layers.MaxPooling2D, 3: keras.layers.MaxPooling3D}
+_AVG = {1: keras.layers.AveragePooling1D, 2: keras.layers.AveragePooling2D,
+        3: keras.layers.AveragePooling3D}
+_GLOBAL_AVG = {1: keras.layers.GlobalAveragePooling1D, 2: keras.layers.GlobalAveragePooling2D,
+               3: keras.layers.GlobalAveragePooling3D}
+_GLOBAL_MAX = {1: keras.layers.GlobalMaxPooling1D, 2: keras.layers.GlobalMaxPooling2D,
+               3: keras.layers.GlobalMaxPooling3D}
+
+
+def _nd(op) -> int:
+    return int(str(op).split("pool")[1][0])
+
+
+def _tuple(value, n) -> tuple[int, ...]:
+    if isinstance(value, int):
+        return (value,) * n
+    value = tuple(value)
+    return value * n if len(value) == 1 else value
+
+
+def _window(kernel_size, stride, padding, dilation, n):
+    kernel = _tuple(kernel_size, n)
+    stride = _tuple(stride, n) if stride not in (None, [], ()) else kernel
+    return kernel, stride, _tuple(padding, n), _tuple(dilation, n)
+
+
+def _exact_without_ceil(in_shape, kernel, stride) -> bool:
+    """ceil_mode changes nothing when every window already fits exactly."""
+    return all((size - k) % s == 0 for size, k, s in zip(in_shape, kernel, stride))
+
+
+@register(aten.max_pool1d.default, aten.max_pool2d.default, aten.max_pool3d.default,
+          policy=Policy.CHANNELS_LAST)
+def aten_max_pool2d_default(ctx, self, kernel_size, stride=(), padding=0, dilation=1,
+                            ceil_mode=False):
+    """max_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, int[2] dilation=1, bool ceil_mode=False)
+
+    torch pads with -inf and ceil_mode adds a last partial window: crossport.layers.MaxPoolNd.
+    """
+    n = _nd(ctx.node.target)
+    kernel, stride, padding, dilation = _window(kernel_size, stride, padding, dilation, n)
+    spatial = ctx.arg_shape(0)[2:]
+    plain = (not any(padding) and all(d == 1 for d in dilation)
+             and (not ceil_mode or _exact_without_ceil(spatial, kernel, stride)))
+    if plain:
+        return _MAX[n](pool_size=kernel, strides=stride, padding="valid", name=ctx.name())(self)
+    layer = getattr(torch_semantics, f"MaxPool{n}d")(
+        kernel, stride, padding, dilation, ceil_mode, data_format="channels_last", name=ctx.name())
+    return layer(self)
+
+
+@register(aten.max_pool2d_with_indices.default, aten.max_pool3d_with_indices.default,
+          policy=Policy.CHANNELS_LAST,
+          supports=lambda node: None if len(node.users) == 1 and all(
+              u.args[1] == 0 for u in node.users) else "max pooling indices")
+def aten_max_pool2d_with_indices(ctx, self, kernel_size, stride=(), padding=0, dilation=1,
+                                 ceil_mode=False):
+    """max_pool2d_with_indices(...) -> (Tensor, Tensor): values only (indices unsupported)."""
+    return (aten_max_pool2d_default(ctx, self, kernel_size, stride, padding, dilation,
+                                    ceil_mode), None)
+
+
+@register(aten.avg_pool1d.default, aten.avg_pool2d.default, aten.avg_pool3d.default,
+          policy=Policy.CHANNELS_LAST)
+def aten_avg_pool2d_default(ctx, self, kernel_size, stride=(), padding=0, ceil_mode=False,
+                            count_include_pad=True, divisor_override=None):
+    """avg_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None)
+
+    Keras 'same' averages valid elements only; torch counts padding by default
+    (count_include_pad): any padding goes to crossport.layers.AvgPoolNd.
+    """
+    n = _nd(ctx.node.target)
+    kernel, stride, padding, _ = _window(kernel_size, stride, padding, 1, n)
+    spatial = ctx.arg_shape(0)[2:]
+    plain = (not any(padding) and divisor_override is None
+             and (not ceil_mode or _exact_without_ceil(spatial, kernel, stride)))
+    if plain:
+        return _AVG[n](pool_size=kernel, strides=stride, padding="valid", name=ctx.name())(self)
+    layer = getattr(torch_semantics, f"AvgPool{n}d")(
+        kernel, stride, padding, ceil_mode, count_include_pad, divisor_override,
+        data_format="channels_last", name=ctx.name())
+    return layer(self)
+
+
+def _adaptive(ctx, self, output_size, kind: str):
+    n = len(ctx.arg_shape(0)) - 2
+    spatial = ctx.arg_shape(0)[2:]
+    out = tuple(s if o is None else o for s, o in zip(spatial, _tuple(output_size, n)))
+    if all(o == 1 for o in out):  # AdaptiveAvgPool2d(1) keeps [N, C, 1, 1] (pitfall 2)
+        table = _GLOBAL_AVG if kind == "Avg" else _GLOBAL_MAX
+        return table[n](keepdims=True, name=ctx.name())(self)
+    if all(s % o == 0 for s, o in zip(spatial, out)):
+        window = tuple(s // o for s, o in zip(spatial, out))
+        table = _AVG if kind == "Avg" else _MAX
+        return table[n](pool_size=window, strides=window, padding="valid", name=ctx.name())(self)
+    layer = getattr(torch_semantics, f"Adaptive{kind}Pool{n}d")(
+        out, data_format="channels_last", name=ctx.name())
+    return layer(self)
+
+
+@register(aten.adaptive_avg_pool1d.default, aten.adaptive_avg_pool2d.default,
+          aten.adaptive_avg_pool3d.default, aten._adaptive_avg_pool2d.default,
+          aten._adaptive_avg_pool3d.default, policy=Policy.CHANNELS_LAST)
+def aten_adaptive_avg_pool2d_default(ctx, self, output_size):
+    """adaptive_avg_pool2d(Tensor self, SymInt[2] output_size) -> Tensor
+
+    Uneven windows [floor(i*H/k), ceil((i+1)*H/k)) need crossport.layers.AdaptiveAvgPoolNd.
+    """
+    return _adaptive(ctx, self, output_size, "Avg")
+
+
+@register(aten.adaptive_max_pool1d.default, aten.adaptive_max_pool2d.default,
+          aten.adaptive_max_pool3d.default, policy=Policy.CHANNELS_LAST,
+          supports=lambda node: None if all(u.args[1] == 0 for u in node.users)
+          else "adaptive max pooling indices")
+def aten_adaptive_max_pool2d_default(ctx, self, output_size):
+    """adaptive_max_pool2d(Tensor self, int[2] output_size) -> (Tensor, Tensor): values only."""
+    return (_adaptive(ctx, self, output_size, "Max"), None)

@@ -1,0 +1,155 @@
+"""Reductions, softmax and arg-reductions: dims remapped through the layout."""
+
+from __future__ import annotations
+
+import keras
+import torch
+
+from crossport.layout import canonical
+from crossport.to_keras.ops.shape import as_value
+from crossport.to_keras.registry import Policy, register
+from crossport.to_keras.values import TensorValue, keras_dtype
+
+aten = torch.ops.aten
+ops = keras.ops
+
+
+def _plain(ctx, self) -> TensorValue:
+    value = as_value(ctx, self)
+    if value.layout.flat is not None:
+        return TensorValue(ctx.canonical(value), canonical(value.rank), value.shape, value.dtype)
+    return value
+
+
+def _dims(dim, rank) -> list[int]:
+    if dim is None or (isinstance(dim, (list, tuple)) and len(dim) == 0):
+        return list(range(rank))
+    if isinstance(dim, int):
+        return [dim % rank]
+    return [d % rank for d in dim]
+
+
+def _reduce(ctx, self, dim, keepdim, fn):
+    value = _plain(ctx, self)
+    dims = _dims(dim, value.rank)
+    ctx.out_layout = value.layout if keepdim else value.layout.without(dims)
+    return fn(value.tensor, axis=tuple(value.layout.axes(dims)), keepdims=keepdim)
+
+
+def _cast_out(ctx, y):
+    want = keras_dtype(ctx.out_dtype)
+    return y if y.dtype == want else ops.cast(y, want)
+
+
+@register(aten.mean.dim, aten.mean.default, policy=Policy.CUSTOM)
+def aten_mean_dim(ctx, self, dim=None, keepdim=False, dtype=None):
+    """mean.dim(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None)"""
+    return _reduce(ctx, self, dim, keepdim, ops.mean)
+
+
+@register(aten.sum.dim_IntList, aten.sum.default, policy=Policy.CUSTOM)
+def aten_sum_dim_intlist(ctx, self, dim=None, keepdim=False, dtype=None):
+    """sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None)
+
+    torch sums bools and ints to int64.
+    """
+    value = _plain(ctx, self)
+    x = value.tensor
+    if value.dtype == torch.bool:
+        x = ops.cast(x, "int64")
+    value = TensorValue(x, value.layout, value.shape, value.dtype)
+    return _cast_out(ctx, _reduce(ctx, value, dim, keepdim, ops.sum))
+
+
+@register(aten.amax.default, policy=Policy.CUSTOM)
+def aten_amax_default(ctx, self, dim=(), keepdim=False):
+    """amax(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor"""
+    return _reduce(ctx, self, dim, keepdim, ops.max)
+
+
+@register(aten.amin.default, policy=Policy.CUSTOM)
+def aten_amin_default(ctx, self, dim=(), keepdim=False):
+    """amin(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor"""
+    return _reduce(ctx, self, dim, keepdim, ops.min)
+
+
+@register(aten.prod.dim_int, policy=Policy.CUSTOM)
+def aten_prod_dim_int(ctx, self, dim, keepdim=False, dtype=None):
+    """prod.dim_int(Tensor self, int dim, bool keepdim=False, *, ScalarType? dtype=None)"""
+    return _reduce(ctx, self, dim, keepdim, ops.prod)
+
+
+def _var(ctx, self, dim, correction, keepdim):
+    """Variance with torch's correction (unbiased, correction=1, by default)."""
+    value = _plain(ctx, self)
+    dims = _dims(dim, value.rank)
+    axes = tuple(value.layout.axes(dims))
+    n = 1
+    for d in dims:
+        n *= value.static_shape()[d]
+    correction = 1 if correction is None else correction
+    x = value.tensor
+    centred = x - ops.mean(x, axis=axes, keepdims=True)
+    total = ops.sum(ops.square(centred), axis=axes, keepdims=keepdim)
+    ctx.out_layout = value.layout if keepdim else value.layout.without(dims)
+    return total / max(n - correction, 0) if n - correction > 0 else total / 0.0
+
+
+@register(aten.var.correction, aten.var.dim, policy=Policy.CUSTOM)
+def aten_var_correction(ctx, self, dim=None, correction=None, keepdim=False, unbiased=True):
+    """var.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False)"""
+    if ctx.node.target is aten.var.dim:
+        correction = 1 if unbiased else 0
+    return _var(ctx, self, dim, correction, keepdim)
+
+
+@register(aten.std.correction, aten.std.dim, policy=Policy.CUSTOM)
+def aten_std_correction(ctx, self, dim=None, correction=None, keepdim=False, unbiased=True):
+    """std.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False)"""
+    if ctx.node.target is aten.std.dim:
+        correction = 1 if unbiased else 0
+    return ops.sqrt(_var(ctx, self, dim, correction, keepdim))
+
+
+def _arg_reduce(ctx, self, dim, keepdim, fn):
+    """argmax/argmin: first index of the extreme in both frameworks; int64 like torch."""
+    value = _plain(ctx, self)
+    x = value.tensor
+    if dim is None:
+        x = ops.reshape(ctx.canonical(value), [-1])
+        ctx.out_layout = canonical(0)
+        return ops.cast(fn(x, axis=0), "int64")
+    axis = value.layout.axis(dim)
+    y = ops.cast(fn(x, axis=axis, keepdims=keepdim), "int64")
+    ctx.out_layout = value.layout if keepdim else value.layout.without([dim])
+    return y
+
+
+@register(aten.argmax.default, policy=Policy.CUSTOM)
+def aten_argmax_default(ctx, self, dim=None, keepdim=False):
+    """argmax(Tensor self, int? dim=None, bool keepdim=False) -> Tensor"""
+    return _arg_reduce(ctx, self, dim, keepdim, ops.argmax)
+
+
+@register(aten.argmin.default, policy=Policy.CUSTOM)
+def aten_argmin_default(ctx, self, dim=None, keepdim=False):
+    """argmin(Tensor self, int? dim=None, bool keepdim=False) -> Tensor"""
+    return _arg_reduce(ctx, self, dim, keepdim, ops.argmin)
+
+
+def _softmax(ctx, self, dim, fn):
+    value = _plain(ctx, self)
+    ctx.out_layout = value.layout
+    return fn(value.tensor, axis=value.layout.axis(dim))
+
+
+@register(aten._softmax.default, aten.softmax.int, policy=Policy.CUSTOM)
+def aten_softmax_int(ctx, self, dim, half_to_float=False, dtype=None):
+    """_softmax(Tensor self, int dim, bool half_to_float) -> Tensor"""
+    return _softmax(ctx, self, dim, ops.softmax)
+
+
+@register(aten._log_softmax.default, aten.log_softmax.int, policy=Policy.CUSTOM)
+def aten_log_softmax_int(ctx, self, dim, half_to_float=False, dtype=None):
+    """_log_softmax(Tensor self, int dim, bool half_to_float) -> Tensor"""
+    return _softmax(ctx, self, dim, ops.log_softmax)

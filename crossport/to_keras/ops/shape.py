@@ -1,0 +1,236 @@
+"""Views, permutes, concatenation, splitting, slicing (pitfalls.md items 8, 9).
+
+These are CUSTOM-policy converters: they receive ``TensorValue``s and keep whatever layout
+arrives when they can (a permute is free: it only changes the layout), remapping the dims
+they name.
+"""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+import torch
+
+from crossport.layout import Layout, canonical, permuted_shape
+from crossport.layout.reshape import flat_layout, layout_after_reshape
+from crossport.to_keras.registry import Policy, register
+from crossport.to_keras.values import TensorValue, concrete, keras_dtype
+
+aten = torch.ops.aten
+ops = keras.ops
+
+
+def as_value(ctx, value) -> TensorValue:
+    """Parameters and constants (numpy) as a canonical TensorValue."""
+    if isinstance(value, TensorValue):
+        return value
+    array = np.asarray(value)
+    return TensorValue(ctx.constant(array), canonical(array.ndim), array.shape,
+                       torch.from_numpy(np.zeros(0, array.dtype)).dtype)
+
+
+def _out_torch_shape(ctx):
+    val = ctx.node.meta["val"]
+    return tuple(val.shape)
+
+
+def reshape(ctx, value: TensorValue):
+    """The node's output shape from ``value``: a plain Keras reshape whenever possible."""
+    value = as_value(ctx, value)
+    target = _out_torch_shape(ctx)
+    in_static, out_static = value.static_shape(), tuple(concrete(d) for d in target)
+    layout = (layout_after_reshape(value.layout, in_static, out_static)
+              or flat_layout(value.layout, in_static, out_static))
+    x = value.tensor
+    if layout is None:
+        x, layout = ctx.canonical(value), canonical(len(target))
+    sizes = permuted_shape(target, Layout(layout.perm))
+    ctx.out_layout = layout
+    return ops.reshape(x, value.keras_shape_for_reshape(sizes))
+
+
+@register(aten.view.default, aten._unsafe_view.default, aten.reshape.default,
+          aten.flatten.using_ints, aten.unflatten.int, aten.squeeze.dim, aten.squeeze.dims,
+          aten.squeeze.default, aten.unsqueeze.default, policy=Policy.CUSTOM)
+def aten_view_default(ctx, self, *args, **kwargs):
+    """view(Tensor(a) self, SymInt[] size) and flatten/squeeze/unsqueeze: one reshape rule.
+
+    flatten(1) of an NHWC block orders features H,W,C: the result is marked flat-permuted
+    and the next Linear permutes its kernel rows instead (pitfalls.md item 9).
+    """
+    return reshape(ctx, self)
+
+
+@register(aten.permute.default, aten.transpose.int, aten.t.default, aten.numpy_T.default,
+          policy=Policy.CUSTOM)
+def aten_permute_default(ctx, self, *args, **kwargs):
+    """permute(Tensor(a) self, int[] dims): free; only the layout changes (no Keras op)."""
+    value = as_value(ctx, self)
+    dims = _permutation(ctx.node, value.rank)
+    if value.layout.flat is not None:
+        x = ctx.canonical(value)
+        value = TensorValue(x, canonical(value.rank), value.shape, value.dtype)
+    inverse = [0] * len(dims)
+    for new, old in enumerate(dims):
+        inverse[old] = new
+    ctx.out_layout = Layout(tuple(inverse[p] for p in value.layout.perm))
+    return value.tensor
+
+
+def _permutation(node, rank) -> list[int]:
+    if node.target is aten.permute.default:
+        return [d % rank for d in node.args[1]]
+    if node.target is aten.transpose.int:
+        a, b = node.args[1] % rank, node.args[2] % rank
+        dims = list(range(rank))
+        dims[a], dims[b] = dims[b], dims[a]
+        return dims
+    return list(reversed(range(rank)))
+
+
+@register(aten.expand.default, aten.expand_as.default, policy=Policy.CUSTOM)
+def aten_expand_default(ctx, self, size, implicit=False):
+    """expand(Tensor(a) self, SymInt[] size, *, bool implicit=False) -> Tensor(a)
+
+    Broadcasts by adding zeros of the expanded sizes, so dynamic dims that are not
+    expanded stay dynamic.
+    """
+    value = as_value(ctx, self)
+    out_shape = tuple(concrete(d) for d in _out_torch_shape(ctx))
+    rank = len(out_shape)
+    if value.rank < rank:
+        x = ops.reshape(ctx.canonical(value), [1] * (rank - value.rank)
+                        + value.keras_shape_for_reshape(value.shape))
+        value = TensorValue(x, canonical(rank), (1,) * (rank - value.rank) + tuple(value.shape),
+                            value.dtype)
+    if value.layout.flat is not None:
+        value = TensorValue(ctx.canonical(value), canonical(rank), value.shape, value.dtype)
+    grow = [out_shape[d] if value.static_shape()[d] == 1 else 1 for d in range(rank)]
+    ctx.out_layout = value.layout
+    if all(g == 1 for g in grow):
+        return value.tensor
+    zeros = np.zeros(permuted_shape(grow, value.layout), dtype=keras_dtype(value.dtype))
+    return ops.add(value.tensor, zeros)
+
+
+def _harmonised(ctx, values) -> tuple[list, Layout]:
+    values = [as_value(ctx, v) for v in values]
+    layout = next((v.layout for v in values if v.layout.flat is None), canonical(values[0].rank))
+    return [ctx.to_layout(v, layout) for v in values], layout
+
+
+@register(aten.cat.default, aten.concat.default, policy=Policy.CUSTOM)
+def aten_cat_default(ctx, tensors, dim=0):
+    """cat(Tensor[] tensors, int dim=0) -> Tensor: in the first input's layout."""
+    tensors = [t for t in tensors if not _is_empty(t)]
+    xs, layout = _harmonised(ctx, tensors)
+    ctx.out_layout = layout
+    if len(xs) == 1:
+        return xs[0]
+    return keras.layers.Concatenate(axis=layout.axis(dim), name=ctx.name())(xs)
+
+
+def _is_empty(value) -> bool:
+    shape = value.shape if isinstance(value, (TensorValue, np.ndarray)) else ()
+    return any(concrete(s) == 0 for s in shape) and len(shape) == 1
+
+
+@register(aten.stack.default, policy=Policy.CUSTOM)
+def aten_stack_default(ctx, tensors, dim=0):
+    """stack(Tensor[] tensors, int dim=0) -> Tensor"""
+    xs, layout = _harmonised(ctx, tensors)
+    rank = layout.rank + 1
+    dim = dim % rank
+    out_layout = layout.with_inserted(dim)
+    ctx.out_layout = out_layout
+    return ops.stack(xs, axis=out_layout.axis(dim))
+
+
+@register(aten.split_with_sizes.default, aten.split.Tensor, aten.split_with_sizes_copy.default,
+          policy=Policy.CUSTOM)
+def aten_split_with_sizes_default(ctx, self, split_sizes, dim=0):
+    """split_with_sizes(Tensor(a) self, SymInt[] split_sizes, int dim=0) -> Tensor[]"""
+    value = as_value(ctx, self)
+    x, layout = _plain(ctx, value)
+    total = value.static_shape()[dim]
+    if isinstance(split_sizes, int):
+        split_sizes = [split_sizes] * (total // split_sizes) + (
+            [total % split_sizes] if total % split_sizes else [])
+    cuts = list(np.cumsum(split_sizes)[:-1])
+    parts = ops.split(x, [int(c) for c in cuts], axis=layout.axis(dim))
+    ctx.out_layout = [layout] * len(parts)
+    return tuple(parts)
+
+
+@register(aten.unbind.int, policy=Policy.CUSTOM)
+def aten_unbind_int(ctx, self, dim=0):
+    """unbind.int(Tensor(a -> *) self, int dim=0) -> Tensor(a)[]"""
+    value = as_value(ctx, self)
+    x, layout = _plain(ctx, value)
+    axis = layout.axis(dim)
+    parts = ops.unstack(x, axis=axis)
+    ctx.out_layout = [layout.without([dim])] * len(parts)
+    return tuple(parts)
+
+
+def _plain(ctx, value: TensorValue):
+    """The tensor in a plain-permutation layout (flat layouts are undone)."""
+    if value.layout.flat is None:
+        return value.tensor, value.layout
+    return ctx.canonical(value), canonical(value.rank)
+
+
+@register(aten.slice.Tensor, policy=Policy.CUSTOM)
+def aten_slice_tensor(ctx, self, dim=0, start=None, end=None, step=1):
+    """slice.Tensor(Tensor(a) self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1)"""
+    value = as_value(ctx, self)
+    x, layout = _plain(ctx, value)
+    size = value.static_shape()[dim]
+    start = 0 if start is None else start
+    end = size if end is None or end > size else end
+    index = [slice(None)] * value.rank
+    index[layout.axis(dim)] = slice(start, end, step)
+    ctx.out_layout = layout
+    return x[tuple(index)]
+
+
+@register(aten.select.int, policy=Policy.CUSTOM)
+def aten_select_int(ctx, self, dim, index):
+    """select.int(Tensor(a) self, int dim, SymInt index) -> Tensor(a)"""
+    value = as_value(ctx, self)
+    x, layout = _plain(ctx, value)
+    axis = layout.axis(dim)
+    items = [slice(None)] * value.rank
+    items[axis] = index
+    ctx.out_layout = layout.without([dim])
+    return x[tuple(items)]
+
+
+@register(aten.index_select.default, policy=Policy.CUSTOM)
+def aten_index_select_default(ctx, self, dim, index):
+    """index_select(Tensor self, int dim, Tensor index) -> Tensor"""
+    value = as_value(ctx, self)
+    x, layout = _plain(ctx, value)
+    indices = index.tensor if isinstance(index, TensorValue) else np.asarray(index)
+    ctx.out_layout = layout
+    return ops.take(x, indices, axis=layout.axis(dim))
+
+
+@register(aten.clone.default, aten.contiguous.default, aten.alias.default, aten.detach.default,
+          aten.lift_fresh_copy.default, aten.dropout.default, aten.dropout_.default,
+          aten.feature_dropout.default, aten.alpha_dropout.default, policy=Policy.CUSTOM)
+def aten_clone_default(ctx, self, *args, **kwargs):
+    """clone/contiguous/alias/detach, and dropout in eval mode: the identity."""
+    value = as_value(ctx, self)
+    ctx.out_layout = value.layout
+    return value.tensor
+
+
+@register(aten._to_copy.default, aten.to.dtype, aten.type_as.default, policy=Policy.CUSTOM)
+def aten_to_copy_default(ctx, self, *args, **kwargs):
+    """_to_copy(Tensor self, *, ScalarType? dtype=None, ...) -> Tensor: a cast (or identity)."""
+    value = as_value(ctx, self)
+    ctx.out_layout = value.layout
+    if ctx.out_dtype == value.dtype:
+        return value.tensor
+    return ops.cast(value.tensor, keras_dtype(ctx.out_dtype))
