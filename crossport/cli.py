@@ -1,0 +1,196 @@
+"""The ``crossport`` command line: ``demo``, ``convert``, ``ops``.
+
+Every failure prints one clear line and exits non-zero; nothing is left at the output path.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from crossport.compat import quiet_tensorflow
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Port PyTorch models to Keras 3 with proven numerical parity.")
+console = Console()
+err_console = Console(stderr=True)
+
+_DTYPES = {"float32": "float32", "float": "float32", "int64": "int64", "long": "int64",
+           "int32": "int32", "bool": "bool"}
+
+
+def parse_input_spec(spec: str):
+    """``1x3x224x224`` or ``int64:1x128`` -> (dtype name, shape)."""
+    match = re.fullmatch(r"(?:(\w+):)?(\d+(?:x\d+)*)", spec.strip())
+    if not match or (match.group(1) and match.group(1) not in _DTYPES):
+        raise typer.BadParameter(
+            f"{spec!r}: expected SHAPE or DTYPE:SHAPE, e.g. 1x3x224x224 or int64:1x128 "
+            f"(dtypes: {', '.join(sorted(_DTYPES))})")
+    dtype = _DTYPES[match.group(1) or "float32"]
+    return dtype, tuple(int(d) for d in match.group(2).split("x"))
+
+
+def _fail(message: str, code: int = 1):
+    err_console.print(f"[bold red]error:[/] {message}", highlight=False)
+    raise typer.Exit(code)
+
+
+def load_callable(target: str):
+    """``path/to/file.py:build`` or ``package.module:build`` -> the callable."""
+    if ":" not in target:
+        _fail(f"{target!r}: expected MODULE_OR_FILE:CALLABLE, e.g. my_model.py:build")
+    where, name = target.rsplit(":", 1)
+    if where.endswith(".py"):
+        path = Path(where)
+        if not path.is_file():
+            _fail(f"{where}: no such file")
+        spec = importlib.util.spec_from_file_location(path.stem, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.path.insert(0, str(path.parent.resolve()))
+        spec.loader.exec_module(module)
+    else:
+        try:
+            module = importlib.import_module(where)
+        except ImportError as exc:
+            _fail(f"cannot import {where!r}: {exc}")
+    if not hasattr(module, name):
+        _fail(f"{where} has no attribute {name!r}")
+    return getattr(module, name)
+
+
+def _example_args(inputs: list[str]):
+    import torch
+
+    args = []
+    for dtype, shape in (parse_input_spec(s) for s in inputs):
+        if dtype == "float32":
+            args.append(torch.randn(shape))
+        elif dtype == "bool":
+            args.append(torch.rand(shape) > 0.5)
+        else:
+            args.append(torch.randint(0, 100, shape, dtype=getattr(torch, dtype)))
+    return tuple(args)
+
+
+def _summary_table(conversion, output: Path | None) -> Table:
+    table = Table(title="crossport conversion", show_header=False)
+    report = conversion.report
+    if report is not None:
+        table.add_row("parity", f"{report.max_error:.2e} normalized max error "
+                      f"({'PASS' if report.passed else 'FAIL'}, tolerance {report.atol:.0e})")
+    table.add_row("transposes", f"{conversion.transposes} inside the model, "
+                  f"{conversion.boundary_transposes} at inputs/outputs")
+    for stage, seconds in conversion.seconds.items():
+        table.add_row(f"time: {stage}", f"{seconds:.2f} s")
+    if output is not None:
+        table.add_row("saved to", str(output))
+    return table
+
+
+def save_keras_atomically(model, output: Path) -> None:
+    """Write ``output`` via a temporary file so a failure leaves nothing at the target."""
+    output.parent.mkdir(parents=True, exist_ok=True)
+    tmp = output.with_name(f".{output.stem}.partial.keras")
+    try:
+        model.save(tmp)
+        tmp.replace(output)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _run_conversion(module, args, output: Path | None, as_json: bool, **options):
+    quiet_tensorflow()
+    import crossport
+
+    if output is not None and output.suffix != ".keras":
+        _fail(f"{output}: only .keras output is supported by this command so far")
+    try:
+        with console.status("capturing, converting and checking parity ..."):
+            conversion = crossport.convert_with_report(module, args, **options)
+        if output is not None:
+            save_keras_atomically(conversion.model, output)
+    except crossport.CrossportError as exc:
+        _fail(f"{type(exc).__name__}: {exc}")
+    except OSError as exc:
+        _fail(f"cannot write {output}: {exc}")
+    if as_json:
+        print(json.dumps({
+            "parity": conversion.report.to_dict() if conversion.report else None,
+            "transposes": conversion.transposes,
+            "boundary_transposes": conversion.boundary_transposes,
+            "seconds": conversion.seconds, "output": str(output) if output else None,
+        }, indent=2))
+    else:
+        console.print(_summary_table(conversion, output))
+    return conversion
+
+
+@app.command()
+def demo(
+    output: Annotated[Path, typer.Option("-o", "--output", help="where to save the model")] = Path(
+        "crossport-out/resnet18.keras"),
+):
+    """Convert a torchvision ResNet-18 (random weights), check parity, save it as .keras."""
+    from crossport.compat import import_torchvision
+
+    quiet_tensorflow()
+    import torch
+
+    torchvision = import_torchvision()
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18(weights=None).eval()
+    console.print("converting torchvision resnet18 (random weights), input 1x3x224x224")
+    _run_conversion(model, (torch.randn(1, 3, 224, 224),), output, as_json=False)
+
+
+@app.command()
+def convert(
+    target: Annotated[str, typer.Argument(help="MODULE_OR_FILE:CALLABLE returning an nn.Module "
+                                               "or a (module, example_args) pair")],
+    input: Annotated[list[str], typer.Option(
+        "--input", "-i", help="input shape, repeatable: 1x3x224x224 or int64:1x128")] = None,
+    output: Annotated[Path, typer.Option("-o", "--output", help="output .keras file")] = None,
+    dynamic_batch: Annotated[bool, typer.Option(help="batch dim None in the Keras model")] = False,
+    channels_last_io: Annotated[bool, typer.Option(help="NHWC inputs and outputs")] = False,
+    atol: Annotated[float, typer.Option(help="parity tolerance (normalized max error)")] = 1e-4,
+    as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
+):
+    """Convert a PyTorch module to Keras and check parity; exit 0 only if it passed."""
+    import torch
+
+    built = load_callable(target)()
+    module, args = built if isinstance(built, tuple) else (built, None)
+    if not isinstance(module, torch.nn.Module):
+        _fail(f"{target} returned {type(module).__name__}, not a torch.nn.Module")
+    if input:
+        args = _example_args(input)
+    if args is None:
+        _fail("no example inputs: pass --input SHAPE (repeatable) or return (module, args)")
+    _run_conversion(module.eval(), args, output, as_json, dynamic_batch=dynamic_batch,
+                    channels_last_io=channels_last_io, atol=atol)
+
+
+@app.command()
+def ops():
+    """List the supported ATen ops, their layout policy and converter."""
+    from crossport.to_keras.registry import registered_ops
+
+    table = Table(title="crossport: supported ATen ops")
+    for column in ("op", "policy", "converter"):
+        table.add_column(column)
+    for op, conv in sorted(registered_ops().items(), key=lambda kv: str(kv[0])):
+        table.add_row(str(op), conv.policy.value, conv.fn.__module__.rsplit(".", 1)[-1])
+    console.print(table)
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,86 @@
+"""One harness for every conversion test: export, convert, run both, compare.
+
+``assert_converts`` runs the torch module and the converted Keras model on the same seeded
+random inputs (never all-ones) and checks structure, shape, dtype and values: integers
+exactly, floats to a stated normalized tolerance. ``expect_layers`` asserts the intended
+converter ran (a layer class appears in the model), ``max_transposes`` bounds the
+transposes inside the model.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch.utils import _pytree as pytree
+
+import crossport
+from crossport.parity import normalized_error
+from crossport.parity.verify import fresh_inputs, run_keras
+
+
+def random_inputs(shapes, seed: int = 0, dtype=torch.float32) -> tuple:
+    """Seeded normal inputs; ``shapes`` is one shape or a list of shapes."""
+    if shapes and isinstance(shapes[0], int):
+        shapes = [shapes]
+    gen = torch.Generator().manual_seed(seed)
+    return tuple(torch.randn(s, generator=gen, dtype=dtype) for s in shapes)
+
+
+def assert_converts(module: torch.nn.Module, args, *, atol: float = 1e-5,
+                    expect_layers: tuple[str, ...] = (), max_transposes: int | None = 0,
+                    **options) -> crossport.Conversion:
+    """Convert ``module`` and assert the Keras model computes what torch computes."""
+    module = module.eval()
+    args = args if isinstance(args, tuple) else (args,)
+    conversion = crossport.convert_with_report(module, args, check=False, **options)
+    channels_last_io = options.get("channels_last_io", False)
+    for seed, inputs in enumerate([args, fresh_inputs(args, 1234)]):
+        with torch.no_grad():
+            ref = module(*inputs)
+        got = conversion.model(_keras_args(inputs, channels_last_io), training=False)
+        _compare(ref, got, atol, channels_last_io, inputs, conversion)
+    layer_types = {type(layer).__name__ for layer in conversion.model.layers}
+    for name in expect_layers:
+        assert name in layer_types, f"expected a {name} layer, model has {sorted(layer_types)}"
+    if max_transposes is not None:
+        assert conversion.transposes <= max_transposes, (
+            f"{conversion.transposes} transposes inside the model (at most {max_transposes})")
+    return conversion
+
+
+def _keras_args(inputs, channels_last_io):
+    from crossport.parity.verify import to_keras_inputs
+
+    arrays = to_keras_inputs(inputs, channels_last_io)
+    return arrays if len(arrays) > 1 else arrays[0]
+
+
+def _compare(ref, got, atol, channels_last_io, inputs, conversion):
+    ref_leaves, ref_spec = pytree.tree_flatten(ref)
+    got_flat = run_keras(conversion.model, inputs, channels_last_io)
+    assert len(got_flat) == len(ref_leaves), (
+        f"torch returns {len(ref_leaves)} tensors, Keras {len(got_flat)}")
+    _assert_same_structure(ref, got)
+    for i, (r, g) in enumerate(zip(ref_leaves, got_flat)):
+        r = r.detach().numpy()
+        assert tuple(r.shape) == tuple(g.shape), f"output {i}: shape {g.shape} != torch {r.shape}"
+        if r.dtype.kind in "biu":
+            assert g.dtype.kind in "biu", f"output {i}: dtype {g.dtype} != torch {r.dtype}"
+            np.testing.assert_array_equal(g, r, err_msg=f"output {i} (integers, exact)")
+        else:
+            err = normalized_error(r, g)
+            assert err <= atol, f"output {i}: normalized error {err:.3e} > {atol:.0e}"
+
+
+def _assert_same_structure(ref, got):
+    if isinstance(ref, torch.Tensor):
+        return
+    if isinstance(ref, dict):
+        assert isinstance(got, dict) and set(got) == set(ref), f"dict keys {set(got)} != {set(ref)}"
+        for k in ref:
+            _assert_same_structure(ref[k], got[k])
+        return
+    assert isinstance(got, (list, tuple)) and len(got) == len(ref), (
+        f"structure {type(got).__name__}[{len(got)}] != {type(ref).__name__}[{len(ref)}]")
+    for r, g in zip(ref, got):
+        _assert_same_structure(r, g)
