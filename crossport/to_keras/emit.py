@@ -138,6 +138,10 @@ class Emitter:
             container, index = node.args
             return self.values[container][index]
         converter = lookup(node.target)
+        if not hasattr(node.target, "_schema"):  # Python callables (SymInt arithmetic)
+            args = [self._resolve(a) for a in node.args]
+            ctx = NodeContext(node, self.names, self.transposes, self.constants)
+            return converter.fn(ctx, *args)
         arguments = _bind(node)
         resolved = {k: self._resolve(v) for k, v in arguments.items()}
         ctx = NodeContext(node, self.names, self.transposes, self.constants)

@@ -7,6 +7,7 @@ from crossport.to_keras.ops import (  # noqa: F401
     linear,
     misc,
     norm,
+    pad,
     pool,
     reduce,
     shape,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import operator
+
 import torch
 
 from crossport.to_keras.registry import Policy, register
@@ -15,3 +17,24 @@ aten = torch.ops.aten
 def aten_assert_tensor_metadata_default(ctx, *args, **kwargs):
     """Assertions torch.export records about shapes and dtypes: checked at export, dropped."""
     return None
+
+
+@register(aten.sym_size.int, policy=Policy.CUSTOM)
+def aten_sym_size_int(ctx, self, dim):
+    """sym_size.int(Tensor self, int dim) -> SymInt
+
+    Shape arithmetic feeds view/expand sizes, which converters read from the output's
+    shape; the symbolic value stands in for it (its dynamic dims become -1 / None).
+    """
+    return ctx.node.meta["val"]
+
+
+def _symbolic_result(ctx, *args):
+    """Arithmetic on symbolic sizes: the traced value (see aten_sym_size_int)."""
+    return ctx.node.meta["val"]
+
+
+for _fn in (operator.add, operator.sub, operator.mul, operator.floordiv, operator.truediv,
+            operator.mod, operator.neg, torch.sym_max, torch.sym_min, torch.sym_float,
+            torch.sym_int):
+    register(_fn, policy=Policy.CUSTOM)(_symbolic_result)

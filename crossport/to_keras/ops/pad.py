@@ -1,0 +1,77 @@
+"""Padding: ``F.pad`` and the ATen pad ops it lowers to (pitfalls.md item 7).
+
+``F.pad`` lists ``(before, after)`` pairs from the **last** torch dim; negative amounts crop.
+``crossport.layers.Pad`` takes exactly that, plus the Keras-from-torch ``perm`` of the
+arriving tensor, so every converter here keeps the layout it receives (no transpose).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from crossport import layers as torch_semantics
+from crossport.layout import canonical
+from crossport.to_keras.ops.shape import as_value
+from crossport.to_keras.registry import Policy, register
+
+aten = torch.ops.aten
+
+_MODES = ("constant", "reflect", "replicate", "circular")
+
+
+def _pad_supports(node: torch.fx.Node) -> str | None:
+    mode = node.args[2] if len(node.args) > 2 else node.kwargs.get("mode", "constant")
+    if mode not in _MODES:
+        return f"pad mode {mode!r} (supported: {', '.join(_MODES)})"
+    return None
+
+
+def emit_pad(ctx, self, pad, mode: str, value):
+    """``Pad(pad, mode, value, perm=layout.perm)`` on the arriving layout."""
+    value_ = as_value(ctx, self)
+    x, layout = value_.tensor, value_.layout
+    if layout.flat is not None:  # a flat-permuted [N, F]: undo the feature order first
+        x, layout = ctx.canonical(value_), canonical(value_.rank)
+    ctx.out_layout = layout
+    pad = [int(p) for p in pad]
+    if not any(pad):
+        return x
+    layer = torch_semantics.Pad(pad, mode=mode, value=value if mode == "constant" else None,
+                                perm=layout.perm, name=ctx.name())
+    return layer(x)
+
+
+@register(aten.pad.default, policy=Policy.CUSTOM, supports=_pad_supports)
+def aten_pad_default(ctx, self, pad, mode="constant", value=None):
+    """pad(Tensor self, SymInt[] pad, str mode="constant", float? value=None) -> Tensor
+
+    F.pad pairs start at the last torch dim (tf.pad: first dim); negative pads crop.
+    reflect mirrors without repeating the edge; replicate and circular have no tf.pad mode.
+    """
+    return emit_pad(ctx, self, pad, mode, 0.0 if value is None else value)
+
+
+@register(aten.constant_pad_nd.default, policy=Policy.CUSTOM)
+def aten_constant_pad_nd_default(ctx, self, pad, value=0):
+    """constant_pad_nd(Tensor self, SymInt[] pad, Scalar value=0) -> Tensor"""
+    return emit_pad(ctx, self, pad, "constant", value)
+
+
+@register(aten.reflection_pad1d.default, aten.reflection_pad2d.default,
+          aten.reflection_pad3d.default, policy=Policy.CUSTOM)
+def aten_reflection_pad2d_default(ctx, self, padding):
+    """reflection_pad2d(Tensor self, SymInt[4] padding) -> Tensor (mirror, edge not repeated)"""
+    return emit_pad(ctx, self, padding, "reflect", None)
+
+
+@register(aten.replication_pad1d.default, aten.replication_pad2d.default,
+          aten.replication_pad3d.default, policy=Policy.CUSTOM)
+def aten_replication_pad2d_default(ctx, self, padding):
+    """replication_pad2d(Tensor self, SymInt[4] padding) -> Tensor (edge repeated)"""
+    return emit_pad(ctx, self, padding, "replicate", None)
+
+
+@register(aten._pad_circular.default, policy=Policy.CUSTOM)
+def aten_pad_circular_default(ctx, self, pad):
+    """_pad_circular(Tensor self, SymInt[] pad) -> Tensor (wraps around)"""
+    return emit_pad(ctx, self, pad, "circular", None)

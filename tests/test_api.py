@@ -1,0 +1,98 @@
+"""The public API: structures in and out, options, the self-check and its diagnosis."""
+
+import numpy as np
+import pytest
+import torch
+
+import crossport
+from crossport.to_keras.registry import lookup, register
+from tests.harness import assert_converts, random_inputs
+
+
+class TwoInTupleOut(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3, padding=1)
+        self.fc = torch.nn.Linear(5, 2)
+
+    def forward(self, image, vector):
+        return self.conv(image).relu(), (self.fc(vector), vector * 2)
+
+
+class DictOut(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 1)
+
+    def forward(self, x):
+        y = self.conv(x)
+        return {"out": y, "pooled": y.mean(dim=(2, 3))}
+
+
+def test_nested_outputs_and_several_inputs():
+    args = random_inputs([(2, 3, 8, 8), (2, 5)])
+    assert_converts(TwoInTupleOut(), args)
+
+
+def test_dict_outputs_keep_keys():
+    assert_converts(DictOut(), random_inputs((1, 3, 8, 8)))
+
+
+def test_input_names_follow_forward_arguments():
+    model = crossport.convert(TwoInTupleOut().eval(), random_inputs([(1, 3, 8, 8), (1, 5)]))
+    assert [t.name.split(":")[0] for t in model.inputs] == ["image", "vector"]
+
+
+def test_layer_names_follow_module_paths(torchvision):
+    model = crossport.convert(torchvision.models.resnet18().eval(), random_inputs((1, 3, 64, 64)))
+    names = {layer.name for layer in model.layers}
+    assert {"conv1", "bn1", "layer1.0.conv1", "layer4.1.bn2", "fc"} <= names
+
+
+def test_channels_last_io_has_no_transposes():
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.BatchNorm2d(8), torch.nn.ReLU())
+    conversion = assert_converts(net, random_inputs((1, 3, 12, 12)), channels_last_io=True)
+    assert conversion.boundary_transposes == 0
+    assert conversion.model.inputs[0].shape == (1, 12, 12, 3)
+
+
+def test_dynamic_batch_gives_none_and_runs_other_batches():
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.Flatten(), torch.nn.Linear(4 * 36, 3))
+    model = crossport.convert(net.eval(), random_inputs((2, 3, 8, 8)), dynamic_batch=True)
+    assert model.inputs[0].shape[0] is None
+    x = random_inputs((5, 3, 8, 8), seed=3)[0]
+    np.testing.assert_allclose(np.asarray(model(x.numpy())), net(x).detach().numpy(), atol=1e-5)
+
+
+def test_parity_error_names_first_diverging_layer_and_says_semantic():
+    """A deliberately wrong converter must be caught, located and called semantic."""
+    relu = torch.ops.aten.relu.default
+    original = lookup(relu)
+
+    def leaky_by_mistake(ctx, self):
+        import keras
+        return keras.layers.LeakyReLU(negative_slope=0.1, name=ctx.name())(self)
+
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU(), torch.nn.Conv2d(4, 2, 1))
+    register(relu, policy=original.policy, override=True)(leaky_by_mistake)
+    try:
+        with pytest.raises(crossport.ParityError) as info:
+            crossport.convert(net.eval(), random_inputs((1, 3, 10, 10)))
+    finally:
+        register(relu, policy=original.policy, supports=original.supports,
+                 override=True)(original.fn)
+    report = info.value.report
+    assert report.verdict == "semantic"
+    assert report.first_divergent.module_path == "1"
+    assert "aten.relu" in report.first_divergent.op
+    assert "semantic" in str(info.value) and "first divergence" in str(info.value)
+
+
+def test_registering_twice_without_override_is_an_error():
+    with pytest.raises(ValueError, match="already has a converter"):
+        register(torch.ops.aten.relu.default, policy=crossport.Policy.AGNOSTIC)(lambda ctx, self: self)
+
+
+def test_unknown_option_is_an_input_error():
+    with pytest.raises(crossport.InputError, match="unknown option"):
+        crossport.convert(torch.nn.ReLU(), random_inputs((1, 3)), chanels_last_io=True)
