@@ -96,3 +96,16 @@ def test_registering_twice_without_override_is_an_error():
 def test_unknown_option_is_an_input_error():
     with pytest.raises(crossport.InputError, match="unknown option"):
         crossport.convert(torch.nn.ReLU(), random_inputs((1, 3)), chanels_last_io=True)
+
+
+def test_transpose_count_matches_the_tf_graph(torchvision):
+    from crossport.parity.graph import graph_transposes
+
+    net = torchvision.models.resnet18().eval()
+    for channels_last_io in (False, True):
+        conversion = crossport.convert_with_report(net, random_inputs((1, 3, 64, 64)),
+                                                   check=False, channels_last_io=channels_last_io)
+        in_graph = graph_transposes(conversion.model)
+        assert in_graph == conversion.transposes + conversion.boundary_transposes
+        assert conversion.transposes == 0
+        assert in_graph == (0 if channels_last_io else 1)
