@@ -17,6 +17,7 @@ from crossport.errors import (
     ParityError,
     UnsupportedOpError,
 )
+from crossport.export import ExportResult, export
 from crossport.options import ConvertOptions
 from crossport.to_keras.registry import Policy, register
 
@@ -26,12 +27,14 @@ __all__ = [
     "ConvertOptions",
     "CrossportError",
     "ExportError",
+    "ExportResult",
     "InputError",
     "ParityError",
     "Policy",
     "UnsupportedOpError",
     "convert",
     "convert_with_report",
+    "export",
     "register",
 ]
 __version__ = "0.1.0"

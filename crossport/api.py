@@ -27,6 +27,7 @@ class Conversion:
         transposes: transposes inside the model, not counting those at its inputs/outputs.
         boundary_transposes: transposes at the inputs and outputs (layout conversion).
         seconds: wall time per stage (capture, convert, verify).
+        module, example_args, options: what was converted, for re-checks after export.
     """
 
     model: keras.Model
@@ -35,6 +36,9 @@ class Conversion:
     transposes: int
     boundary_transposes: int
     seconds: dict[str, float] = field(default_factory=dict)
+    module: torch.nn.Module | None = None
+    example_args: tuple = ()
+    options: ConvertOptions | None = None
 
     def summary(self) -> str:
         stages = ", ".join(f"{k} {v:.1f}s" for k, v in self.seconds.items())
@@ -89,7 +93,7 @@ def convert_with_report(module: torch.nn.Module, example_args, options: ConvertO
             )
     internal = emitted.transposes - emitted.boundary_transposes
     return Conversion(emitted.model, report, exported, internal, emitted.boundary_transposes,
-                      seconds)
+                      seconds, module, args, opts)
 
 
 def convert(module: torch.nn.Module, example_args, options: ConvertOptions | None = None,

@@ -81,7 +81,7 @@ def _example_args(inputs: list[str]):
     return tuple(args)
 
 
-def _summary_table(conversion, output: Path | None) -> Table:
+def _summary_table(conversion, exported) -> Table:
     table = Table(title="crossport conversion", show_header=False)
     report = conversion.report
     if report is not None:
@@ -91,46 +91,38 @@ def _summary_table(conversion, output: Path | None) -> Table:
                   f"{conversion.boundary_transposes} at inputs/outputs")
     for stage, seconds in conversion.seconds.items():
         table.add_row(f"time: {stage}", f"{seconds:.2f} s")
-    if output is not None:
-        table.add_row("saved to", str(output))
+    if exported is not None:
+        table.add_row("saved to", f"{exported.path} ({exported.format})")
+        table.add_row("re-loaded parity", f"{exported.max_error:.2e} (tolerance "
+                      f"{exported.tolerance:.0e} for {exported.format})")
     return table
 
 
-def save_keras_atomically(model, output: Path) -> None:
-    """Write ``output`` via a temporary file so a failure leaves nothing at the target."""
-    output.parent.mkdir(parents=True, exist_ok=True)
-    tmp = output.with_name(f".{output.stem}.partial.keras")
-    try:
-        model.save(tmp)
-        tmp.replace(output)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-def _run_conversion(module, args, output: Path | None, as_json: bool, **options):
+def _run_conversion(module, args, output: Path | None, as_json: bool, format: str | None = None,
+                    **options):
     quiet_tensorflow()
     import crossport
 
-    if output is not None and output.suffix != ".keras":
-        _fail(f"{output}: only .keras output is supported by this command so far")
+    exported = None
     try:
         with console.status("capturing, converting and checking parity ..."):
             conversion = crossport.convert_with_report(module, args, **options)
         if output is not None:
-            save_keras_atomically(conversion.model, output)
+            with console.status(f"exporting {output} and re-checking parity ..."):
+                exported = crossport.export(conversion, output, format)
     except crossport.CrossportError as exc:
         _fail(f"{type(exc).__name__}: {exc}")
-    except OSError as exc:
-        _fail(f"cannot write {output}: {exc}")
     if as_json:
         print(json.dumps({
             "parity": conversion.report.to_dict() if conversion.report else None,
             "transposes": conversion.transposes,
             "boundary_transposes": conversion.boundary_transposes,
             "seconds": conversion.seconds, "output": str(output) if output else None,
+            "export": {"format": exported.format, "error": exported.max_error,
+                       "tolerance": exported.tolerance} if exported else None,
         }, indent=2))
     else:
-        console.print(_summary_table(conversion, output))
+        console.print(_summary_table(conversion, exported))
     return conversion
 
 
@@ -158,7 +150,10 @@ def convert(
                                                "or a (module, example_args) pair")],
     input: Annotated[list[str], typer.Option(
         "--input", "-i", help="input shape, repeatable: 1x3x224x224 or int64:1x128")] = None,
-    output: Annotated[Path, typer.Option("-o", "--output", help="output .keras file")] = None,
+    output: Annotated[Path, typer.Option(
+        "-o", "--output", help="output: .keras, .tflite, or a SavedModel directory")] = None,
+    format: Annotated[str, typer.Option(
+        help="keras, saved_model, tflite, tflite-fp16, tflite-int8 (default: from -o)")] = None,
     dynamic_batch: Annotated[bool, typer.Option(help="batch dim None in the Keras model")] = False,
     channels_last_io: Annotated[bool, typer.Option(help="NHWC inputs and outputs")] = False,
     atol: Annotated[float, typer.Option(help="parity tolerance (normalized max error)")] = 1e-4,
@@ -175,7 +170,7 @@ def convert(
         args = _example_args(input)
     if args is None:
         _fail("no example inputs: pass --input SHAPE (repeatable) or return (module, args)")
-    _run_conversion(module.eval(), args, output, as_json, dynamic_batch=dynamic_batch,
+    _run_conversion(module.eval(), args, output, as_json, format, dynamic_batch=dynamic_batch,
                     channels_last_io=channels_last_io, atol=atol)
 
 

@@ -26,7 +26,7 @@ class DictOut(torch.nn.Module):
 
     def forward(self, x):
         y = self.conv(x)
-        return {"out": y, "pooled": y.mean(dim=(2, 3))}
+        return {"out": y, "aux": y.mean(dim=(2, 3))}  # not in sorted order
 
 
 def test_nested_outputs_and_several_inputs():

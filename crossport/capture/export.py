@@ -64,6 +64,17 @@ def _dynamic_shapes(args: tuple, options: ConvertOptions):
     return tuple(shapes)
 
 
+def _widen_unit_dynamic_dims(args: tuple, dynamic) -> tuple:
+    """torch.export specialises size-1 dims; a dynamic dim needs an example of size >= 2."""
+    widened = []
+    for arg, spec in zip(args, dynamic):
+        for d in (spec or {}):
+            if arg.shape[d] == 1:
+                arg = torch.cat([arg, arg], dim=d)
+        widened.append(arg)
+    return tuple(widened)
+
+
 def capture(module: torch.nn.Module, args: tuple, options: ConvertOptions,
             keep_ops) -> torch.export.ExportedProgram:
     """Export ``module`` and decompose every op not in ``keep_ops`` to core ATen.
@@ -76,9 +87,12 @@ def capture(module: torch.nn.Module, args: tuple, options: ConvertOptions,
         raise InputError(f"expected a torch.nn.Module, got {type(module).__name__}")
     if module.training:
         module = module.eval()  # the conversion is of inference semantics (dropout, BN)
+    dynamic = _dynamic_shapes(args, options)
+    if dynamic is not None:
+        args = _widen_unit_dynamic_dims(args, dynamic)
     try:
         exported = torch.export.export(
-            module, args, dynamic_shapes=_dynamic_shapes(args, options),
+            module, args, dynamic_shapes=dynamic,
             strict=options.strict_export,
         )
     except Exception as exc:  # torch raises many unrelated types here; all mean "no capture"
@@ -95,12 +109,15 @@ def capture(module: torch.nn.Module, args: tuple, options: ConvertOptions,
 
 def _capture_message(module: torch.nn.Module, exc: Exception) -> str:
     first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if "/torch/" not in f.filename]
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if "/torch/" not in f.filename and "/crossport/" not in f.filename]
     where = f" at {frames[-1].filename}:{frames[-1].lineno} ({frames[-1].line})" if frames else ""
-    return (
-        f"torch.export could not capture {type(module).__name__}{where}: "
-        f"{type(exc).__name__}: {first_line}\n"
-        "crossport converts what torch.export captures: data-dependent Python control flow "
-        "(an `if` or loop on tensor values) must become torch.cond / tensor ops, or be "
-        "moved out of forward."
-    )
+    if "Constraints violated" in first_line:
+        hint = ("a dim marked dynamic is fixed by the model (or equal to another dim): "
+                "convert with that dim static, or make the model shape-generic there.")
+    else:
+        hint = ("crossport converts what torch.export captures: data-dependent Python "
+                "control flow (an `if` or loop on tensor values) must become torch.cond / "
+                "tensor ops, or be moved out of forward.")
+    return (f"torch.export could not capture {type(module).__name__}{where}: "
+            f"{type(exc).__name__}: {first_line}\n{hint}")

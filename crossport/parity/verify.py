@@ -49,25 +49,54 @@ def to_keras_inputs(args: tuple, channels_last_io: bool) -> list[np.ndarray]:
     return arrays
 
 
-def from_keras_outputs(outputs, channels_last_io: bool) -> list[np.ndarray]:
-    flat = [np.asarray(o) for o in keras.tree.flatten(outputs)]
+def flatten_like(ref, got) -> list:
+    """Leaves of ``got`` in the order torch's pytree gives the leaves of ``ref``.
+
+    Keras flattens dicts by sorted key, torch by insertion order: walk torch's structure.
+    """
+    if isinstance(ref, torch.Tensor) or ref is None:
+        return [got]
+    if isinstance(ref, dict):
+        return [leaf for k in ref for leaf in flatten_like(ref[k], got[k])]
+    return [leaf for r, g in zip(ref, got) for leaf in flatten_like(r, g)]
+
+
+def torch_order(model: keras.Model, reference) -> list[int]:
+    """For each torch output leaf, its index in Keras' flat output order."""
+    counter = iter(range(len(keras.tree.flatten(model.output))))
+    indices = keras.tree.map_structure(lambda _: next(counter), model.output)
+    return flatten_like(reference, indices)
+
+
+def from_keras_outputs(outputs, channels_last_io: bool, like=None) -> list[np.ndarray]:
+    leaves = flatten_like(like, outputs) if like is not None else keras.tree.flatten(outputs)
+    flat = [np.asarray(o) for o in leaves]
     if channels_last_io:
         flat = [np.transpose(a, np.argsort(channels_last(a.ndim).perm)) if a.ndim >= 3 else a
                 for a in flat]
     return flat
 
 
-def run_keras(model: keras.Model, args: tuple, channels_last_io: bool) -> list[np.ndarray]:
+def run_keras(model: keras.Model, args: tuple, channels_last_io: bool,
+              like=None) -> list[np.ndarray]:
+    """Keras outputs for torch ``args``, flattened in torch's order when ``like`` is given."""
     arrays = to_keras_inputs(args, channels_last_io)
     out = model(arrays if len(arrays) > 1 else arrays[0], training=False)
-    return from_keras_outputs(out, channels_last_io)
+    return from_keras_outputs(out, channels_last_io, like)
+
+
+def torch_outputs(module: torch.nn.Module, args: tuple):
+    with torch.no_grad():
+        return module(*args)
+
+
+def leaves(out) -> list[np.ndarray]:
+    return [t.detach().cpu().numpy() for t in pytree.tree_leaves(out)
+            if isinstance(t, torch.Tensor)]
 
 
 def run_torch(module: torch.nn.Module, args: tuple) -> list[np.ndarray]:
-    with torch.no_grad():
-        out = module(*args)
-    return [t.detach().cpu().numpy() for t in pytree.tree_leaves(out)
-            if isinstance(t, torch.Tensor)]
+    return leaves(torch_outputs(module, args))
 
 
 def verify(module, exported, emitted, example_args: tuple, options) -> ParityReport:
@@ -76,8 +105,9 @@ def verify(module, exported, emitted, example_args: tuple, options) -> ParityRep
                                    for i in range(options.check_inputs)]
     errors = []
     for args in input_sets:
-        ref = run_torch(module, args)
-        got = run_keras(emitted.model, args, options.channels_last_io)
+        structure = torch_outputs(module, args)
+        ref = leaves(structure)
+        got = run_keras(emitted.model, args, options.channels_last_io, like=structure)
         errors.append(max((normalized_error(r, g) for r, g in zip(ref, got)), default=0.0))
     worst = int(np.argmax(errors))
     report = ParityReport(max_error=errors[worst], errors=errors, atol=options.atol)
@@ -163,8 +193,9 @@ def _output_verdict(report: ParityReport, module, args, emitted, options) -> Non
     module64 = copy.deepcopy(module).to(torch.float64)
     args64 = tuple(a.to(torch.float64) if a.is_floating_point() else a for a in args)
     ref64 = run_torch(module64, args64)
-    ref32 = run_torch(module, args)
-    got = run_keras(emitted.model, args, options.channels_last_io)
+    structure = torch_outputs(module, args)
+    ref32 = leaves(structure)
+    got = run_keras(emitted.model, args, options.channels_last_io, like=structure)
     report.keras_vs_fp64 = max(normalized_error(r, g) for r, g in zip(ref64, got))
     report.torch_vs_fp64 = max(normalized_error(r, t) for r, t in zip(ref64, ref32))
     report.verdict = rounding_verdict(report.keras_vs_fp64, report.torch_vs_fp64)

@@ -1,0 +1,157 @@
+"""Export a converted model and prove the artifact still matches torch.
+
+Every export writes to a temporary sibling path, re-loads the artifact from disk, runs it on
+fresh inputs against the torch module, and only then moves it to the target path; on any
+failure nothing is left there.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from crossport.errors import ExportError, InputError
+from crossport.export import formats
+from crossport.parity import normalized_error
+from crossport.parity.verify import fresh_inputs, from_keras_outputs, to_keras_inputs, torch_order
+from crossport.parity.verify import leaves, torch_outputs
+
+# Stated tolerances (normalized max error vs torch fp32). Quantised formats change the
+# function on purpose: fp16 weights keep ~3 significant digits, dynamic-range int8 ~2.
+FORMATS = {
+    "keras": None,          # None: the conversion's own atol
+    "saved_model": None,
+    "tflite": None,
+    "tflite-fp16": 1e-2,
+    "tflite-int8": 1e-1,
+}
+
+
+@dataclass
+class ExportResult:
+    """What an export wrote and how far the re-loaded artifact is from torch."""
+
+    path: Path
+    format: str
+    max_error: float | None
+    tolerance: float | None
+    seconds: float
+
+    @property
+    def passed(self) -> bool:
+        return self.max_error is None or self.max_error <= self.tolerance
+
+    def summary(self) -> str:
+        if self.max_error is None:
+            return f"{self.format}: {self.path} (not re-checked)"
+        return (f"{self.format}: {self.path}, re-loaded error {self.max_error:.2e} "
+                f"(tolerance {self.tolerance:.0e} for this format)")
+
+
+def infer_format(path: Path) -> str:
+    if path.suffix == ".keras":
+        return "keras"
+    if path.suffix == ".tflite":
+        return "tflite"
+    if path.suffix == "":
+        return "saved_model"
+    raise InputError(f"{path}: cannot tell the format from the suffix; pass format= one of "
+                     f"{sorted(FORMATS)}")
+
+
+def export(conversion, path: str | Path, format: str | None = None, *, check: bool = True,
+           check_inputs: int = 2) -> ExportResult:
+    """Write ``conversion.model`` to ``path`` and re-check parity of the written artifact.
+
+    Args:
+        conversion: a :class:`crossport.Conversion` (from ``convert_with_report``).
+        path: ``.keras`` file, ``.tflite`` file, or a SavedModel directory.
+        format: one of ``keras``, ``saved_model``, ``tflite``, ``tflite-fp16``,
+            ``tflite-int8``; inferred from ``path`` when omitted.
+        check: re-load and compare with torch (``ExportError`` beyond the tolerance).
+
+    Example:
+        >>> import torch, crossport, tempfile, pathlib
+        >>> conv = crossport.convert_with_report(torch.nn.Conv2d(3, 4, 3).eval(),
+        ...                                      (torch.randn(1, 3, 8, 8),))
+        >>> out = pathlib.Path(tempfile.mkdtemp()) / "conv.keras"
+        >>> crossport.export(conv, out).passed
+        True
+    """
+    path = Path(path)
+    format = format or infer_format(path)
+    if format not in FORMATS:
+        raise InputError(f"unknown format {format!r}; expected one of {sorted(FORMATS)}")
+    tolerance = FORMATS[format] or conversion.options.atol
+    start = time.perf_counter()
+    tmp = path.with_name(f".{path.name}.partial")
+    _remove(tmp)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _write(conversion.model, tmp, format)
+        error = _recheck(conversion, tmp, format, check_inputs) if check else None
+        if error is not None and error > tolerance:
+            raise ExportError(
+                f"the {format} artifact re-loaded from disk differs from torch: normalized "
+                f"error {error:.2e} > {tolerance:.0e}; nothing was written to {path}")
+        _remove(path)
+        tmp.replace(path)
+    except ExportError:
+        raise
+    except Exception as exc:  # any writer/loader failure: report it, leave nothing behind
+        raise ExportError(f"exporting {format} to {path} failed: {type(exc).__name__}: {exc}") from exc
+    finally:
+        _remove(tmp)
+    return ExportResult(path, format, error, tolerance, time.perf_counter() - start)
+
+
+def _write(model, path: Path, format: str) -> None:
+    if format == "keras":
+        # Keras insists on the .keras suffix: save beside, then move into the temp name.
+        staged = path.with_name(path.name + ".keras")
+        formats.write_keras(model, staged)
+        staged.replace(path)
+    elif format == "saved_model":
+        formats.write_saved_model(model, path)
+    else:
+        quantization = {"tflite": "float32", "tflite-fp16": "float16", "tflite-int8": "int8"}
+        formats.write_tflite(model, path, quantization[format])
+
+
+def _loader(conversion, path: Path, format: str):
+    if format == "keras":
+        staged = path.with_name(path.name + ".keras")
+        shutil.copyfile(path, staged)
+        try:
+            return formats.load_keras(staged)
+        finally:
+            staged.unlink(missing_ok=True)
+    if format == "saved_model":
+        return formats.load_saved_model(path)
+    names = [t.name.split(":")[0] for t in conversion.model.inputs]
+    return formats.load_tflite(path, names)
+
+
+def _recheck(conversion, path: Path, format: str, count: int) -> float:
+    run = _loader(conversion, path, format)
+    channels_last_io = conversion.options.channels_last_io
+    errors = []
+    for i in range(count):
+        args = fresh_inputs(conversion.example_args, conversion.options.seed + 100 + i)
+        structure = torch_outputs(conversion.module, args)
+        flat = run(to_keras_inputs(args, channels_last_io))
+        order = torch_order(conversion.model, structure)
+        got = from_keras_outputs([flat[j] for j in order], channels_last_io)
+        errors.extend(normalized_error(r, g) for r, g in zip(leaves(structure), got))
+    return float(np.max(errors)) if errors else 0.0
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir():
+        shutil.rmtree(path)
+    elif path.exists():
+        path.unlink()

@@ -1,0 +1,85 @@
+"""Every format is re-loaded from disk and re-checked against torch; failures leave nothing."""
+
+import keras
+import numpy as np
+import pytest
+import torch
+
+import crossport
+from crossport.export import FORMATS
+from tests.harness import random_inputs
+
+
+class TwoInputsDictOut(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3, stride=2, padding=1)
+        self.bn = torch.nn.BatchNorm2d(8)
+        self.fc = torch.nn.Linear(8, 4)
+
+    def forward(self, image, scale):
+        y = self.bn(self.conv(image)).relu()
+        return {"logits": self.fc(y.mean((2, 3))) * scale, "features": y}
+
+
+@pytest.fixture(scope="module")
+def conversion():
+    torch.manual_seed(0)
+    return crossport.convert_with_report(TwoInputsDictOut().eval(),
+                                         random_inputs([(2, 3, 16, 16), (2, 1)]),
+                                         dynamic_batch=True)
+
+
+@pytest.mark.parametrize("fmt,name", [
+    ("keras", "m.keras"), ("saved_model", "saved"), ("tflite", "m.tflite"),
+    ("tflite-fp16", "m16.tflite"), ("tflite-int8", "m8.tflite"),
+])
+def test_every_format_round_trips_within_its_tolerance(conversion, tmp_path, fmt, name):
+    result = crossport.export(conversion, tmp_path / name, fmt)
+    assert result.passed and result.path.exists()
+    assert result.tolerance == (FORMATS[fmt] or conversion.options.atol)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name], "no temporary leftovers"
+
+
+def test_keras_file_loads_without_custom_objects(tmp_path):
+    """A model using crossport.layers (count_include_pad avg pool) loads after import."""
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.AvgPool2d(3, 2, padding=1))
+    x = random_inputs((1, 3, 11, 11))
+    conversion = crossport.convert_with_report(net.eval(), x)
+    assert any(type(layer).__module__.startswith("crossport.layers")
+               for layer in conversion.model.layers)
+    crossport.export(conversion, tmp_path / "pool.keras")
+    loaded = keras.models.load_model(tmp_path / "pool.keras")
+    np.testing.assert_allclose(np.asarray(loaded(x[0].numpy())), net(x[0]).detach().numpy(),
+                               atol=1e-5)
+
+
+def test_saved_model_signature_has_forward_names_and_dynamic_batch(conversion, tmp_path):
+    import tensorflow as tf
+
+    crossport.export(conversion, tmp_path / "saved")
+    signature = tf.saved_model.load(str(tmp_path / "saved")).signatures["serving_default"]
+    specs = signature.structured_input_signature[1]
+    assert set(specs) == {"image", "scale"}
+    assert specs["image"].shape.as_list() == [None, 3, 16, 16]
+
+
+def test_failed_recheck_leaves_nothing(conversion, tmp_path, monkeypatch):
+    monkeypatch.setitem(FORMATS, "tflite-fp16", 1e-12)  # fp16 cannot meet this on purpose
+    target = tmp_path / "m16.tflite"
+    with pytest.raises(crossport.ExportError, match="nothing was written"):
+        crossport.export(conversion, target, "tflite-fp16")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_unwritable_target_is_an_export_error(conversion, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    with pytest.raises(crossport.ExportError):
+        crossport.export(conversion, blocker / "m.keras")
+    assert blocker.read_text() == "not a directory"
+
+
+def test_unknown_suffix_is_an_input_error(conversion, tmp_path):
+    with pytest.raises(crossport.InputError, match="format"):
+        crossport.export(conversion, tmp_path / "m.onnx")
