@@ -56,7 +56,10 @@ def load_callable(target: str):
         spec = importlib.util.spec_from_file_location(path.stem, path)
         module = importlib.util.module_from_spec(spec)
         sys.path.insert(0, str(path.parent.resolve()))
-        spec.loader.exec_module(module)
+        try:
+            spec.loader.exec_module(module)
+        except Exception as exc:  # the user's file failed to import: say so, in one line
+            _fail(f"importing {where} failed: {type(exc).__name__}: {exc}")
     else:
         try:
             module = importlib.import_module(where)
@@ -156,22 +159,53 @@ def convert(
         help="keras, saved_model, tflite, tflite-fp16, tflite-int8 (default: from -o)")] = None,
     dynamic_batch: Annotated[bool, typer.Option(help="batch dim None in the Keras model")] = False,
     channels_last_io: Annotated[bool, typer.Option(help="NHWC inputs and outputs")] = False,
+    weights: Annotated[Path, typer.Option(help="a state_dict file (torch.save) to load")] = None,
     atol: Annotated[float, typer.Option(help="parity tolerance (normalized max error)")] = 1e-4,
     as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
 ):
     """Convert a PyTorch module to Keras and check parity; exit 0 only if it passed."""
     import torch
 
-    built = load_callable(target)()
+    built = _call_builder(target)
     module, args = built if isinstance(built, tuple) else (built, None)
     if not isinstance(module, torch.nn.Module):
         _fail(f"{target} returned {type(module).__name__}, not a torch.nn.Module")
+    if weights is not None:
+        load_weights(module, weights)
     if input:
         args = _example_args(input)
     if args is None:
         _fail("no example inputs: pass --input SHAPE (repeatable) or return (module, args)")
     _run_conversion(module.eval(), args, output, as_json, format, dynamic_batch=dynamic_batch,
                     channels_last_io=channels_last_io, atol=atol)
+
+
+def _call_builder(target: str):
+    builder = load_callable(target)
+    if not callable(builder):
+        _fail(f"{target} is a {type(builder).__name__}, not a callable")
+    try:
+        return builder()
+    except Exception as exc:  # the user's builder failed: one line, not a traceback
+        _fail(f"{target}() raised {type(exc).__name__}: {exc}")
+
+
+def load_weights(module, path: Path) -> None:
+    """Load a state_dict saved with ``torch.save`` (``weights_only=True``: no code runs)."""
+    import torch
+
+    if not path.is_file():
+        _fail(f"{path}: no such weights file")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # not a torch file, or it holds code objects
+        _fail(f"{path} is not a loadable state_dict: {type(exc).__name__}: {str(exc)[:200]}")
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        _fail(f"{path} does not hold a state_dict (a dict of tensors)")
+    try:
+        module.load_state_dict(state, strict=True)
+    except RuntimeError as exc:
+        _fail(f"{path} does not fit the module: {' '.join(str(exc).split())[:300]}")
 
 
 @app.command()

@@ -1,0 +1,98 @@
+"""The command line end to end, through a subprocess, including every bad input."""
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+MODEL_FILE = textwrap.dedent("""
+    import torch
+
+    def build():
+        torch.manual_seed(0)
+        return torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.ReLU(),
+                                   torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(),
+                                   torch.nn.Linear(4, 2))
+
+    def with_args():
+        return build(), (torch.randn(2, 3, 8, 8),)
+
+    def not_a_module():
+        return 42
+
+    def unsupported():
+        class Cumulative(torch.nn.Module):
+            def forward(self, x):
+                return torch.cumprod(x, 1)
+        return Cumulative()
+""")
+
+
+def crossport_cli(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "crossport.cli", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    path = tmp_path_factory.mktemp("cli")
+    (path / "my_model.py").write_text(MODEL_FILE)
+    return path
+
+
+def test_convert_to_tflite_with_json_summary(workdir):
+    result = crossport_cli("convert", "my_model.py:build", "--input", "1x3x8x8", "--json",
+                           "-o", "out/model.tflite", cwd=workdir)
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["parity"]["passed"] and summary["export"]["format"] == "tflite"
+    assert (workdir / "out" / "model.tflite").is_file()
+
+
+def test_convert_callable_returning_module_and_args_with_weights(workdir):
+    module = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.ReLU(),
+                                 torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(),
+                                 torch.nn.Linear(4, 2))
+    torch.save(module.state_dict(), workdir / "weights.pt")
+    result = crossport_cli("convert", "my_model.py:with_args", "--weights", "weights.pt",
+                           "--dynamic-batch", "-o", "wa.keras", cwd=workdir)
+    assert result.returncode == 0, result.stderr
+    assert (workdir / "wa.keras").is_file()
+
+
+BAD_INPUTS = {
+    "missing-file": (["nope.py:build", "--input", "1x3x8x8"], "no such file"),
+    "no-such-callable": (["my_model.py:nothing", "--input", "1x3x8x8"], "no attribute 'nothing'"),
+    "not-a-module": (["my_model.py:not_a_module", "--input", "1x3x8x8"], "not a torch.nn.Module"),
+    "malformed-input": (["my_model.py:build", "--input", "1by3"], "expected SHAPE"),
+    "weights-not-state-dict": (["my_model.py:build", "--input", "1x3x8x8", "--weights",
+                                "my_model.py"], "not a loadable state_dict"),
+    "weights-do-not-fit": (["my_model.py:build", "--input", "1x3x8x8", "--weights",
+                            "small.pt"], "does not fit"),
+    "unsupported-op": (["my_model.py:unsupported", "--input", "1x3x8x8", "-o", "u.keras"],
+                       "aten.cumprod.default"),
+    "unwritable-output": (["my_model.py:build", "--input", "1x3x8x8", "-o",
+                           "blocker/m.keras"], "ExportError"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_INPUTS))
+def test_bad_input_is_one_clear_line_and_nonzero_exit(workdir, case):
+    torch.save(torch.nn.Linear(1, 1).state_dict(), workdir / "small.pt")
+    (workdir / "blocker").write_text("a file, not a directory")
+    args, expected = BAD_INPUTS[case]
+    before = set(workdir.rglob("*"))
+    result = crossport_cli("convert", *args, cwd=workdir)
+    assert result.returncode != 0
+    assert expected in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+    assert set(workdir.rglob("*")) - before <= {workdir / "__pycache__"} | set(
+        (workdir / "__pycache__").rglob("*")), "nothing written"
+
+
+def test_ops_lists_the_table(workdir):
+    result = crossport_cli("ops", cwd=workdir)
+    assert result.returncode == 0 and "aten.conv2d.default" in result.stdout
