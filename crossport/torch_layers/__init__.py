@@ -1,0 +1,90 @@
+"""Torch modules that compute exactly what TensorFlow/Keras layers compute (TF/Keras -> torch).
+
+For porting TF code and checkpoints to PyTorch by hand: each module takes channels-first
+tensors, keeps torch-shaped weights (Keras layout for recurrent layers), reproduces TF's
+arithmetic (asymmetric ``SAME`` padding, Keras epsilons, ``tf.image.resize`` kernels, gate
+orders) and has ``from_keras(layer)`` to copy a built Keras layer. See ``docs/pitfalls.md``.
+"""
+
+from crossport.torch_layers.activation import (
+    KerasActivation,
+    KerasGELU,
+    KerasHardSigmoid,
+    KerasLeakyReLU,
+    KerasPReLU,
+    activation_name,
+    keras_activation,
+)
+from crossport.torch_layers.conv import (
+    TFConv1d,
+    TFConv1dTranspose,
+    TFConv2d,
+    TFConv2dTranspose,
+    TFConv3d,
+    TFConv3dTranspose,
+    TFDepthwiseConv1d,
+    TFDepthwiseConv2d,
+    TFSeparableConv2d,
+    transpose_output_geometry,
+)
+from crossport.torch_layers.core import KerasDense
+from crossport.torch_layers.normalization import (
+    KerasBatchNorm,
+    KerasGroupNorm,
+    KerasLayerNorm,
+    TFContribLayerNorm,
+    keras_axis_to_torch,
+)
+from crossport.torch_layers.padding import TFPad, same_padding, same_paddings
+from crossport.torch_layers.pooling import (
+    TFAvgPool1d,
+    TFAvgPool2d,
+    TFAvgPool3d,
+    TFMaxPool1d,
+    TFMaxPool2d,
+    TFMaxPool3d,
+)
+from crossport.torch_layers.recurrent import KerasGRU, KerasLSTM, KerasSimpleRNN
+from crossport.torch_layers.resize import METHODS, KerasUpSampling2D, TFResize, tf_resize
+
+__all__ = [
+    "same_padding",
+    "same_paddings",
+    "TFPad",
+    "TFConv1d",
+    "TFConv2d",
+    "TFConv3d",
+    "TFDepthwiseConv1d",
+    "TFDepthwiseConv2d",
+    "TFSeparableConv2d",
+    "TFConv1dTranspose",
+    "TFConv2dTranspose",
+    "TFConv3dTranspose",
+    "transpose_output_geometry",
+    "TFMaxPool1d",
+    "TFMaxPool2d",
+    "TFMaxPool3d",
+    "TFAvgPool1d",
+    "TFAvgPool2d",
+    "TFAvgPool3d",
+    "KerasDense",
+    "KerasBatchNorm",
+    "KerasLayerNorm",
+    "KerasGroupNorm",
+    "TFContribLayerNorm",
+    "keras_axis_to_torch",
+    "TFResize",
+    "KerasUpSampling2D",
+    "tf_resize",
+    "METHODS",
+    "KerasLSTM",
+    "KerasGRU",
+    "KerasSimpleRNN",
+    "KerasActivation",
+    "KerasHardSigmoid",
+    "KerasGELU",
+    "KerasLeakyReLU",
+    "KerasPReLU",
+    "keras_activation",
+    "activation_name",
+]
