@@ -1,0 +1,506 @@
+"""Torch-exact max/average pooling, fixed and adaptive (pitfalls.md items 2 and 11).
+
+Fixed pools pad explicitly (``-inf`` for max, zeros for average) and run a ``valid`` Keras
+pool; what Keras cannot express (torch's ceil-mode window rule, the average divisor at the
+borders, dilated max pooling) is computed exactly around it. Plain configurations reduce to a
+single ``keras.ops.max_pool`` / ``average_pool``, the same kernel ``MaxPooling2D`` runs.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import keras
+import numpy as np
+from keras import ops
+
+from crossport.errors import InputError
+from crossport.layers.base import (
+    SpatialLayer,
+    ntuple,
+    pool_output_length,
+    slice_axis,
+    static_spatial,
+)
+from crossport.layers.padding import pad_axes
+
+
+def _dynamic_shape(x: Any) -> list[Any]:
+    """Static sizes where known, symbolic ones elsewhere (for reshapes under a None batch)."""
+    dynamic = ops.shape(x)
+    return [s if s is not None else dynamic[i] for i, s in enumerate(x.shape)]
+
+
+def _window_max(
+    x: Any, kernel: Sequence[int], stride: Sequence[int], dilation: Sequence[int]
+) -> Any:
+    """Valid max pooling with dilation, as the max of ``prod(kernel)`` strided slices.
+
+    Tap ``j`` of an axis reads ``x[j*d :: s]`` cut to the output length; the stop is written
+    relative to the end so it also holds for dynamic sizes.
+    """
+    result = None
+    for taps in itertools.product(*(range(k) for k in kernel)):
+        window = x
+        for axis, (j, k, s, d) in enumerate(zip(taps, kernel, stride, dilation), start=1):
+            stop = j * d - d * (k - 1)
+            window = slice_axis(window, axis, j * d, stop if stop else None, s)
+        result = window if result is None else ops.maximum(result, window)
+    return result
+
+
+class _FixedPool(SpatialLayer):
+    """Shared argument handling of MaxPool/AvgPool."""
+
+    def __init__(
+        self,
+        kernel_size: int | Sequence[int],
+        stride: int | Sequence[int] | None = None,
+        padding: int | Sequence[int] = 0,
+        ceil_mode: bool = False,
+        data_format: str | None = None,
+        **kwargs: Any,
+    ):
+        super().__init__(data_format=data_format, **kwargs)
+        n = self.n_spatial
+        self.kernel_size = ntuple(kernel_size, n, "kernel_size")
+        # torch: stride None (or an empty list, in the functional form) means stride = kernel
+        self.stride = self.kernel_size if not stride else ntuple(stride, n, "stride")
+        self.padding = ntuple(padding, n, "padding")
+        self.ceil_mode = bool(ceil_mode)
+
+    def _lengths(self, sizes: Sequence[int], dilation: Sequence[int]) -> list[int]:
+        outs = [
+            pool_output_length(size, k, s, p, d, self.ceil_mode)
+            for size, k, s, p, d in zip(sizes, self.kernel_size, self.stride, self.padding, dilation)
+        ]
+        if min(outs) < 1:
+            raise InputError(
+                f"{type(self).__name__}: input spatial size {tuple(sizes)} is too small for "
+                f"kernel {self.kernel_size}, stride {self.stride}, padding {self.padding}."
+            )
+        return outs
+
+    def _explicit_pads(self, x: Any, dilation: Sequence[int]) -> list[tuple[int, int]]:
+        """``(before, after)`` per spatial axis so that a valid pool yields torch's length."""
+        if all(size is not None for size in x.shape[1:-1]):
+            self._lengths(x.shape[1:-1], dilation)  # raises on an empty output, like torch
+        if not self.ceil_mode:  # a valid pool floors exactly like torch: symmetric padding
+            return [(p, p) for p in self.padding]
+        sizes = static_spatial(x, type(self).__name__, "ceil_mode=True")
+        outs = self._lengths(sizes, dilation)
+        return [
+            (p, (o - 1) * s + d * (k - 1) + 1 - size - p)  # may be negative: crop
+            for size, o, k, s, p, d in zip(
+                sizes, outs, self.kernel_size, self.stride, self.padding, dilation
+            )
+        ]
+
+    def get_config(self) -> dict:
+        config = super().get_config()
+        config.update(
+            kernel_size=list(self.kernel_size),
+            stride=list(self.stride),
+            padding=list(self.padding),
+            ceil_mode=self.ceil_mode,
+        )
+        return config
+
+
+class _MaxPoolNd(_FixedPool):
+    def __init__(
+        self,
+        kernel_size: int | Sequence[int],
+        stride: int | Sequence[int] | None = None,
+        padding: int | Sequence[int] = 0,
+        dilation: int | Sequence[int] = 1,
+        ceil_mode: bool = False,
+        data_format: str | None = None,
+        *,
+        return_indices: bool = False,
+        **kwargs: Any,
+    ):
+        super().__init__(kernel_size, stride, padding, ceil_mode, data_format, **kwargs)
+        if return_indices:
+            raise InputError(f"{type(self).__name__}: return_indices=True is not supported.")
+        self.dilation = ntuple(dilation, self.n_spatial, "dilation")
+        for k, p, d in zip(self.kernel_size, self.padding, self.dilation):
+            if p > (d * (k - 1) + 1) // 2:
+                raise InputError(
+                    f"{type(self).__name__}: padding {self.padding} must be at most half of the "
+                    f"effective kernel size (torch raises too)."
+                )
+
+    def forward_channels_last(self, x: Any, training: bool | None = None) -> Any:
+        pads = self._explicit_pads(x, self.dilation)
+        if any(b or a for b, a in pads):
+            # torch max pooling pads with -inf: padded elements never win
+            x = pad_axes(x, [(0, 0), *pads, (0, 0)], value=float("-inf"))
+        if all(d == 1 for d in self.dilation):
+            return ops.max_pool(x, self.kernel_size, self.stride, padding="valid")
+        return _window_max(x, self.kernel_size, self.stride, self.dilation)
+
+    def get_config(self) -> dict:
+        config = super().get_config()
+        config["dilation"] = list(self.dilation)
+        return config
+
+    @classmethod
+    def from_torch(cls, module: Any, data_format: str | None = None) -> _MaxPoolNd:
+        """The layer computing what ``module`` (an ``nn.MaxPool{n}d``) computes."""
+        return cls(
+            module.kernel_size,
+            module.stride,
+            module.padding,
+            module.dilation,
+            module.ceil_mode,
+            data_format=data_format,
+            return_indices=module.return_indices,
+        )
+
+
+@keras.saving.register_keras_serializable(package="crossport")
+class MaxPool1d(_MaxPoolNd):
+    """``torch.nn.MaxPool1d``: ``(kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False)``.
+
+    ``return_indices`` is keyword-only here and must be False.
+
+    Example:
+        >>> import numpy as np
+        >>> x = np.random.default_rng(0).normal(size=(2, 9, 3)).astype("float32")  # N, L, C
+        >>> MaxPool1d(3, stride=2, padding=1, ceil_mode=True)(x).shape
+        TensorShape([2, 5, 3])
+    """
+
+    n_spatial = 1
+
+
+@keras.saving.register_keras_serializable(package="crossport")
+class MaxPool2d(_MaxPoolNd):
+    """``torch.nn.MaxPool2d``: ``(kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False)``.
+
+    ``return_indices`` is keyword-only here and must be False.
+
+    Example:
+        >>> import numpy as np
+        >>> x = np.random.default_rng(0).normal(size=(2, 7, 7, 3)).astype("float32")  # NHWC
+        >>> MaxPool2d(3, stride=2, padding=1)(x).shape
+        TensorShape([2, 4, 4, 3])
+    """
+
+    n_spatial = 2
+
+
+@keras.saving.register_keras_serializable(package="crossport")
+class MaxPool3d(_MaxPoolNd):
+    """``torch.nn.MaxPool3d``: ``(kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False)``.
+
+    ``return_indices`` is keyword-only here and must be False.
+
+    Example:
+        >>> import numpy as np
+        >>> x = np.random.default_rng(0).normal(size=(1, 4, 5, 6, 2)).astype("float32")
+        >>> MaxPool3d(2, ceil_mode=True)(x).shape
+        TensorShape([1, 2, 3, 3, 2])
+    """
+
+    n_spatial = 3
+
+
+class _AvgPoolNd(_FixedPool):
+    def __init__(
+        self,
+        kernel_size: int | Sequence[int],
+        stride: int | Sequence[int] | None = None,
+        padding: int | Sequence[int] = 0,
+        ceil_mode: bool = False,
+        count_include_pad: bool = True,
+        divisor_override: int | None = None,
+        data_format: str | None = None,
+        **kwargs: Any,
+    ):
+        super().__init__(kernel_size, stride, padding, ceil_mode, data_format, **kwargs)
+        self.count_include_pad = bool(count_include_pad)
+        self.divisor_override = None if divisor_override is None else int(divisor_override)
+        if self.divisor_override == 0:
+            raise InputError(f"{type(self).__name__}: divisor_override must be non-zero.")
+        for k, p in zip(self.kernel_size, self.padding):
+            if p > k // 2:
+                raise InputError(
+                    f"{type(self).__name__}: padding {self.padding} must be at most half of "
+                    f"kernel_size {self.kernel_size} (torch raises too)."
+                )
+
+    def _divisor(self, sizes: Sequence[int]) -> np.ndarray:
+        """Torch's per-window divisor, a product of one vector per axis (shape ``*out, 1``)."""
+        vectors = []
+        ones = (1,) * self.n_spatial
+        for size, out, k, s, p in zip(
+            sizes, self._lengths(sizes, ones), self.kernel_size, self.stride, self.padding
+        ):
+            start = np.arange(out) * s - p
+            end = np.minimum(start + k, size + p)  # ceil-mode overhang past the pad not counted
+            if self.count_include_pad:
+                vectors.append(end - start)
+            else:
+                vectors.append(np.minimum(end, size) - np.maximum(start, 0))
+        divisor = vectors[0].astype(np.float64)
+        for v in vectors[1:]:
+            divisor = np.multiply.outer(divisor, v)
+        return divisor[..., None].astype(np.float32)
+
+    def forward_channels_last(self, x: Any, training: bool | None = None) -> Any:
+        uniform = not self.ceil_mode and (self.count_include_pad or not any(self.padding))
+        if not uniform and self.divisor_override is None:
+            sizes = static_spatial(x, type(self).__name__, "a border-dependent divisor")
+        pads = self._explicit_pads(x, (1,) * self.n_spatial)
+        if any(b or a for b, a in pads):
+            x = pad_axes(x, [(0, 0), *pads, (0, 0)])
+        # Keras divides every window sum by prod(kernel); rescale to torch's divisor.
+        mean = ops.average_pool(x, self.kernel_size, self.stride, padding="valid")
+        window = math.prod(self.kernel_size)
+        if self.divisor_override is not None:
+            return mean * (window / self.divisor_override)
+        if uniform:
+            return mean
+        return mean * (window / self._divisor(sizes))
+
+    def get_config(self) -> dict:
+        config = super().get_config()
+        config.update(
+            count_include_pad=self.count_include_pad, divisor_override=self.divisor_override
+        )
+        return config
+
+    @classmethod
+    def from_torch(cls, module: Any, data_format: str | None = None) -> _AvgPoolNd:
+        """The layer computing what ``module`` (an ``nn.AvgPool{n}d``) computes."""
+        return cls(
+            module.kernel_size,
+            module.stride,
+            module.padding,
+            module.ceil_mode,
+            module.count_include_pad,
+            getattr(module, "divisor_override", None),
+            data_format=data_format,
+        )
+
+
+@keras.saving.register_keras_serializable(package="crossport")
+class AvgPool1d(_AvgPoolNd):
+    """``torch.nn.AvgPool1d`` (same arguments, plus ``divisor_override`` as in 2d/3d).
+
+    Example:
+        >>> import numpy as np
+        >>> x = np.random.default_rng(0).normal(size=(2, 8, 3)).astype("float32")  # N, L, C
+        >>> AvgPool1d(3, stride=2, padding=1, count_include_pad=False)(x).shape
+        TensorShape([2, 4, 3])
+    """
+
+    n_spatial = 1
+
+
+@keras.saving.register_keras_serializable(package="crossport")
+class AvgPool2d(_AvgPoolNd):
+    """``torch.nn.AvgPool2d`` (same arguments).
+
+    Example:
+        >>> import numpy as np
+        >>> x = np.random.default_rng(0).normal(size=(2, 7, 7, 3)).astype("float32")  # NHWC
+        >>> AvgPool2d(2, ceil_mode=True)(x).shape
+        TensorShape([2, 4, 4, 3])
+    """
+
+    n_spatial = 2
+
+
+@keras.saving.register_keras_serializable(package="crossport")
+class AvgPool3d(_AvgPoolNd):
+    """``torch.nn.AvgPool3d`` (same arguments).
+
+    Example:
+        >>> import numpy as np
+        >>> x = np.random.default_rng(0).normal(size=(1, 4, 5, 6, 2)).astype("float32")
+        >>> AvgPool3d(3, stride=2, padding=1)(x).shape
+        TensorShape([1, 2, 3, 3, 2])
+    """
+
+    n_spatial = 3
+
+
+def adaptive_windows(size: int, out: int) -> tuple[np.ndarray, np.ndarray]:
+    """Torch's adaptive windows ``[floor(i*size/out), ceil((i+1)*size/out))``."""
+    i = np.arange(out)
+    return (i * size) // out, ((i + 1) * size + out - 1) // out
+
+
+class _AdaptivePoolNd(SpatialLayer):
+    reduce_name = ""
+
+    def __init__(
+        self, output_size: int | None | Sequence[int | None], data_format: str | None = None,
+        **kwargs: Any,
+    ):
+        super().__init__(data_format=data_format, **kwargs)
+        n = self.n_spatial
+        if output_size is None or isinstance(output_size, int):
+            sizes = (output_size,) * n
+        else:
+            sizes = tuple(output_size)
+            if len(sizes) == 1:
+                sizes = sizes * n
+        if len(sizes) != n or any(s is not None and int(s) < 1 for s in sizes):
+            raise InputError(
+                f"{type(self).__name__}: output_size must be a positive int, None, or a "
+                f"sequence of {n} of those; got {output_size!r}."
+            )
+        self.output_size = tuple(None if s is None else int(s) for s in sizes)
+
+    def _reduce(self, x: Any, axis: Any) -> Any:
+        raise NotImplementedError
+
+    def _pool(self, x: Any, window: Sequence[int]) -> Any:
+        raise NotImplementedError
+
+    def _axis(self, x: Any, axis: int, size: int, out: int) -> Any:
+        raise NotImplementedError
+
+    def forward_channels_last(self, x: Any, training: bool | None = None) -> Any:
+        spatial = tuple(range(1, self.n_spatial + 1))
+        if all(o == 1 for o in self.output_size):  # global pool, spatial dims kept as 1
+            return self._reduce(x, spatial, keepdims=True)
+        sizes = list(x.shape[1:-1])
+        targets = [size if o is None else o for size, o in zip(sizes, self.output_size)]
+        todo = [i for i, (size, o) in enumerate(zip(sizes, targets)) if size != o]
+        for i in todo:
+            if sizes[i] is None:
+                static_spatial(x, type(self).__name__, f"output_size {self.output_size}")
+        if all(sizes[i] % targets[i] == 0 for i in todo):  # fixed windows
+            window = [size // o for size, o in zip(sizes, targets)]
+            return self._pool(x, window)
+        for i in todo:  # separable: a box max/mean is the max/mean over each axis in turn
+            x = self._axis(x, i + 1, sizes[i], targets[i])
+        return x
+
+    def get_config(self) -> dict:
+        config = super().get_config()
+        config["output_size"] = list(self.output_size)
+        return config
+
+    @classmethod
+    def from_torch(cls, module: Any, data_format: str | None = None) -> _AdaptivePoolNd:
+        """The layer computing what ``module`` (an ``nn.Adaptive*Pool{n}d``) computes."""
+        if getattr(module, "return_indices", False):
+            raise InputError(f"{cls.__name__}: return_indices=True is not supported.")
+        return cls(module.output_size, data_format=data_format)
+
+
+class _AdaptiveAvgPoolNd(_AdaptivePoolNd):
+    def _reduce(self, x: Any, axis: Any, keepdims: bool = False) -> Any:
+        return ops.mean(x, axis=axis, keepdims=keepdims)
+
+    def _pool(self, x: Any, window: Sequence[int]) -> Any:
+        return ops.average_pool(x, window, window, padding="valid")
+
+    def _axis(self, x: Any, axis: int, size: int, out: int) -> Any:
+        start, end = adaptive_windows(size, out)
+        matrix = np.zeros((size, out), np.float32)
+        for i, (a, b) in enumerate(zip(start, end)):
+            matrix[a:b, i] = 1.0 / (b - a)
+        y = ops.tensordot(x, ops.cast(matrix, x.dtype), axes=[[axis], [0]])
+        return ops.moveaxis(y, -1, axis)
+
+
+class _AdaptiveMaxPoolNd(_AdaptivePoolNd):
+    def __init__(
+        self, output_size: int | None | Sequence[int | None], data_format: str | None = None,
+        *, return_indices: bool = False, **kwargs: Any,
+    ):
+        if return_indices:
+            raise InputError(f"{type(self).__name__}: return_indices=True is not supported.")
+        super().__init__(output_size, data_format=data_format, **kwargs)
+
+    def _reduce(self, x: Any, axis: Any, keepdims: bool = False) -> Any:
+        return ops.max(x, axis=axis, keepdims=keepdims)
+
+    def _pool(self, x: Any, window: Sequence[int]) -> Any:
+        return ops.max_pool(x, window, window, padding="valid")
+
+    def _axis(self, x: Any, axis: int, size: int, out: int) -> Any:
+        # Gather every window padded to the widest one by repeating its last index (which
+        # leaves the max unchanged), then reduce the window axis.
+        start, end = adaptive_windows(size, out)
+        width = int((end - start).max())
+        index = np.minimum(start[:, None] + np.arange(width)[None, :], end[:, None] - 1)
+        y = ops.take(x, ops.convert_to_tensor(index.reshape(-1).astype(np.int32)), axis=axis)
+        shape = _dynamic_shape(y)
+        y = ops.reshape(y, [*shape[:axis], out, width, *shape[axis + 1 :]])
+        return ops.max(y, axis=axis + 1)
+
+
+_ADAPTIVE_EXAMPLE = """
+    Example:
+        >>> import numpy as np
+        >>> x = np.random.default_rng(0).normal(size={shape}).astype("float32")  # channels-last
+        >>> {name}({arg})(x).shape
+        TensorShape({out})
+"""
+
+
+@keras.saving.register_keras_serializable(package="crossport")
+class AdaptiveAvgPool1d(_AdaptiveAvgPoolNd):
+    n_spatial = 1
+    __doc__ = "``torch.nn.AdaptiveAvgPool1d``: windows ``[floor(i*L/k), ceil((i+1)*L/k))``.\n" + (
+        _ADAPTIVE_EXAMPLE.format(shape=(2, 10, 3), name="AdaptiveAvgPool1d", arg=4, out=[2, 4, 3])
+    )
+
+
+@keras.saving.register_keras_serializable(package="crossport")
+class AdaptiveAvgPool2d(_AdaptiveAvgPoolNd):
+    n_spatial = 2
+    __doc__ = (
+        "``torch.nn.AdaptiveAvgPool2d``; ``output_size`` entries may be None (keep that dim).\n"
+        "``AdaptiveAvgPool2d(1)`` keeps the ``1x1`` spatial dims, like torch.\n"
+        + _ADAPTIVE_EXAMPLE.format(
+            shape=(2, 7, 9, 3), name="AdaptiveAvgPool2d", arg="(3, None)", out=[2, 3, 9, 3]
+        )
+    )
+
+
+@keras.saving.register_keras_serializable(package="crossport")
+class AdaptiveAvgPool3d(_AdaptiveAvgPoolNd):
+    n_spatial = 3
+    __doc__ = "``torch.nn.AdaptiveAvgPool3d``.\n" + _ADAPTIVE_EXAMPLE.format(
+        shape=(1, 5, 6, 7, 2), name="AdaptiveAvgPool3d", arg=2, out=[1, 2, 2, 2, 2]
+    )
+
+
+@keras.saving.register_keras_serializable(package="crossport")
+class AdaptiveMaxPool1d(_AdaptiveMaxPoolNd):
+    n_spatial = 1
+    __doc__ = "``torch.nn.AdaptiveMaxPool1d`` (``return_indices`` must be False).\n" + (
+        _ADAPTIVE_EXAMPLE.format(shape=(2, 10, 3), name="AdaptiveMaxPool1d", arg=4, out=[2, 4, 3])
+    )
+
+
+@keras.saving.register_keras_serializable(package="crossport")
+class AdaptiveMaxPool2d(_AdaptiveMaxPoolNd):
+    n_spatial = 2
+    __doc__ = "``torch.nn.AdaptiveMaxPool2d`` (``return_indices`` must be False).\n" + (
+        _ADAPTIVE_EXAMPLE.format(
+            shape=(2, 7, 9, 3), name="AdaptiveMaxPool2d", arg="(3, 4)", out=[2, 3, 4, 3]
+        )
+    )
+
+
+@keras.saving.register_keras_serializable(package="crossport")
+class AdaptiveMaxPool3d(_AdaptiveMaxPoolNd):
+    n_spatial = 3
+    __doc__ = "``torch.nn.AdaptiveMaxPool3d`` (``return_indices`` must be False).\n" + (
+        _ADAPTIVE_EXAMPLE.format(
+            shape=(1, 5, 6, 7, 2), name="AdaptiveMaxPool3d", arg=2, out=[1, 2, 2, 2, 2]
+        )
+    )
