@@ -3,6 +3,7 @@
 from crossport.to_keras.ops import (  # noqa: F401
     activation,
     conv,
+    conv_transpose,
     elementwise,
     linear,
     misc,
@@ -10,5 +11,7 @@ from crossport.to_keras.ops import (  # noqa: F401
     pad,
     pool,
     reduce,
+    resize,
     shape,
+    shuffle,
 )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import keras
+import numpy as np
 import torch
 
 from crossport.to_keras.registry import Policy, register
@@ -55,11 +56,6 @@ def _conv_supports(node: torch.fx.Node) -> str | None:
     weight = node.args[1]
     if not isinstance(weight, torch.fx.Node) or weight.op != "placeholder":
         return "the weight is computed in the graph (only parameter weights are supported)"
-    n = weight.meta["val"].dim() - 2
-    stride = _expand(_arg(node, 3, "stride", 1), n)
-    dilation = _expand(_arg(node, 5, "dilation", 1), n)
-    if any(s > 1 for s in stride) and any(d > 1 for d in dilation):
-        return f"stride {stride} with dilation {dilation}: TF convolutions take one or the other"
     return None
 
 
@@ -69,6 +65,14 @@ def _arg(node, index, name, default):
     return node.kwargs.get(name, default)
 
 
+def _dilated_weight(weight, dilation):
+    """``weight`` [out, in/g, k...] with ``d-1`` zeros between taps of each spatial dim."""
+    shape = list(weight.shape[:2]) + [(k - 1) * d + 1 for k, d in zip(weight.shape[2:], dilation)]
+    dilated = np.zeros(shape, dtype=weight.dtype)
+    dilated[(slice(None), slice(None), *(slice(None, None, d) for d in dilation))] = weight
+    return dilated
+
+
 def emit_conv(ctx, input, weight, bias, stride, padding, dilation, groups):
     """A torch convolution as explicit zero padding + a Keras Conv/DepthwiseConv layer."""
     n = weight.ndim - 2
@@ -76,6 +80,11 @@ def emit_conv(ctx, input, weight, bias, stride, padding, dilation, groups):
     stride, dilation = _expand(stride, n), _expand(dilation, n)
     pairs = torch_padding_pairs(padding, kernel, dilation)
     mode = keras_padding_mode(pairs, kernel, stride, dilation)
+    if any(s > 1 for s in stride) and any(d > 1 for d in dilation):
+        # TF convolutions take strides or dilations, not both: the same taps as an undilated
+        # kernel with d-1 exact zeros between them.
+        weight, dilation = _dilated_weight(weight, dilation), (1,) * n
+        kernel = weight.shape[2:]
     x = input
     if mode is None:
         x = _ZERO_PAD[n](padding=tuple(pairs) if n > 1 else pairs[0], name=ctx.name("pad"))(x)

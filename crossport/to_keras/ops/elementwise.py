@@ -19,14 +19,33 @@ aten = torch.ops.aten
 ops = keras.ops
 
 
+def keras_add(x, y):
+    """``x + y`` with numpy broadcasting, safe from Keras' TF ``bias_add`` shortcut.
+
+    ``keras.ops.add`` on TensorFlow becomes ``tf.nn.bias_add`` whenever ``y`` squeezes to a
+    vector as long as ``x``'s dim 1 or last dim, without checking which axis ``y`` runs along
+    or that ``x`` is not itself broadcast (Keras 3.15): ``[1, 4, 4, 1] + [1, 1, 1, 4]`` returns
+    ``[1, 4, 4, 1]``. ``x - (-y)`` is exactly ``x + y`` in IEEE arithmetic and has no shortcut.
+    """
+    if isinstance(x, (int, float)) or isinstance(y, (int, float)):
+        return ops.add(x, y)
+    nonunit = [d for d in tuple(getattr(y, "shape", ())) if d is None or d > 1]
+    if len(nonunit) == 1 and len(tuple(getattr(x, "shape", ()))) > 1:
+        return ops.subtract(x, ops.negative(y))
+    return ops.add(x, y)
+
+
 def _scaled(other, alpha):
     return other if alpha == 1 else ops.multiply(other, alpha)
 
 
 @register(aten.add.Tensor, aten.add_.Tensor, aten.add.Scalar, policy=Policy.AGNOSTIC)
 def aten_add_tensor(ctx, self, other, alpha=1):
-    """add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"""
-    return ops.add(self, _scaled(other, alpha))
+    """add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor
+
+    Keras' TF add may silently become bias_add on the wrong axis: keras_add avoids it.
+    """
+    return keras_add(self, _scaled(other, alpha))
 
 
 @register(aten.sub.Tensor, aten.sub_.Tensor, aten.sub.Scalar, policy=Policy.AGNOSTIC)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import keras
 import torch
 
+from crossport.to_keras.ops.elementwise import keras_add
 from crossport.to_keras.ops.shape import as_value
 from crossport.to_keras.registry import Policy, register
 from crossport.weights import dense_weight_to_keras, flat_feature_order
@@ -50,13 +51,19 @@ def aten_addmm_default(ctx, self, mat1, mat2, beta=1, alpha=1):
     product = ops.matmul(mat1, mat2)
     if alpha != 1:
         product = product * alpha
-    return ops.add(product, self if beta == 1 else ops.multiply(self, beta))
+    return keras_add(product, self if beta == 1 else ops.multiply(self, beta))
 
 
-@register(aten.matmul.default, aten.bmm.default, aten.mm.default, policy=Policy.CANONICAL)
+@register(aten.matmul.default, policy=Policy.CANONICAL)
 def aten_matmul_default(ctx, self, other):
-    """matmul(Tensor self, Tensor other) -> Tensor (bmm, mm alike)"""
+    """matmul(Tensor self, Tensor other) -> Tensor"""
     return ops.matmul(self, other)
+
+
+@register(aten.bmm.default, aten.mm.default, policy=Policy.CANONICAL)
+def aten_bmm_default(ctx, self, mat2):
+    """bmm(Tensor self, Tensor mat2) -> Tensor (mm alike; the schema names it mat2)"""
+    return ops.matmul(self, mat2)
 
 
 @register(aten.einsum.default, policy=Policy.CANONICAL)

@@ -6,7 +6,10 @@ import keras
 import numpy as np
 import torch
 
+from crossport.layout import Layout, canonical
+from crossport.to_keras.ops.shape import as_value
 from crossport.to_keras.registry import Policy, register
+from crossport.weights import flat_feature_order
 
 aten = torch.ops.aten
 
@@ -56,3 +59,103 @@ def aten_native_batch_norm_legit_no_training(ctx, input, weight, bias, running_m
     """
     y = emit_batch_norm(ctx, input, weight, bias, running_mean, running_var, momentum, eps)
     return (y, None, None)
+
+
+def _affine_supports(node: torch.fx.Node) -> str | None:
+    """weight/bias (and running stats) must be parameters or buffers, not graph values."""
+    schema = node.target._schema
+    names = {"weight", "bias", "running_mean", "running_var"}
+    for i, argument in enumerate(schema.arguments):
+        if argument.name in names and i < len(node.args) and not _is_param(node.args[i]):
+            return f"{node.target.__name__} with {argument.name} computed in the graph"
+    return None
+
+
+def _float32(array):
+    return None if array is None else np.asarray(array, dtype=np.float32)
+
+
+@register(aten.layer_norm.default, policy=Policy.CUSTOM, supports=_affine_supports)
+def aten_layer_norm_default(ctx, input, normalized_shape, weight=None, bias=None, eps=1e-05,
+                            cudnn_enable=True):
+    """layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight=None, Tensor? bias=None, float eps=1e-05, bool cudnn_enable=True) -> Tensor
+
+    Normalises over the last len(normalized_shape) torch dims with an elementwise affine of
+    exactly that shape (pitfall 3): Keras LayerNormalization over the Keras axes holding
+    those dims, its gamma/beta permuted to Keras order; eps passed (Keras' is 1e-3).
+    Any arriving layout is kept (no transpose); after flatten of an NHWC block the affine
+    vectors are permuted to the flat feature order instead (pitfall 9).
+    """
+    value = as_value(ctx, input)
+    rank, k = value.rank, len(normalized_shape)
+    layout, x = value.layout, value.tensor
+    weight, bias = _float32(weight), _float32(bias)
+    if layout.flat is not None and k == 1:
+        order = flat_feature_order(layout.flat.block_shape, layout.flat.block_perm)
+        weight = None if weight is None else weight[order]
+        bias = None if bias is None else bias[order]
+        axes, out_layout = [rank - 1], layout
+    else:
+        if layout.flat is not None:
+            x, layout = ctx.canonical(value), canonical(rank)
+        axes = sorted(layout.axis(d) for d in range(rank - k, rank))
+        order = [layout.perm[a] - (rank - k) for a in axes]  # torch param dims in Keras order
+        weight = None if weight is None else np.transpose(weight, order)
+        bias = None if bias is None else np.transpose(bias, order)
+        out_layout = Layout(layout.perm)
+    layer = keras.layers.LayerNormalization(
+        axis=axes, epsilon=eps, center=bias is not None, scale=weight is not None,
+        name=ctx.name())
+    y = layer(x)
+    params = [w for w in (weight, bias) if w is not None]
+    if params:
+        layer.set_weights(params)
+    ctx.out_layout = out_layout
+    return y
+
+
+def emit_group_norm(ctx, input, groups, weight, bias, eps):
+    """Keras GroupNormalization on channels-last: groups of contiguous channels like torch."""
+    layer = keras.layers.GroupNormalization(
+        groups=groups, axis=-1, epsilon=eps, center=bias is not None,
+        scale=weight is not None, name=ctx.name())
+    y = layer(input)
+    params = [_float32(w) for w in (weight, bias) if w is not None]
+    if params:
+        layer.set_weights(params)
+    return y
+
+
+@register(aten.group_norm.default, policy=Policy.CHANNELS_LAST, supports=_affine_supports)
+def aten_group_norm_default(ctx, input, num_groups, weight=None, bias=None, eps=1e-05,
+                            cudnn_enabled=True):
+    """group_norm(Tensor input, int num_groups, Tensor? weight=None, Tensor? bias=None, float eps=1e-05, bool cudnn_enabled=True) -> Tensor
+
+    Keras GroupNormalization's eps default is 1e-3 (pitfall 14): torch's eps is passed.
+    GroupNorm(1, C) is the TF1 layer_norm (all non-batch dims, per-channel affine; pitfall 3).
+    """
+    return emit_group_norm(ctx, input, num_groups, weight, bias, eps)
+
+
+def _instance_norm_supports(node: torch.fx.Node) -> str | None:
+    args = list(node.args) + [None] * 9
+    if not args[5] and (args[3] is None or args[4] is None):
+        return "instance_norm without input statistics nor running statistics"
+    return _affine_supports(node)
+
+
+@register(aten.instance_norm.default, policy=Policy.CHANNELS_LAST,
+          supports=_instance_norm_supports)
+def aten_instance_norm_default(ctx, input, weight, bias, running_mean, running_var,
+                               use_input_stats, momentum, eps, cudnn_enabled):
+    """instance_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool use_input_stats, float momentum, float eps, bool cudnn_enabled) -> Tensor
+
+    InstanceNorm has no affine and no running stats by default (pitfall 14): with input
+    statistics it is GroupNorm(C, C); with track_running_stats in eval it is a batch norm
+    on the running statistics.
+    """
+    if not use_input_stats:
+        return emit_batch_norm(ctx, input, weight, bias, running_mean, running_var, momentum,
+                               eps)
+    channels = ctx.arg_shape(0)[1]
+    return emit_group_norm(ctx, input, channels, weight, bias, eps)

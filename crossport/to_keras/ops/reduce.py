@@ -29,7 +29,17 @@ def _dims(dim, rank) -> list[int]:
     return [d % rank for d in dim]
 
 
+def _over_flat_features(self, dims) -> bool:
+    """Reducing a flat-permuted [.., F] over F: the feature order does not matter."""
+    return (isinstance(self, TensorValue) and self.layout.flat is not None
+            and (self.rank - 1) in dims)
+
+
 def _reduce(ctx, self, dim, keepdim, fn):
+    dims = _dims(dim, len(self.shape) if hasattr(self, "shape") else 0)
+    if _over_flat_features(self, dims):  # no transpose back to torch order
+        ctx.out_layout = canonical(self.rank if keepdim else self.rank - len(dims))
+        return fn(self.tensor, axis=tuple(dims), keepdims=keepdim)
     value = _plain(ctx, self)
     dims = _dims(dim, value.rank)
     ctx.out_layout = value.layout if keepdim else value.layout.without(dims)
@@ -53,7 +63,7 @@ def aten_sum_dim_intlist(ctx, self, dim=None, keepdim=False, dtype=None):
 
     torch sums bools and ints to int64.
     """
-    value = _plain(ctx, self)
+    value = as_value(ctx, self)
     x = value.tensor
     if value.dtype == torch.bool:
         x = ops.cast(x, "int64")
@@ -138,6 +148,9 @@ def aten_argmin_default(ctx, self, dim=None, keepdim=False):
 
 
 def _softmax(ctx, self, dim, fn):
+    if _over_flat_features(self, [dim % len(self.shape)]):  # same permutation in and out
+        ctx.out_layout = self.layout
+        return fn(self.tensor, axis=-1)
     value = _plain(ctx, self)
     ctx.out_layout = value.layout
     return fn(value.tensor, axis=value.layout.axis(dim))
@@ -153,3 +166,28 @@ def aten_softmax_int(ctx, self, dim, half_to_float=False, dtype=None):
 def aten_log_softmax_int(ctx, self, dim, half_to_float=False, dtype=None):
     """_log_softmax(Tensor self, int dim, bool half_to_float) -> Tensor"""
     return _softmax(ctx, self, dim, ops.log_softmax)
+
+
+def _extreme_with_index(ctx, self, dim, keepdim, value_fn, index_fn):
+    value = _plain(ctx, self)
+    axis = value.layout.axis(dim)
+    layout = value.layout if keepdim else value.layout.without([dim])
+    ctx.out_layout = (layout, layout)
+    values = value_fn(value.tensor, axis=axis, keepdims=keepdim)
+    indices = ops.cast(index_fn(value.tensor, axis=axis, keepdims=keepdim), "int64")
+    return values, indices
+
+
+@register(aten.max.dim, policy=Policy.CUSTOM)
+def aten_max_dim(ctx, self, dim, keepdim=False):
+    """max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)
+
+    Indices are int64 like torch's (first occurrence of the maximum).
+    """
+    return _extreme_with_index(ctx, self, dim, keepdim, ops.max, ops.argmax)
+
+
+@register(aten.min.dim, policy=Policy.CUSTOM)
+def aten_min_dim(ctx, self, dim, keepdim=False):
+    """min.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"""
+    return _extreme_with_index(ctx, self, dim, keepdim, ops.min, ops.argmin)

@@ -12,7 +12,8 @@ import numpy as np
 import torch
 
 from crossport.layout import Layout, canonical, permuted_shape
-from crossport.layout.reshape import flat_layout, layout_after_reshape
+from crossport.layout.reshape import flat_layout, layout_after_reshape, reshape_groups
+from crossport.to_keras.ops.elementwise import keras_add
 from crossport.to_keras.registry import Policy, register
 from crossport.to_keras.values import TensorValue, concrete, keras_dtype
 
@@ -43,10 +44,38 @@ def reshape(ctx, value: TensorValue):
               or flat_layout(value.layout, in_static, out_static))
     x = value.tensor
     if layout is None:
-        x, layout = ctx.canonical(value), canonical(len(target))
+        nearest = _reshapable_layout(value.layout, in_static, out_static)
+        if nearest is None:
+            x, layout = ctx.canonical(value), canonical(len(target))
+        else:
+            x = ctx.to_layout(value, nearest)
+            layout = layout_after_reshape(nearest, in_static, out_static)
     sizes = permuted_shape(target, Layout(layout.perm))
     ctx.out_layout = layout
     return ops.reshape(x, value.keras_shape_for_reshape(sizes))
+
+
+def _reshapable_layout(layout: Layout, in_shape, out_shape) -> Layout | None:
+    """The layout nearest ``layout`` in which the reshape is a plain Keras reshape.
+
+    Each run of dims the reshape merges or splits is put back in torch order where its
+    first dim sits; the other dims keep their Keras position. A channel shuffle
+    (``view -> transpose(1, 2) -> view`` on NHWC) then costs one transpose of the two
+    channel factors instead of a round trip through NCHW.
+    """
+    groups = reshape_groups(in_shape, out_shape)
+    if layout.flat is not None or groups is None:
+        return None
+    group_of = {d: gi for gi, _go in groups for d in gi}
+    perm, done = [], set()
+    for d in layout.perm:
+        if d not in group_of:  # a size-1 dim stays where it is
+            perm.append(d)
+        elif group_of[d][0] not in done:
+            perm.extend(group_of[d])
+            done.add(group_of[d][0])
+    nearest = Layout(tuple(perm))
+    return nearest if layout_after_reshape(nearest, in_shape, out_shape) else None
 
 
 @register(aten.view.default, aten._unsafe_view.default, aten.reshape.default,
@@ -110,7 +139,7 @@ def aten_expand_default(ctx, self, size, implicit=False):
     if all(g == 1 for g in grow):
         return value.tensor
     zeros = np.zeros(permuted_shape(grow, value.layout), dtype=keras_dtype(value.dtype))
-    return ops.add(value.tensor, zeros)
+    return keras_add(value.tensor, zeros)  # ops.add may become a wrong-axis bias_add
 
 
 def _harmonised(ctx, values) -> tuple[list, Layout]:
@@ -146,7 +175,16 @@ def aten_stack_default(ctx, tensors, dim=0):
     return ops.stack(xs, axis=out_layout.axis(dim))
 
 
-@register(aten.split_with_sizes.default, aten.split.Tensor, aten.split_with_sizes_copy.default,
+@register(aten.split.Tensor, policy=Policy.CUSTOM)
+def aten_split_tensor(ctx, self, split_size, dim=0):
+    """split.Tensor(Tensor(a -> *) self, SymInt split_size, int dim=0) -> Tensor(a)[]
+
+    Equal chunks of ``split_size``; the last one holds the remainder.
+    """
+    return aten_split_with_sizes_default(ctx, self, split_size, dim)
+
+
+@register(aten.split_with_sizes.default, aten.split_with_sizes_copy.default,
           policy=Policy.CUSTOM)
 def aten_split_with_sizes_default(ctx, self, split_sizes, dim=0):
     """split_with_sizes(Tensor(a) self, SymInt[] split_sizes, int dim=0) -> Tensor[]"""

@@ -1,0 +1,230 @@
+"""Resize / interpolate: nearest, nearest-exact, (bi/tri)linear, bicubic, antialias (pitfall 12).
+
+Every torch mode is separable: along each spatial axis the output is ``W @ x`` for an
+``[out, in]`` matrix ``W`` with a few non-zeros per row. Rather than re-deriving torch's index
+rules (nearest picks ``floor(i*in/out)`` or ``floor(i/scale)`` when a scale_factor is given,
+half-pixel vs align_corners mappings, clamped cubic taps, antialias filters), ``W`` is
+obtained by running the very same ATen op on an identity matrix, so the conversion follows
+torch by construction. The Keras model gathers the non-zero taps of each row
+(``keras.ops.take``) and sums them with their weights; integer nearest scales use
+``keras.layers.UpSamplingND`` (checked against ``W``, not assumed).
+"""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+import torch
+
+from crossport.to_keras.registry import Policy, register
+
+aten = torch.ops.aten
+ops = keras.ops
+
+_UPSAMPLING = {1: keras.layers.UpSampling1D, 2: keras.layers.UpSampling2D,
+               3: keras.layers.UpSampling3D}
+
+# mode -> the ATen op (.default overload) per number of spatial dims, and whether it takes
+# align_corners
+_NEAREST = {1: aten.upsample_nearest1d.default, 2: aten.upsample_nearest2d.default,
+            3: aten.upsample_nearest3d.default}
+_NEAREST_EXACT = {1: aten._upsample_nearest_exact1d.default,
+                  2: aten._upsample_nearest_exact2d.default,
+                  3: aten._upsample_nearest_exact3d.default}
+_LINEAR = {1: aten.upsample_linear1d.default, 2: aten.upsample_bilinear2d.default,
+           3: aten.upsample_trilinear3d.default}
+_BICUBIC = {2: aten.upsample_bicubic2d.default}
+_BILINEAR_AA = {2: aten._upsample_bilinear2d_aa.default}
+_BICUBIC_AA = {2: aten._upsample_bicubic2d_aa.default}
+
+
+def _scale_names(n: int) -> list[str]:
+    return {1: ["scales"], 2: ["scales_h", "scales_w"],
+            3: ["scales_d", "scales_h", "scales_w"]}[n]
+
+
+def interpolation_matrix(op, n: int, axis: int, size_in: int, size_out: int, scale,
+                         align_corners=None) -> np.ndarray:
+    """``W [out, in]`` of ``op`` along spatial ``axis``: torch's op applied to an identity.
+
+    The other spatial dims are 2 -> 2 (the identity for every mode; torch's antialias
+    kernels mishandle size-1 dims) and only their first element is read.
+    """
+    shape = [size_in, 1] + [2] * n
+    shape[2 + axis] = size_in
+    eye = torch.eye(size_in, dtype=torch.float32)
+    view = [size_in, 1] + [1] * n
+    view[2 + axis] = size_in
+    eye = eye.reshape(view).expand(shape).contiguous()
+    out_size = [2] * n
+    out_size[axis] = size_out
+    scales = {name: (scale if i == axis else None) for i, name in enumerate(_scale_names(n))}
+    args = (eye, out_size) if align_corners is None else (eye, out_size, bool(align_corners))
+    with torch.no_grad():
+        result = op(*args, **scales)
+    index = [slice(None), 0] + [0] * n
+    index[2 + axis] = slice(None)
+    return result[tuple(index)].T.numpy()
+
+
+def _taps(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The non-zero columns of each row: indices and weights ``[taps, out]`` (zero-padded)."""
+    count = max(int((matrix != 0).sum(1).max()), 1)
+    index = np.zeros((count, matrix.shape[0]), dtype=np.int32)
+    weight = np.zeros((count, matrix.shape[0]), dtype=np.float32)
+    for o, row in enumerate(matrix):
+        cols = np.flatnonzero(row)
+        index[: len(cols), o] = cols
+        weight[: len(cols), o] = row[cols]
+    return index, weight
+
+
+def _apply_axis(x, keras_axis: int, rank: int, matrix: np.ndarray):
+    """``W @ x`` along ``keras_axis``, as gathers of the non-zero taps."""
+    index, weight = _taps(matrix)
+    if index.shape[0] == 1 and np.all(weight == 1.0):  # nearest: a pure gather
+        return ops.take(x, index[0], axis=keras_axis)
+    shape = [1] * rank
+    shape[keras_axis] = matrix.shape[0]
+    y = None
+    for idx, w in zip(index, weight):
+        term = ops.take(x, idx, axis=keras_axis) * w.reshape(shape)
+        y = term if y is None else y + term
+    return y
+
+
+def _integer_repeat(matrix: np.ndarray) -> int | None:
+    """k when ``W`` repeats every input element k times in order (UpSampling's rule)."""
+    size_out, size_in = matrix.shape
+    if size_out % size_in:
+        return None
+    k = size_out // size_in
+    expected = np.zeros_like(matrix)
+    expected[np.arange(size_out), np.arange(size_out) // k] = 1.0
+    return k if np.array_equal(matrix, expected) else None
+
+
+def emit_resize(ctx, input, table, scales, align_corners=None, nearest=False):
+    """Resize channels-last ``input`` to the node's output shape with ``table[n]``'s weights."""
+    in_shape, out_shape = ctx.arg_shape(0), ctx.out_shape
+    n = len(in_shape) - 2
+    op = table[n]
+    scales = list(scales) if scales else [None] * n
+    matrices = [
+        interpolation_matrix(op, n, a, in_shape[2 + a], out_shape[2 + a], scales[a], align_corners)
+        for a in range(n)
+    ]
+    if nearest:
+        repeats = [_integer_repeat(m) for m in matrices]
+        if all(r is not None for r in repeats):
+            if all(r == 1 for r in repeats):
+                return input
+            size = repeats[0] if n == 1 else tuple(repeats)
+            return _UPSAMPLING[n](size=size, name=ctx.name())(input)
+    x = input
+    rank = n + 2
+    for a, matrix in enumerate(matrices):
+        if matrix.shape[0] == matrix.shape[1] and np.array_equal(matrix, np.eye(len(matrix))):
+            continue
+        x = _apply_axis(x, 1 + a, rank, matrix)
+    return x
+
+
+def _resize_supports(node: torch.fx.Node) -> str | None:
+    val = node.meta.get("val")
+    if val is None or val.dim() < 3:
+        return "resize of an input without batch and channel dims"
+    return None
+
+
+def _vec_scales(scale_factors, n):
+    return [None] * n if scale_factors is None else [float(s) for s in scale_factors]
+
+
+def _default_scales(n, scales, scales_d, scales_h, scales_w):
+    return {1: [scales], 2: [scales_h, scales_w], 3: [scales_d, scales_h, scales_w]}[n]
+
+
+def _nd(ctx) -> int:
+    return len(ctx.arg_shape(0)) - 2
+
+
+@register(aten.upsample_nearest1d.vec, aten.upsample_nearest2d.vec,
+          aten.upsample_nearest3d.vec, policy=Policy.CHANNELS_LAST, supports=_resize_supports)
+def aten_upsample_nearest2d_vec(ctx, input, output_size, scale_factors):
+    """upsample_nearest2d.vec(Tensor input, SymInt[]? output_size, float[]? scale_factors) -> Tensor
+
+    torch nearest picks floor(i*in/out) (floor(i/scale) with a scale_factor); TF nearest
+    uses half-pixel centres, so 4->3 differs (pitfall 12): torch's own index table.
+    """
+    return emit_resize(ctx, input, _NEAREST, _vec_scales(scale_factors, _nd(ctx)), nearest=True)
+
+
+@register(aten.upsample_nearest1d.default, aten.upsample_nearest2d.default,
+          aten.upsample_nearest3d.default, policy=Policy.CHANNELS_LAST,
+          supports=_resize_supports)
+def aten_upsample_nearest2d_default(ctx, self, output_size, scales=None, scales_d=None,
+                                    scales_h=None, scales_w=None):
+    """upsample_nearest2d(Tensor self, SymInt[2] output_size, float? scales_h=None, float? scales_w=None) -> Tensor"""
+    n = _nd(ctx)
+    return emit_resize(ctx, self, _NEAREST, _default_scales(n, scales, scales_d, scales_h,
+                                                            scales_w), nearest=True)
+
+
+@register(aten._upsample_nearest_exact1d.vec, aten._upsample_nearest_exact2d.vec,
+          aten._upsample_nearest_exact3d.vec, policy=Policy.CHANNELS_LAST,
+          supports=_resize_supports)
+def aten_upsample_nearest_exact2d_vec(ctx, input, output_size, scale_factors):
+    """_upsample_nearest_exact2d.vec(Tensor input, SymInt[]? output_size, float[]? scale_factors) -> Tensor
+
+    'nearest-exact' picks floor((i + 0.5) * in/out): torch's own index table.
+    """
+    return emit_resize(ctx, input, _NEAREST_EXACT, _vec_scales(scale_factors, _nd(ctx)),
+                       nearest=True)
+
+
+@register(aten._upsample_nearest_exact1d.default, aten._upsample_nearest_exact2d.default,
+          aten._upsample_nearest_exact3d.default, policy=Policy.CHANNELS_LAST,
+          supports=_resize_supports)
+def aten_upsample_nearest_exact2d_default(ctx, self, output_size, scales=None, scales_d=None,
+                                          scales_h=None, scales_w=None):
+    """_upsample_nearest_exact2d(Tensor self, SymInt[2] output_size, float? scales_h=None, float? scales_w=None) -> Tensor"""
+    n = _nd(ctx)
+    return emit_resize(ctx, self, _NEAREST_EXACT,
+                       _default_scales(n, scales, scales_d, scales_h, scales_w), nearest=True)
+
+
+_INTERPOLATING_VEC = {
+    aten.upsample_linear1d.vec: _LINEAR, aten.upsample_bilinear2d.vec: _LINEAR,
+    aten.upsample_trilinear3d.vec: _LINEAR, aten.upsample_bicubic2d.vec: _BICUBIC,
+    aten._upsample_bilinear2d_aa.vec: _BILINEAR_AA,
+    aten._upsample_bicubic2d_aa.vec: _BICUBIC_AA,
+}
+_INTERPOLATING_DEFAULT = {
+    aten.upsample_linear1d.default: _LINEAR, aten.upsample_bilinear2d.default: _LINEAR,
+    aten.upsample_trilinear3d.default: _LINEAR, aten.upsample_bicubic2d.default: _BICUBIC,
+    aten._upsample_bilinear2d_aa.default: _BILINEAR_AA,
+    aten._upsample_bicubic2d_aa.default: _BICUBIC_AA,
+}
+
+
+@register(*_INTERPOLATING_VEC, policy=Policy.CHANNELS_LAST, supports=_resize_supports)
+def aten_upsample_bilinear2d_vec(ctx, input, output_size, align_corners, scale_factors):
+    """upsample_bilinear2d.vec(Tensor input, SymInt[]? output_size, bool align_corners, float[]? scale_factors) -> Tensor
+
+    Also linear1d, trilinear3d, bicubic2d and the antialiased variants. align_corners=True
+    maps corners to corners (TF's half-pixel bilinear only matches False); bicubic uses
+    torch's A=-0.75 with clamped taps; antialias widens the filter when downsampling.
+    """
+    table = _INTERPOLATING_VEC[ctx.node.target]
+    return emit_resize(ctx, input, table, _vec_scales(scale_factors, _nd(ctx)), align_corners)
+
+
+@register(*_INTERPOLATING_DEFAULT, policy=Policy.CHANNELS_LAST, supports=_resize_supports)
+def aten_upsample_bilinear2d_default(ctx, self, output_size, align_corners, scales=None,
+                                     scales_d=None, scales_h=None, scales_w=None):
+    """upsample_bilinear2d(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""
+    n = _nd(ctx)
+    table = _INTERPOLATING_DEFAULT[ctx.node.target]
+    return emit_resize(ctx, self, table, _default_scales(n, scales, scales_d, scales_h,
+                                                         scales_w), align_corners)

@@ -1,0 +1,34 @@
+"""Small helpers shared by the op-table tests: a module around a function, case ids."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tests.harness import random_inputs
+
+
+class Fn(torch.nn.Module):
+    """``forward(*xs) = fn(*xs)``, or ``fn(self, *xs)`` with ``params`` (parameters/buffers)."""
+
+    def __init__(self, fn, **params):
+        super().__init__()
+        self.fn = fn
+        self.takes_self = bool(params)
+        for name, value in params.items():
+            if value.is_floating_point():
+                self.register_parameter(name, torch.nn.Parameter(value, requires_grad=False))
+            else:  # integer index tensors are buffers
+                self.register_buffer(name, value)
+
+    def forward(self, *xs):
+        return self.fn(self, *xs) if self.takes_self else self.fn(*xs)
+
+
+def case(case_id, module, shapes, *, marks=(), **kwargs):
+    """A ``pytest.param`` of (module, input shapes, harness kwargs) with a readable id."""
+    return pytest.param(module, shapes, kwargs, id=case_id, marks=marks)
+
+
+def inputs(shapes, seed: int = 0):
+    return random_inputs(shapes, seed=seed)

@@ -1,0 +1,67 @@
+"""Activations (pitfalls.md item 14: GELU approximation, hard_sigmoid, softplus, prelu)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from tests.harness import assert_converts
+from tests.ops.opcases import Fn, case, inputs
+
+
+def scaled(module, k=3.0):
+    """Inputs spread over [-3k, 3k] so every branch (saturation, thresholds) is exercised."""
+    return nn.Sequential(Fn(lambda x: x * k), module)
+
+
+def prelu_after_conv(num_parameters):
+    torch.manual_seed(0)
+    prelu = nn.PReLU(num_parameters)
+    with torch.no_grad():
+        prelu.weight.copy_(torch.linspace(-0.5, 0.7, num_parameters))
+    return nn.Sequential(nn.Conv2d(3, 4, 1), prelu)
+
+
+CASES = [
+    case("relu", nn.ReLU(), (2, 3, 4, 5)),
+    case("relu6", scaled(nn.ReLU6()), (2, 3, 4, 5)),
+    case("leaky-relu-default", nn.LeakyReLU(), (2, 3, 4, 5)),
+    case("leaky-relu-slope", nn.LeakyReLU(0.2), (2, 11)),
+    case("prelu-shared", prelu_after_conv(1), (1, 3, 5, 6)),
+    case("prelu-per-channel-channels-last", prelu_after_conv(4), (1, 3, 5, 6)),
+    case("prelu-2d-input", nn.PReLU(7), (3, 7)),
+    case("prelu-1d-per-channel", nn.PReLU(3), (2, 3, 8)),
+    case("elu", scaled(nn.ELU()), (2, 3, 4, 5)),
+    case("elu-alpha", scaled(nn.ELU(alpha=0.5)), (2, 9)),
+    case("celu", scaled(nn.CELU(alpha=1.5)), (2, 3, 4, 5)),
+    case("selu", scaled(nn.SELU()), (2, 3, 4, 5)),
+    case("pitfall14-gelu-exact", scaled(nn.GELU()), (2, 3, 4, 5)),
+    case("pitfall14-gelu-tanh", scaled(nn.GELU(approximate="tanh")), (2, 3, 4, 5)),
+    case("silu", scaled(nn.SiLU()), (2, 3, 4, 5)),
+    case("mish", scaled(nn.Mish()), (2, 3, 4, 5)),
+    case("hardswish", scaled(nn.Hardswish()), (2, 3, 4, 5)),
+    case("pitfall14-hardsigmoid-relu6-form", scaled(nn.Hardsigmoid()), (2, 3, 4, 5)),
+    case("hardtanh-default", scaled(nn.Hardtanh()), (2, 3, 4, 5)),
+    case("hardtanh-range", scaled(nn.Hardtanh(-0.5, 2.0)), (2, 3, 4, 5)),
+    case("sigmoid", scaled(nn.Sigmoid()), (2, 3, 4, 5)),
+    case("tanh", scaled(nn.Tanh()), (2, 3, 4, 5)),
+    case("pitfall14-softplus-default", scaled(nn.Softplus(), 10.0), (2, 3, 4, 5)),
+    case("pitfall14-softplus-beta-threshold", scaled(nn.Softplus(beta=2.0, threshold=3.0)),
+         (2, 3, 4, 5)),
+    case("erf", Fn(torch.erf), (2, 3, 4, 5)),
+    case("functional-relu-inplace", Fn(lambda x: F.relu(x + 0.0, inplace=True)), (2, 8)),
+    case("activation-after-conv-zero-transposes",
+         nn.Sequential(nn.Conv2d(3, 4, 3), nn.Hardswish(), nn.Conv2d(4, 4, 1), nn.GELU()),
+         (1, 3, 6, 6)),
+    case("prelu-after-conv1d", nn.Sequential(nn.Conv1d(3, 4, 3), nn.PReLU(4)), (2, 3, 9)),
+    case("leaky-relu-after-flatten", nn.Sequential(nn.Conv2d(3, 2, 3), nn.Flatten(),
+                                                   nn.LeakyReLU(0.3), nn.Linear(18, 2)),
+         (2, 3, 5, 5)),
+]
+
+
+@pytest.mark.parametrize("module, shapes, kwargs", CASES)
+def test_activation(module, shapes, kwargs):
+    assert_converts(module, inputs(shapes), **kwargs)

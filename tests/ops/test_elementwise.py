@@ -1,0 +1,154 @@
+"""Elementwise arithmetic with torch broadcasting, clamp, where, integer semantics.
+
+Rows after a conv receive channels-last activations, so constants and [C, 1, 1] parameters
+must be laid out to match (pitfall 8); integer division and remainder follow torch
+(pitfall 15).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from tests.harness import assert_converts
+from tests.ops.opcases import Fn, case, inputs
+
+
+def seeded_randn(*shape):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(7))
+
+
+class SE(nn.Module):
+    """Squeeze-and-excitation: x * sigmoid(fc(pool(x))) with a [N, C, 1, 1] gate."""
+
+    def __init__(self, c=8):
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv = nn.Conv2d(3, c, 3, padding=1)
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.fc1, self.fc2 = nn.Conv2d(c, 2, 1), nn.Conv2d(2, c, 1)
+
+    def forward(self, x):
+        x = self.conv(x)
+        gate = torch.sigmoid(self.fc2(torch.relu(self.fc1(self.pool(x)))))
+        return x * gate
+
+
+class SELinear(nn.Module):
+    """SE with Linear layers: the gate goes through flatten / view(N, C, 1, 1)."""
+
+    def __init__(self, c=6):
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv = nn.Conv2d(3, c, 3)
+        self.fc = nn.Linear(c, c)
+
+    def forward(self, x):
+        x = self.conv(x)
+        s = torch.sigmoid(self.fc(x.mean((2, 3))))
+        return x * s.view(x.shape[0], -1, 1, 1)
+
+
+class ChannelScale(nn.Module):
+    """A [C, 1, 1] parameter broadcast against an NCHW activation after a conv."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv = nn.Conv2d(3, 4, 3)
+        self.scale = nn.Parameter(seeded_randn(4, 1, 1))
+        self.shift = nn.Parameter(seeded_randn(1, 4, 1, 1))
+        self.row = nn.Parameter(seeded_randn(4))  # broadcasts against W
+
+    def forward(self, x):
+        y = self.conv(x)
+        return (y * self.scale + self.shift - self.row) / 2.0
+
+
+def after_conv(fn):
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Conv2d(3, 4, 3), Fn(fn))
+
+
+def intdiv(fn):
+    """Integer inputs with negatives, from a float input (exact comparison)."""
+    return Fn(lambda x: fn(torch.round(x * 5).to(torch.int64)))
+
+
+CASES = [
+    case("add-two-inputs", Fn(torch.add), [(2, 3, 4), (2, 3, 4)]),
+    case("add-alpha", Fn(lambda a, b: torch.add(a, b, alpha=2.5)), [(2, 5), (2, 5)]),
+    case("sub-broadcast-row", Fn(torch.sub), [(2, 3, 4), (4,)]),
+    case("mul-broadcast-column", Fn(torch.mul), [(2, 3, 4), (3, 1)]),
+    case("div-broadcast-both", Fn(torch.div), [(2, 1, 4), (3, 1)]),
+    case("scalar-arith", Fn(lambda x: (2 - x) * 3 / 4 + 1), (2, 3, 4)),
+    case("rsub-scalar", Fn(lambda x: 1 - x), (2, 3, 4)),
+    case("pow-square-sqrt", Fn(lambda x: x.pow(2) + x.abs().pow(0.5) + x.abs().pow(1.7)),
+         (2, 3, 4)),
+    case("unary-math", Fn(lambda x: torch.exp(x) + torch.log1p(x.abs()) + torch.rsqrt(x.abs() + 1)
+                          + torch.sin(x) * torch.cos(x) - torch.floor(x) + torch.ceil(x)),
+         (2, 3, 4)),
+    case("maximum-minimum", Fn(lambda a, b: torch.maximum(a, b) - torch.minimum(a, b * 2)),
+         [(2, 3, 4), (3, 4)]),
+    case("clamp-both", Fn(lambda x: torch.clamp(x, -0.5, 0.7)), (2, 3, 4)),
+    case("clamp-min-only", Fn(lambda x: x.clamp(min=0.1)), (2, 3, 4)),
+    case("clamp-max-only", Fn(lambda x: x.clamp(max=-0.2)), (2, 3, 4)),
+    case("clamp-min-greater-than-max", Fn(lambda x: torch.clamp(x, 0.5, -0.5)), (2, 3, 4)),
+    case("where-tensor-tensor", Fn(lambda a, b: torch.where(a > b, a, b * 2)),
+         [(2, 3, 4), (2, 3, 4)]),
+    case("where-scalar-other", Fn(lambda x: torch.where(x > 0, x, 0.0)), (2, 3, 4)),
+    case("where-broadcast-cond", Fn(lambda a, b: torch.where(b > 0, a, -a)), [(2, 3, 4), (4,)]),
+    case("comparisons-bool-outputs", Fn(lambda a, b: (a > b, a <= b, a == a, (a > 0) & (b < 0))),
+         [(2, 3), (2, 3)]),
+    case("pitfall15-floor-divide-negative-ints", intdiv(lambda x: torch.floor_divide(x, 3)),
+         (3, 8)),
+    case("pitfall15-remainder-negative-ints", intdiv(lambda x: x % 3 + torch.remainder(x, -4)),
+         (3, 8)),
+    case("pitfall15-fmod-negative-ints", intdiv(lambda x: torch.fmod(x, 3)), (3, 8)),
+    case("pitfall15-div-trunc-ints", intdiv(lambda x: torch.div(x, 4, rounding_mode="trunc")),
+         (3, 8)),
+    case("pitfall15-div-floor-floats", Fn(lambda x: torch.div(x * 5, 2, rounding_mode="floor")),
+         (3, 8)),
+    case("pitfall15-remainder-floats", Fn(lambda x: torch.remainder(x * 5, 1.5)), (3, 8)),
+    case("pitfall8-se-block-x-times-sigmoid-pooled", SE(), (2, 3, 6, 6)),
+    case("pitfall8-se-block-linear-view", SELinear(), (2, 3, 7, 7)),
+    case("pitfall8-channel-parameter-c11-after-conv", ChannelScale(), (2, 3, 6, 6)),
+    case("scalar-ops-after-conv", after_conv(lambda x: (x - 0.5) * 2.0 + x.abs()), (1, 3, 6, 6)),
+    case("broadcast-last-dim-param-after-conv",
+         nn.Sequential(nn.Conv2d(3, 4, 3), Fn(lambda m, x: x * m.w, w=seeded_randn(5))),
+         (1, 3, 6, 7)),
+    case("arange-in-forward", after_conv(lambda x: x * torch.arange(5.0)), (1, 3, 6, 7),
+         marks=pytest.mark.xfail(strict=True, reason="aten.arange has no converter yet")),
+    case("broadcast-rank-lower-after-conv", after_conv(lambda x: x + x[0, :, :1, :]),
+         (1, 3, 6, 7), max_transposes=None),
+    case("bool-times-float-mask", Fn(lambda x: x * (x > 0)), (2, 3, 4)),
+    case("int-plus-float-promotion", Fn(lambda x: x + torch.round(x * 3).to(torch.int64)),
+         (2, 3, 4)),
+    case("int-true-division-to-float", intdiv(lambda x: x / 4), (3, 8)),
+    case("pow-scalar-base", Fn(lambda x: 2.0 ** x), (2, 3, 4)),
+    case("clamp-tensor-bounds", Fn(lambda a, b: torch.clamp(a, min=-b.abs(), max=b.abs())),
+         [(2, 3, 4), (3, 4)]),
+    case("where-after-conv-scalar", after_conv(lambda x: torch.where(x > 0.1, x, -1.0)),
+         (1, 3, 6, 6)),
+    case("mask-after-conv-channel-param", nn.Sequential(
+        nn.Conv2d(3, 4, 3), Fn(lambda m, x: torch.where(m.mask > 0, x, x * 0.5),
+                               mask=seeded_randn(4, 1, 1))),
+         (1, 3, 6, 6)),
+    case("add-conv-output-to-permuted-branch", nn.Sequential(
+        nn.Conv2d(3, 4, 3), Fn(lambda x: x + x.transpose(2, 3))), (1, 3, 6, 6),
+         max_transposes=None),
+    # keras.ops.add on TF turns x + y into bias_add when y squeezes to a vector as long as
+    # x's dim 1 or last dim, without checking which axis y runs along
+    case("keras-biasadd-trap-param-along-height-square", nn.Sequential(
+        nn.Conv2d(3, 4, 3), Fn(lambda m, x: x + m.p, p=seeded_randn(4, 1))), (1, 3, 6, 6)),
+    case("keras-biasadd-trap-broadcasts-first-operand", Fn(lambda a, b: a + b),
+         [(1, 4, 1), (1, 1, 4)]),
+    case("keras-biasadd-trap-channel-param-after-conv-c1", nn.Sequential(
+        nn.Conv2d(3, 1, 3), Fn(lambda m, x: x + m.p, p=seeded_randn(4, 1, 1))), (1, 3, 6, 6)),
+]
+
+
+@pytest.mark.parametrize("module, shapes, kwargs", CASES)
+def test_elementwise(module, shapes, kwargs):
+    assert_converts(module, inputs(shapes), **kwargs)

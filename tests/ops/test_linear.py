@@ -1,0 +1,74 @@
+"""Linear, matmul, bmm, einsum (pitfalls.md items 9 and 10)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from tests.harness import assert_converts
+from tests.ops.opcases import Fn, case, inputs
+
+
+def seeded(factory):
+    torch.manual_seed(0)
+    return factory()
+
+
+class Attention(nn.Module):
+    """q @ k^T softmax @ v on [B, T, D]: matmul with a transposed operand."""
+
+    def __init__(self, d=8):
+        super().__init__()
+        torch.manual_seed(0)
+        self.qkv = nn.Linear(d, 3 * d)
+
+    def forward(self, x):
+        q, k, v = self.qkv(x).chunk(3, -1)
+        return torch.softmax(q @ k.transpose(-2, -1) / 8 ** 0.5, -1) @ v
+
+
+CASES = [
+    case("pitfall10-linear-2d", seeded(lambda: nn.Linear(6, 4)), (3, 6)),
+    case("linear-nobias", seeded(lambda: nn.Linear(6, 4, bias=False)), (3, 6)),
+    case("linear-3d-input", seeded(lambda: nn.Linear(6, 4)), (2, 5, 6)),
+    case("linear-4d-input", seeded(lambda: nn.Linear(5, 3)), (2, 3, 4, 5)),
+    case("pitfall9-conv-flatten-linear", seeded(lambda: nn.Sequential(
+        nn.Conv2d(3, 4, 3), nn.Flatten(), nn.Linear(4 * 3 * 4, 5))), (2, 3, 5, 6)),
+    case("pitfall9-conv-flatten-linear-linear", seeded(lambda: nn.Sequential(
+        nn.Conv2d(3, 2, 3), nn.Flatten(), nn.Linear(2 * 3 * 3, 5), nn.ReLU(), nn.Linear(5, 2))),
+         (2, 3, 5, 5)),
+    case("linear-on-conv-channels", seeded(lambda: nn.Sequential(
+        nn.Conv2d(3, 4, 3), Fn(lambda x: x.transpose(1, 3)), nn.Linear(4, 2))), (1, 3, 5, 6)),
+    case("mlp", seeded(lambda: nn.Sequential(nn.Linear(6, 8), nn.GELU(), nn.Linear(8, 2))),
+         (4, 6)),
+    case("matmul-2d", Fn(torch.matmul), [(3, 4), (4, 5)]),
+    case("matmul-batched-broadcast", Fn(torch.matmul), [(2, 3, 4), (4, 5)]),
+    case("matmul-batch-broadcast-both", Fn(torch.matmul), [(2, 1, 3, 4), (5, 4, 2)]),
+    case("matmul-vector", Fn(torch.matmul), [(2, 3, 4), (4,)]),
+    case("mm", Fn(torch.mm), [(3, 4), (4, 2)]),
+    case("bmm", Fn(torch.bmm), [(2, 3, 4), (2, 4, 5)]),
+    case("einsum-bij-bjk", Fn(lambda a, b: torch.einsum("bij,bjk->bik", a, b)),
+         [(2, 3, 4), (2, 4, 5)]),
+    case("einsum-outer-transpose", Fn(lambda a, b: torch.einsum("i,j->ji", a, b)), [(3,), (4,)]),
+    case("einsum-after-conv", seeded(lambda: nn.Sequential(
+        nn.Conv2d(3, 4, 3), Fn(lambda x: torch.einsum("nchw,nchw->nc", x, x)))), (1, 3, 5, 6),
+         max_transposes=None),
+    case("attention-matmul-transpose", Attention(), (2, 5, 8), max_transposes=None),
+    case("addmm-param", Fn(lambda m, x: torch.addmm(m.b, x, m.w, beta=0.5, alpha=2.0),
+                           b=torch.randn(4, generator=torch.Generator().manual_seed(3)),
+                           w=torch.randn(6, 4, generator=torch.Generator().manual_seed(4))),
+         (3, 6)),
+    case("conv1d-transpose-linear-no-transpose", seeded(lambda: nn.Sequential(
+        nn.Conv1d(3, 4, 3), Fn(lambda x: x.transpose(1, 2)), nn.Linear(4, 6))), (2, 3, 9)),
+    case("linear-transpose-conv1d-no-transpose", seeded(lambda: nn.Sequential(
+        nn.Linear(5, 4), Fn(lambda x: x.transpose(1, 2)), nn.Conv1d(4, 3, 3))), (2, 9, 5)),
+    case("patch-embed-layernorm-linear", seeded(lambda: nn.Sequential(
+        nn.Conv2d(3, 8, 2, stride=2), Fn(lambda x: x.flatten(2).transpose(1, 2)), nn.LayerNorm(8),
+        nn.Linear(8, 4))), (2, 3, 8, 8)),
+]
+
+
+@pytest.mark.parametrize("module, shapes, kwargs", CASES)
+def test_linear(module, shapes, kwargs):
+    assert_converts(module, inputs(shapes), **kwargs)

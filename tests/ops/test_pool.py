@@ -1,0 +1,86 @@
+"""Max/avg pooling 1d/2d/3d and adaptive pooling (pitfalls.md items 2 and 11)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from tests.harness import assert_converts
+from tests.ops.opcases import Fn, case, inputs
+
+CASES = [
+    # max
+    case("maxpool1d-basic", nn.MaxPool1d(2), (2, 3, 9)),
+    case("maxpool1d-stride1-pad1", nn.MaxPool1d(3, stride=1, padding=1), (1, 3, 8)),
+    case("maxpool1d-ceil", nn.MaxPool1d(3, stride=2, ceil_mode=True), (1, 3, 10)),
+    case("maxpool2d-basic", nn.MaxPool2d(2), (2, 3, 8, 8)),
+    case("maxpool2d-odd-floor", nn.MaxPool2d(3, stride=2), (1, 3, 10, 9)),
+    case("pitfall11-maxpool2d-pad-minus-inf", nn.MaxPool2d(3, stride=2, padding=1), (1, 3, 8, 8)),
+    case("pitfall11-maxpool2d-ceil-partial-window", nn.MaxPool2d(3, stride=2, ceil_mode=True),
+         (1, 3, 8, 10)),
+    case("maxpool2d-ceil-exact-fit", nn.MaxPool2d(2, ceil_mode=True), (1, 3, 8, 8)),
+    case("maxpool2d-ceil-pad", nn.MaxPool2d(3, stride=2, padding=1, ceil_mode=True),
+         (1, 3, 9, 10)),
+    case("maxpool2d-dilation2", nn.MaxPool2d(3, stride=1, dilation=2), (1, 3, 9, 9)),
+    case("maxpool2d-dilation-pad-ceil", nn.MaxPool2d(2, stride=2, padding=1, dilation=2,
+                                                     ceil_mode=True), (1, 2, 9, 8)),
+    case("maxpool2d-rect-kernel-stride", nn.MaxPool2d((2, 3), stride=(1, 2)), (1, 3, 7, 9)),
+    case("maxpool2d-negative-inputs-pad", Fn(lambda x: F.max_pool2d(-x.abs() - 1, 3, 1, 1)),
+         (1, 2, 5, 5)),
+    case("maxpool3d-basic", nn.MaxPool3d(2), (1, 2, 4, 6, 6)),
+    case("maxpool3d-pad-ceil", nn.MaxPool3d(3, stride=2, padding=1, ceil_mode=True),
+         (1, 2, 5, 6, 7)),
+    case("maxpool3d-dilation", nn.MaxPool3d(2, stride=1, dilation=(1, 2, 2)), (1, 2, 4, 6, 6)),
+    # average
+    case("avgpool1d-basic", nn.AvgPool1d(2), (2, 3, 9)),
+    case("avgpool1d-pad-count-include", nn.AvgPool1d(3, stride=2, padding=1), (1, 3, 8)),
+    case("avgpool2d-basic", nn.AvgPool2d(2), (2, 3, 8, 8)),
+    case("pitfall11-avgpool2d-count-include-pad", nn.AvgPool2d(3, stride=1, padding=1),
+         (1, 3, 4, 4), expect_layers=("AvgPool2d",)),
+    case("avgpool2d-exclude-pad", nn.AvgPool2d(3, stride=1, padding=1, count_include_pad=False),
+         (1, 3, 5, 6), expect_layers=("AvgPool2d",)),
+    case("pitfall11-avgpool2d-ceil-mode", nn.AvgPool2d(3, stride=2, ceil_mode=True),
+         (1, 3, 8, 10), expect_layers=("AvgPool2d",)),
+    case("avgpool2d-ceil-pad-include", nn.AvgPool2d(3, stride=2, padding=1, ceil_mode=True),
+         (1, 3, 8, 9)),
+    case("avgpool2d-ceil-pad-exclude", nn.AvgPool2d(3, stride=2, padding=1, ceil_mode=True,
+                                                    count_include_pad=False), (1, 3, 8, 9)),
+    case("avgpool2d-divisor-override", nn.AvgPool2d(2, divisor_override=3), (1, 3, 6, 6),
+         expect_layers=("AvgPool2d",)),
+    case("avgpool2d-divisor-override-pad", nn.AvgPool2d(3, stride=2, padding=1,
+                                                        divisor_override=5), (1, 3, 7, 7)),
+    case("avgpool2d-rect", nn.AvgPool2d((3, 2), stride=(2, 1), padding=(1, 0)), (1, 3, 7, 6)),
+    case("avgpool3d-basic", nn.AvgPool3d(2), (1, 2, 4, 4, 6)),
+    case("avgpool3d-pad-ceil", nn.AvgPool3d(3, stride=2, padding=1, ceil_mode=True,
+                                            count_include_pad=False), (1, 2, 5, 6, 7)),
+    case("avgpool3d-divisor", nn.AvgPool3d(2, stride=1, divisor_override=7), (1, 2, 3, 4, 4)),
+    # adaptive
+    case("pitfall2-adaptiveavgpool2d-1-keeps-dims", nn.AdaptiveAvgPool2d(1), (2, 5, 7, 6)),
+    case("pitfall2-adaptiveavgpool2d-uneven-7to3", nn.AdaptiveAvgPool2d(3), (1, 3, 7, 7)),
+    case("adaptiveavgpool2d-divisible", nn.AdaptiveAvgPool2d((2, 3)), (1, 3, 8, 9)),
+    case("adaptiveavgpool2d-none-and-upsample", nn.AdaptiveAvgPool2d((None, 8)), (1, 3, 5, 6)),
+    case("adaptiveavgpool1d-5to3", nn.AdaptiveAvgPool1d(3), (1, 4, 5)),
+    case("adaptiveavgpool3d-uneven", nn.AdaptiveAvgPool3d((2, 3, 1)), (1, 2, 5, 7, 4)),
+    case("adaptivemaxpool2d-1", nn.AdaptiveMaxPool2d(1), (2, 3, 5, 6)),
+    case("adaptivemaxpool2d-uneven", nn.AdaptiveMaxPool2d((3, 4)), (1, 3, 7, 10)),
+    case("adaptivemaxpool1d", nn.AdaptiveMaxPool1d(4), (1, 3, 9)),
+    case("adaptivemaxpool3d", nn.AdaptiveMaxPool3d((1, 2, 3)), (1, 2, 4, 5, 7)),
+    case("pitfall2-gap-flatten-linear",
+         nn.Sequential(nn.Conv2d(3, 6, 3), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(6, 4)),
+         (2, 3, 8, 8)),
+    case("mean-hw-keepdim-as-gap", Fn(lambda x: x.mean((2, 3), keepdim=True)), (2, 3, 5, 6)),
+    case("conv1d-avgpool1d-pad", nn.Sequential(nn.Conv1d(3, 4, 3), nn.AvgPool1d(3, 2, 1)),
+         (2, 3, 12)),
+    case("maxpool2d-dynamic-batch", nn.Sequential(nn.MaxPool2d(3, 2, 1, ceil_mode=True)),
+         (2, 3, 8, 9), dynamic_batch=True),
+    case("adaptiveavgpool2d-uneven-dynamic-batch", nn.Sequential(nn.AdaptiveAvgPool2d(3)),
+         (2, 3, 7, 8), dynamic_batch=True),
+]
+
+
+@pytest.mark.parametrize("module, shapes, kwargs", CASES)
+def test_pool(module, shapes, kwargs):
+    torch.manual_seed(0)
+    assert_converts(module, inputs(shapes), **kwargs)

@@ -1,0 +1,75 @@
+"""Reductions, softmax and arg-reductions on any dim, before and after a conv (pitfall 8).
+
+var/std use torch's unbiased default (correction=1); argmax/argmin outputs are int64 and
+compared exactly.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from tests.harness import assert_converts
+from tests.ops.opcases import Fn, case, inputs
+
+
+def after_conv(fn):
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Conv2d(3, 4, 3), Fn(fn))
+
+
+CASES = [
+    case("mean-dim1", Fn(lambda x: x.mean(1)), (2, 3, 4)),
+    case("mean-all", Fn(lambda x: x.mean()), (2, 3, 4)),
+    case("mean-dims-keepdim", Fn(lambda x: x.mean((0, 2), keepdim=True)), (2, 3, 4)),
+    case("sum-neg-dim", Fn(lambda x: x.sum(-1)), (2, 3, 4)),
+    case("sum-all", Fn(lambda x: x.sum()), (2, 3, 4)),
+    case("sum-bool-to-int64", Fn(lambda x: (x > 0).sum(1)), (2, 3, 4)),
+    case("amax-amin", Fn(lambda x: (x.amax(1), x.amin((0, 2), keepdim=True))), (2, 3, 4)),
+    case("max-dim-values", Fn(lambda x: torch.max(x, 2).values), (2, 3, 4)),
+    case("max-dim-values-and-indices", Fn(lambda x: tuple(torch.max(x, 1))), (2, 3, 4)),
+    case("min-dim-keepdim-after-conv", after_conv(lambda x: tuple(x.min(1, keepdim=True))),
+         (1, 3, 6, 7)),
+    case("var-unbiased-default", Fn(lambda x: x.var(1)), (2, 5, 4)),
+    case("var-biased", Fn(lambda x: x.var(-1, unbiased=False)), (2, 5, 4)),
+    case("var-correction2-keepdim", Fn(lambda x: torch.var(x, (1, 2), correction=2,
+                                                           keepdim=True)), (2, 5, 4)),
+    case("std-unbiased-default", Fn(lambda x: x.std(2)), (2, 5, 4)),
+    case("std-all", Fn(lambda x: x.std()), (2, 5, 4)),
+    case("prod-dim", Fn(lambda x: x.prod(1)), (2, 3, 4)),
+    case("mean-channels-after-conv", after_conv(lambda x: x.mean(1)), (1, 3, 6, 7)),
+    case("mean-hw-after-conv", after_conv(lambda x: x.mean((2, 3))), (2, 3, 6, 7)),
+    case("sum-width-keepdim-after-conv", after_conv(lambda x: x.sum(-1, keepdim=True)),
+         (1, 3, 6, 7)),
+    case("amax-channels-after-conv", after_conv(lambda x: x.amax(1, keepdim=True)),
+         (1, 3, 6, 7)),
+    case("var-channels-after-conv", after_conv(lambda x: x.var(1)), (1, 3, 6, 7)),
+    case("std-hw-after-conv", after_conv(lambda x: x.std((2, 3))), (2, 3, 6, 7)),
+    case("softmax-last", nn.Softmax(-1), (2, 3, 5)),
+    case("softmax-dim0", nn.Softmax(0), (3, 4)),
+    case("softmax-dim1-after-conv", after_conv(lambda x: torch.softmax(x, 1)), (1, 3, 6, 7)),
+    case("softmax-height-after-conv", after_conv(lambda x: torch.softmax(x, 2)), (1, 3, 6, 7)),
+    case("log-softmax-last", nn.LogSoftmax(-1), (2, 3, 5)),
+    case("log-softmax-dim1-after-conv", after_conv(lambda x: torch.log_softmax(x, 1)),
+         (1, 3, 6, 7)),
+    case("argmax-dim", Fn(lambda x: x.argmax(1)), (2, 5, 4)),
+    case("argmax-flat", Fn(lambda x: x.argmax()), (2, 5, 4)),
+    case("argmin-keepdim", Fn(lambda x: x.argmin(-1, keepdim=True)), (2, 5, 4)),
+    case("pitfall15-argmax-ties-first-index", Fn(lambda x: torch.round(x).clamp(0, 1).argmax(1)),
+         (4, 6)),
+    case("argmax-channels-after-conv", after_conv(lambda x: x.argmax(1)), (1, 3, 6, 7)),
+    case("argmin-flat-after-conv", after_conv(lambda x: x.argmin()), (1, 3, 6, 7),
+         max_transposes=None),
+    case("pitfall9-log-softmax-after-flatten-keeps-flat-order", nn.Sequential(
+        nn.Conv2d(3, 2, 3), nn.Flatten(), nn.LogSoftmax(-1)), (2, 3, 4, 5)),
+    case("pitfall9-amax-sum-after-flatten", nn.Sequential(
+        nn.Conv2d(3, 2, 3), nn.Flatten(), Fn(lambda x: x.amax(1) + x.sum(-1))), (2, 3, 4, 5)),
+    case("softmax-after-flatten-then-linear", nn.Sequential(
+        nn.Conv2d(3, 2, 3), nn.Flatten(), nn.Softmax(-1), nn.Linear(12, 3)), (2, 3, 4, 5)),
+]
+
+
+@pytest.mark.parametrize("module, shapes, kwargs", CASES)
+def test_reduce(module, shapes, kwargs):
+    assert_converts(module, inputs(shapes), **kwargs)

@@ -1,0 +1,145 @@
+"""Views, permutes, concatenation, splitting, slicing, indexing (pitfalls.md items 8, 9).
+
+Rows "after-conv" receive channels-last activations, so every dim argument is remapped
+through the layout; a transpose is allowed only where torch's own result needs one.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from tests.harness import assert_converts
+from tests.ops.opcases import Fn, case, inputs
+
+
+def after_conv(fn, c_in=3, c_out=4, k=3):
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Conv2d(c_in, c_out, k), Fn(fn))
+
+
+def conv_fn_conv(fn, c_mid=4, c_after=4):
+    """conv -> fn -> 1x1 conv: the op sits between two channels-last consumers."""
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Conv2d(3, 4, 3), Fn(fn), nn.Conv2d(c_mid, c_after, 1))
+
+
+def flatten_linear(features, out=5):
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.Flatten(), nn.Linear(features, out))
+
+
+class SplitCat(nn.Module):
+    def forward(self, x):
+        a, b = torch.split(x, [1, 3], dim=1)
+        return torch.cat([b, a * 2], dim=1)
+
+
+CASES = [
+    # reshape family
+    case("view-canonical", Fn(lambda x: x.view(2, -1, 4)), (2, 3, 8)),
+    case("reshape-merge-split", Fn(lambda x: x.reshape(2, 6, 2, 2)), (2, 3, 4, 2)),
+    case("flatten-start1", Fn(lambda x: torch.flatten(x, 1)), (2, 3, 4, 5)),
+    case("flatten-middle-dims", Fn(lambda x: torch.flatten(x, 1, 2)), (2, 3, 4, 5)),
+    case("unflatten", Fn(lambda x: x.unflatten(1, (2, 3))), (2, 6, 5)),
+    case("squeeze-all", Fn(lambda x: x.squeeze()), (2, 1, 3, 1)),
+    case("squeeze-dim", Fn(lambda x: x.squeeze(1)), (2, 1, 3, 1)),
+    case("unsqueeze-neg", Fn(lambda x: x.unsqueeze(-1)), (2, 3, 4)),
+    case("pitfall9-flatten-linear-kernel-permuted", flatten_linear(4 * 4 * 5), (2, 3, 6, 7)),
+    case("pitfall9-view-batch-linear", nn.Sequential(
+        nn.Conv2d(3, 4, 3), Fn(lambda x: x.view(x.shape[0], -1)), nn.Linear(80, 3)),
+         (2, 3, 6, 7)),
+    case("flatten-after-conv-output", after_conv(lambda x: torch.flatten(x, 1)), (2, 3, 5, 6),
+         max_transposes=None),
+    case("flatten2-transpose-patch-embed", after_conv(
+        lambda x: x.flatten(2).transpose(1, 2), c_out=6, k=2), (2, 3, 6, 6)),
+    case("view-after-conv-splits-channels",
+         after_conv(lambda x: x.view(x.shape[0], 2, 2, x.shape[2], x.shape[3]).sum(2)),
+         (1, 3, 6, 6), max_transposes=None),
+    # permutes
+    case("permute", Fn(lambda x: x.permute(2, 0, 3, 1)), (2, 3, 4, 5)),
+    case("transpose-int", Fn(lambda x: x.transpose(1, 2)), (2, 3, 4)),
+    case("t-2d", Fn(lambda x: x.t()), (3, 5)),
+    case("permute-after-conv-to-nhwc", after_conv(lambda x: x.permute(0, 2, 3, 1)),
+         (1, 3, 6, 7)),
+    case("permute-nhwc-then-linear", nn.Sequential(
+        nn.Conv2d(3, 4, 3), Fn(lambda x: x.permute(0, 2, 3, 1)), nn.Linear(4, 6)), (1, 3, 6, 7)),
+    # expand
+    case("expand", Fn(lambda x: x.expand(2, 3, 4)), (1, 3, 1)),
+    case("expand-new-leading-dim", Fn(lambda x: x.expand(5, 3, 4)), (3, 1)),
+    case("expand-as-after-gap", after_conv(lambda x: x.mean((2, 3), keepdim=True).expand_as(x)),
+         (1, 3, 6, 6)),
+    # cat / stack / split / chunk
+    case("cat-dim0", Fn(lambda a, b: torch.cat([a, b])), [(2, 3), (1, 3)]),
+    case("cat-negative-dim", Fn(lambda a, b: torch.cat([a, b], -1)), [(2, 3, 2), (2, 3, 4)]),
+    case("pitfall8-cat-channels-after-conv", conv_fn_conv(lambda x: torch.cat([x, x * 2], 1),
+                                                         c_mid=8), (1, 3, 6, 6)),
+    case("cat-width-after-conv", after_conv(lambda x: torch.cat([x, -x], dim=3)), (1, 3, 6, 6)),
+    case("stack-dim1", Fn(lambda a, b: torch.stack([a, b], 1)), [(2, 3, 4), (2, 3, 4)]),
+    case("stack-last-after-conv", after_conv(lambda x: torch.stack([x, x + 1], -1)),
+         (1, 3, 5, 5), max_transposes=None),
+    case("split-equal", Fn(lambda x: torch.split(x, 2, dim=1)), (2, 6, 3)),
+    case("split-uneven-last-chunk", Fn(lambda x: torch.split(x, 4, dim=-1)), (2, 3, 10)),
+    case("split-sizes-channels-after-conv", SplitCat(), (1, 4, 5, 5)),
+    case("pitfall8-split-channels-after-conv",
+         after_conv(lambda x: torch.split(x, [1, 3], dim=1)), (1, 3, 6, 6)),
+    case("chunk-channels-after-conv", conv_fn_conv(lambda x: torch.chunk(x, 2, 1)[0] *
+                                                   torch.chunk(x, 2, 1)[1], c_mid=2),
+         (1, 3, 6, 6)),
+    case("chunk-uneven", Fn(lambda x: x.chunk(3, dim=2)), (2, 3, 7)),
+    case("unbind", Fn(lambda x: x.unbind(1)), (2, 3, 4)),
+    # slicing and indexing
+    case("slice-last-dim-step", Fn(lambda x: x[..., 1:7:2]), (2, 3, 8)),
+    case("slice-negative", Fn(lambda x: x[:, -2:, :-1]), (2, 5, 4)),
+    case("select-int", Fn(lambda x: x[:, 1]), (2, 3, 4)),
+    case("pitfall8-slice-channels-after-conv", conv_fn_conv(lambda x: x[:, 1:3], c_mid=2),
+         (1, 3, 6, 6)),
+    case("slice-height-after-conv", after_conv(lambda x: x[:, :, 1:-1:2]), (1, 3, 7, 6)),
+    case("select-channel-after-conv", after_conv(lambda x: x[:, 2]), (1, 3, 6, 6)),
+    case("index-select-dim0", Fn(lambda m, x: torch.index_select(x, 0, m.idx),
+                                 idx=torch.tensor([2, 0, 2])), (3, 4)),
+    case("pitfall8-index-select-channels-after-conv",
+         nn.Sequential(nn.Conv2d(3, 4, 3), Fn(lambda m, x: x.index_select(1, m.idx),
+                                              idx=torch.tensor([3, 0, 1])),
+                       nn.Conv2d(3, 2, 1)), (1, 3, 6, 6)),
+    case("index-select-width-after-conv",
+         nn.Sequential(nn.Conv2d(3, 4, 3), Fn(lambda m, x: x.index_select(-1, m.idx),
+                                              idx=torch.tensor([0, 3, 3, 1]))), (1, 3, 6, 7)),
+    # identity in eval
+    case("dropout-eval", nn.Sequential(nn.Conv2d(3, 4, 3), nn.Dropout(0.5), nn.Dropout2d(0.3)),
+         (1, 3, 6, 6)),
+    case("contiguous-clone", Fn(lambda x: x.transpose(1, 2).contiguous().clone()), (2, 3, 4)),
+    case("to-dtype", Fn(lambda x: (x * 4).to(torch.int32)), (2, 3, 4)),
+    case("squeeze-channel-after-conv",
+         nn.Sequential(nn.Conv2d(3, 1, 3), Fn(lambda x: x.squeeze(1))),
+         (2, 3, 6, 7)),
+    case("unsqueeze-after-conv", after_conv(lambda x: x.unsqueeze(2)), (1, 3, 6, 6),
+         max_transposes=None),
+    case("transpose-hw-between-convs", conv_fn_conv(lambda x: x.transpose(2, 3)), (1, 3, 6, 8),
+         max_transposes=None),  # inherent: H and W swap places in memory
+    case("channel-shuffle-between-convs", conv_fn_conv(  # ShuffleNet: one transpose, not 3
+        lambda x: x.view(1, 2, 2, 4, 6).transpose(1, 2).reshape(1, 4, 4, 6)), (1, 3, 6, 8),
+         max_transposes=1),
+    case("cat-param-and-activation", nn.Sequential(
+        nn.Conv2d(3, 4, 3), Fn(lambda m, x: torch.cat([x, m.p.expand(x.shape[0], -1, -1, -1)], 1),
+                               p=torch.randn(1, 2, 4, 4,
+                                             generator=torch.Generator().manual_seed(5))),
+        nn.Conv2d(6, 2, 1)), (2, 3, 6, 6),
+         max_transposes=1),  # the constant is transposed at run time, not pre-permuted
+    case("expand-channel-after-conv", nn.Sequential(
+        nn.Conv2d(3, 1, 3), Fn(lambda x: x.expand(-1, 4, -1, -1)), nn.Conv2d(4, 2, 1)),
+         (1, 3, 6, 6)),
+    case("slice-end-past-size-and-negative-start", Fn(lambda x: x[:, -3:100, 1:]), (2, 5, 4)),
+    case("softmax-after-flatten", nn.Sequential(
+        nn.Conv2d(3, 2, 3), nn.Flatten(), nn.Softmax(-1)), (2, 3, 4, 5)),
+    case("mean-after-flatten", nn.Sequential(
+        nn.Conv2d(3, 2, 3), nn.Flatten(), Fn(lambda x: x.mean(-1, keepdim=True))), (2, 3, 4, 5)),
+    case("select-then-conv1d", nn.Sequential(
+        nn.Conv2d(3, 4, 3), Fn(lambda x: x[:, :, 0]), nn.Conv1d(4, 2, 3)), (1, 3, 6, 7)),
+]
+
+
+@pytest.mark.parametrize("module, shapes, kwargs", CASES)
+def test_shape(module, shapes, kwargs):
+    assert_converts(module, inputs(shapes), **kwargs)
