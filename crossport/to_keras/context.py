@@ -81,11 +81,14 @@ class NodeContext:
         """A Keras tensor holding ``array`` (a weight of a ``crossport.layers.Constant``)."""
         from crossport.layers import Constant
 
+        # Keyed by identity so a parameter used twice is stored once; the array is kept in
+        # the entry so its id cannot be reused by another array while the cache lives.
         key = id(array)
         if key not in self._constants:
             anchor = self._constants["__anchor__"]
-            self._constants[key] = Constant(np.asarray(array), name=self.name(suffix))(anchor)
-        return self._constants[key]
+            tensor = Constant(np.asarray(array), name=self.name(suffix))(anchor)
+            self._constants[key] = (array, tensor)
+        return self._constants[key][1]
 
     # -- errors ---------------------------------------------------------------------------
     def unsupported(self, reason: str) -> UnsupportedOpError:
