@@ -1,7 +1,8 @@
 """Layout analysis: which tensors should be channels-last before anything consumes them.
 
 Converters declare policies; this backward pass marks a node when some consumer is
-channels-last (directly, or through a chain of layout-agnostic ops). The emitter then lays
+channels-last (directly, or through a chain of ops that hand their layout on:
+elementwise ops and CUSTOM ops registered with ``keeps_layout``). The emitter then lays
 out model inputs channels-last at once, so an elementwise prologue (``x * 2 - 1``) does not
 cost a transpose inside the model.
 """
@@ -29,7 +30,7 @@ def preferred_channels_last(graph: torch.fx.Graph) -> set[torch.fx.Node]:
             if converter is None:
                 continue
             if converter.policy is Policy.CHANNELS_LAST or (
-                converter.policy is Policy.AGNOSTIC and user in wants
+                converter.passes_layout and user in wants
             ):
                 wants.add(node)
                 break

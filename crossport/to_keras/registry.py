@@ -39,6 +39,12 @@ class Converter:
     fn: Callable
     policy: Policy
     supports: SupportsFn | None = None
+    keeps_layout: bool = False  # CUSTOM ops whose output takes the input's layout
+
+    @property
+    def passes_layout(self) -> bool:
+        """Whether the layout analysis may look through this op (elementwise-like)."""
+        return self.policy is Policy.AGNOSTIC or self.keeps_layout
 
     def unsupported_reason(self, node: torch.fx.Node) -> str | None:
         return self.supports(node) if self.supports is not None else None
@@ -47,7 +53,8 @@ class Converter:
 _REGISTRY: dict[object, Converter] = {}
 
 
-def register(*ops, policy: Policy, supports: SupportsFn | None = None, override: bool = False):
+def register(*ops, policy: Policy, supports: SupportsFn | None = None, override: bool = False,
+             keeps_layout: bool = False):
     """Register the decorated function as the converter of each overload in ``ops``.
 
     Args:
@@ -57,6 +64,8 @@ def register(*ops, policy: Policy, supports: SupportsFn | None = None, override:
         supports: ``supports(node) -> reason | None``; a reason makes the node unsupported
             and is shown to the user by the pre-flight check.
         override: allow replacing an existing converter (user extensions).
+        keeps_layout: a CUSTOM converter that hands its first input's layout on (pad,
+            slice, dropout): the layout analysis looks through it like an elementwise op.
     """
 
     def decorate(fn: Callable) -> Callable:
@@ -66,7 +75,7 @@ def register(*ops, policy: Policy, supports: SupportsFn | None = None, override:
                     f"{op} already has a converter ({_REGISTRY[op].fn.__name__}); "
                     "pass override=True to replace it"
                 )
-            _REGISTRY[op] = Converter(op, fn, policy, supports)
+            _REGISTRY[op] = Converter(op, fn, policy, supports, keeps_layout)
         return fn
 
     return decorate

@@ -20,12 +20,9 @@ def seeded(factory):
 
 
 C1, C2, C3 = nn.Conv1d, nn.Conv2d, nn.Conv3d
-# A padding_mode conv on the model input: the pad (CUSTOM policy) is not seen through by the
-# layout analysis, so the input arrives canonical and the conv transposes it once.
-PAD_INPUT_TRANSPOSE = 1
-PAD_INPUT_GAP = pytest.mark.xfail(
-    strict=True, reason="layout.assign.preferred_channels_last does not look through CUSTOM "
-    "layout-keeping ops (pad): the model input is padded NCHW and then transposed once")
+# A padding_mode conv on the model input: the layout analysis looks through the pad
+# (keeps_layout), so the input is laid out channels-last at the boundary: no inner transpose.
+PAD_INPUT_TRANSPOSE = 0
 
 CASES = [
     # 1d
@@ -91,8 +88,7 @@ CASES = [
          seeded(lambda: nn.Sequential(C2(3, 8, 3, padding=1), nn.ReLU(), C2(8, 8, 3, groups=8),
                                       C2(8, 4, 1))), (1, 3, 10, 10)),
     case("conv2d-padmode-reflect-on-input-zero-transposes",
-         seeded(lambda: C2(3, 4, 3, padding=1, padding_mode="reflect")), (1, 3, 6, 7),
-         marks=PAD_INPUT_GAP),
+         seeded(lambda: C2(3, 4, 3, padding=1, padding_mode="reflect")), (1, 3, 6, 7)),
     case("conv2d-padmode-reflect-midnetwork", seeded(lambda: nn.Sequential(
         C2(3, 4, 1), C2(4, 4, 3, padding=1, padding_mode="reflect"))), (1, 3, 6, 7)),
     # 3d

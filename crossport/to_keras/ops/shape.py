@@ -117,7 +117,7 @@ def _permutation(node, rank) -> list[int]:
     return list(reversed(range(rank)))
 
 
-@register(aten.expand.default, aten.expand_as.default, policy=Policy.CUSTOM)
+@register(aten.expand.default, aten.expand_as.default, policy=Policy.CUSTOM, keeps_layout=True)
 def aten_expand_default(ctx, self, size, implicit=False):
     """expand(Tensor(a) self, SymInt[] size, *, bool implicit=False) -> Tensor(a)
 
@@ -148,7 +148,7 @@ def _harmonised(ctx, values) -> tuple[list, Layout]:
     return [ctx.to_layout(v, layout) for v in values], layout
 
 
-@register(aten.cat.default, aten.concat.default, policy=Policy.CUSTOM)
+@register(aten.cat.default, aten.concat.default, policy=Policy.CUSTOM, keeps_layout=True)
 def aten_cat_default(ctx, tensors, dim=0):
     """cat(Tensor[] tensors, int dim=0) -> Tensor: in the first input's layout."""
     tensors = [t for t in tensors if not _is_empty(t)]
@@ -175,7 +175,7 @@ def aten_stack_default(ctx, tensors, dim=0):
     return ops.stack(xs, axis=out_layout.axis(dim))
 
 
-@register(aten.split.Tensor, policy=Policy.CUSTOM)
+@register(aten.split.Tensor, policy=Policy.CUSTOM, keeps_layout=True)
 def aten_split_tensor(ctx, self, split_size, dim=0):
     """split.Tensor(Tensor(a -> *) self, SymInt split_size, int dim=0) -> Tensor(a)[]
 
@@ -185,7 +185,7 @@ def aten_split_tensor(ctx, self, split_size, dim=0):
 
 
 @register(aten.split_with_sizes.default, aten.split_with_sizes_copy.default,
-          policy=Policy.CUSTOM)
+          policy=Policy.CUSTOM, keeps_layout=True)
 def aten_split_with_sizes_default(ctx, self, split_sizes, dim=0):
     """split_with_sizes(Tensor(a) self, SymInt[] split_sizes, int dim=0) -> Tensor[]"""
     value = as_value(ctx, self)
@@ -218,7 +218,7 @@ def _plain(ctx, value: TensorValue):
     return ctx.canonical(value), canonical(value.rank)
 
 
-@register(aten.slice.Tensor, policy=Policy.CUSTOM)
+@register(aten.slice.Tensor, policy=Policy.CUSTOM, keeps_layout=True)
 def aten_slice_tensor(ctx, self, dim=0, start=None, end=None, step=1):
     """slice.Tensor(Tensor(a) self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1)"""
     value = as_value(ctx, self)
@@ -244,7 +244,7 @@ def aten_select_int(ctx, self, dim, index):
     return x[tuple(items)]
 
 
-@register(aten.index_select.default, policy=Policy.CUSTOM)
+@register(aten.index_select.default, policy=Policy.CUSTOM, keeps_layout=True)
 def aten_index_select_default(ctx, self, dim, index):
     """index_select(Tensor self, int dim, Tensor index) -> Tensor"""
     value = as_value(ctx, self)
@@ -256,7 +256,7 @@ def aten_index_select_default(ctx, self, dim, index):
 
 @register(aten.clone.default, aten.contiguous.default, aten.alias.default, aten.detach.default,
           aten.lift_fresh_copy.default, aten.dropout.default, aten.dropout_.default,
-          aten.feature_dropout.default, aten.alpha_dropout.default, policy=Policy.CUSTOM)
+          aten.feature_dropout.default, aten.alpha_dropout.default, policy=Policy.CUSTOM, keeps_layout=True)
 def aten_clone_default(ctx, self, *args, **kwargs):
     """clone/contiguous/alias/detach, and dropout in eval mode: the identity."""
     value = as_value(ctx, self)
@@ -264,7 +264,7 @@ def aten_clone_default(ctx, self, *args, **kwargs):
     return value.tensor
 
 
-@register(aten._to_copy.default, aten.to.dtype, aten.type_as.default, policy=Policy.CUSTOM)
+@register(aten._to_copy.default, aten.to.dtype, aten.type_as.default, policy=Policy.CUSTOM, keeps_layout=True)
 def aten_to_copy_default(ctx, self, *args, **kwargs):
     """_to_copy(Tensor self, *, ScalarType? dtype=None, ...) -> Tensor: a cast (or identity)."""
     value = as_value(ctx, self)
