@@ -109,3 +109,15 @@ def test_transpose_count_matches_the_tf_graph(torchvision):
         assert in_graph == conversion.transposes + conversion.boundary_transposes
         assert conversion.transposes == 0
         assert in_graph == (0 if channels_last_io else 1)
+
+
+class VarArgs(torch.nn.Module):
+    def forward(self, *xs):
+        return xs[0] * 2 + xs[1]
+
+
+def test_dynamic_batch_with_var_positional_forward():
+    model = crossport.convert(VarArgs().eval(), random_inputs([(2, 3), (2, 3)]), dynamic_batch=True)
+    a, b = random_inputs([(4, 3), (4, 3)], seed=5)
+    np.testing.assert_allclose(np.asarray(model([a.numpy(), b.numpy()])), (a * 2 + b).numpy(),
+                               atol=1e-6)

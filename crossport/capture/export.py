@@ -64,6 +64,18 @@ def _dynamic_shapes(args: tuple, options: ConvertOptions):
     return tuple(shapes)
 
 
+def _match_signature(module: torch.nn.Module, shapes: tuple) -> tuple:
+    """torch.export wants one entry per forward parameter: ``*args`` takes a tuple."""
+    try:
+        params = list(inspect.signature(module.forward).parameters.values())
+    except (TypeError, ValueError):
+        return shapes
+    named = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if any(p.kind is p.VAR_POSITIONAL for p in params) and len(shapes) > len(named):
+        return shapes[:len(named)] + (shapes[len(named):],)
+    return shapes
+
+
 def _widen_unit_dynamic_dims(args: tuple, dynamic) -> tuple:
     """torch.export specialises size-1 dims; a dynamic dim needs an example of size >= 2."""
     widened = []
@@ -90,6 +102,7 @@ def capture(module: torch.nn.Module, args: tuple, options: ConvertOptions,
     dynamic = _dynamic_shapes(args, options)
     if dynamic is not None:
         args = _widen_unit_dynamic_dims(args, dynamic)
+        dynamic = _match_signature(module, dynamic)
     try:
         exported = torch.export.export(
             module, args, dynamic_shapes=dynamic,
