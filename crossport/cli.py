@@ -211,13 +211,13 @@ def load_weights(module, path: Path) -> None:
 @app.command()
 def ops():
     """List the supported ATen ops, their layout policy and converter."""
-    from crossport.to_keras.registry import registered_ops
+    from crossport.to_keras.optable import rows
 
     table = Table(title="crossport: supported ATen ops")
-    for column in ("op", "policy", "converter"):
+    for column in ("op", "policy", "family", "converter"):
         table.add_column(column)
-    for op, conv in sorted(registered_ops().items(), key=lambda kv: str(kv[0])):
-        table.add_row(str(op), conv.policy.value, conv.fn.__module__.rsplit(".", 1)[-1])
+    for row in rows():
+        table.add_row(*row)
     console.print(table)
 
 
