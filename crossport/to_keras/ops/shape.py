@@ -255,11 +255,25 @@ def aten_index_select_default(ctx, self, dim, index):
 
 
 @register(aten.clone.default, aten.contiguous.default, aten.alias.default, aten.detach.default,
-          aten.lift_fresh_copy.default, aten.dropout.default, aten.dropout_.default,
-          aten.feature_dropout.default, aten.alpha_dropout.default, policy=Policy.CUSTOM, keeps_layout=True)
+          aten.lift_fresh_copy.default, policy=Policy.CUSTOM, keeps_layout=True)
 def aten_clone_default(ctx, self, *args, **kwargs):
-    """clone/contiguous/alias/detach, and dropout in eval mode: the identity."""
+    """clone/contiguous/alias/detach: the identity."""
     value = as_value(ctx, self)
+    ctx.out_layout = value.layout
+    return value.tensor
+
+
+def _dropout_supports(node: torch.fx.Node) -> str | None:
+    train = node.args[2] if len(node.args) > 2 else node.kwargs.get("train", False)
+    return "dropout in training mode (call module.eval() before converting)" if train else None
+
+
+@register(aten.dropout.default, aten.dropout_.default, aten.feature_dropout.default,
+          aten.alpha_dropout.default, policy=Policy.CUSTOM, keeps_layout=True,
+          supports=_dropout_supports)
+def aten_dropout_default(ctx, input, p, train):
+    """dropout(Tensor input, float p, bool train) -> Tensor: the identity in eval mode."""
+    value = as_value(ctx, input)
     ctx.out_layout = value.layout
     return value.tensor
 
