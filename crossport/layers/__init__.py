@@ -1,4 +1,9 @@
-"""Keras layers with PyTorch semantics (torch argument names and defaults)."""
+"""Keras 3 layers that compute exactly what the PyTorch layer of the same name computes.
+
+Torch argument names and defaults; ``data_format="channels_last"`` (default, the converter's
+layout) or ``"channels_first"`` for spatial layers; ``from_torch(module, data_format)`` copies
+a torch module's configuration and weights. See :mod:`crossport.layers.base` for layouts.
+"""
 
 from crossport.layers.constant import Constant
 from crossport.layers.conv import (
@@ -8,6 +13,16 @@ from crossport.layers.conv import (
     ConvTranspose1d,
     ConvTranspose2d,
     ConvTranspose3d,
+)
+from crossport.layers.normalization import (
+    BatchNorm1d,
+    BatchNorm2d,
+    BatchNorm3d,
+    GroupNorm,
+    InstanceNorm1d,
+    InstanceNorm2d,
+    InstanceNorm3d,
+    LayerNorm,
 )
 from crossport.layers.padding import Pad
 from crossport.layers.pooling import (
@@ -24,26 +39,39 @@ from crossport.layers.pooling import (
     MaxPool2d,
     MaxPool3d,
 )
+from crossport.layers.resize import Interpolate
+from crossport.layers.shuffle import PixelShuffle, PixelUnshuffle
 
 __all__ = [
-    "Constant",
-    "Pad",
-    "Conv1d",
-    "Conv2d",
-    "Conv3d",
-    "ConvTranspose1d",
-    "ConvTranspose2d",
-    "ConvTranspose3d",
-    "MaxPool1d",
-    "MaxPool2d",
-    "MaxPool3d",
-    "AvgPool1d",
-    "AvgPool2d",
-    "AvgPool3d",
     "AdaptiveAvgPool1d",
     "AdaptiveAvgPool2d",
     "AdaptiveAvgPool3d",
     "AdaptiveMaxPool1d",
     "AdaptiveMaxPool2d",
     "AdaptiveMaxPool3d",
+    "AvgPool1d",
+    "AvgPool2d",
+    "AvgPool3d",
+    "BatchNorm1d",
+    "BatchNorm2d",
+    "BatchNorm3d",
+    "Constant",
+    "Conv1d",
+    "Conv2d",
+    "Conv3d",
+    "ConvTranspose1d",
+    "ConvTranspose2d",
+    "ConvTranspose3d",
+    "GroupNorm",
+    "InstanceNorm1d",
+    "InstanceNorm2d",
+    "InstanceNorm3d",
+    "Interpolate",
+    "LayerNorm",
+    "MaxPool1d",
+    "MaxPool2d",
+    "MaxPool3d",
+    "Pad",
+    "PixelShuffle",
+    "PixelUnshuffle",
 ]

@@ -14,6 +14,7 @@ Layout convention used by every layer in :mod:`crossport.layers`:
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Sequence
 from typing import Any
 
@@ -36,7 +37,7 @@ def normalize_data_format(data_format: str | None) -> str:
 
 def ntuple(value: int | Sequence[int], n: int, name: str) -> tuple[int, ...]:
     """Torch's ``_ntuple``: an int is repeated ``n`` times, a sequence must have length ``n``."""
-    if isinstance(value, (int,)) and not isinstance(value, bool):
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
         return (int(value),) * n
     try:
         values = tuple(int(v) for v in value)  # type: ignore[union-attr]
@@ -77,6 +78,12 @@ def to_channels_first(x: Any) -> Any:
     """``N, *s, C`` -> ``N, C, *s``."""
     rank = len(x.shape)
     return ops.transpose(x, (0, rank - 1, *range(1, rank - 1)))
+
+
+def dynamic_shape(x: Any) -> list[Any]:
+    """Static sizes where known, symbolic ones elsewhere (for reshapes under a None batch)."""
+    dynamic = ops.shape(x)
+    return [s if s is not None else dynamic[i] for i, s in enumerate(x.shape)]
 
 
 def slice_axis(x: Any, axis: int, start: int | None, stop: int | None, step: int | None = None) -> Any:
@@ -142,16 +149,20 @@ class SpatialLayer(keras.layers.Layer):
     """
 
     n_spatial: int | None = None
+    #: accepted input ranks (default: ``n_spatial + 2``; ``None`` n_spatial: any rank >= 2)
+    ranks: tuple[int, ...] | None = None
 
     def __init__(self, data_format: str | None = None, **kwargs: Any):
         super().__init__(**kwargs)
         self.data_format = normalize_data_format(data_format)
 
     def _check_rank(self, rank: int) -> None:
-        if self.n_spatial is not None and rank != self.n_spatial + 2:
+        ranks = self.ranks or ((self.n_spatial + 2,) if self.n_spatial is not None else None)
+        if (ranks is not None and rank not in ranks) or rank < 2:
+            expected = " or ".join(str(r) for r in ranks) if ranks else ">= 2"
             raise InputError(
-                f"{type(self).__name__} expects a rank-{self.n_spatial + 2} input "
-                f"(N, C, {self.n_spatial} spatial dims), got rank {rank}."
+                f"{type(self).__name__} expects an input of rank {expected} "
+                f"(N, C, spatial dims...), got rank {rank}."
             )
 
     def channels_last_shape(self, shape: Sequence[int | None]) -> tuple[int | None, ...]:

@@ -170,14 +170,23 @@ class _ConvNd(_ConvBase):
             padding = "same"  # identical to torch here, and saves a pad op
         elif any(a or b for a, b in self.pads):
             x = pad_axes(x, [(0, 0), *self.pads, (0, 0)], PADDING_MODES[self.padding_mode])
-        kernel, dilation = self.kernel, self.dilation
+        kernel, dilation, stride = self.kernel, self.dilation, list(self.stride)
+        for axis, (k, d, s) in enumerate(zip(self.kernel_size, dilation, stride), start=1):
+            size, extent = x.shape[axis], d * (k - 1) + 1
+            if padding == "valid" and s > 1 and size is not None and size - extent < s:
+                # One output along this axis: the stride is moot. oneDNN (TF and torch's float32
+                # CPU conv alike) returns garbage for a strided last axis of output length 1
+                # with a single input channel, so crop and use stride 1 (exact).
+                x = slice_axis(x, axis, 0, extent)
+                stride[axis - 1] = 1
+        stride = tuple(stride)
         if self.depthwise:
-            y = ops.depthwise_conv(x, kernel, self.stride, padding, dilation_rate=dilation)
+            y = ops.depthwise_conv(x, kernel, stride, padding, dilation_rate=dilation)
         else:
-            if any(s > 1 for s in self.stride) and any(d > 1 for d in dilation):
+            if any(s > 1 for s in stride) and any(d > 1 for d in dilation):
                 # TF has no strided dilated conv: dilate the kernel instead (exact zeros)
                 kernel, dilation = dilate_kernel(kernel, dilation), 1
-            y = ops.conv(x, kernel, self.stride, padding, dilation_rate=dilation)
+            y = ops.conv(x, kernel, stride, padding, dilation_rate=dilation)
         return y + self.bias if self.use_bias else y
 
     def get_config(self) -> dict:

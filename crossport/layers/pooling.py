@@ -20,18 +20,13 @@ from keras import ops
 from crossport.errors import InputError
 from crossport.layers.base import (
     SpatialLayer,
+    dynamic_shape,
     ntuple,
     pool_output_length,
     slice_axis,
     static_spatial,
 )
 from crossport.layers.padding import pad_axes
-
-
-def _dynamic_shape(x: Any) -> list[Any]:
-    """Static sizes where known, symbolic ones elsewhere (for reshapes under a None batch)."""
-    dynamic = ops.shape(x)
-    return [s if s is not None else dynamic[i] for i, s in enumerate(x.shape)]
 
 
 def _window_max(
@@ -436,7 +431,7 @@ class _AdaptiveMaxPoolNd(_AdaptivePoolNd):
         width = int((end - start).max())
         index = np.minimum(start[:, None] + np.arange(width)[None, :], end[:, None] - 1)
         y = ops.take(x, ops.convert_to_tensor(index.reshape(-1).astype(np.int32)), axis=axis)
-        shape = _dynamic_shape(y)
+        shape = dynamic_shape(y)
         y = ops.reshape(y, [*shape[:axis], out, width, *shape[axis + 1 :]])
         return ops.max(y, axis=axis + 1)
 

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import copy
 import os
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import keras  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-import torch  # noqa: E402
-from types import SimpleNamespace  # noqa: E402
+from types import SimpleNamespace
+
+import keras
+import numpy as np
+import pytest
+import torch
 
 TOL = 1e-5
 FORMATS = ("channels_last", "channels_first")
@@ -56,6 +58,17 @@ def torch_run(module_or_fn, x: np.ndarray, *args, **kwargs) -> np.ndarray:
         return module_or_fn(torch.from_numpy(x), *args, **kwargs).numpy()
 
 
+def torch_run64(module, x: np.ndarray, *args, **kwargs) -> np.ndarray:
+    """``module`` run in float64 on a copy: the reference for convolutions.
+
+    torch's float32 CPU conv (oneDNN) returns garbage for some shapes (one input channel, a
+    strided last axis of output length 1); the float64 path computes the true result.
+    """
+    module = copy.deepcopy(module).double()
+    with torch.no_grad():
+        return module(torch.from_numpy(x).double(), *args, **kwargs).numpy()
+
+
 def keras_run(layer, x: np.ndarray, data_format: str, **call_kwargs) -> np.ndarray:
     """Run ``layer`` on the torch-layout ``x`` held in ``data_format``; torch layout back."""
     return from_keras(layer(to_keras(x, data_format), **call_kwargs), data_format)
@@ -98,6 +111,7 @@ def lt() -> SimpleNamespace:
         to_keras=to_keras,
         from_keras=from_keras,
         torch_run=torch_run,
+        torch_run64=torch_run64,
         keras_run=keras_run,
         roundtrip=roundtrip,
     )

@@ -31,16 +31,20 @@ def windows(draw, with_dilation: bool):
     sizes = draw(st.lists(st.integers(1, max_size), min_size=n, max_size=n))
     kernel = draw(st.lists(st.integers(1, 4), min_size=n, max_size=n))
     stride = draw(st.lists(st.integers(1, 3), min_size=n, max_size=n))
-    padding = [draw(st.integers(0, k // 2 + 1)) for k in kernel]  # +1: torch rejects some
     dilation = draw(st.lists(st.integers(1, 3), min_size=n, max_size=n)) if with_dilation else None
-    return n, sizes, kernel, stride, padding, dilation
+    extent = [(k - 1) * d + 1 for k, d in zip(kernel, dilation or [1] * n)]
+    padding = [draw(st.integers(0, e // 2)) for e in extent]  # torch's limit
+    # enough input for one window most of the time (torch rejects an empty output)
+    sizes = [max(s, e - 2 * p - 1) for s, e, p in zip(sizes, extent, padding)]
+    channels = draw(st.sampled_from([1, 3]))
+    return n, sizes, kernel, stride, padding, dilation, channels
 
 
 @HYP
 @given(w=windows(True), ceil_mode=st.booleans(), seed=st.integers(0, 2**16), data_format=FORMAT)
 def test_max_pool_matches_torch(lt, w, ceil_mode, seed, data_format):
-    n, sizes, kernel, stride, padding, dilation = w
-    x = lt.randn(seed, 2, 3, *sizes)
+    n, sizes, kernel, stride, padding, dilation, channels = w
+    x = lt.randn(seed, 2, channels, *sizes)
     fn = getattr(F, f"max_pool{n}d")
     ref = _torch_or_none(fn, x, kernel_size=kernel, stride=stride, padding=padding,
                          dilation=dilation, ceil_mode=ceil_mode)
@@ -56,10 +60,10 @@ def test_max_pool_matches_torch(lt, w, ceil_mode, seed, data_format):
        data_format=FORMAT)
 def test_avg_pool_matches_torch(lt, w, ceil_mode, count_include_pad, override, seed,
                                 data_format):
-    n, sizes, kernel, stride, padding, _ = w
-    x = lt.randn(seed, 2, 3, *sizes)
-    kwargs = dict(kernel_size=kernel, stride=stride, padding=padding, ceil_mode=ceil_mode,
-                  count_include_pad=count_include_pad)
+    n, sizes, kernel, stride, padding, _, channels = w
+    x = lt.randn(seed, 2, channels, *sizes)
+    kwargs = {"kernel_size": kernel, "stride": stride, "padding": padding, "ceil_mode": ceil_mode,
+                  "count_include_pad": count_include_pad}
     if n == 1:
         override = None  # F.avg_pool1d has no divisor_override
     else:

@@ -1,0 +1,116 @@
+"""crossport.layers.Interpolate against F.interpolate: every mode, sizes, scales, layouts."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+import crossport.layers as L
+from crossport.errors import InputError
+from crossport.layers.resize import nearest_indices
+
+HYP = settings(max_examples=25, deadline=None, derandomize=True)
+FORMAT = st.sampled_from(("channels_last", "channels_first"))
+MODES = {1: ["nearest", "nearest-exact", "linear", "area"],
+         2: ["nearest", "nearest-exact", "bilinear", "bicubic", "area"],
+         3: ["nearest", "nearest-exact", "trilinear", "area"]}
+LINEAR = {"linear", "bilinear", "bicubic", "trilinear"}
+
+
+@st.composite
+def resize_case(draw):
+    n = draw(st.integers(1, 3))
+    mode = draw(st.sampled_from(MODES[n]))
+    sizes = draw(st.lists(st.integers(1, {1: 12, 2: 8, 3: 5}[n]), min_size=n, max_size=n))
+    kwargs = {"mode": mode}
+    if draw(st.booleans()):
+        kwargs["size"] = draw(st.lists(st.integers(1, {1: 20, 2: 12, 3: 7}[n]), min_size=n,
+                                       max_size=n))
+    else:
+        factor = st.floats(0.3, 3.5).map(lambda f: round(f, 2))
+        kwargs["scale_factor"] = (draw(factor) if draw(st.booleans())
+                                  else draw(st.lists(factor, min_size=n, max_size=n)))
+        if draw(st.booleans()):
+            kwargs["recompute_scale_factor"] = True
+    if mode in LINEAR:
+        kwargs["align_corners"] = draw(st.sampled_from([None, False, True]))
+    return n, sizes, kwargs
+
+
+@HYP
+@given(case=resize_case(), seed=st.integers(0, 2**16), data_format=FORMAT,
+       fast=st.booleans())
+def test_interpolate_matches_torch(lt, case, seed, data_format, fast):
+    _n, sizes, kwargs = case
+    x = lt.randn(seed, 2, 3, *sizes)
+    try:
+        ref = F.interpolate(torch.from_numpy(x), **kwargs).numpy()
+    except (RuntimeError, ValueError):
+        ref = None
+    assume(ref is not None and ref.size > 0)
+    layer = L.Interpolate(**kwargs, data_format=data_format)
+    layer.fast_paths = fast
+    lt.assert_close(lt.keras_run(layer, x, data_format), ref)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+@pytest.mark.parametrize("exact", [False, True])
+def test_nearest_source_indices_match_torch_exhaustively(n, exact):
+    # every (in, out) up to 32 x 64 and a spread of scale factors, index by index
+    mode = "nearest-exact" if exact else "nearest"
+    for size in range(1, 33):
+        x = torch.arange(size, dtype=torch.float32).view(1, 1, *[1] * (n - 1), size)
+        for out in range(1, 65):
+            ref = F.interpolate(x, size=[1] * (n - 1) + [out], mode=mode).view(-1).long()
+            np.testing.assert_array_equal(nearest_indices(size, out, None, exact, n), ref)
+        for factor in (0.3, 0.7, 1.05, 1.1, 1.2, 1.7, 2.0, 2.3, 3.3, 1 / 3, 6.1):
+            out = int(np.floor(size * factor))
+            if out < 1:
+                continue
+            ref = F.interpolate(x, scale_factor=[1.0] * (n - 1) + [factor], mode=mode)
+            np.testing.assert_array_equal(nearest_indices(size, out, factor, exact, n),
+                                          ref.view(-1).long())
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"scale_factor": 2, "mode": "nearest"},                       # repeat fast path
+    {"size": (7, 5), "mode": "nearest"},                          # torch floor, not TF rounding
+    {"scale_factor": 1.5, "mode": "bilinear"},                    # 1/scale != in/out
+    {"size": (9, 4), "mode": "bilinear"},                         # image.resize fast path
+    {"size": (9, 4), "mode": "bilinear", "align_corners": True},
+    {"scale_factor": 2, "mode": "bicubic", "align_corners": False},
+    {"size": (3, 5), "mode": "area"},
+], ids=lambda k: "-".join(f"{v}" for v in k.values()))
+def test_interpolate_2d_cases_and_roundtrip(lt, kwargs, data_format, tmp_path):
+    x = lt.randn(1, 2, 3, 6, 5)
+    layer = L.Interpolate(**kwargs, data_format=data_format)
+    lt.assert_close(lt.keras_run(layer, x, data_format), F.interpolate(torch.from_numpy(x),
+                                                                       **kwargs).numpy())
+    lt.roundtrip(layer, lt.to_keras(x, data_format), tmp_path)
+
+
+@pytest.mark.parametrize("module", [
+    torch.nn.Upsample(scale_factor=2, mode="nearest"),
+    torch.nn.Upsample(size=(5, 9), mode="bicubic", align_corners=True),
+    torch.nn.UpsamplingBilinear2d(scale_factor=3),
+    torch.nn.UpsamplingNearest2d(size=(4, 7)),
+], ids=lambda m: type(m).__name__)
+def test_from_torch(lt, module, data_format):
+    x = lt.randn(2, 2, 3, 4, 6)
+    layer = L.Interpolate.from_torch(module, data_format=data_format)
+    lt.assert_close(lt.keras_run(layer, x, data_format), lt.torch_run(module, x))
+
+
+def test_invalid_arguments():
+    with pytest.raises(InputError):
+        L.Interpolate(size=4, scale_factor=2)
+    with pytest.raises(InputError):
+        L.Interpolate(scale_factor=2, mode="nearest", align_corners=True)
+    with pytest.raises(InputError):
+        L.Interpolate(scale_factor=2, mode="bilinear", antialias=True)
+    with pytest.raises(InputError):
+        L.Interpolate(scale_factor=2, mode="bicubic")(np.zeros((1, 4, 2), np.float32))
