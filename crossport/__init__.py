@@ -9,6 +9,7 @@ Example:
 """
 
 from crossport.api import Conversion, convert, convert_with_report
+from crossport.codegen import to_source
 from crossport.errors import (
     CaptureError,
     CrossportError,
@@ -19,7 +20,9 @@ from crossport.errors import (
 )
 from crossport.export import ExportResult, export
 from crossport.options import ConvertOptions
+from crossport.parity.doctor import check
 from crossport.to_keras.registry import Policy, register
+from crossport.weights.transfer import transfer_weights
 
 __all__ = [
     "CaptureError",
@@ -32,9 +35,12 @@ __all__ = [
     "ParityError",
     "Policy",
     "UnsupportedOpError",
+    "check",
     "convert",
     "convert_with_report",
     "export",
     "register",
+    "to_source",
+    "transfer_weights",
 ]
 __version__ = "0.1.0"

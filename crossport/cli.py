@@ -1,4 +1,4 @@
-"""The ``crossport`` command line: ``demo``, ``convert``, ``ops``.
+"""The ``crossport`` command line: ``demo``, ``convert``, ``check``, ``ops``.
 
 Every failure prints one clear line and exits non-zero; nothing is left at the output path.
 """
@@ -102,17 +102,20 @@ def _summary_table(conversion, exported) -> Table:
 
 
 def _run_conversion(module, args, output: Path | None, as_json: bool, format: str | None = None,
-                    **options):
+                    emit_source: Path | None = None, **options):
     quiet_tensorflow()
     import crossport
 
-    exported = None
+    exported = source = None
     try:
         with console.status("capturing, converting and checking parity ..."):
             conversion = crossport.convert_with_report(module, args, **options)
         if output is not None:
             with console.status(f"exporting {output} and re-checking parity ..."):
                 exported = crossport.export(conversion, output, format)
+        if emit_source is not None:
+            with console.status(f"writing {emit_source} and re-checking parity ..."):
+                source = crossport.to_source(conversion, emit_source)
     except crossport.CrossportError as exc:
         _fail(f"{type(exc).__name__}: {exc}")
     if as_json:
@@ -123,9 +126,13 @@ def _run_conversion(module, args, output: Path | None, as_json: bool, format: st
             "seconds": conversion.seconds, "output": str(output) if output else None,
             "export": {"format": exported.format, "error": exported.max_error,
                        "tolerance": exported.tolerance} if exported else None,
+            "source": str(source) if source else None,
         }, indent=2))
     else:
         console.print(_summary_table(conversion, exported))
+        if source is not None:
+            console.print(f"source: {source} (build_model(); weights beside it; rebuilt "
+                          "model re-checked against torch)", highlight=False)
     return conversion
 
 
@@ -162,6 +169,8 @@ def convert(
     weights: Annotated[Path, typer.Option(help="a state_dict file (torch.save) to load")] = None,
     atol: Annotated[float, typer.Option(help="parity tolerance (normalized max error)")] = 1e-4,
     as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
+    emit_source: Annotated[Path | None, typer.Option(
+        help="also write the model as Keras Python source (model_keras.py + weights)")] = None,
 ):
     """Convert a PyTorch module to Keras and check parity; exit 0 only if it passed."""
     import torch
@@ -176,8 +185,8 @@ def convert(
         args = _example_args(input)
     if args is None:
         _fail("no example inputs: pass --input SHAPE (repeatable) or return (module, args)")
-    _run_conversion(module.eval(), args, output, as_json, format, dynamic_batch=dynamic_batch,
-                    channels_last_io=channels_last_io, atol=atol)
+    _run_conversion(module.eval(), args, output, as_json, format, emit_source,
+                    dynamic_batch=dynamic_batch, channels_last_io=channels_last_io, atol=atol)
 
 
 def _call_builder(target: str):
@@ -206,6 +215,62 @@ def load_weights(module, path: Path) -> None:
         module.load_state_dict(state, strict=True)
     except RuntimeError as exc:
         _fail(f"{path} does not fit the module: {' '.join(str(exc).split())[:300]}")
+
+
+@app.command()
+def check(
+    target: Annotated[str, typer.Argument(help="MODULE_OR_FILE:CALLABLE returning the torch "
+                                               "nn.Module (or a (module, example_args) pair)")],
+    keras_model: Annotated[Path, typer.Argument(help="the Keras model (.keras file)")],
+    input: Annotated[list[str], typer.Option(
+        "--input", "-i", help="input shape, repeatable: 1x3x32x32 or int64:1x128")] = None,
+    weights: Annotated[Path, typer.Option(help="a state_dict file (torch.save) to load")] = None,
+    transfer: Annotated[bool, typer.Option(
+        "--transfer-weights", help="copy the torch weights into the Keras model first")] = False,
+    atol: Annotated[float, typer.Option(help="per-layer tolerance (normalized error)")] = 1e-4,
+    html: Annotated[Path, typer.Option(help="write a self-contained HTML report")] = None,
+    json_path: Annotated[Path, typer.Option("--json", help="write the report as JSON")] = None,
+):
+    """Compare a torch module with a Keras model layer by layer; name the first divergence."""
+    quiet_tensorflow()
+    import keras
+    import torch
+
+    import crossport
+    from crossport.parity import render
+
+    built = _call_builder(target)
+    module, args = built if isinstance(built, tuple) else (built, None)
+    if not isinstance(module, torch.nn.Module):
+        _fail(f"{target} returned {type(module).__name__}, not a torch.nn.Module")
+    if weights is not None:
+        load_weights(module, weights)
+    if input:
+        args = _example_args(input)
+    if args is None:
+        _fail("no example inputs: pass --input SHAPE (repeatable) or return (module, args)")
+    if not keras_model.exists():
+        _fail(f"{keras_model}: no such Keras model file")
+    try:
+        model = keras.models.load_model(keras_model, compile=False)
+    except Exception as exc:  # not a Keras file, or an unknown custom layer
+        _fail(f"cannot load {keras_model}: {type(exc).__name__}: {str(exc)[:200]}")
+    try:
+        if transfer:
+            crossport.transfer_weights(module.eval(), model, verbose=True)
+        with console.status("running torch and Keras layer by layer ..."):
+            report = crossport.check(module.eval(), model, args, atol=atol)
+    except crossport.CrossportError as exc:
+        _fail(f"{type(exc).__name__}: {exc}")
+    render.print_report(report, console)
+    if html is not None:
+        render.to_html(report, html)
+        console.print(f"HTML report: {html}")
+    if json_path is not None:
+        render.to_json(report, json_path)
+        console.print(f"JSON report: {json_path}")
+    if not report.passed:
+        raise typer.Exit(1)
 
 
 @app.command()

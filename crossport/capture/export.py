@@ -44,22 +44,30 @@ def input_names(module: torch.nn.Module, count: int) -> list[str]:
     return names + [f"input_{i}" for i in range(len(names), count)]
 
 
-def _dynamic_shapes(args: tuple, options: ConvertOptions):
-    """``torch.export`` dynamic shapes: batch dims and the user's named dims."""
+def _dynamic_shapes(args: tuple, options: ConvertOptions, names: list[str] | None = None):
+    """``torch.export`` dynamic shapes: batch dims and the user's named dims.
+
+    ``options.dynamic_dims`` is keyed by input index or forward parameter name. Dims are
+    ``Dim.DYNAMIC``: torch.export infers their ranges (``max_position_embeddings``) and
+    equalities (a sequence length shared by ids and mask) instead of failing on them.
+    """
     if not options.dynamic_batch and not options.dynamic_dims:
         return None
-    dims: dict[str, torch.export.Dim] = {}
-
-    def dim(name: str) -> torch.export.Dim:
-        return dims.setdefault(name, torch.export.Dim(name))
-
+    names = names or []
+    unknown = [k for k in options.dynamic_dims
+               if not (isinstance(k, int) and -len(args) <= k < len(args)) and k not in names]
+    if unknown:
+        raise InputError(f"dynamic_dims names unknown inputs {unknown}; the inputs are "
+                         f"{names or list(range(len(args)))} (use an index or a name)")
+    by_index = {(names.index(k) if not isinstance(k, int) else k % len(args)): v
+                for k, v in options.dynamic_dims.items()}
     shapes = []
     for i, arg in enumerate(args):
         spec = {}
         if options.dynamic_batch and arg.ndim > 0:
-            spec[0] = dim("batch")
-        for d, name in options.dynamic_dims.get(i, {}).items():
-            spec[d % arg.ndim] = dim(name)
+            spec[0] = torch.export.Dim.DYNAMIC
+        for d in by_index.get(i, {}):
+            spec[d % arg.ndim] = torch.export.Dim.DYNAMIC
         shapes.append(spec or None)
     return tuple(shapes)
 
@@ -99,7 +107,7 @@ def capture(module: torch.nn.Module, args: tuple, options: ConvertOptions,
         raise InputError(f"expected a torch.nn.Module, got {type(module).__name__}")
     if module.training:
         module = module.eval()  # the conversion is of inference semantics (dropout, BN)
-    dynamic = _dynamic_shapes(args, options)
+    dynamic = _dynamic_shapes(args, options, input_names(module, len(args)))
     if dynamic is not None:
         args = _widen_unit_dynamic_dims(args, dynamic)
         dynamic = _match_signature(module, dynamic)

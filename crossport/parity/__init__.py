@@ -1,7 +1,9 @@
 """Parity: compare converted models with torch, find the first divergence, give a verdict."""
 
+from crossport.parity.live import DeadModelError, check_live, make_live
 from crossport.parity.metrics import normalized_error, rounding_verdict
 from crossport.parity.report import NodeDivergence, ParityReport
 from crossport.parity.verify import verify
 
-__all__ = ["NodeDivergence", "ParityReport", "normalized_error", "rounding_verdict", "verify"]
+__all__ = ["DeadModelError", "NodeDivergence", "ParityReport", "check_live", "make_live",
+           "normalized_error", "rounding_verdict", "verify"]

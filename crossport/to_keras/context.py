@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import keras
 import numpy as np
 import torch
 
@@ -30,8 +31,9 @@ class NodeContext:
     """Passed as ``ctx`` to the converter of one fx node."""
 
     def __init__(self, node: torch.fx.Node, names: LayerNames, transposes: Transposes,
-                 constants: dict):
+                 constants: dict, sizes=None):
         self.node = node
+        self.sizes = sizes  # RuntimeSizes: dynamic dims as Keras scalars
         self._names = names
         self._transposes = transposes
         self._constants = constants
@@ -68,6 +70,27 @@ class NodeContext:
         """Torch-order static shape of the node's ``index``-th positional tensor argument."""
         arg = self.node.args[index]
         return tuple(concrete(d) for d in arg.meta["val"].shape)
+
+    # -- run-time sizes (dynamic dims) -----------------------------------------------------
+    def size(self, dim):
+        """An int for a static torch size, else its Keras int32 scalar at run time."""
+        return self.sizes.value(dim) if self.sizes is not None else concrete(dim)
+
+    def is_dynamic(self, dim) -> bool:
+        return self.sizes is not None and self.sizes.is_dynamic(dim)
+
+    def reshape(self, x, sizes):
+        """``reshape(x, sizes)`` (Keras order; SymInts allowed): -1 for one dynamic size,
+        a ``DynamicReshape`` fed with run-time sizes for several."""
+        dynamic = [self.is_dynamic(d) for d in sizes]
+        if sum(dynamic) <= 1:
+            return keras.ops.reshape(x, [-1 if dyn else int(concrete(d))
+                                         for d, dyn in zip(sizes, dynamic)])
+        from crossport.layers.dynamic import DynamicReshape
+
+        target = [None if dyn else int(concrete(d)) for d, dyn in zip(sizes, dynamic)]
+        scalars = [self.size(d) for d, dyn in zip(sizes, dynamic) if dyn]
+        return DynamicReshape(target, name=self.name("reshape"))(x, *scalars)
 
     # -- layouts and constants -------------------------------------------------------------
     def to_layout(self, value: TensorValue, layout: Layout):

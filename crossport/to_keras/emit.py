@@ -21,6 +21,8 @@ from crossport.layout import Layout, canonical, channels_last
 from crossport.layout.assign import preferred_channels_last
 from crossport.options import ConvertOptions
 from crossport.to_keras.context import LayerNames, NodeContext
+from crossport.to_keras.fold import evaluate, mark_constants
+from crossport.to_keras.sizes import RuntimeSizes
 from crossport.to_keras.registry import Policy, lookup
 from crossport.to_keras.values import (
     TensorValue,
@@ -54,14 +56,18 @@ class Emitter:
         self.transposes = Transposes(self.names.unique)
         self.boundary = 0
         self.constants: dict = {}
+        self.sizes = RuntimeSizes()
         self.prefer_cl = preferred_channels_last(self.graph)
 
     # -- entry point ----------------------------------------------------------------------
     def emit(self) -> EmittedModel:
-        check_supported(self.graph)
+        self.folded = mark_constants(self.ep)
+        check_supported(self.graph, skip=self.folded)
         inputs = self._inputs()
         for node in self.graph.nodes:
-            if node.op == "call_function":
+            if node in self.folded:
+                self.values[node] = evaluate(node, self.values)
+            elif node.op == "call_function":
                 self.values[node] = self._call(node)
             elif node.op == "get_attr":
                 self.values[node] = _numpy(getattr(self.ep.graph_module, node.target))
@@ -107,6 +113,9 @@ class Emitter:
         batch, rest = (keras_shape[0], keras_shape[1:]) if rank else (None, [])
         keras_input = keras.Input(shape=tuple(rest), batch_size=batch, name=name,
                                   dtype=keras_dtype(val.dtype))
+        for axis, p in enumerate(io_layout.perm):
+            if is_symbolic(shape[p]) and shape[p].node.expr.is_Symbol:
+                self.sizes.bind(shape[p].node.expr, keras_input, axis)
         value = TensorValue(keras_input, io_layout, shape, val.dtype)
         want = channels_last(rank) if node in self.prefer_cl else canonical(rank)
         if want != io_layout:
@@ -140,11 +149,11 @@ class Emitter:
         converter = lookup(node.target)
         if not hasattr(node.target, "_schema"):  # Python callables (SymInt arithmetic)
             args = [self._resolve(a) for a in node.args]
-            ctx = NodeContext(node, self.names, self.transposes, self.constants)
+            ctx = NodeContext(node, self.names, self.transposes, self.constants, self.sizes)
             return converter.fn(ctx, *args)
         arguments = _bind(node)
         resolved = {k: self._resolve(v) for k, v in arguments.items()}
-        ctx = NodeContext(node, self.names, self.transposes, self.constants)
+        ctx = NodeContext(node, self.names, self.transposes, self.constants, self.sizes)
         default_layout = self._apply_policy(converter.policy, node, resolved)
         result = converter.fn(ctx, **resolved)
         layout = ctx.out_layout if ctx.out_layout is not None else default_layout
@@ -196,7 +205,8 @@ class Emitter:
             return value.tensor
         if value.rank < rank:  # torch broadcasting pads leading dims
             x = self.transposes.to_layout(value, canonical(value.rank))
-            x = keras.ops.reshape(x, [1] * (rank - value.rank) + value.keras_shape_for_reshape(value.shape))
+            for _ in range(rank - value.rank):
+                x = keras.ops.expand_dims(x, 0)
             value = TensorValue(x, canonical(rank), (1,) * (rank - value.rank) + tuple(value.shape),
                                 value.dtype)
         return self.transposes.to_layout(value, target)
@@ -223,8 +233,8 @@ def _wrap(result, val, layout):
     if isinstance(result, (tuple, list)):
         layouts = layout if isinstance(layout, (tuple, list)) else [layout] * len(result)
         return tuple(_wrap(r, v, lay) for r, v, lay in zip(result, val, layouts))
-    if result is None or not isinstance(val, torch.Tensor):
-        return result
+    if result is None or isinstance(result, np.ndarray) or not isinstance(val, torch.Tensor):
+        return result  # numpy: a constant the converter computed
     shape = tuple(val.shape)
     if layout == "channels_last":
         layout = channels_last(len(shape))
@@ -239,11 +249,14 @@ def _numpy(tensor) -> np.ndarray:
     return tensor.detach().cpu().numpy()
 
 
-def check_supported(graph: torch.fx.Graph) -> None:
-    """The pre-flight check: one error listing every unsupported op, count and locations."""
+def check_supported(graph: torch.fx.Graph, skip=frozenset()) -> None:
+    """The pre-flight check: one error listing every unsupported op, count and locations.
+
+    Nodes in ``skip`` (folded to constants at conversion time) need no converter.
+    """
     problems: dict[tuple[str, str], list[str]] = {}
     for node in graph.nodes:
-        if node.op != "call_function" or node.target is operator.getitem:
+        if node.op != "call_function" or node.target is operator.getitem or node in skip:
             continue
         converter = lookup(node.target)
         reason = "no converter" if converter is None else converter.unsupported_reason(node)

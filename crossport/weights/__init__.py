@@ -15,6 +15,12 @@ from crossport.weights.rules import (
     depthwise_weight_from_keras,
     depthwise_weight_to_keras,
     flat_feature_order,
+    gru_weights_from_keras,
+    gru_weights_to_keras,
+    lstm_weights_from_keras,
+    lstm_weights_to_keras,
+    rnn_weights_from_keras,
+    rnn_weights_to_keras,
 )
 
 __all__ = [
@@ -27,4 +33,10 @@ __all__ = [
     "dense_weight_to_keras",
     "dense_weight_from_keras",
     "flat_feature_order",
+    "lstm_weights_to_keras",
+    "lstm_weights_from_keras",
+    "gru_weights_to_keras",
+    "gru_weights_from_keras",
+    "rnn_weights_to_keras",
+    "rnn_weights_from_keras",
 ]

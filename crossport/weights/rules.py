@@ -75,3 +75,80 @@ def flat_feature_order(block_shape: Sequence[int], block_perm: Sequence[int]) ->
     a following Dense kernel is ``kernel_torch_rows[order]``.
     """
     return np.arange(int(np.prod(block_shape))).reshape(block_shape).transpose(block_perm).ravel()
+
+
+def lstm_weights_to_keras(weight_ih: np.ndarray, weight_hh: np.ndarray,
+                          bias_ih: np.ndarray | None = None, bias_hh: np.ndarray | None = None):
+    """Torch LSTM ``weight_ih [4H, F]``, ``weight_hh [4H, H]``, two biases -> Keras LSTM.
+
+    Both frameworks order the gates ``(i, f, g|c, o)``: the kernels are transposes
+    (``kernel [F, 4H]``, ``recurrent_kernel [H, 4H]``) and Keras' one bias is
+    ``bias_ih + bias_hh`` (pitfalls.md item 13). Returns ``(kernel, recurrent_kernel, bias)``
+    (``bias`` None without biases).
+    """
+    bias = None
+    if bias_ih is not None:
+        bias = np.asarray(bias_ih) + (0 if bias_hh is None else np.asarray(bias_hh))
+    return (np.ascontiguousarray(np.asarray(weight_ih).T),
+            np.ascontiguousarray(np.asarray(weight_hh).T), bias)
+
+
+def lstm_weights_from_keras(kernel: np.ndarray, recurrent_kernel: np.ndarray,
+                            bias: np.ndarray | None = None):
+    """Inverse of :func:`lstm_weights_to_keras`: ``(weight_ih, weight_hh, bias_ih, bias_hh)``.
+
+    The split of the summed bias is not recoverable: it all goes to ``bias_ih`` and
+    ``bias_hh`` is zero (the same LSTM).
+    """
+    bias_ih = None if bias is None else np.array(bias)
+    bias_hh = None if bias is None else np.zeros_like(bias_ih)
+    return (np.ascontiguousarray(kernel.T), np.ascontiguousarray(recurrent_kernel.T),
+            bias_ih, bias_hh)
+
+
+_GRU_TO_KERAS = (1, 0, 2)  # torch (r, z, n) -> Keras (z, r, h); the swap is its own inverse
+
+
+def gru_weights_to_keras(weight_ih: np.ndarray, weight_hh: np.ndarray,
+                         bias_ih: np.ndarray | None = None, bias_hh: np.ndarray | None = None):
+    """Torch GRU ``weight_ih [3H, F]``, ``weight_hh [3H, H]``, biases -> Keras GRU.
+
+    Torch orders the gates ``(r, z, n)`` and applies the reset gate after the recurrent
+    matmul: Keras ``GRU(reset_after=True)`` with gates ``(z, r, h)`` and a bias
+    ``[2, 3H]`` (input row, recurrent row). Returns ``(kernel, recurrent_kernel, bias)``.
+    """
+    def reorder(a):
+        return np.concatenate([np.split(np.asarray(a), 3, axis=0)[i] for i in _GRU_TO_KERAS])
+
+    kernel = np.ascontiguousarray(reorder(weight_ih).T)
+    recurrent = np.ascontiguousarray(reorder(weight_hh).T)
+    bias = None
+    if bias_ih is not None:
+        bias_hh = np.zeros_like(bias_ih) if bias_hh is None else bias_hh
+        bias = np.stack([reorder(bias_ih), reorder(bias_hh)])
+    return kernel, recurrent, bias
+
+
+def gru_weights_from_keras(kernel: np.ndarray, recurrent_kernel: np.ndarray,
+                           bias: np.ndarray | None = None):
+    """Inverse of :func:`gru_weights_to_keras`: ``(weight_ih, weight_hh, bias_ih, bias_hh)``."""
+    def reorder(a):
+        return np.concatenate([np.split(a, 3, axis=0)[i] for i in _GRU_TO_KERAS])
+
+    weight_ih = np.ascontiguousarray(reorder(np.asarray(kernel).T))
+    weight_hh = np.ascontiguousarray(reorder(np.asarray(recurrent_kernel).T))
+    if bias is None:
+        return weight_ih, weight_hh, None, None
+    return weight_ih, weight_hh, reorder(bias[0]), reorder(bias[1])
+
+
+def rnn_weights_to_keras(weight_ih: np.ndarray, weight_hh: np.ndarray,
+                         bias_ih: np.ndarray | None = None, bias_hh: np.ndarray | None = None):
+    """Torch RNN (tanh/relu) weights -> Keras ``SimpleRNN`` ``(kernel, recurrent_kernel, bias)``."""
+    return lstm_weights_to_keras(weight_ih, weight_hh, bias_ih, bias_hh)
+
+
+def rnn_weights_from_keras(kernel: np.ndarray, recurrent_kernel: np.ndarray,
+                           bias: np.ndarray | None = None):
+    """Inverse of :func:`rnn_weights_to_keras` (the bias goes to ``bias_ih``)."""
+    return lstm_weights_from_keras(kernel, recurrent_kernel, bias)

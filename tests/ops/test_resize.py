@@ -84,9 +84,7 @@ CASES = [
     case("aten-upsample-nearest2d-default-scales", Fn(lambda x: torch.ops.aten.upsample_nearest2d(
         x, [6, 7], 1.6, 1.8)), (1, 2, 4, 4)),
     case("aten-upsample-bilinear2d-default", Fn(lambda x: torch.ops.aten.upsample_bilinear2d(
-        x, [5, 7], True)), (1, 2, 4, 4), marks=pytest.mark.xfail(
-            strict=True, reason="capture decomposes aten.upsample_bilinear2d.default (torch "
-            "registers a Python CompositeImplicit kernel for it) although it has a converter")),
+        x, [5, 7], True)), (1, 2, 4, 4)),  # torch decomposes this overload itself
     case("aten-upsample-nearest-exact1d-default",
          Fn(lambda x: torch.ops.aten._upsample_nearest_exact1d(x, [7])), (1, 2, 5)),
     case("aten-upsample-trilinear3d-default", Fn(lambda x: torch.ops.aten.upsample_trilinear3d(

@@ -2,14 +2,17 @@
 
 from crossport.to_keras.ops import (  # noqa: F401
     activation,
+    attention,
     conv,
     conv_transpose,
     elementwise,
+    index,
     linear,
     misc,
     norm,
     pad,
     pool,
+    recurrent,
     reduce,
     resize,
     shape,

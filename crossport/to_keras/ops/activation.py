@@ -6,6 +6,7 @@ import keras
 import numpy as np
 import torch
 
+from crossport.to_keras.fold import is_constant
 from crossport.to_keras.registry import Policy, register
 
 aten = torch.ops.aten
@@ -42,7 +43,7 @@ def aten_leaky_relu_default(ctx, self, negative_slope=0.01):
 
 def _prelu_supports(node):
     weight = node.args[1]
-    return None if weight.op == "placeholder" else "prelu weight computed in the graph"
+    return None if is_constant(weight) else "prelu weight computed in the graph"
 
 
 @register(aten.prelu.default, policy=Policy.CHANNELS_LAST, supports=_prelu_supports)

@@ -6,6 +6,7 @@ import keras
 import numpy as np
 import torch
 
+from crossport.to_keras.fold import is_constant
 from crossport.to_keras.registry import Policy, register
 from crossport.weights import conv_weight_to_keras, depthwise_weight_to_keras
 
@@ -54,7 +55,7 @@ def keras_padding_mode(pairs, kernel, stride, dilation) -> str | None:
 
 def _conv_supports(node: torch.fx.Node) -> str | None:
     weight = node.args[1]
-    if not isinstance(weight, torch.fx.Node) or weight.op != "placeholder":
+    if not is_constant(weight):
         return "the weight is computed in the graph (only parameter weights are supported)"
     return None
 

@@ -6,6 +6,7 @@ import keras
 import torch
 
 from crossport.to_keras.ops.elementwise import keras_add
+from crossport.to_keras.fold import is_constant
 from crossport.to_keras.ops.shape import as_value
 from crossport.to_keras.registry import Policy, register
 from crossport.weights import dense_weight_to_keras, flat_feature_order
@@ -16,7 +17,7 @@ ops = keras.ops
 
 def _linear_supports(node):
     weight = node.args[1]
-    if not (isinstance(weight, torch.fx.Node) and weight.op == "placeholder"):
+    if not is_constant(weight):
         return "linear with a weight computed in the graph"
     return None
 

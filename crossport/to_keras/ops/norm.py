@@ -7,6 +7,7 @@ import numpy as np
 import torch
 
 from crossport.layout import Layout, canonical
+from crossport.to_keras.fold import is_constant
 from crossport.to_keras.ops.shape import as_value
 from crossport.to_keras.registry import Policy, register
 from crossport.weights import flat_feature_order
@@ -15,7 +16,7 @@ aten = torch.ops.aten
 
 
 def _is_param(arg) -> bool:
-    return arg is None or (isinstance(arg, torch.fx.Node) and arg.op == "placeholder")
+    return arg is None or is_constant(arg)
 
 
 def _batch_norm_supports(node: torch.fx.Node) -> str | None:

@@ -16,6 +16,7 @@ import keras
 import numpy as np
 import torch
 
+from crossport import layers as torch_semantics
 from crossport.to_keras.registry import Policy, register
 
 aten = torch.ops.aten
@@ -104,12 +105,28 @@ def _integer_repeat(matrix: np.ndarray) -> int | None:
     return k if np.array_equal(matrix, expected) else None
 
 
+_MODES = {id(_NEAREST): "nearest", id(_NEAREST_EXACT): "nearest-exact", id(_BICUBIC): "bicubic"}
+_LINEAR_MODES = {1: "linear", 2: "bilinear", 3: "trilinear"}
+
+
+def _layer_mode(table, n: int) -> str | None:
+    """The crossport.layers.Interpolate mode for ``table``; None for antialiased filters."""
+    if table is _LINEAR:
+        return _LINEAR_MODES[n]
+    return _MODES.get(id(table))
+
+
 def emit_resize(ctx, input, table, scales, align_corners=None, nearest=False):
-    """Resize channels-last ``input`` to the node's output shape with ``table[n]``'s weights."""
+    """Resize channels-last ``input`` to the node's output shape.
+
+    The converter emits ``crossport.layers.Interpolate`` (torch's index rules, the same layer
+    hand-porters use). Antialiased filters, which that layer does not offer, are applied as
+    per-axis weight matrices taken from torch's own kernel run on an identity.
+    """
     in_shape, out_shape = ctx.arg_shape(0), ctx.out_shape
     n = len(in_shape) - 2
-    op = table[n]
     scales = list(scales) if scales else [None] * n
+    op = table[n]
     matrices = [
         interpolation_matrix(op, n, a, in_shape[2 + a], out_shape[2 + a], scales[a], align_corners)
         for a in range(n)
@@ -121,6 +138,15 @@ def emit_resize(ctx, input, table, scales, align_corners=None, nearest=False):
                 return input
             size = repeats[0] if n == 1 else tuple(repeats)
             return _UPSAMPLING[n](size=size, name=ctx.name())(input)
+    mode = _layer_mode(table, n)
+    if mode is not None and (all(s is None for s in scales) or all(s is not None for s in scales)):
+        by_scale = all(s is not None for s in scales)
+        layer = torch_semantics.Interpolate(
+            size=None if by_scale else tuple(out_shape[2:]),
+            scale_factor=tuple(scales) if by_scale else None, mode=mode,
+            align_corners=None if nearest or mode == "nearest" else bool(align_corners),
+            data_format="channels_last", name=ctx.name())
+        return layer(input)
     x = input
     rank = n + 2
     for a, matrix in enumerate(matrices):

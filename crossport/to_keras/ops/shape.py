@@ -52,7 +52,7 @@ def reshape(ctx, value: TensorValue):
             layout = layout_after_reshape(nearest, in_static, out_static)
     sizes = permuted_shape(target, Layout(layout.perm))
     ctx.out_layout = layout
-    return ops.reshape(x, value.keras_shape_for_reshape(sizes))
+    return ctx.reshape(x, sizes)
 
 
 def _reshapable_layout(layout: Layout, in_shape, out_shape) -> Layout | None:
@@ -128,8 +128,9 @@ def aten_expand_default(ctx, self, size, implicit=False):
     out_shape = tuple(concrete(d) for d in _out_torch_shape(ctx))
     rank = len(out_shape)
     if value.rank < rank:
-        x = ops.reshape(ctx.canonical(value), [1] * (rank - value.rank)
-                        + value.keras_shape_for_reshape(value.shape))
+        x = ctx.canonical(value)
+        for _ in range(rank - value.rank):
+            x = ops.expand_dims(x, 0)
         value = TensorValue(x, canonical(rank), (1,) * (rank - value.rank) + tuple(value.shape),
                             value.dtype)
     if value.layout.flat is not None:
@@ -138,6 +139,17 @@ def aten_expand_default(ctx, self, size, implicit=False):
     ctx.out_layout = value.layout
     if all(g == 1 for g in grow):
         return value.tensor
+    torch_out = _out_torch_shape(ctx)
+    if any(ctx.is_dynamic(torch_out[d]) for d in range(rank) if grow[d] != 1):
+        from crossport.layers.dynamic import DynamicBroadcast
+
+        sizes = permuted_shape(torch_out, value.layout)
+        keep = [value.shape[p] for p in value.layout.perm]  # dims not expanded keep theirs
+        sizes = [k if concrete(k) != 1 else s for k, s in zip(keep, sizes)]
+        dynamic = [ctx.is_dynamic(s) for s in sizes]
+        target = [None if dyn else int(concrete(s)) for s, dyn in zip(sizes, dynamic)]
+        scalars = [ctx.size(s) for s, dyn in zip(sizes, dynamic) if dyn]
+        return DynamicBroadcast(target, name=ctx.name("broadcast"))(value.tensor, *scalars)
     zeros = np.zeros(permuted_shape(grow, value.layout), dtype=keras_dtype(value.dtype))
     return keras_add(value.tensor, zeros)  # ops.add may become a wrong-axis bias_add
 
@@ -223,9 +235,18 @@ def aten_slice_tensor(ctx, self, dim=0, start=None, end=None, step=1):
     """slice.Tensor(Tensor(a) self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1)"""
     value = as_value(ctx, self)
     x, layout = _plain(ctx, value)
+    if ctx.is_dynamic(start) or ctx.is_dynamic(end):  # bounds from run-time sizes
+        from crossport.layers.dynamic import DynamicSlice
+
+        bounds = [None if ctx.is_dynamic(b) else b for b in (start or 0, end)]
+        scalars = [ctx.size(b) for b in (start, end) if ctx.is_dynamic(b)]
+        out = ctx.out_shape[dim] if not ctx.is_dynamic(ctx.node.meta["val"].shape[dim]) else None
+        ctx.out_layout = layout
+        return DynamicSlice(layout.axis(dim), *bounds, step, out_size=out,
+                            name=ctx.name("slice"))(x, *scalars)
     size = value.static_shape()[dim]
     start = 0 if start is None else start
-    end = size if end is None or end > size else end
+    end = None if end is None or end >= size else end  # open end: right for dynamic dims
     index = [slice(None)] * value.rank
     index[layout.axis(dim)] = slice(start, end, step)
     ctx.out_layout = layout

@@ -1,0 +1,184 @@
+"""Keras source generation: ``to_source`` writes a converted model as a readable Python module.
+
+The module is written to a temporary folder beside the target with its weights file, imported
+from there, rebuilt with ``build_model()`` and compared with torch (or with the Keras model
+it came from) on fresh inputs; only then are the files moved into place. On any failure
+nothing is left at the target.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import uuid
+from pathlib import Path
+
+import keras
+import numpy as np
+
+from crossport.codegen.configs import SourceError
+from crossport.codegen.emit_source import Source, generate
+from crossport.codegen.keras_graph import is_functional
+from crossport.errors import ExportError, InputError
+from crossport.parity import normalized_error
+
+__all__ = ["Source", "SourceError", "generate", "load_module", "to_source"]
+
+# Rebuilt vs original Keras model (same graph, same weights): only kernel scheduling differs.
+SAME_MODEL_TOLERANCE = 1e-6
+
+
+def to_source(conversion_or_model, path: str | Path, *, check: bool = True,
+              check_inputs: int = 2) -> Path:
+    """Write the model as a Python module ``path`` with ``build_model()``, weights beside it.
+
+    Writes ``path`` (``model_keras.py``), ``model_keras.weights.h5`` and, when the model has
+    constant arrays too large to inline, ``model_keras.constants.npz``.
+
+    Args:
+        conversion_or_model: a :class:`crossport.Conversion` or a Keras functional model.
+        path: the ``.py`` file to write.
+        check: import the written module, rebuild the model and compare it on fresh inputs
+            with torch (a ``Conversion``, within its ``atol``) or with the given Keras model.
+        check_inputs: how many fresh input sets the check runs.
+
+    Returns:
+        The path of the written module.
+
+    Raises:
+        ExportError: the model has an operation the generator cannot write, or the rebuilt
+            model does not match; nothing is written then.
+
+    Example:
+        >>> import torch, crossport, tempfile, pathlib
+        >>> conv = crossport.convert_with_report(torch.nn.Conv2d(3, 4, 3).eval(),
+        ...                                      (torch.randn(1, 3, 8, 8),))
+        >>> out = pathlib.Path(tempfile.mkdtemp()) / "conv_keras.py"
+        >>> crossport.to_source(conv, out).name
+        'conv_keras.py'
+    """
+    conversion, model = _unpack(conversion_or_model)
+    path = Path(path)
+    if path.suffix != ".py":
+        raise InputError(f"{path}: the generated source must be a .py file")
+    names = _file_names(path)
+    description = None
+    if conversion is not None and conversion.module is not None:
+        description = f"torch `{type(conversion.module).__name__}` converted to Keras"
+    try:
+        source = generate(model, names["weights"], names["constants"], description or "")
+    except (SourceError, TypeError) as exc:
+        raise ExportError(f"cannot write {path}: {exc}") from exc
+    staging = path.parent / f".{path.name}.{uuid.uuid4().hex[:8]}.partial"
+    try:
+        staging.mkdir(parents=True)
+        _write(model, source, staging, names)
+        if check:
+            _check(conversion, model, staging / names["source"], check_inputs)
+        for key in ("weights", "constants", "source"):  # the source last: it marks completion
+            target = path.with_name(names[key])
+            if (staging / names[key]).exists():
+                (staging / names[key]).replace(target)
+            elif key == "constants":
+                target.unlink(missing_ok=True)  # a stale file from an earlier run
+    except ExportError:
+        raise
+    except Exception as exc:  # any writer/loader failure: report it, leave nothing behind
+        raise ExportError(f"writing source to {path} failed: {type(exc).__name__}: {exc}") from exc
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return path
+
+
+def _unpack(conversion_or_model):
+    if isinstance(conversion_or_model, keras.Sequential):  # its graph, as a functional model
+        model = conversion_or_model
+        if not model.built or not model.inputs:
+            raise InputError("to_source needs a built Sequential model (start it with "
+                             "keras.Input(...))")
+        return None, keras.Model(model.inputs, model.outputs, name=model.name)
+    if isinstance(conversion_or_model, keras.Model):
+        if not is_functional(conversion_or_model):
+            raise InputError(f"{type(conversion_or_model).__name__} is a subclassed Keras "
+                             "model; to_source writes functional and Sequential models only")
+        return None, conversion_or_model
+    model = getattr(conversion_or_model, "model", None)
+    if not isinstance(model, keras.Model):
+        raise InputError(f"to_source expects a crossport.Conversion or a keras.Model, got "
+                         f"{type(conversion_or_model).__name__}")
+    return conversion_or_model, model
+
+
+def _file_names(path: Path) -> dict[str, str]:
+    stem = path.stem
+    return {"source": path.name, "weights": f"{stem}.weights.h5",
+            "constants": f"{stem}.constants.npz"}
+
+
+def _write(model: keras.Model, source: Source, folder: Path, names: dict) -> None:
+    text = source.text
+    compile(text, names["source"], "exec")  # a syntax error is a generator bug: fail here
+    (folder / names["source"]).write_text(text, encoding="utf-8")
+    model.save_weights(folder / names["weights"])
+    if source.constants:
+        np.savez(folder / names["constants"], **source.constants)
+
+
+def load_module(path: str | Path):
+    """Import a generated module from its file (under a unique name, not in ``sys.modules``)."""
+    path = Path(path)
+    spec = importlib.util.spec_from_file_location(f"_crossport_source_{uuid.uuid4().hex}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _check(conversion, model: keras.Model, source_path: Path, count: int) -> None:
+    rebuilt = load_module(source_path).build_model()
+    if conversion is not None and conversion.module is not None:
+        error = _error_vs_torch(conversion, rebuilt, count)
+        tolerance = conversion.options.atol
+        against = "torch"
+    else:
+        error = _error_vs_keras(model, rebuilt, count)
+        tolerance = SAME_MODEL_TOLERANCE
+        against = "the original Keras model"
+    if error > tolerance:
+        raise ExportError(
+            f"the model rebuilt from the generated source differs from {against}: normalized "
+            f"error {error:.2e} > {tolerance:.0e}; nothing was written")
+
+
+def _error_vs_torch(conversion, rebuilt: keras.Model, count: int) -> float:
+    from crossport.parity.verify import fresh_inputs, leaves, run_keras, torch_outputs
+
+    errors = []
+    channels_last_io = conversion.options.channels_last_io
+    for i in range(count):
+        args = fresh_inputs(conversion.example_args, conversion.options.seed + 200 + i)
+        structure = torch_outputs(conversion.module, args)
+        got = run_keras(rebuilt, args, channels_last_io, like=structure)
+        errors.extend(normalized_error(r, g) for r, g in zip(leaves(structure), got))
+    return float(np.max(errors)) if errors else 0.0
+
+
+def _error_vs_keras(model: keras.Model, rebuilt: keras.Model, count: int) -> float:
+    errors = []
+    rng = np.random.default_rng(0)
+    for _ in range(count):
+        arrays = [_random_like(t, rng) for t in model.inputs]
+        feed = arrays if len(arrays) > 1 else arrays[0]
+        want = keras.tree.flatten(model(feed, training=False))
+        got = keras.tree.flatten(rebuilt(feed, training=False))
+        errors.extend(normalized_error(np.asarray(w), np.asarray(g)) for w, g in zip(want, got))
+    return float(np.max(errors)) if errors else 0.0
+
+
+def _random_like(tensor, rng) -> np.ndarray:
+    shape = tuple(1 if d is None else d for d in tensor.shape)
+    dtype = np.dtype(tensor.dtype)
+    if dtype.kind == "f":
+        return rng.standard_normal(shape).astype(dtype)
+    if dtype.kind == "b":
+        return rng.random(shape) > 0.5
+    return rng.integers(0, 10, shape).astype(dtype)

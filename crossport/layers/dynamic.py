@@ -1,0 +1,149 @@
+"""Layers for sizes known only at run time (dynamic batch, sequence length, image size).
+
+A converted model with ``None`` dims computes every size that depends on them from the
+inputs' shapes: :class:`SizeOf` reads one dim as a scalar tensor, arithmetic on it is plain
+``keras.ops``, and the layers below take such scalars as extra inputs. Each keeps the
+static sizes it knows (``None`` elsewhere), so the layers after it still see static
+feature dims.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import keras
+from keras import ops
+
+
+def _fill(target, scalars) -> list:
+    """``target`` with its ``None`` entries replaced by ``scalars`` in order."""
+    it = iter(scalars)
+    return [ops.cast(next(it), "int32") if s is None else s for s in target]
+
+
+@keras.saving.register_keras_serializable(package="crossport")
+class SizeOf(keras.layers.Layer):
+    """The size of ``axis`` of the input, as an int32 scalar tensor.
+
+    Example:
+        >>> import keras
+        >>> int(SizeOf(1)(keras.ops.zeros((2, 5))))
+        5
+    """
+
+    def __init__(self, axis: int, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.axis = axis
+
+    def call(self, x):
+        return ops.cast(ops.shape(x)[self.axis], "int32")
+
+    def compute_output_spec(self, x):
+        return keras.KerasTensor((), dtype="int32")
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "axis": self.axis}
+
+
+class _Shaped(keras.layers.Layer):
+    """Base: ``target`` sizes with ``None`` for the run-time ones (given as scalar inputs)."""
+
+    def __init__(self, target, dtype_name: str | None = None, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.target = [None if s is None else int(s) for s in target]
+        self.dtype_name = dtype_name
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "target": self.target, "dtype_name": self.dtype_name}
+
+
+@keras.saving.register_keras_serializable(package="crossport")
+class DynamicReshape(_Shaped):
+    """``reshape(x, target)`` where ``None`` sizes come from scalar inputs: ``(x, *sizes)``."""
+
+    def call(self, x, *sizes):
+        return ops.reshape(x, _fill(self.target, sizes))
+
+    def compute_output_spec(self, x, *sizes):
+        return keras.KerasTensor(tuple(self.target), dtype=x.dtype)
+
+
+@keras.saving.register_keras_serializable(package="crossport")
+class DynamicBroadcast(_Shaped):
+    """``broadcast_to(x, target)`` where ``None`` sizes come from scalar inputs."""
+
+    def call(self, x, *sizes):
+        return ops.broadcast_to(x, _fill(self.target, sizes))
+
+    def compute_output_spec(self, x, *sizes):
+        return keras.KerasTensor(tuple(self.target), dtype=x.dtype)
+
+
+@keras.saving.register_keras_serializable(package="crossport")
+class DynamicFull(_Shaped):
+    """A tensor of ``target`` shape filled with ``fill_value``; ``call(*sizes)``."""
+
+    def __init__(self, target, fill_value=0, dtype_name: str | None = "float32", **kwargs):
+        super().__init__(target, dtype_name, **kwargs)
+        self.fill_value = fill_value
+
+    def call(self, *sizes):
+        return ops.full(_fill(self.target, sizes), self.fill_value, dtype=self.dtype_name)
+
+    def compute_output_spec(self, *sizes):
+        return keras.KerasTensor(tuple(self.target), dtype=self.dtype_name)
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "fill_value": self.fill_value}
+
+
+@keras.saving.register_keras_serializable(package="crossport")
+class DynamicRange(keras.layers.Layer):
+    """``arange(start, end, step)`` with any of the three a scalar input (``None`` here)."""
+
+    def __init__(self, start=0, end=None, step=1, dtype_name: str = "int64", **kwargs: Any):
+        super().__init__(**kwargs)
+        self.start, self.end, self.step, self.dtype_name = start, end, step, dtype_name
+
+    def call(self, *scalars):
+        values = _fill([self.start, self.end, self.step], scalars)
+        return ops.cast(ops.arange(*values), self.dtype_name)
+
+    def compute_output_spec(self, *scalars):
+        return keras.KerasTensor((None,), dtype=self.dtype_name)
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "start": self.start, "end": self.end,
+                "step": self.step, "dtype_name": self.dtype_name}
+
+
+@keras.saving.register_keras_serializable(package="crossport")
+class DynamicSlice(keras.layers.Layer):
+    """``x[start:end:step]`` along ``axis`` with run-time ``start``/``end`` (``None`` here).
+
+    ``call(x, *scalars)`` takes the scalars for the bounds given as ``None``; the end is
+    clamped to the size like torch's slice.
+    """
+
+    def __init__(self, axis: int, start=0, end=None, step: int = 1, out_size=None, **kwargs):
+        super().__init__(**kwargs)
+        self.axis, self.start, self.end, self.step = axis, start, end, step
+        self.out_size = out_size
+
+    def call(self, x, *scalars):
+        it = iter(scalars)
+        start = next(it) if self.start is None else self.start
+        end = next(it) if self.end is None else self.end
+        end = ops.minimum(ops.cast(end, "int32"), ops.shape(x)[self.axis])
+        index = [slice(None)] * len(x.shape)
+        index[self.axis] = slice(start, end, self.step)
+        return x[tuple(index)]
+
+    def compute_output_spec(self, x, *scalars):
+        shape = list(x.shape)
+        shape[self.axis] = self.out_size
+        return keras.KerasTensor(tuple(shape), dtype=x.dtype)
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "axis": self.axis, "start": self.start, "end": self.end,
+                "step": self.step, "out_size": self.out_size}

@@ -1,0 +1,129 @@
+"""Scaled dot-product attention, kept whole (one converter, no decomposition).
+
+``nn.MultiheadAttention`` in eval exports as linear/view/bmm/softmax (or as this op when it
+needs no weights), transformers' attention as this op: both end here or in the generic
+converters. The query, key and value arrive in whatever layout the surrounding views left
+them in (BERT's ``view -> transpose(1, 2)`` is free): the products are einsums over the
+Keras axes, so no transpose is placed, and the output takes the query's layout.
+"""
+
+from __future__ import annotations
+
+import math
+import string
+
+import keras
+import numpy as np
+import torch
+
+from crossport.layout import Layout, canonical
+from crossport.to_keras.ops.shape import as_value
+from crossport.to_keras.registry import Policy, register
+from crossport.to_keras.values import TensorValue
+
+aten = torch.ops.aten
+ops = keras.ops
+
+
+def _sdpa_supports(node):
+    args = list(node.args) + [None] * 8
+    dropout_p = node.kwargs.get("dropout_p", args[4] or 0.0)
+    if dropout_p:
+        return (f"dropout_p={dropout_p}: scaled_dot_product_attention drops at random even in "
+                "eval mode; pass dropout_p=0.0 when not training (nn.MultiheadAttention and "
+                "transformers do)")
+    ranks = {a.meta["val"].dim() for a in args[:3]}
+    if min(ranks) < 2:
+        return "query/key/value of rank < 2"
+    return None
+
+
+@register(aten.scaled_dot_product_attention.default, policy=Policy.CUSTOM,
+          supports=_sdpa_supports)
+def aten_scaled_dot_product_attention_default(ctx, query, key, value, attn_mask=None,
+                                              dropout_p=0.0, is_causal=False, scale=None,
+                                              enable_gqa=False):
+    """scaled_dot_product_attention(Tensor query, Tensor key, Tensor value, Tensor? attn_mask=None, float dropout_p=0.0, bool is_causal=False, *, float? scale=None, bool enable_gqa=False) -> Tensor
+
+    Boolean masks keep True positions, float masks are added; is_causal is top-left
+    aligned (``tril`` of an ``[L, S]`` block). Rows with every position masked give 0
+    (torch's safe softmax), not NaN. scale defaults to ``1/sqrt(E)``.
+    """
+    q, k, v = (_plain(ctx, as_value(ctx, t)) for t in (query, key, value))
+    rank = q.rank
+    e = q.static_shape()[-1]
+    scale = 1.0 / math.sqrt(e) if scale is None else scale
+    if enable_gqa and k.static_shape()[-3] != q.static_shape()[-3]:
+        k, v = (_repeat_heads(ctx, t, q.static_shape()[-3] // t.static_shape()[-3]) for t in (k, v))
+    batch = string.ascii_lowercase[:rank - 2]
+    same_batch = q.static_shape()[:-2] == k.static_shape()[:-2] == v.static_shape()[:-2]
+    if not same_batch:  # broadcasting batch dims: canonical matmuls broadcast like torch
+        q, k, v = (_canonical(ctx, t) for t in (q, k, v))
+    q_sub = _subscripts(batch + "wy", q.layout)
+    k_sub = _subscripts(batch + "xy", k.layout)
+    v_sub = _subscripts(batch + "xz", v.layout)
+    out_sub = _subscripts(batch + "wz", q.layout)
+    scaled_q = ops.multiply(q.tensor, scale)
+    if same_batch:
+        scores = ops.einsum(f"{q_sub},{k_sub}->{batch}wx", scaled_q, k.tensor)
+    else:
+        scores = ops.matmul(scaled_q, ops.swapaxes(k.tensor, -1, -2))
+    masked = attn_mask is not None or is_causal
+    if attn_mask is not None:
+        mask = _mask(ctx, attn_mask)
+        if _is_bool(attn_mask):
+            scores = ops.where(mask, scores, float("-inf"))
+        else:
+            scores = ops.add(scores, ops.cast(mask, scores.dtype))
+    if is_causal:
+        length, source = q.static_shape()[-2], k.static_shape()[-2]
+        causal = np.tril(np.ones((length, source), dtype=bool))
+        scores = ops.where(causal, scores, float("-inf"))
+    probs = ops.softmax(scores, axis=-1)
+    if masked:  # a fully masked row is 0 in torch, NaN in a plain softmax
+        alive = ops.any(ops.greater(scores, float("-inf")), axis=-1, keepdims=True)
+        probs = ops.where(alive, probs, ops.zeros_like(probs))
+    if same_batch:
+        out = ops.einsum(f"{batch}wx,{v_sub}->{out_sub}", probs, v.tensor)
+    else:
+        out = ops.matmul(probs, v.tensor)
+    ctx.out_layout = q.layout
+    return out
+
+
+def _subscripts(letters: str, layout: Layout) -> str:
+    """Einsum subscripts of a tensor held in ``layout`` (torch dims named by ``letters``).
+
+    Batch dims are a, b, ...; query length w, key length x, key features y, values z.
+    """
+    return "".join(letters[p] for p in layout.perm)
+
+
+def _plain(ctx, value: TensorValue) -> TensorValue:
+    if value.layout.flat is None:
+        return value
+    return _canonical(ctx, value)
+
+
+def _canonical(ctx, value: TensorValue) -> TensorValue:
+    return TensorValue(ctx.canonical(value), canonical(value.rank), value.shape, value.dtype)
+
+
+def _repeat_heads(ctx, value: TensorValue, times: int) -> TensorValue:
+    """GQA: each key/value head serves ``times`` consecutive query heads."""
+    value = _canonical(ctx, value)
+    x = ops.repeat(value.tensor, times, axis=value.rank - 3)
+    shape = list(value.shape)
+    shape[-3] = shape[-3] * times
+    return TensorValue(x, value.layout, tuple(shape), value.dtype)
+
+
+def _mask(ctx, mask):
+    if isinstance(mask, TensorValue):
+        return ctx.canonical(mask)
+    return np.asarray(mask)
+
+
+def _is_bool(mask) -> bool:
+    dtype = mask.dtype if isinstance(mask, TensorValue) else np.asarray(mask).dtype
+    return dtype in (torch.bool, np.bool_)

@@ -1,0 +1,296 @@
+"""Embeddings, gathers, scatters, sorting and boolean masks (pitfalls.md items 14, 15).
+
+Index tensors are int64 like torch's; negative indices wrap where torch wraps them
+(advanced indexing), gather/scatter take them as given. Sorting is ``top_k`` based: for
+equal keys the lower index comes first, like torch's stable sort.
+"""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+import torch
+
+from crossport.layout import canonical
+from crossport.to_keras.fold import is_constant
+from crossport.to_keras.ops.reduce import _reduce
+from crossport.to_keras.ops.shape import as_value
+from crossport.to_keras.registry import Policy, register
+from crossport.to_keras.values import TensorValue, keras_dtype
+
+aten = torch.ops.aten
+ops = keras.ops
+
+
+def _tensor(ctx, value):
+    """A Keras tensor (canonical) or numpy array for an index/mask argument."""
+    if isinstance(value, TensorValue):
+        return ctx.canonical(value)
+    return np.asarray(value)
+
+
+def _embedding_supports(node):
+    return None if is_constant(node.args[0]) else "embedding with a weight computed in the graph"
+
+
+@register(aten.embedding.default, policy=Policy.CUSTOM, supports=_embedding_supports)
+def aten_embedding_default(ctx, weight, indices, padding_idx=-1, scale_grad_by_freq=False,
+                           sparse=False):
+    """embedding(Tensor weight, Tensor indices, SymInt padding_idx=-1, bool scale_grad_by_freq=False, bool sparse=False) -> Tensor
+
+    padding_idx only affects training (its row gets no gradient): the lookup is plain.
+    """
+    value = as_value(ctx, indices)
+    layer = keras.layers.Embedding(weight.shape[0], weight.shape[1], name=ctx.name())
+    y = layer(ctx.canonical(value))
+    layer.set_weights([np.asarray(weight)])
+    ctx.out_layout = canonical(value.rank + 1)
+    return y
+
+
+@register(aten.full_like.default, aten.zeros_like.default, aten.ones_like.default,
+          aten.empty_like.default, policy=Policy.CUSTOM, keeps_layout=True)
+def aten_full_like_default(ctx, self, fill_value=0, dtype=None, layout=None, device=None,
+                           pin_memory=None, memory_format=None):
+    """full_like(Tensor self, Scalar fill_value, *, ScalarType? dtype=None, ...) -> Tensor
+
+    zeros_like/ones_like/empty_like alike (empty_like gives zeros).
+    """
+    value = as_value(ctx, self)
+    if ctx.node.target is aten.ones_like.default:
+        fill_value = 1
+    ctx.out_layout = value.layout
+    return ops.full_like(value.tensor, fill_value, dtype=keras_dtype(ctx.out_dtype))
+
+
+@register(aten.cumsum.default, policy=Policy.CUSTOM, keeps_layout=True)
+def aten_cumsum_default(ctx, self, dim, dtype=None):
+    """cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor
+
+    Integer and boolean inputs sum to int64 like torch's.
+    """
+    value = as_value(ctx, self)
+    x = ctx.canonical(value) if value.layout.flat is not None else value.tensor
+    layout = canonical(value.rank) if value.layout.flat is not None else value.layout
+    ctx.out_layout = layout
+    return ops.cumsum(ops.cast(x, keras_dtype(ctx.out_dtype)), axis=layout.axis(dim))
+
+
+def _harmonise_pair(ctx, self, index):
+    value = as_value(ctx, self)
+    if value.layout.flat is not None:
+        value = TensorValue(ctx.canonical(value), canonical(value.rank), value.shape, value.dtype)
+    if isinstance(index, TensorValue):
+        idx = ctx.to_layout(index, value.layout)
+    else:
+        idx = np.ascontiguousarray(np.transpose(np.asarray(index), value.layout.perm))
+    return value, idx
+
+
+@register(aten.gather.default, policy=Policy.CUSTOM)
+def aten_gather_default(ctx, self, dim, index, sparse_grad=False):
+    """gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor
+
+    torch's gather is numpy's take_along_axis when index has self's shape off ``dim``;
+    a smaller index reads the leading part of the other dims.
+    """
+    value, idx = _harmonise_pair(ctx, self, index)
+    x = value.tensor
+    index_shape = tuple(int(s) for s in (index.static_shape() if isinstance(index, TensorValue)
+                                         else np.shape(index)))
+    if any(index_shape[d] != value.static_shape()[d] for d in range(value.rank) if d != dim % value.rank):
+        x = x[tuple(slice(0, index_shape[p]) if p != dim % value.rank else slice(None)
+                    for p in value.layout.perm)]
+    ctx.out_layout = value.layout
+    return ops.take_along_axis(x, idx, axis=value.layout.axis(dim))
+
+
+def _index_supports(node):
+    indices = node.args[1]
+    present = [i for i, t in enumerate(indices) if t is not None]
+    if any(t is not None and t.meta["val"].dtype == torch.bool for t in indices):
+        return "boolean-mask indexing (x[mask]) has a data-dependent shape"
+    if present != list(range(present[0], present[0] + len(present))):
+        return "advanced indexing with index tensors on non-adjacent dims"
+    return None
+
+
+@register(aten.index.Tensor, policy=Policy.CUSTOM, supports=_index_supports)
+def aten_index_tensor(ctx, self, indices):
+    """index.Tensor(Tensor self, Tensor?[] indices) -> Tensor
+
+    Index tensors on adjacent dims broadcast together and replace those dims; negative
+    indices wrap like torch's. Several index tensors are linearised into one take.
+    """
+    value = as_value(ctx, self)
+    x = ctx.canonical(value)
+    first = next(i for i, t in enumerate(indices) if t is not None)
+    tensors = [_tensor(ctx, t) for t in indices if t is not None]
+    sizes = value.shape[first:first + len(tensors)]  # SymInts for dynamic dims
+    wrapped = [_wrap_negative(t, ctx.size(n)) for t, n in zip(tensors, sizes)]
+    flat = wrapped[-1]
+    stride = sizes[-1]
+    for t, n in zip(reversed(wrapped[:-1]), reversed(sizes[:-1])):
+        flat = ops.add(ops.multiply(t, ops.cast(ctx.size(stride), "int64")), flat)
+        stride = stride * n
+    if len(tensors) > 1:
+        merged = [*value.shape[:first], stride, *value.shape[first + len(tensors):]]
+        x = ctx.reshape(x, merged)
+    ctx.out_layout = canonical(len(ctx.out_shape))
+    return ops.take(x, flat, axis=first)
+
+
+def _wrap_negative(index, size):
+    if isinstance(index, np.ndarray):
+        return np.where(index < 0, index + size, index).astype(np.int64)
+    index = ops.cast(index, "int64")
+    return ops.where(ops.less(index, 0), ops.add(index, ops.cast(size, "int64")), index)
+
+
+def _scatter_coords(ctx, index, dim, rank):
+    """``[n, rank]`` coordinates of every element of ``index`` with ``index`` at ``dim``."""
+    shape = ctx.arg_shape(2)
+    grids = np.meshgrid(*[np.arange(s, dtype=np.int64) for s in shape], indexing="ij")
+    idx = ops.cast(index, "int64")
+    columns = [idx if d == dim % rank else grids[d] for d in range(rank)]
+    return ops.reshape(ops.stack(columns, axis=-1), (-1, rank)), shape
+
+
+@register(aten.scatter.src, aten.scatter.value, aten.scatter_add.default,
+          policy=Policy.CANONICAL)
+def aten_scatter_src(ctx, self, dim, index, src=None, value=None):
+    """scatter.src(Tensor self, int dim, Tensor index, Tensor src) -> Tensor
+
+    scatter.value writes a scalar; scatter_add sums into ``self`` (duplicates add up).
+    """
+    rank = len(ctx.out_shape)
+    coords, shape = _scatter_coords(ctx, index, dim, rank)
+    if ctx.node.target is aten.scatter.value:
+        updates = np.full(shape, value, dtype=keras_dtype(ctx.out_dtype))
+    else:
+        updates = src[tuple(slice(0, s) for s in shape)]
+    updates = ops.reshape(updates, (-1,))
+    if ctx.node.target is aten.scatter_add.default:
+        return ops.add(self, ops.scatter(coords, updates, ctx.out_shape))
+    return ops.scatter_update(self, coords, updates)
+
+
+def _on_last_axis(ctx, self, dim, fn):
+    """Run ``fn`` (values, indices along the last axis) along torch ``dim``."""
+    value = as_value(ctx, self)
+    x = ctx.canonical(value) if value.layout.flat is not None else value.tensor
+    layout = canonical(value.rank) if value.layout.flat is not None else value.layout
+    axis = layout.axis(dim)
+    last = value.rank - 1
+    if axis != last:
+        x = ops.moveaxis(x, axis, last)
+    values, indices = fn(x)
+    if axis != last:
+        values, indices = ops.moveaxis(values, last, axis), ops.moveaxis(indices, last, axis)
+    ctx.out_layout = (layout, layout)
+    return values, ops.cast(indices, "int64")
+
+
+def _top_k(x, k, largest):
+    if x.dtype == "bool":
+        x = ops.cast(x, "int32")
+    if largest:
+        return ops.top_k(x, k, sorted=True)
+    values, indices = ops.top_k(ops.negative(x), k, sorted=True)
+    return ops.negative(values), indices
+
+
+@register(aten.topk.default, policy=Policy.CUSTOM)
+def aten_topk_default(ctx, self, k, dim=-1, largest=True, sorted=True):
+    """topk(Tensor self, SymInt k, int dim=-1, bool largest=True, bool sorted=True) -> (Tensor values, Tensor indices)"""
+    return _on_last_axis(ctx, self, dim, lambda x: _top_k(x, k, largest))
+
+
+@register(aten.sort.default, aten.sort.stable, policy=Policy.CUSTOM)
+def aten_sort_default(ctx, self, dim=-1, descending=False, stable=False):
+    """sort(Tensor self, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)
+
+    sort.stable has ``stable`` before ``dim`` (kwarg-only): equal keys keep their order.
+    """
+    n = ctx.arg_shape(0)[dim]
+    out_dtype = keras_dtype(ctx.out_dtype)
+
+    def sort(x):
+        values, indices = _top_k(x, n, descending)
+        return ops.cast(values, out_dtype), indices
+
+    return _on_last_axis(ctx, self, dim, sort)
+
+
+@register(aten.any.dim, aten.any.dims, aten.any.default, policy=Policy.CUSTOM)
+def aten_any_dim(ctx, self, dim=None, keepdim=False):
+    """any.dim(Tensor self, int dim, bool keepdim=False) -> Tensor"""
+    return _reduce(ctx, _as_bool(ctx, self), dim, keepdim, ops.any)
+
+
+@register(aten.all.dim, aten.all.dims, aten.all.default, policy=Policy.CUSTOM)
+def aten_all_dim(ctx, self, dim=None, keepdim=False):
+    """all.dim(Tensor self, int dim, bool keepdim=False) -> Tensor"""
+    return _reduce(ctx, _as_bool(ctx, self), dim, keepdim, ops.all)
+
+
+def _as_bool(ctx, self) -> TensorValue:
+    value = as_value(ctx, self)
+    if value.dtype == torch.bool:
+        return value
+    return TensorValue(ops.not_equal(value.tensor, 0), value.layout, value.shape, torch.bool)
+
+
+@register(aten.masked_fill.Scalar, aten.masked_fill.Tensor, policy=Policy.AGNOSTIC)
+def aten_masked_fill_scalar(ctx, self, mask, value):
+    """masked_fill.Scalar(Tensor self, Tensor mask, Scalar value) -> Tensor"""
+    return ops.where(mask, ops.cast(value, self.dtype) if hasattr(value, "dtype") else value,
+                     self)
+
+
+def _scalar(ctx, value):
+    """A Python number, or the run-time Keras scalar of a symbolic size."""
+    if isinstance(value, (torch.SymInt, torch.SymFloat)):
+        return ctx.size(value)
+    return value
+
+
+@register(aten.arange.start_step, aten.arange.start, aten.arange.default, policy=Policy.CUSTOM)
+def aten_arange_start_step(ctx, start=0, end=None, step=1, dtype=None, layout=None, device=None,
+                           pin_memory=None):
+    """arange.start_step(Scalar start, Scalar end, Scalar step=1, *, ScalarType? dtype=None, ...)
+
+    Static ranges are folded to constants before conversion; this builds the ones whose
+    bounds are run-time sizes (``arange(seq_len)`` under a dynamic sequence dim).
+    """
+    bounds = [_scalar(ctx, v) for v in (start, end, step)]
+    out_dtype = keras_dtype(ctx.out_dtype)
+    if all(isinstance(b, (int, float)) for b in bounds):
+        return np.arange(*bounds).astype(out_dtype)
+    from crossport.layers.dynamic import DynamicRange
+
+    static = [b if isinstance(b, (int, float)) else None for b in bounds]
+    scalars = [b for b in bounds if not isinstance(b, (int, float))]
+    return DynamicRange(*static, dtype_name=out_dtype, name=ctx.name("arange"))(*scalars)
+
+
+@register(aten.full.default, aten.zeros.default, aten.ones.default, aten.empty.memory_format,
+          policy=Policy.CUSTOM)
+def aten_full_default(ctx, size, fill_value=0, dtype=None, layout=None, device=None,
+                      pin_memory=None, memory_format=None):
+    """full(SymInt[] size, Scalar fill_value, *, ScalarType? dtype=None, ...) -> Tensor
+
+    zeros/ones/empty alike (empty gives zeros). Run-time sizes: a ``DynamicFull``.
+    """
+    if ctx.node.target is aten.ones.default:
+        fill_value = 1
+    elif ctx.node.target is not aten.full.default:
+        fill_value = 0
+    out_dtype = keras_dtype(ctx.out_dtype)
+    if not any(ctx.is_dynamic(s) for s in size):
+        return np.full([int(s) for s in size], fill_value, dtype=out_dtype)
+    from crossport.layers.dynamic import DynamicFull
+
+    target = [None if ctx.is_dynamic(s) else int(s) for s in size]
+    scalars = [ctx.size(s) for s in size if ctx.is_dynamic(s)]
+    return DynamicFull(target, fill_value, out_dtype, name=ctx.name("full"))(*scalars)

@@ -1,0 +1,150 @@
+"""LSTM, GRU and RNN as Keras recurrent layers (not unrolled; pitfalls.md item 13).
+
+One Keras layer per torch layer and direction, named like torch's parameters
+(``lstm.l0``, ``lstm.l0_reverse``). The reverse direction is a ``go_backwards`` layer whose
+output is flipped back in time. Sequence-first inputs are held batch-major in Keras
+(layout ``(1, 0, 2)``): no transpose, and the output keeps that layout.
+"""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+import torch
+
+from crossport.layout import Layout, canonical
+from crossport.to_keras.fold import is_constant
+from crossport.to_keras.ops.shape import as_value
+from crossport.to_keras.registry import Policy, register
+from crossport.weights import gru_weights_to_keras, lstm_weights_to_keras, rnn_weights_to_keras
+
+aten = torch.ops.aten
+ops = keras.ops
+
+_SEQ_FIRST = Layout((1, 0, 2))
+
+
+def _rnn_supports(node):
+    args = list(node.args)
+    params, has_biases, num_layers, bidirectional = args[2], args[3], args[4], args[7]
+    per_layer = (4 if has_biases else 2) * (2 if bidirectional else 1)
+    if len(params) != per_layer * num_layers:
+        return "LSTM with proj_size > 0 (Keras' LSTM has no projection)"
+    if not all(is_constant(p) for p in params):
+        return "recurrent weights computed in the graph"
+    if args[6] and args[5]:
+        return "recurrent dropout in training mode (call module.eval() before converting)"
+    if node.args[0].meta["val"].dim() != 3:
+        return "unbatched (2-D) recurrent input; add a batch dim"
+    return None
+
+
+def _batch_major(ctx, input, batch_first):
+    """The input as Keras ``[N, T, F]`` (a sequence-first input is held so: no transpose)."""
+    return ctx.to_layout(as_value(ctx, input), canonical(3) if batch_first else _SEQ_FIRST)
+
+
+def _layer_params(params, has_biases, layer, direction, directions):
+    per = 4 if has_biases else 2
+    start = (layer * directions + direction) * per
+    chunk = [np.asarray(p) for p in params[start:start + per]]
+    return chunk if has_biases else chunk + [None, None]
+
+
+def _initial(ctx, state, index):
+    """The ``[N, H]`` initial state of one layer/direction, or None for torch's zeros."""
+    if state is None:
+        return None
+    if isinstance(state, np.ndarray):
+        return None if not state.any() else ctx.constant(state, "h0")[index]
+    return ctx.canonical(state)[index]
+
+
+def _run(ctx, kind, input, states, params, has_biases, num_layers, bidirectional, batch_first,
+         **layer_kw):
+    """Stack the Keras layers; returns the output and the final states per state kind."""
+    x = _batch_major(ctx, input, batch_first)
+    directions = 2 if bidirectional else 1
+    finals: list[list] = [[] for _ in states]
+    for layer in range(num_layers):
+        outputs = []
+        for direction in range(directions):
+            index = layer * directions + direction
+            w_ih, w_hh, b_ih, b_hh = _layer_params(params, has_biases, layer, direction,
+                                                   directions)
+            rule = {"lstm": lstm_weights_to_keras, "gru": gru_weights_to_keras}.get(
+                kind, rnn_weights_to_keras)
+            kernel, recurrent, bias = rule(w_ih, w_hh, b_ih, b_hh)
+            units = w_hh.shape[1]
+            cls = {"lstm": keras.layers.LSTM, "gru": keras.layers.GRU}.get(
+                kind, keras.layers.SimpleRNN)
+            suffix = f"l{layer}" + ("_reverse" if direction else "")
+            rnn = cls(units, return_sequences=True, return_state=True,
+                      go_backwards=bool(direction), use_bias=has_biases,
+                      name=ctx.name(suffix), **layer_kw)
+            initial = [_initial(ctx, s, index) for s in states]
+            initial = None if all(i is None for i in initial) else [
+                ops.zeros_like(_first(initial)) if i is None else i for i in initial]
+            result = rnn(x, initial_state=initial) if initial is not None else rnn(x)
+            rnn.set_weights([kernel, recurrent] + ([bias] if has_biases else []))
+            sequence, *final = result
+            if direction:
+                sequence = ops.flip(sequence, axis=1)
+            outputs.append(sequence)
+            for kind_finals, f in zip(finals, final):
+                kind_finals.append(f)
+        x = outputs[0] if directions == 1 else keras.layers.Concatenate(
+            axis=-1, name=ctx.name(f"l{layer}_concat"))(outputs)
+    layout = canonical(3) if batch_first else _SEQ_FIRST
+    return x, [ops.stack(f, axis=0) for f in finals], layout
+
+
+def _first(items):
+    return next(i for i in items if i is not None)
+
+
+def _states(hx, count):
+    hx = list(hx) if isinstance(hx, (list, tuple)) else [hx]
+    return hx + [None] * (count - len(hx))
+
+
+@register(aten.lstm.input, policy=Policy.CUSTOM, supports=_rnn_supports)
+def aten_lstm_input(ctx, input, hx, params, has_biases, num_layers, dropout, train,
+                    bidirectional, batch_first):
+    """lstm.input(Tensor input, Tensor[] hx, Tensor[] params, bool has_biases, int num_layers, float dropout, bool train, bool bidirectional, bool batch_first) -> (Tensor, Tensor, Tensor)
+
+    Gates (i, f, g, o) = Keras (i, f, c, o); Keras' one bias is b_ih + b_hh.
+    """
+    out, (h, c), layout = _run(ctx, "lstm", input, _states(hx, 2), params, has_biases,
+                               num_layers, bidirectional, batch_first)
+    ctx.out_layout = (layout, canonical(3), canonical(3))
+    return out, h, c
+
+
+@register(aten.gru.input, policy=Policy.CUSTOM, supports=_rnn_supports)
+def aten_gru_input(ctx, input, hx, params, has_biases, num_layers, dropout, train,
+                   bidirectional, batch_first):
+    """gru.input(Tensor input, Tensor hx, Tensor[] params, bool has_biases, int num_layers, float dropout, bool train, bool bidirectional, bool batch_first) -> (Tensor, Tensor)
+
+    Gates (r, z, n) with the reset after the recurrent matmul = Keras GRU(reset_after=True)
+    with gates (z, r, h) and two bias rows.
+    """
+    out, (h,), layout = _run(ctx, "gru", input, _states(hx, 1), params, has_biases,
+                             num_layers, bidirectional, batch_first, reset_after=True)
+    ctx.out_layout = (layout, canonical(3))
+    return out, h
+
+
+@register(aten.rnn_tanh.input, aten.rnn_relu.input, policy=Policy.CUSTOM,
+          supports=_rnn_supports)
+def aten_rnn_tanh_input(ctx, input, hx, params, has_biases, num_layers, dropout, train,
+                        bidirectional, batch_first):
+    """rnn_tanh.input(Tensor input, Tensor hx, Tensor[] params, bool has_biases, int num_layers, float dropout, bool train, bool bidirectional, bool batch_first) -> (Tensor, Tensor)
+
+    rnn_relu alike: Keras SimpleRNN with the same activation; one bias b_ih + b_hh.
+    """
+    activation = "relu" if ctx.node.target is aten.rnn_relu.input else "tanh"
+    out, (h,), layout = _run(ctx, "rnn", input, _states(hx, 1), params, has_biases,
+                             num_layers, bidirectional, batch_first, activation=activation)
+    ctx.out_layout = (layout, canonical(3))
+    return out, h

@@ -1,0 +1,82 @@
+"""Run-time sizes: torch's symbolic dims (sympy expressions) as Keras scalar tensors.
+
+torch.export names every dynamic dim with a symbol (``s0``) and derived sizes with
+expressions (``s0*s1``, ``(s0 - 1)//2 + 1``). The model inputs bind the symbols
+(:class:`crossport.layers.SizeOf` of an input axis); an expression becomes ``keras.ops``
+arithmetic on those scalars, built once and cached.
+"""
+
+from __future__ import annotations
+
+import keras
+import sympy
+import torch
+from torch.utils._sympy import functions as symfn
+
+ops = keras.ops
+
+
+class RuntimeSizes:
+    """Symbols bound to input axes, and the Keras scalar of any size expression."""
+
+    def __init__(self):
+        self._sources: dict[sympy.Symbol, tuple[object, int]] = {}
+        self._cache: dict[sympy.Expr, object] = {}
+
+    def bind(self, symbol: sympy.Symbol, keras_input, axis: int) -> None:
+        self._sources.setdefault(symbol, (keras_input, axis))
+
+    def value(self, size):
+        """An int for a static size, else a Keras int32 scalar computed at run time."""
+        if isinstance(size, int):
+            return size
+        expr = size.node.expr if isinstance(size, torch.SymInt) else sympy.sympify(size)
+        if expr.is_number:
+            return int(expr)
+        return self._eval(expr)
+
+    def is_dynamic(self, size) -> bool:
+        return isinstance(size, torch.SymInt) and not size.node.expr.is_number
+
+    def _eval(self, expr):
+        if expr in self._cache:
+            return self._cache[expr]
+        result = self._build(expr)
+        self._cache[expr] = result
+        return result
+
+    def _build(self, expr):
+        from crossport.layers.dynamic import SizeOf
+
+        if expr.is_Integer:
+            return int(expr)
+        if isinstance(expr, sympy.Symbol):
+            if expr not in self._sources:
+                raise NotImplementedError(f"size {expr} is not the size of a model input")
+            tensor, axis = self._sources[expr]
+            return SizeOf(axis, name=f"size_{expr}")(tensor)
+        args = [self._eval(a) for a in expr.args]
+        if isinstance(expr, sympy.Add):
+            return _fold(ops.add, args)
+        if isinstance(expr, sympy.Mul):
+            return _fold(ops.multiply, args)
+        if isinstance(expr, symfn.FloorDiv):
+            return ops.floor_divide(*args)
+        if isinstance(expr, (symfn.Mod, symfn.PythonMod, sympy.Mod)):
+            return ops.mod(*args)
+        if isinstance(expr, symfn.CeilDiv):
+            return ops.negative(ops.floor_divide(ops.negative(args[0]), args[1]))
+        if isinstance(expr, symfn.Max):
+            return _fold(ops.maximum, args)
+        if isinstance(expr, symfn.Min):
+            return _fold(ops.minimum, args)
+        if isinstance(expr, sympy.Pow) and expr.exp.is_Integer and int(expr.exp) > 0:
+            return _fold(ops.multiply, [args[0]] * int(expr.exp))
+        raise NotImplementedError(f"run-time size expression {expr} ({type(expr).__name__})")
+
+
+def _fold(fn, args):
+    result = args[0]
+    for a in args[1:]:
+        result = fn(result, a)
+    return result

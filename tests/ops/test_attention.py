@@ -1,0 +1,151 @@
+"""Attention: scaled_dot_product_attention, nn.MultiheadAttention, Transformer layers."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import crossport
+from crossport.errors import UnsupportedOpError
+from tests.harness import assert_converts
+from tests.ops.opcases import Fn, case, inputs
+
+
+def floats(shape, seed=0):
+    return torch.randn(shape, generator=torch.Generator().manual_seed(seed))
+
+
+def qkv(b=2, h=2, lq=5, lk=6, e=4, f=3):
+    return lambda: (floats((b, h, lq, e), 0), floats((b, h, lk, e), 1), floats((b, h, lk, f), 2))
+
+
+def sdpa(**kw):
+    return Fn(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, **kw))
+
+
+def with_mask(mask, **kw):
+    return Fn(lambda m, q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=m.mask, **kw),
+              mask=mask)
+
+
+class MaskInput(nn.Module):
+    def forward(self, q, k, v, mask):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
+class HeadsSplit(nn.Module):
+    """BERT's pattern: linear -> view -> transpose(1, 2) -> sdpa -> transpose -> reshape."""
+
+    def __init__(self, d=8, h=2):
+        super().__init__()
+        torch.manual_seed(0)
+        self.h, self.qkv, self.out = h, nn.Linear(d, 3 * d), nn.Linear(d, d)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        q, k, v = self.qkv(x).view(b, s, 3, self.h, d // self.h).permute(2, 0, 3, 1, 4)
+        y = F.scaled_dot_product_attention(q, k, v)
+        return self.out(y.transpose(1, 2).reshape(b, s, d))
+
+
+def mha(seed=0, **kw):
+    torch.manual_seed(seed)
+    return nn.MultiheadAttention(8, 2, **kw)
+
+
+class MHA(nn.Module):
+    def __init__(self, need_weights=True, kpm=None, mask=None, **kw):
+        super().__init__()
+        self.attn, self.need_weights = mha(**kw), need_weights
+        self.kpm, self.mask = kpm, mask
+
+    def forward(self, q, k=None, v=None):
+        k, v = (q, q) if k is None else (k, v)  # self-attention: one input, packed projection
+        out, weights = self.attn(q, k, v, key_padding_mask=self.kpm, attn_mask=self.mask,
+                                 need_weights=self.need_weights)
+        return (out, weights) if self.need_weights else out
+
+
+def enc(**kw):
+    torch.manual_seed(0)
+    return nn.TransformerEncoderLayer(8, 2, 16, dropout=0.1, **kw)
+
+
+class Decoder(nn.Module):
+    def __init__(self, **kw):
+        super().__init__()
+        torch.manual_seed(0)
+        self.dec = nn.TransformerDecoderLayer(8, 2, 16, batch_first=True, **kw)
+
+    def forward(self, tgt, memory):
+        mask = nn.Transformer.generate_square_subsequent_mask(tgt.shape[1])
+        return self.dec(tgt, memory, tgt_mask=mask)
+
+
+def self_attn(b=2, s=5, d=8, batch_first=True):
+    shape = (b, s, d) if batch_first else (s, b, d)
+    return lambda: (floats(shape, 0),)
+
+
+def cross_attn(b=2, lq=4, lk=6, d=8, kd=8, vd=8, batch_first=True):
+    def shape(n, dim):
+        return (b, n, dim) if batch_first else (n, b, dim)
+    return lambda: (floats(shape(lq, d), 0), floats(shape(lk, kd), 1), floats(shape(lk, vd), 2))
+
+
+KPM = torch.tensor([[False] * 5 + [True], [False] * 6])
+BOOL_MASK = torch.rand(5, 6, generator=torch.Generator().manual_seed(3)) > 0.3
+FLOAT_MASK = torch.randn(2, 1, 5, 6, generator=torch.Generator().manual_seed(4))
+
+CASES = [
+    case("sdpa-plain", sdpa(), qkv()),
+    case("sdpa-causal", sdpa(is_causal=True), qkv(lq=6)),
+    case("sdpa-causal-rectangular", sdpa(is_causal=True), qkv(lq=4, lk=6)),
+    case("sdpa-scale", sdpa(scale=0.3), qkv()),
+    case("sdpa-rank3", sdpa(), lambda: (floats((2, 5, 4)), floats((2, 6, 4), 1), floats((2, 6, 3), 2))),
+    case("sdpa-bool-mask", with_mask(BOOL_MASK), qkv()),
+    case("sdpa-bool-mask-fully-masked-row", with_mask(torch.tensor([[True] * 6, [False] * 6] * 2
+                                                                   + [[True] * 6])), qkv()),
+    case("sdpa-float-mask-broadcast", with_mask(FLOAT_MASK), qkv()),
+    case("sdpa-mask-input", MaskInput(), lambda: (*qkv()(), floats((2, 1, 1, 6), 5))),
+    case("sdpa-dropout-zero", sdpa(dropout_p=0.0), qkv()),
+    case("sdpa-gqa", sdpa(enable_gqa=True), lambda: (floats((2, 4, 5, 4)), floats((2, 2, 6, 4), 1),
+                                                    floats((2, 2, 6, 3), 2))),
+    case("sdpa-heads-split-no-transposes", HeadsSplit(), (2, 5, 8)),
+    case("mha-batch-first", MHA(batch_first=True), self_attn()),
+    case("mha-seq-first", MHA(), self_attn(batch_first=False)),
+    case("mha-no-weights", MHA(need_weights=False, batch_first=True), self_attn()),
+    case("mha-no-bias", MHA(bias=False, batch_first=True), self_attn()),
+    case("mha-kdim-vdim", MHA(kdim=6, vdim=5, batch_first=True), cross_attn(kd=6, vd=5)),
+    case("mha-key-padding-mask", MHA(kpm=KPM, batch_first=True), cross_attn()),
+    case("mha-key-padding-mask-no-weights", MHA(need_weights=False, kpm=KPM, batch_first=True),
+         cross_attn()),
+    case("mha-attn-mask-bool", MHA(mask=BOOL_MASK[:4], batch_first=True), cross_attn()),
+    case("mha-attn-mask-float", MHA(mask=FLOAT_MASK[0, 0, :4], batch_first=True), cross_attn()),
+    case("mha-add-bias-kv", MHA(add_bias_kv=True, batch_first=True), self_attn()),
+    case("encoder-layer-post-norm-relu", enc(batch_first=True), (2, 5, 8)),
+    case("encoder-layer-pre-norm-gelu", enc(batch_first=True, norm_first=True,
+                                             activation="gelu"), (2, 5, 8)),
+    case("encoder-layer-seq-first", enc(), (5, 2, 8)),
+    case("encoder-stack-with-norm", nn.TransformerEncoder(enc(batch_first=True), 2,
+                                                          norm=nn.LayerNorm(8),
+                                                          enable_nested_tensor=False), (2, 5, 8)),
+    case("decoder-layer-causal", Decoder(), lambda: (floats((2, 4, 8)), floats((2, 6, 8), 1))),
+    case("decoder-layer-pre-norm-gelu", Decoder(norm_first=True, activation="gelu"),
+         lambda: (floats((2, 4, 8)), floats((2, 6, 8), 1))),
+]
+
+
+@pytest.mark.parametrize("module, shapes, kwargs", CASES)
+def test_attention(module, shapes, kwargs):
+    kwargs = {"max_transposes": None, **kwargs}
+    if module.__class__ is HeadsSplit:
+        kwargs["max_transposes"] = 0
+    assert_converts(module, shapes() if callable(shapes) else inputs(shapes), **kwargs)
+
+
+def test_sdpa_dropout_in_eval_is_a_clear_error():
+    with pytest.raises(UnsupportedOpError, match="dropout_p=0.3"):
+        crossport.convert(sdpa(dropout_p=0.3), qkv()(), check=False)

@@ -1,0 +1,122 @@
+"""Embeddings, gathers, scatters, sorting, masks, positions (pitfalls.md items 14, 15).
+
+Integer outputs compare exactly; index inputs are int64 like torch's token ids.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from tests.harness import assert_converts
+from tests.ops.opcases import Fn, case, inputs
+
+
+def ints(shape, low, high, seed=0):
+    return torch.randint(low, high, shape, generator=torch.Generator().manual_seed(seed))
+
+
+def floats(shape, seed=0):
+    return torch.randn(shape, generator=torch.Generator().manual_seed(seed))
+
+
+def emb(n=10, d=4, **kw):
+    torch.manual_seed(0)
+    return nn.Embedding(n, d, **kw)
+
+
+class Positions(nn.Module):
+    """BERT-style: token + position embedding, positions from arange."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.tok, self.pos = nn.Embedding(20, 6), nn.Embedding(16, 6)
+
+    def forward(self, ids):
+        pos = torch.arange(ids.shape[1]).unsqueeze(0)
+        return self.tok(ids) + self.pos(pos)
+
+
+class RobertaPositions(nn.Module):
+    """RoBERTa: positions counted over non-padding tokens with cumsum."""
+
+    def __init__(self, pad=1):
+        super().__init__()
+        torch.manual_seed(0)
+        self.pad, self.pos = pad, nn.Embedding(16, 4, padding_idx=pad)
+
+    def forward(self, ids):
+        mask = ids.ne(self.pad).int()
+        positions = (torch.cumsum(mask, dim=1).type_as(mask) * mask).long() + self.pad
+        return self.pos(positions)
+
+
+class MaskedScores(nn.Module):
+    def forward(self, scores, mask):
+        return scores.masked_fill(mask[:, None, :] == 0, float("-inf")).softmax(-1)
+
+
+CASES = [
+    case("embedding", emb(), lambda: (ints((2, 5), 0, 10),)),
+    case("pitfall14-embedding-padding-idx", emb(padding_idx=0), lambda: (ints((2, 5), 0, 10),)),
+    case("embedding-3d-ids", emb(), lambda: (ints((2, 3, 4), 0, 10),)),
+    case("arange-position-embedding", Positions(), lambda: (ints((2, 7), 0, 20),)),
+    case("cumsum-roberta-positions", RobertaPositions(), lambda: (ints((2, 7), 0, 5),)),
+    case("cumsum-float-dim1", Fn(lambda x: x.cumsum(1)), (2, 5, 3)),
+    case("cumsum-after-conv-channels", nn.Sequential(nn.Conv2d(3, 4, 3), Fn(lambda x: x.cumsum(1))),
+         (1, 3, 6, 6)),
+    case("comparison-masks-where", Fn(lambda x: torch.where((x > 0) & (x < 1), x, -x)),
+         (2, 3, 4)),
+    case("masked-fill-attention-mask", MaskedScores(),
+         lambda: (floats((2, 3, 5)), torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]]))),
+    case("masked-fill-bool", Fn(lambda x: x.masked_fill(x < 0, 0.5)), (2, 6)),
+    case("any-all-dims", Fn(lambda x: ((x > 0).any(1).long() + (x > 1).all(1).long())),
+         (2, 3, 4)),
+    case("full-like-zeros-like", Fn(lambda x: torch.full_like(x, 2.5) + torch.zeros_like(x)
+                                    + torch.ones_like(x) * x), (2, 3)),
+    case("new-ones-new-zeros", Fn(lambda x: x + x.new_ones(3) + x.new_zeros(2, 3)
+                                  + x.new_full((1, 3), 2.0)), (2, 3)),
+    case("gather-dim1", Fn(lambda x, i: torch.gather(x, 1, i)),
+         lambda: (floats((2, 5, 3)), ints((2, 4, 3), 0, 5))),
+    case("gather-smaller-index", Fn(lambda x, i: torch.gather(x, 2, i)),
+         lambda: (floats((2, 5, 6)), ints((2, 3, 2), 0, 6))),
+    case("take-along-dim-negative", Fn(lambda x, i: torch.take_along_dim(x, i - 2, 2)),
+         lambda: (floats((2, 3, 4)), ints((2, 3, 2), 0, 4))),
+    case("index-select-runtime-index", Fn(lambda x, i: x.index_select(1, i)),
+         lambda: (floats((2, 5, 3)), ints((4,), 0, 5))),
+    case("advanced-index-one-tensor", Fn(lambda x, i: x[:, i]),
+         lambda: (floats((2, 5, 3)), ints((2, 3), 0, 5))),
+    case("pitfall15-advanced-index-negative", Fn(lambda x, i: x[:, i - 5]),
+         lambda: (floats((2, 5, 3)), ints((4,), 0, 5))),
+    case("advanced-index-two-tensors-pooling", Fn(
+        lambda x, i: x[torch.arange(x.shape[0]), i]),
+         lambda: (floats((3, 6, 4)), ints((3,), 0, 6))),
+    case("scatter-src", Fn(lambda x, i, s: x.scatter(1, i, s)),
+         lambda: (floats((2, 5)), torch.tensor([[0, 2, 4], [1, 3, 0]]), floats((2, 3), 1))),
+    case("scatter-value", Fn(lambda x, i: x.scatter(1, i, 7.0)),
+         lambda: (floats((2, 5)), torch.tensor([[0, 2], [4, 1]]))),
+    case("scatter-add-duplicates", Fn(lambda x, i, s: x.scatter_add(1, i, s)),
+         lambda: (floats((2, 5)), torch.tensor([[0, 0, 4], [1, 1, 1]]), floats((2, 3), 1))),
+    case("topk-largest", Fn(lambda x: torch.topk(x, 3, dim=-1)), (2, 3, 7)),
+    case("topk-smallest-dim1", Fn(lambda x: torch.topk(x, 2, dim=1, largest=False)), (2, 5, 3)),
+    case("sort-ascending", Fn(lambda x: torch.sort(x, dim=-1)), (3, 6)),
+    case("sort-descending-dim0", Fn(lambda x: torch.sort(x, dim=0, descending=True)), (5, 3)),
+    case("sort-stable-ties", Fn(lambda x: torch.sort(x, stable=True)),
+         lambda: (torch.tensor([[2, 1, 2, 1, 0, 2], [3, 3, 1, 1, 3, 0]]),)),
+    case("argsort", Fn(lambda x: torch.argsort(x, dim=1)), (2, 6, 3)),
+    case("argmax-dim0", Fn(lambda x: x.argmax(0)), (5, 3, 2)),
+    case("argmax-dim-last-keepdim", Fn(lambda x: x.argmax(-1, keepdim=True)), (2, 3, 5)),
+    case("argmax-flat", Fn(lambda x: x.argmax()), (3, 4)),
+    case("pitfall15-argmax-ties-first", Fn(lambda x: x.argmax(1)),
+         lambda: (torch.tensor([[1.0, 3.0, 3.0, 0.0], [2.0, 2.0, 2.0, 2.0]]),)),
+    case("argmax-channels-after-conv", nn.Sequential(nn.Conv2d(3, 4, 3),
+                                                     Fn(lambda x: x.argmax(1))), (2, 3, 6, 6)),
+    case("tril-triu-causal", Fn(lambda x: torch.tril(x) - torch.triu(x, 1)), (2, 4, 4)),
+]
+
+
+@pytest.mark.parametrize("module, shapes, kwargs", CASES)
+def test_index(module, shapes, kwargs):
+    assert_converts(module, shapes() if callable(shapes) else inputs(shapes), **kwargs)

@@ -1,0 +1,67 @@
+"""Integer arithmetic and casts with torch semantics (pitfalls.md item 15).
+
+Inputs include negatives so floor vs trunc division and the sign of remainders show;
+integer outputs compare exactly.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tests.harness import assert_converts
+from tests.ops.opcases import Fn, case
+
+
+def ints(shape, low=-9, high=10, seed=0, dtype=torch.int64):
+    return torch.randint(low, high, shape, generator=torch.Generator().manual_seed(seed),
+                         dtype=dtype)
+
+
+def nonzero(shape, seed=1):
+    """A divisor buffer with both signs and no zeros (fresh inputs could hold zeros)."""
+    x = ints(shape, -5, 5, seed)
+    return torch.where(x == 0, torch.full_like(x, 3), x)
+
+
+def by_divisor(fn):
+    return Fn(lambda m, a: fn(a, m.b), b=nonzero((3, 5)))
+
+
+CASES = [
+    case("pitfall15-floor-divide-negatives", Fn(lambda a: a // 4), lambda: (ints((3, 5)),)),
+    case("pitfall15-floor-divide-tensor", by_divisor(lambda a, b: a // b),
+         lambda: (ints((3, 5)),)),
+    case("pitfall15-div-trunc", by_divisor(lambda a, b: torch.div(a, b, rounding_mode="trunc")),
+         lambda: (ints((3, 5)),)),
+    case("pitfall15-div-floor-mode", by_divisor(lambda a, b: torch.div(a, b, rounding_mode="floor")),
+         lambda: (ints((3, 5)),)),
+    case("div-true-ints-give-float", by_divisor(lambda a, b: a / b),
+         lambda: (ints((3, 5)),)),
+    case("pitfall15-remainder-negatives", Fn(lambda a: a % 4), lambda: (ints((3, 5)),)),
+    case("pitfall15-remainder-negative-divisor", by_divisor(lambda a, b: torch.remainder(a, b)),
+         lambda: (ints((3, 5)),)),
+    case("pitfall15-fmod-sign-of-dividend", by_divisor(lambda a, b: torch.fmod(a, b)),
+         lambda: (ints((3, 5)),)),
+    case("int-add-mul-sub", Fn(lambda a, b: a * 3 - b + 1), lambda: (ints((2, 4)), ints((2, 4), seed=2))),
+    case("int32-input", Fn(lambda a: a * 2 + 1), lambda: (ints((2, 4), dtype=torch.int32),)),
+    case("cast-int-to-float", Fn(lambda a: a.float() * 0.5), lambda: (ints((2, 4)),)),
+    case("cast-float-to-int-truncates", Fn(lambda x: (x * 3).long()),
+         lambda: (torch.randn(3, 4, generator=torch.Generator().manual_seed(0)),)),
+    case("cast-bool-to-int-sum", Fn(lambda a: (a > 0).long().sum(-1)), lambda: (ints((3, 5)),)),
+    case("int-comparisons", Fn(lambda a, b: (a >= b) | (a == 0)),
+         lambda: (ints((3, 5)), ints((3, 5), seed=3))),
+    case("int-sum-to-int64", Fn(lambda a: a.sum(1)), lambda: (ints((3, 5), dtype=torch.int32),)),
+    case("int-max-min-clamp", Fn(lambda a, b: torch.maximum(a, b).clamp(-3, 4)),
+         lambda: (ints((3, 5)), ints((3, 5), seed=4))),
+    case("int-abs-neg", Fn(lambda a: -a.abs()), lambda: (ints((3, 5)),)),
+    case("pitfall15-floor-div-float", Fn(lambda x: x // 0.3),
+         lambda: (torch.randn(3, 4, generator=torch.Generator().manual_seed(0)),)),
+    case("pitfall15-remainder-float-negative", Fn(lambda x: x % 0.7),
+         lambda: (torch.randn(3, 4, generator=torch.Generator().manual_seed(0)),)),
+]
+
+
+@pytest.mark.parametrize("module, shapes, kwargs", CASES)
+def test_integer(module, shapes, kwargs):
+    assert_converts(module, shapes(), **kwargs)
