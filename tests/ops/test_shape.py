@@ -118,9 +118,10 @@ CASES = [
          max_transposes=None),
     case("transpose-hw-between-convs", conv_fn_conv(lambda x: x.transpose(2, 3)), (1, 3, 6, 8),
          max_transposes=None),  # inherent: H and W swap places in memory
-    case("channel-shuffle-between-convs", conv_fn_conv(  # ShuffleNet: one transpose, not 3
-        lambda x: x.view(1, 2, 2, 4, 6).transpose(1, 2).reshape(1, 4, 4, 6)), (1, 3, 6, 8),
-         max_transposes=1),
+    case("channel-shuffle-between-convs", conv_fn_conv(  # ShuffleNet: a channel gather
+        lambda x: x.view(1, 2, 2, 4, 6).transpose(1, 2).reshape(1, 4, 4, 6)), (1, 3, 6, 8)),
+    case("channel-shuffle-batch2", conv_fn_conv(
+        lambda x: x.view(2, 2, 2, 4, 6).transpose(1, 2).reshape(2, 4, 4, 6)), (2, 3, 6, 8)),
     case("cat-param-and-activation", nn.Sequential(
         nn.Conv2d(3, 4, 3), Fn(lambda m, x: torch.cat([x, m.p.expand(x.shape[0], -1, -1, -1)], 1),
                                p=torch.randn(1, 2, 4, 4,

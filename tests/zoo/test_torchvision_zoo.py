@@ -3,9 +3,9 @@
 Every model is built with random weights, made live (``make_live``: no dead branches,
 BatchNorm calibrated, outputs O(1)), converted with ``check=False`` and compared with
 torch eager on fresh random inputs (not the export example). An error above 1e-4 passes
-only with float64 evidence that it is float32 rounding (docs/parity.md). The models
-convert with zero transposes inside, apart from ones the torch model performs itself
-(ShuffleNet's channel shuffles).
+only with float64 evidence that it is float32 rounding (docs/parity.md). Every model
+converts with zero transposes inside (ShuffleNet's channel shuffles become a channel
+gather), counted by the emitter and in the traced TF graph.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from torch.utils import _pytree as pytree
 
 import crossport
 from crossport.parity import normalized_error, rounding_verdict
+from crossport.parity.graph import graph_transposes
 from crossport.parity.live import check_live, make_live
 from crossport.parity.verify import fresh_inputs, from_keras_outputs, run_torch, to_keras_inputs
 
@@ -125,24 +126,11 @@ def test_torchvision_model(torchvision, name, kwargs, shape, segmentation):
     module, example = build_live(torchvision, name, kwargs, shape, segmentation)
     conversion = crossport.convert_with_report(module, example, check=False)
     assert_parity(module, conversion, example)
-    own = own_transposes(conversion.exported)
-    print(f"{name}: {conversion.transposes} transposes inside (torch model has {own}), "
-          f"{conversion.boundary_transposes} at the boundary")
-    assert conversion.transposes <= own, (
-        f"{conversion.transposes} transposes inside the converted {name}; at most {own}")
-
-
-def own_transposes(exported) -> int:
-    """Transposes the torch model itself performs on data: 0 for a plain CNN.
-
-    ShuffleNet's channel shuffle (``view -> transpose(1, 2) -> view``) moves data in torch
-    too; converted, each costs exactly one transpose of the two channel factors. ConvNeXt's
-    46 NCHW <-> NHWC permutes all vanish (the converted model has none).
-    """
-    aten = torch.ops.aten
-    return sum(1 for n in exported.graph.nodes
-               if n.target in (aten.transpose.int, aten.permute.default)
-               and n.meta["val"].dim() > 2)
+    in_graph = graph_transposes(conversion.model)
+    print(f"{name}: {conversion.transposes} transposes inside, "
+          f"{conversion.boundary_transposes} at the boundary, {in_graph} in the TF graph")
+    assert conversion.transposes == 0, f"{conversion.transposes} transposes inside {name}"
+    assert in_graph == conversion.boundary_transposes, "the TF graph has more transposes"
 
 
 @pytest.mark.parametrize("name", ["resnet18", "mobilenet_v3_small"])

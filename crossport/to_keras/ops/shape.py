@@ -7,6 +7,8 @@ they name.
 
 from __future__ import annotations
 
+import math
+
 import keras
 import numpy as np
 import torch
@@ -44,6 +46,9 @@ def reshape(ctx, value: TensorValue):
               or flat_layout(value.layout, in_static, out_static))
     x = value.tensor
     if layout is None:
+        merged = _merge_by_gather(ctx, value, in_static, out_static, target)
+        if merged is not None:
+            return merged
         nearest = _reshapable_layout(value.layout, in_static, out_static)
         if nearest is None:
             x, layout = ctx.canonical(value), canonical(len(target))
@@ -53,6 +58,35 @@ def reshape(ctx, value: TensorValue):
     sizes = permuted_shape(target, Layout(layout.perm))
     ctx.out_layout = layout
     return ctx.reshape(x, sizes)
+
+
+def _merge_by_gather(ctx, value: TensorValue, in_shape, out_shape, target):
+    """A reshape that only merges dims which sit side by side in Keras, but in another
+    order than torch's: reshape in Keras order, then one fixed gather along each merged
+    axis puts the elements in torch's order. No transpose: a channel shuffle
+    (``view -> transpose(1, 2) -> view``) on NHWC becomes a reshape and a channel gather.
+    """
+    nearest = _reshapable_layout(value.layout, in_shape, out_shape)
+    groups = reshape_groups(in_shape, out_shape)
+    if nearest is None or any(len(go) != 1 for _gi, go in groups):
+        return None
+    keras_order = [d for d in value.layout.perm if in_shape[d] != 1]
+    reorders = []
+    for gi, go in groups:
+        positions = sorted(keras_order.index(d) for d in gi)
+        if positions != list(range(positions[0], positions[0] + len(gi))):
+            return None  # the merged dims are not side by side in Keras
+        run = [keras_order[p] for p in positions]
+        if run != list(gi):
+            block = np.arange(math.prod(in_shape[d] for d in run)).reshape(
+                [in_shape[d] for d in run])
+            reorders.append((go[0], block.transpose([run.index(d) for d in gi]).ravel()))
+    out_layout = layout_after_reshape(nearest, in_shape, out_shape)
+    y = ctx.reshape(value.tensor, permuted_shape(target, Layout(out_layout.perm)))
+    for out_dim, index in reorders:
+        y = ops.take(y, index.astype("int32"), axis=out_layout.axis(out_dim))
+    ctx.out_layout = out_layout
+    return y
 
 
 def _reshapable_layout(layout: Layout, in_shape, out_shape) -> Layout | None:
