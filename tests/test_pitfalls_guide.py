@@ -1,8 +1,11 @@
-"""Every claim of docs/pitfalls.md about porting Keras/TF to torch, against the real frameworks.
+"""Every claim of docs/pitfalls.md about porting between Keras/TF and torch, against the real
+frameworks.
 
-Each test computes the reference with TensorFlow/Keras, a naive torch port (what a careful
-person writes without knowing the pitfall) and the ``crossport.torch_layers`` port, and shows
-the naive port is wrong (normalized error above 1e-3) while crossport's is right (below 1e-5).
+Keras/TF -> torch: each test computes the reference with TensorFlow/Keras, a naive torch port
+(what a careful person writes without knowing the pitfall) and the ``crossport.torch_layers``
+port, and shows the naive port is wrong (normalized error above 1e-3) while crossport's is right
+(below 1e-5). torch -> Keras (``test_pitfall_*_torch_*_to_keras``): the reference is torch, the
+naive port a stock Keras layer given torch's weights, the right one ``crossport.layers``.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+import crossport.layers as CL
 from crossport.torch_layers import (
     KerasActivation,
     KerasBatchNorm,
@@ -347,3 +351,87 @@ def test_pitfall_15_integer_division_and_modulo():
     np.testing.assert_array_equal(
         torch.argmax(torch.from_numpy(t), 1).numpy(), tf.argmax(t, 1).numpy()
     )
+
+
+# --- torch -> Keras: the reference is torch, the naive port a stock Keras layer given torch's
+# weights, the right port the crossport.layers class (channels-last, from_torch).
+
+
+def _torch_randomize(module, seed, var_range=None):
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in list(module.named_parameters()) + list(module.named_buffers()):
+            if name == "running_var":
+                lo, hi = var_range or (0.5, 1.5)
+                p.copy_(torch.rand(p.shape, generator=g) * (hi - lo) + lo)
+            elif p.dtype.is_floating_point:
+                p.copy_(torch.randn(p.shape, generator=g) * 0.5)
+    return module.eval()
+
+
+def _np(t):
+    return t.detach().numpy()
+
+
+@torch.no_grad()
+def test_pitfall_03_torch_layernorm_to_keras():
+    x = randn((2, 5, 8), 31, scale=0.03)  # small variance: eps 1e-5 vs 1e-3 matters
+    module = _torch_randomize(nn.LayerNorm(8), 31)
+    naive = keras.layers.LayerNormalization()  # eps 1e-3
+    naive.build(x.shape)
+    naive.set_weights([_np(module.weight), _np(module.bias)])
+    right = CL.LayerNorm.from_torch(module)
+    check(naive(x).numpy(), right(x).numpy(), module(torch.from_numpy(x)).numpy())
+
+
+@torch.no_grad()
+def test_pitfall_05_torch_batchnorm_to_keras():
+    x = randn((2, 4, 4, 3), 32)  # NHWC for Keras; torch sees its NCHW port
+    module = _torch_randomize(nn.BatchNorm2d(3), 32, var_range=(0.002, 0.02))
+    naive = keras.layers.BatchNormalization()  # eps 1e-3
+    naive.build(x.shape)
+    naive.set_weights([_np(module.weight), _np(module.bias), _np(module.running_mean),
+                       _np(module.running_var)])
+    right = CL.BatchNorm2d.from_torch(module)
+    check(naive(x, training=False).numpy(), right(x, training=False).numpy(),
+          cl(module(cf(x))))
+
+
+@torch.no_grad()
+@pytest.mark.parametrize("mode,size", [("nearest", (3, 3)), ("bicubic", (9, 7))])
+def test_pitfall_12_torch_interpolate_to_keras(mode, size):
+    x = randn((1, 4, 4, 2), 33)
+    module = nn.Upsample(size=size, mode=mode)
+    naive = tf.image.resize(x, size, method=mode).numpy()  # TF rounds / uses a = -0.5
+    right = CL.Interpolate.from_torch(module)
+    check(naive, right(x).numpy(), cl(module(cf(x))))
+
+
+@torch.no_grad()
+def test_pitfall_13_torch_recurrent_to_keras():
+    x = randn((2, 5, 3), 34)
+    xt = torch.from_numpy(x)
+    gru = _torch_randomize(nn.GRU(3, 4, batch_first=True), 34)
+    naive = keras.layers.GRU(4, return_sequences=True)  # (r, z, n) copied without the swap
+    naive.build(x.shape)
+    naive.set_weights([_np(gru.weight_ih_l0).T, _np(gru.weight_hh_l0).T,
+                       np.stack([_np(gru.bias_ih_l0), _np(gru.bias_hh_l0)])])
+    check(naive(x).numpy(), CL.GRU.from_torch(gru)(x)[0].numpy(), gru(xt)[0].numpy())
+
+    lstm = _torch_randomize(nn.LSTM(3, 4, batch_first=True), 35)
+    naive = keras.layers.LSTM(4, return_sequences=True)  # only bias_ih kept
+    naive.build(x.shape)
+    naive.set_weights([_np(lstm.weight_ih_l0).T, _np(lstm.weight_hh_l0).T,
+                       _np(lstm.bias_ih_l0)])
+    check(naive(x).numpy(), CL.LSTM.from_torch(lstm)(x)[0].numpy(), lstm(xt)[0].numpy())
+
+
+@torch.no_grad()
+def test_pitfall_14_torch_groupnorm_to_keras():
+    x = randn((2, 4, 4, 6), 36, scale=0.03)
+    module = _torch_randomize(nn.GroupNorm(3, 6), 36)
+    naive = keras.layers.GroupNormalization(groups=3)  # eps 1e-3
+    naive.build(x.shape)
+    naive.set_weights([_np(module.weight), _np(module.bias)])
+    right = CL.GroupNorm.from_torch(module)
+    check(naive(x).numpy(), right(x).numpy(), cl(module(cf(x))))

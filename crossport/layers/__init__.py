@@ -39,10 +39,14 @@ from crossport.layers.pooling import (
     MaxPool2d,
     MaxPool3d,
 )
+from crossport.layers.recurrent import GRU, LSTM, RNN
 from crossport.layers.resize import Interpolate
 from crossport.layers.shuffle import PixelShuffle, PixelUnshuffle
 
 __all__ = [
+    "GRU",
+    "LSTM",
+    "RNN",
     "AdaptiveAvgPool1d",
     "AdaptiveAvgPool2d",
     "AdaptiveAvgPool3d",

@@ -9,7 +9,8 @@ import pytest
 
 import crossport.layers as L
 
-MODULES = ["constant", "padding", "pooling", "conv", "normalization", "resize", "shuffle"]
+MODULES = ["constant", "padding", "pooling", "conv", "normalization", "recurrent", "resize",
+           "shuffle"]
 
 
 def test_every_public_layer_has_an_example():
