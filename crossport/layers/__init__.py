@@ -14,6 +14,9 @@ from crossport.layers.conv import (
     ConvTranspose2d,
     ConvTranspose3d,
 )
+# The converter's run-time shape layers (SizeOf, DynamicReshape, ...): registered for
+# deserialisation on import, but plumbing rather than hand-porting blocks, so not in __all__.
+from crossport.layers import dynamic  # noqa: F401
 from crossport.layers.normalization import (
     BatchNorm1d,
     BatchNorm2d,

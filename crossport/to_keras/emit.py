@@ -22,8 +22,8 @@ from crossport.layout.assign import preferred_channels_last
 from crossport.options import ConvertOptions
 from crossport.to_keras.context import LayerNames, NodeContext
 from crossport.to_keras.fold import evaluate, mark_constants
-from crossport.to_keras.sizes import RuntimeSizes
 from crossport.to_keras.registry import Policy, lookup
+from crossport.to_keras.sizes import RuntimeSizes
 from crossport.to_keras.values import (
     TensorValue,
     Transposes,
@@ -154,6 +154,8 @@ class Emitter:
         arguments = _bind(node)
         resolved = {k: self._resolve(v) for k, v in arguments.items()}
         ctx = NodeContext(node, self.names, self.transposes, self.constants, self.sizes)
+        if converter.policy is Policy.AGNOSTIC:  # sizes used as numbers: run-time scalars
+            resolved = {k: _runtime_scalar(ctx, v, node) for k, v in resolved.items()}
         default_layout = self._apply_policy(converter.policy, node, resolved)
         result = converter.fn(ctx, **resolved)
         layout = ctx.out_layout if ctx.out_layout is not None else default_layout
@@ -210,6 +212,19 @@ class Emitter:
             value = TensorValue(x, canonical(rank), (1,) * (rank - value.rank) + tuple(value.shape),
                                 value.dtype)
         return self.transposes.to_layout(value, target)
+
+
+def _runtime_scalar(ctx: NodeContext, value, node: torch.fx.Node):
+    """A symbolic size in arithmetic with tensors: its Keras scalar, in the tensors' dtype
+    (comparisons give bool; the size is compared as a number of the tensor's type)."""
+    if not isinstance(value, torch.SymInt) or not ctx.is_dynamic(value):
+        return value
+    tensors = [a.meta["val"] for a in node.all_input_nodes
+               if isinstance(a.meta.get("val"), torch.Tensor)]
+    dtype = tensors[0].dtype if tensors else node.meta["val"].dtype
+    if dtype == torch.bool:
+        dtype = torch.int64
+    return keras.ops.cast(ctx.size(value), keras_dtype(dtype))
 
 
 def _bind(node: torch.fx.Node) -> dict:

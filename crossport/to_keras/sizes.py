@@ -2,7 +2,7 @@
 
 torch.export names every dynamic dim with a symbol (``s0``) and derived sizes with
 expressions (``s0*s1``, ``(s0 - 1)//2 + 1``). The model inputs bind the symbols
-(:class:`crossport.layers.SizeOf` of an input axis); an expression becomes ``keras.ops``
+(:class:`crossport.layers.dynamic.SizeOf` of an input axis); an expression becomes ``keras.ops``
 arithmetic on those scalars, built once and cached.
 """
 

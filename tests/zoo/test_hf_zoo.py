@@ -18,12 +18,12 @@ from torch import nn
 import crossport
 from crossport.compat import import_torchvision
 from crossport.parity.live import make_live
-from tests.zoo.test_torchvision_zoo import assert_parity, own_transposes
+from tests.zoo.test_torchvision_zoo import assert_parity, build_live
 
 pytestmark = pytest.mark.slow
 
 VOCAB, BATCH = 100, 2
-TINY = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
+TINY = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64}
 
 
 class Text(nn.Module):
@@ -158,7 +158,15 @@ MODELS = [
 # Known gaps: name -> reason (xfail strict, so a fix shows up as XPASS).
 KNOWN_GAPS: dict[str, str] = {}
 DYNAMIC_GAPS: dict[str, str] = {}
-NO_TRANSPOSES = {"bert", "distilbert", "roberta", "gpt2"}
+NO_TRANSPOSES = {"bert", "distilbert", "roberta", "gpt2", "vit"}
+
+
+def own_transposes(exported) -> int:
+    """Transposes the torch model performs on data of rank > 2 (attention's k.T is rank 4)."""
+    aten = torch.ops.aten
+    return sum(1 for n in exported.graph.nodes
+               if n.target in (aten.transpose.int, aten.permute.default)
+               and n.meta["val"].dim() > 2)
 
 
 def build(name):
@@ -196,3 +204,57 @@ def test_hf_model_dynamic(name):
         assert all(shape[d] is None for d in d_dims), f"input {d_input} is {shape}"
     assert_parity(module, conversion, example)
     assert_parity(module, conversion, second)
+
+
+# torchvision transformers: the real definitions at their smallest valid input sizes.
+TORCHVISION = [
+    ("vit_b_16", {"image_size": 64}, (1, 3, 64, 64)),
+    ("swin_t", {}, (1, 3, 64, 64)),
+    ("maxvit_t", {}, (1, 3, 224, 224)),  # 5 stride-2 stages of 7x7 partitions: 224 minimum
+]
+TORCHVISION_GAPS: dict[str, str] = {}
+
+
+@pytest.mark.parametrize("name, kwargs, shape", [
+    pytest.param(n, k, s, id=n, marks=_marks(n, TORCHVISION_GAPS)) for n, k, s in TORCHVISION])
+def test_torchvision_transformer(torchvision, name, kwargs, shape):
+    module, example = build_live(torchvision, name, kwargs, shape, False)
+    start = time.perf_counter()
+    conversion = crossport.convert_with_report(module, example, check=False)
+    assert_parity(module, conversion, example)
+    print(f"{name}: {conversion.transposes} transposes, {time.perf_counter() - start:.1f}s")
+    own = own_transposes(conversion.exported)
+    assert conversion.transposes <= own, f"{conversion.transposes} transposes (at most {own})"
+
+
+def test_bert_dynamic_batch_and_sequence():
+    module, example = build("bert")
+    conversion = crossport.convert_with_report(
+        module, example, check=False, dynamic_batch=True,
+        dynamic_dims={"input_ids": {1: "seq"}, "attention_mask": {1: "seq"}})
+    assert [tuple(i.shape) for i in conversion.model.inputs] == [(None, None)] * 2
+    assert conversion.transposes == 0
+    for batch, length in ((3, 9), (1, 20)):
+        ids = torch.randint(0, VOCAB, (batch, length), generator=torch.Generator().manual_seed(5))
+        mask = torch.ones(batch, length, dtype=torch.long)
+        mask[0, length // 2:] = 0
+        assert_parity(module, conversion, (ids, mask))
+
+
+class LoopUntil(nn.Module):
+    """A data-dependent Python loop: torch.export cannot capture it."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+
+    def forward(self, x):
+        while x.abs().sum() > 1:
+            x = self.proj(x) * 0.5
+        return x
+
+
+def test_data_dependent_loop_is_a_clear_error():
+    with pytest.raises(crossport.CaptureError, match="LoopUntil") as info:
+        crossport.convert(LoopUntil().eval(), (torch.randn(2, 4),), check=False)
+    assert "while x.abs().sum() > 1" in str(info.value)

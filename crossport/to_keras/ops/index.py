@@ -294,3 +294,25 @@ def aten_full_default(ctx, size, fill_value=0, dtype=None, layout=None, device=N
     target = [None if ctx.is_dynamic(s) else int(s) for s in size]
     scalars = [ctx.size(s) for s in size if ctx.is_dynamic(s)]
     return DynamicFull(target, fill_value, out_dtype, name=ctx.name("full"))(*scalars)
+
+
+@register(aten.scalar_tensor.default, policy=Policy.CUSTOM)
+def aten_scalar_tensor_default(ctx, s, dtype=None, layout=None, device=None, pin_memory=None):
+    """scalar_tensor(Scalar s, *, ScalarType? dtype=None, ...) -> Tensor (a run-time size)"""
+    out_dtype = keras_dtype(ctx.out_dtype)
+    if not ctx.is_dynamic(s):
+        return np.asarray(s, dtype=out_dtype)
+    return ops.cast(ctx.size(s), out_dtype)
+
+
+@register(aten.flip.default, policy=Policy.CUSTOM, keeps_layout=True)
+def aten_flip_default(ctx, self, dims):
+    """flip(Tensor self, int[] dims) -> Tensor"""
+    value = as_value(ctx, self)
+    if value.layout.flat is not None:
+        value = TensorValue(ctx.canonical(value), canonical(value.rank), value.shape, value.dtype)
+    ctx.out_layout = value.layout
+    x = value.tensor
+    for d in dims:
+        x = ops.flip(x, axis=value.layout.axis(d))
+    return x

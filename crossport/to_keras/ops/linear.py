@@ -5,8 +5,8 @@ from __future__ import annotations
 import keras
 import torch
 
-from crossport.to_keras.ops.elementwise import keras_add
 from crossport.to_keras.fold import is_constant
+from crossport.to_keras.ops.elementwise import keras_add
 from crossport.to_keras.ops.shape import as_value
 from crossport.to_keras.registry import Policy, register
 from crossport.weights import dense_weight_to_keras, flat_feature_order
@@ -69,6 +69,17 @@ def aten_bmm_default(ctx, self, mat2):
 
 @register(aten.einsum.default, policy=Policy.CANONICAL)
 def aten_einsum_default(ctx, equation, tensors, path=None):
-    """einsum(str equation, Tensor[] tensors, *, int[]? path=None) -> Tensor"""
-    return ops.einsum(equation, *tensors)
+    """einsum(str equation, Tensor[] tensors, *, int[]? path=None) -> Tensor
+
+    torch accepts spaces and upper-case subscripts (maxvit: ``"B G H I D, ..."``); Keras
+    neither: spaces are dropped and upper-case letters renamed to unused lower-case ones.
+    """
+    return ops.einsum(_keras_equation(equation), *tensors)
+
+
+def _keras_equation(equation: str) -> str:
+    equation = equation.replace(" ", "")
+    free = iter(c for c in "abcdefghijklmnopqrstuvwxyz" if c not in equation)
+    rename = {c: next(free) for c in sorted(set(equation)) if c.isupper()}
+    return "".join(rename.get(c, c) for c in equation)
 

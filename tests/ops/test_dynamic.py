@@ -1,0 +1,144 @@
+"""Dynamic dims: ``None`` in the Keras model, parity at several sizes.
+
+``dynamic_dims`` takes input indices or forward parameter names. Sizes that depend on a
+dynamic dim are computed at run time: reshapes with several dynamic dims, ``arange(seq)``,
+expanding to a dynamic size, sizes used as numbers.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import crossport
+from crossport.errors import InputError
+from crossport.parity import normalized_error
+from crossport.parity.verify import run_keras
+
+
+class Heads(nn.Module):
+    """view with batch and sequence dynamic (two -1s are not one reshape)."""
+
+    def forward(self, x):
+        b, s, d = x.shape
+        return x.view(b, s, 2, d // 2).transpose(1, 2).reshape(b * 2, s, d // 2)
+
+
+class Positions(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.pos = nn.Embedding(32, 4)
+
+    def forward(self, x):
+        positions = torch.arange(x.shape[1]).unsqueeze(0).expand(x.shape[0], -1)
+        return x + self.pos(positions)
+
+
+class SizeAsNumber(nn.Module):
+    def forward(self, x):
+        s = x.shape[1]
+        keep = (torch.arange(s) < s - 2)[None, :, None]  # a size compared with a tensor
+        return (x * s - x.new_ones(x.shape[0], s, 1).cumsum(1)) * keep
+
+
+class CausalMask(nn.Module):
+    def forward(self, x):
+        s = x.shape[1]
+        mask = torch.arange(s)[None, :] <= torch.arange(s)[:, None]
+        return torch.where(mask, x @ x.transpose(1, 2), float("-inf")).softmax(-1)
+
+
+class Slicing(nn.Module):
+    def forward(self, x):
+        return x[:, 1:] - x[:, :-1] + x[:, : x.shape[1] - 1].flip(1)
+
+
+class Recurrent(nn.Module):
+    """Zero initial states are built from the run-time batch size."""
+
+    def __init__(self, cls):
+        super().__init__()
+        torch.manual_seed(0)
+        self.rnn = cls(3, 5, batch_first=True, bidirectional=True)
+
+    def forward(self, x):
+        return self.rnn(x)[0]
+
+
+class TwoInputs(nn.Module):
+    def forward(self, ids, mask):
+        return ids * mask.unsqueeze(-1)
+
+
+CASES = [
+    pytest.param(Heads(), (2, 6, 8), {0: {1: "seq"}}, True, [(3, 5, 8), (1, 9, 8)],
+                 id="reshape-two-dynamic-dims"),
+    pytest.param(Positions(), (2, 6, 4), {"x": {1: "seq"}}, True, [(3, 11, 4)],
+                 id="arange-seq-expand-batch-by-name"),
+    pytest.param(SizeAsNumber(), (2, 6, 3), {0: {1: "seq"}}, False, [(2, 9, 3)],
+                 id="size-used-as-number"),
+    pytest.param(CausalMask(), (2, 5, 3), {0: {1: "seq"}}, False, [(2, 8, 3)],
+                 id="causal-mask-from-arange"),
+    pytest.param(Slicing(), (2, 7, 3), {0: {1: "seq"}}, False, [(2, 4, 3)],
+                 id="slices-open-and-symbolic-end"),
+    pytest.param(Recurrent(nn.LSTM), (2, 6, 3), {}, True, [(3, 6, 3), (1, 6, 3)],
+                 id="lstm-dynamic-batch"),
+    pytest.param(Recurrent(nn.GRU), (2, 6, 3), {}, True, [(3, 6, 3)],
+                 id="gru-dynamic-batch"),
+    pytest.param(Recurrent(nn.LSTM), (2, 6, 3), {0: {1: "seq"}}, True, [(3, 4, 3)],
+                 id="lstm-dynamic-seq", marks=pytest.mark.xfail(
+                     strict=True, raises=crossport.CaptureError,
+                     reason="torch.export specialises the sequence length of aten.lstm")),
+]
+
+
+def _check(module, conversion, shapes, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    for shape in shapes:
+        args = tuple(torch.randn(s, generator=gen) for s in shape) if isinstance(
+            shape[0], tuple) else (torch.randn(shape, generator=gen),)
+        with torch.no_grad():
+            ref = module(*args)
+        got = run_keras(conversion.model, args, False, like=ref)
+        assert normalized_error(ref.numpy(), got[0]) < 1e-5, shape
+
+
+@pytest.mark.parametrize("module, shape, dims, batch, others", CASES)
+def test_dynamic(module, shape, dims, batch, others):
+    example = (torch.randn(shape, generator=torch.Generator().manual_seed(1)),)
+    conversion = crossport.convert_with_report(module.eval(), example, dynamic_dims=dims,
+                                               dynamic_batch=batch)
+    keras_shape = tuple(conversion.model.inputs[0].shape)
+    assert (keras_shape[1] is None) == bool(dims) and (keras_shape[0] is None) == batch
+    _check(module, conversion, others)
+
+
+def test_two_inputs_share_a_dynamic_dim():
+    ids, mask = torch.randn(2, 6, 3), torch.randn(2, 6)
+    conversion = crossport.convert_with_report(
+        TwoInputs().eval(), (ids, mask), dynamic_dims={"ids": {1: "seq"}, "mask": {1: "seq"}})
+    assert [tuple(i.shape)[1] for i in conversion.model.inputs] == [None, None]
+    _check(TwoInputs().eval(), conversion, [((2, 9, 3), (2, 9))])
+
+
+def test_unknown_dynamic_input_name_is_an_input_error():
+    with pytest.raises(InputError, match="nope"):
+        crossport.convert(Slicing().eval(), (torch.randn(2, 7, 3),), dynamic_dims={"nope": {1: "s"}})
+
+
+def test_dynamic_model_survives_keras_file(tmp_path):
+    import keras
+
+    module = Positions().eval()
+    conversion = crossport.convert_with_report(module, (torch.randn(2, 6, 4),),
+                                               dynamic_dims={0: {1: "seq"}}, dynamic_batch=True)
+    path = tmp_path / "model.keras"
+    conversion.model.save(path)
+    loaded = keras.models.load_model(path)
+    x = torch.randn(3, 9, 4)
+    expected = module(x).detach().numpy()
+    got = np.asarray(loaded(x.numpy()))
+    assert normalized_error(expected, got) < 1e-5
