@@ -5,7 +5,8 @@ For each model (random weights, BN calibrated, eval, 1x3x224x224) in one process
     ``torch.export.export`` alone;
   * latency: the converted model (NCHW and ``channels_last_io=True``) vs the matching
     ``keras.applications`` model and vs torch eager, all Keras models called the same way
-    (``tf.function(jit_compile=False)`` around ``model(x, training=False)``);
+    (``tf.function(jit_compile=False)`` around ``model(x, training=False)``), and the
+    ``channels_last_io`` conversion exported to TFLite fp32 on the LiteRT interpreter;
   * transposes inside the converted model and the parity error (vs torch fp32 and fp64).
 
 Writes ``RESULTS.md`` and ``results.json`` next to this file. Run from the repo root:
@@ -23,6 +24,7 @@ import gc
 import json
 import statistics
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -96,6 +98,33 @@ def keras_runner(model, shape: tuple[int, ...]):
     return fn, spec, (lambda: fn(x).numpy())
 
 
+def tflite_runner(conversion, directory: Path) -> tuple[Any, dict[str, Any]]:
+    """``crossport.export`` to TFLite fp32 (re-checked), then ``invoke()`` on LiteRT.
+
+    The interpreter is allocated once and fed one fixed input; a call is ``invoke()`` plus
+    fetching the output (as the Keras runners fetch theirs with ``.numpy()``).
+    """
+    import numpy as np
+    from ai_edge_litert.interpreter import Interpreter
+
+    import crossport
+
+    start = time.perf_counter()
+    exported = crossport.export(conversion, directory / "model.tflite", format="tflite")
+    export_s = time.perf_counter() - start
+    interpreter = Interpreter(model_path=str(exported.path), num_threads=THREADS)
+    interpreter.allocate_tensors()
+    (inp,), (out,) = interpreter.get_input_details(), interpreter.get_output_details()
+    x = np.random.default_rng(0).standard_normal(inp["shape"]).astype(np.float32)
+    interpreter.set_tensor(inp["index"], x)
+
+    def run():
+        interpreter.invoke()
+        return interpreter.get_tensor(out["index"])
+    return run, {"tflite_export_s": export_s, "tflite_max_error": exported.max_error,
+                 "tflite_bytes": exported.path.stat().st_size}
+
+
 def torch_runner(module: torch.nn.Module, x: torch.Tensor):
     """Eager torch call without autograd (same threads as TF)."""
     def run():
@@ -162,7 +191,12 @@ def bench_model(spec: ModelSpec, runs: int, warmup: int) -> dict[str, Any]:
     if "converted_nchw" in ours:
         result["parity_fp64"] = fp64_parity(module, ours["converted_nchw"], x)
     # baselines are measured even when the conversion failed
-    result.update(_latencies(spec, module, x, ours, runs, warmup))
+    with tempfile.TemporaryDirectory() as tmp:
+        extra = {}
+        if nhwc["conversion"] is not None:
+            extra["tflite"], fields = tflite_runner(nhwc["conversion"], Path(tmp))
+            result.update(fields)
+        result.update(_latencies(spec, module, x, ours, runs, warmup, extra))
     return result
 
 
@@ -195,13 +229,14 @@ def _keras_variants(spec: ModelSpec, ours: dict[str, Any]) -> dict[str, Any]:
 
 
 def _latencies(spec: ModelSpec, module, x, ours: dict[str, Any], runs: int,
-               warmup: int) -> dict[str, Any]:
+               warmup: int, extra: dict[str, Any]) -> dict[str, Any]:
     nhwc_shape = (SHAPE[0], *SHAPE[2:], SHAPE[1])
     models = _keras_variants(spec, ours)
     runners = {k: keras_runner(m, SHAPE if k == "converted_nchw" else nhwc_shape)
                for k, m in models.items()}
     samples = common.interleaved_latency(
-        {"torch_eager": torch_runner(module, x), **{k: r[2] for k, r in runners.items()}},
+        {"torch_eager": torch_runner(module, x), **{k: r[2] for k, r in runners.items()},
+         **extra},
         runs, warmup)
     latency = {k: common.summarize(v) for k, v in samples.items()}
     ops = {k: common.graph_op_counts(fn, sig) for k, (fn, sig, _run) in runners.items()}
@@ -227,7 +262,9 @@ def _ratios(latency: dict[str, dict], samples: dict[str, list[float]]) -> dict[s
              "nhwc_vs_same_arch": ("converted_nhwc", "keras_same_arch"),
              "nhwc_vs_torch": ("converted_nhwc", "torch_eager"),
              "nchw_vs_torch": ("converted_nchw", "torch_eager"),
-             "native_vs_torch": ("keras_native", "torch_eager")}
+             "native_vs_torch": ("keras_native", "torch_eager"),
+             "tflite_vs_nhwc": ("tflite", "converted_nhwc"),
+             "tflite_vs_torch": ("tflite", "torch_eager")}
     out = {}
     for name, (a, b) in pairs.items():
         if a in latency and b in latency:
@@ -251,7 +288,8 @@ def _fmt(value: float | None, spec: str, suffix: str = "") -> str:
 
 LATENCY_LABELS = {"torch_eager": "torch eager", "keras_native": "keras.applications",
                   "keras_same_arch": "Keras same-architecture reference",
-                  "converted_nhwc": "converted, NHWC io", "converted_nchw": "converted, NCHW io"}
+                  "converted_nhwc": "converted, NHWC io", "converted_nchw": "converted, NCHW io",
+                  "tflite": "TFLite fp32 on LiteRT (from the NHWC-io conversion)"}
 
 
 def _ratio_pair(rat: dict, a: str, b: str) -> str:
@@ -298,6 +336,12 @@ def _latency_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
                      _ratio_pair(rat, "nhwc_vs_torch", "nchw_vs_torch")))
     rows.append(("keras.applications/torch eager, paired", _fmt(rat.get("native_vs_torch"),
                                                                 ".3f")))
+    if "tflite_vs_nhwc" in rat:
+        rows.append(("TFLite fp32/converted NHWC Keras, TFLite/torch eager, paired",
+                     _ratio_pair(rat, "tflite_vs_nhwc", "tflite_vs_torch")))
+        rows.append(("TFLite export s, re-loaded error vs torch, size",
+                     (f"{r['tflite_export_s']:.1f} s, {_fmt(r['tflite_max_error'], '.2e')}, "
+                     f"{r['tflite_bytes'] / 2**20:.1f} MiB")))
     pr = r["params"]
     rows.append(("params incl. BN stats: " + " / ".join(pr), " / ".join(f"{v:,}"
                                                                        for v in pr.values())))
@@ -340,6 +384,9 @@ SUMMARY_COLUMNS = [  # (header, function of (result, medians, ratios) -> cell)
     ("NHWC/keras (mins)", lambda r, m, q: _fmt(q.get("nhwc_vs_native_min"), ".3f")),
     ("NHWC/same-arch Keras (paired)", lambda r, m, q: _fmt(q.get("nhwc_vs_same_arch"), ".3f")),
     ("NHWC/torch (paired)", lambda r, m, q: _fmt(q.get("nhwc_vs_torch"), ".3f")),
+    ("TFLite ms", lambda r, m, q: _fmt(m.get("tflite"), ".1f")),
+    ("TFLite/ours NHWC (paired)", lambda r, m, q: _fmt(q.get("tflite_vs_nhwc"), ".3f")),
+    ("TFLite/torch (paired)", lambda r, m, q: _fmt(q.get("tflite_vs_torch"), ".3f")),
 ]
 
 
@@ -437,6 +484,13 @@ METHOD = [
     "range. Ratios: the headline is *paired*, the median over rounds of "
     "`t_converted[r] / t_reference[r]` (both calls of round r ran back to back, so slow "
     "phases of background load cancel); ratios of medians and of minimums are given too."),
+    ("TFLite: the `channels_last_io=True` conversion written with "
+    "`crossport.export(conversion, path, format=\"tflite\")` (fp32; the export re-loads the "
+    "file and re-checks it against torch on fresh inputs), run with "
+    "`ai_edge_litert.interpreter.Interpreter(model_path=..., num_threads=2)` (LiteRT's "
+    "default XNNPACK delegate), tensors allocated and the input set once; a call is "
+    "`invoke()` plus `get_tensor(output)`, timed in the same interleaved rounds as the "
+    "Keras and torch variants."),
     ("Torch runs with `OMP_WAIT_POLICY=PASSIVE` (set by benchmarks/common.py unless already "
     "set): with libgomp's default busy-waiting, torch eager on this loaded 2-core machine "
     "measured 5-40x slower and erratic (spin contention, not compute). TF does not use "
