@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
 import keras
@@ -56,12 +58,33 @@ def _options(options: ConvertOptions | None, overrides: dict) -> ConvertOptions:
     return replace(options, **overrides)
 
 
+class _Stages:
+    """Times each stage and tells an optional ``on_stage(name)`` callback when one starts."""
+
+    def __init__(self, on_stage: Callable[[str], None] | None):
+        self.seconds: dict[str, float] = {}
+        self._on_stage = on_stage
+
+    @contextmanager
+    def __call__(self, name: str):
+        if self._on_stage is not None:
+            self._on_stage(name)
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[name] = time.perf_counter() - start
+
+
 def convert_with_report(module: torch.nn.Module, example_args, options: ConvertOptions | None = None,
+                        *, on_stage: Callable[[str], None] | None = None,
                         **overrides) -> Conversion:
     """Convert ``module`` and return the model with its report, timings and transposes.
 
-    Same arguments as :func:`convert`. A failed parity check still raises ``ParityError``
-    (its ``report`` attribute has the details) unless ``check=False``.
+    Same arguments as :func:`convert`, plus ``on_stage``, called with ``"capture"``,
+    ``"convert"`` and ``"verify"`` as each stage starts (progress displays). A failed parity
+    check still raises ``ParityError`` (its ``report`` attribute has the details) unless
+    ``check=False``.
 
     Example:
         >>> import torch, crossport
@@ -72,20 +95,15 @@ def convert_with_report(module: torch.nn.Module, example_args, options: ConvertO
     """
     opts = _options(options, overrides)
     args = normalize_example_args(example_args)
-    seconds = {}
-    start = time.perf_counter()
-    exported = capture(module, args, opts, native_overloads())
-    seconds["capture"] = time.perf_counter() - start
-
-    start = time.perf_counter()
-    emitted = Emitter(exported, input_names(module, len(args)), opts).emit()
-    seconds["convert"] = time.perf_counter() - start
-
+    stage = _Stages(on_stage)
+    with stage("capture"):
+        exported = capture(module, args, opts, native_overloads())
+    with stage("convert"):
+        emitted = Emitter(exported, input_names(module, len(args)), opts).emit()
     report = None
     if opts.check:
-        start = time.perf_counter()
-        report = verify(module, exported, emitted, args, opts)
-        seconds["verify"] = time.perf_counter() - start
+        with stage("verify"):
+            report = verify(module, exported, emitted, args, opts)
         if not report.passed:
             raise ParityError(
                 f"the converted {type(module).__name__} does not match torch\n{report.summary()}",
@@ -93,7 +111,7 @@ def convert_with_report(module: torch.nn.Module, example_args, options: ConvertO
             )
     internal = emitted.transposes - emitted.boundary_transposes
     return Conversion(emitted.model, report, exported, internal, emitted.boundary_transposes,
-                      seconds, module, args, opts)
+                      stage.seconds, module, args, opts)
 
 
 def convert(module: torch.nn.Module, example_args, options: ConvertOptions | None = None,

@@ -95,10 +95,18 @@ def _summary_table(conversion, exported) -> Table:
     for stage, seconds in conversion.seconds.items():
         table.add_row(f"time: {stage}", f"{seconds:.2f} s")
     if exported is not None:
+        table.add_row("time: export + re-check", f"{exported.seconds:.2f} s")
         table.add_row("saved to", f"{exported.path} ({exported.format})")
         table.add_row("re-loaded parity", f"{exported.max_error:.2e} (tolerance "
                       f"{exported.tolerance:.0e} for {exported.format})")
     return table
+
+
+_STAGE_TEXT = {
+    "capture": "capturing with torch.export ...",
+    "convert": "building the Keras model ...",
+    "verify": "checking parity against torch (fp32, fp64 on divergence) ...",
+}
 
 
 def _run_conversion(module, args, output: Path | None, as_json: bool, format: str | None = None,
@@ -108,8 +116,9 @@ def _run_conversion(module, args, output: Path | None, as_json: bool, format: st
 
     exported = source = None
     try:
-        with console.status("capturing, converting and checking parity ..."):
-            conversion = crossport.convert_with_report(module, args, **options)
+        with console.status("capturing with torch.export ...") as status:
+            conversion = crossport.convert_with_report(
+                module, args, on_stage=lambda name: status.update(_STAGE_TEXT[name]), **options)
         if output is not None:
             with console.status(f"exporting {output} and re-checking parity ..."):
                 exported = crossport.export(conversion, output, format)

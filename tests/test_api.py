@@ -121,3 +121,10 @@ def test_dynamic_batch_with_var_positional_forward():
     a, b = random_inputs([(4, 3), (4, 3)], seed=5)
     np.testing.assert_allclose(np.asarray(model([a.numpy(), b.numpy()])), (a * 2 + b).numpy(),
                                atol=1e-6)
+
+
+def test_stages_are_reported_in_order_and_timed():
+    seen = []
+    conversion = crossport.convert_with_report(torch.nn.Conv2d(3, 4, 3).eval(),
+                                               random_inputs((1, 3, 8, 8)), on_stage=seen.append)
+    assert seen == ["capture", "convert", "verify"] == list(conversion.seconds)
