@@ -182,6 +182,13 @@ def convert(
         help="also write the model as Keras Python source (model_keras.py + weights)")] = None,
 ):
     """Convert a PyTorch module to Keras and check parity; exit 0 only if it passed."""
+    module, args = module_and_inputs(target, weights, input)
+    _run_conversion(module.eval(), args, output, as_json, format, emit_source,
+                    dynamic_batch=dynamic_batch, channels_last_io=channels_last_io, atol=atol)
+
+
+def module_and_inputs(target: str, weights: Path | None, inputs: list[str] | None):
+    """The module ``target`` builds (weights loaded) and its example inputs; exits on error."""
     import torch
 
     built = _call_builder(target)
@@ -190,12 +197,11 @@ def convert(
         _fail(f"{target} returned {type(module).__name__}, not a torch.nn.Module")
     if weights is not None:
         load_weights(module, weights)
-    if input:
-        args = _example_args(input)
+    if inputs:
+        args = _example_args(inputs)
     if args is None:
         _fail("no example inputs: pass --input SHAPE (repeatable) or return (module, args)")
-    _run_conversion(module.eval(), args, output, as_json, format, emit_source,
-                    dynamic_batch=dynamic_batch, channels_last_io=channels_last_io, atol=atol)
+    return module, args
 
 
 def _call_builder(target: str):
@@ -243,21 +249,11 @@ def check(
     """Compare a torch module with a Keras model layer by layer; name the first divergence."""
     quiet_tensorflow()
     import keras
-    import torch
 
     import crossport
     from crossport.parity import render
 
-    built = _call_builder(target)
-    module, args = built if isinstance(built, tuple) else (built, None)
-    if not isinstance(module, torch.nn.Module):
-        _fail(f"{target} returned {type(module).__name__}, not a torch.nn.Module")
-    if weights is not None:
-        load_weights(module, weights)
-    if input:
-        args = _example_args(input)
-    if args is None:
-        _fail("no example inputs: pass --input SHAPE (repeatable) or return (module, args)")
+    module, args = module_and_inputs(target, weights, input)
     if not keras_model.exists():
         _fail(f"{keras_model}: no such Keras model file")
     try:
