@@ -48,6 +48,10 @@ def layer_path(layer: keras.layers.Layer) -> str:
 
     if getattr(crossport.layers, cls.__name__, None) is cls:
         return f"crossport.layers.{cls.__name__}"
+    from crossport.layers import dynamic  # run-time sizes: internal, but importable
+
+    if getattr(dynamic, cls.__name__, None) is cls:
+        return f"crossport.layers.dynamic.{cls.__name__}"
     raise SourceError(
         f"layer {layer.name!r} is a {cls.__module__}.{cls.__name__}, which is neither in "
         "keras.layers nor in crossport.layers; the generated source could not import it")

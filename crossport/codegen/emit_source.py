@@ -130,7 +130,9 @@ class _Writer:
 
     def _layer_constructor(self, layer: keras.layers.Layer) -> str:
         path = configs.layer_path(layer)
-        if path.startswith("crossport."):
+        if path.startswith("crossport.layers.dynamic."):
+            self.uses.add("crossport.dynamic")
+        elif path.startswith("crossport."):
             self.uses.add("crossport")
         positional, keywords = configs.layer_arguments(layer)
         keywords["name"] = layer.name
@@ -189,8 +191,10 @@ def _header(model, weights_file: str, description: str, uses: set[str],
     ]
     if "np" in uses or constants_file:
         lines.append("import numpy as np")
-    if "crossport" in uses:
-        lines += ["", "import crossport.layers"]
+    crossport_imports = [name for key, name in (("crossport", "import crossport.layers"), (
+        "crossport.dynamic", "import crossport.layers.dynamic")) if key in uses]
+    if crossport_imports:
+        lines += ["", *crossport_imports]
     lines += ["", f'WEIGHTS = Path(__file__).with_name("{weights_file}")']
     if constants_file:
         lines.append(f'CONSTANTS = Path(__file__).with_name("{constants_file}")')

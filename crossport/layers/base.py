@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import keras
+import numpy as np
 from keras import ops
 
 from crossport.errors import InputError
@@ -84,6 +85,22 @@ def dynamic_shape(x: Any) -> list[Any]:
     """Static sizes where known, symbolic ones elsewhere (for reshapes under a None batch)."""
     dynamic = ops.shape(x)
     return [s if s is not None else dynamic[i] for i, s in enumerate(x.shape)]
+
+
+def contract_axis(x: Any, matrix: np.ndarray, axis: int) -> Any:
+    """``x`` with ``axis`` (length ``size``) replaced by ``out`` weighted sums, ``matrix[size, out]``.
+
+    A broadcast matmul on an ``(outer, size, inner)`` view: unlike ``tensordot`` + ``moveaxis``
+    it puts no Transpose in the graph (the layout pass promises none inside CNNs).
+    """
+    shape = dynamic_shape(x)
+    outer = shape[:axis]
+    inner = shape[axis + 1 :]
+    size, out = matrix.shape
+    flat = ops.reshape(x, [-1, size, math.prod(inner) if all(isinstance(s, int) for s in inner)
+                           else ops.prod(ops.stack(inner))])
+    y = ops.matmul(ops.cast(matrix.T, x.dtype), flat)
+    return ops.reshape(y, [*outer, out, *inner])
 
 
 def slice_axis(x: Any, axis: int, start: int | None, stop: int | None, step: int | None = None) -> Any:

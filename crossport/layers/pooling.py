@@ -20,6 +20,7 @@ from keras import ops
 from crossport.errors import InputError
 from crossport.layers.base import (
     SpatialLayer,
+    contract_axis,
     dynamic_shape,
     ntuple,
     pool_output_length,
@@ -405,8 +406,7 @@ class _AdaptiveAvgPoolNd(_AdaptivePoolNd):
         matrix = np.zeros((size, out), np.float32)
         for i, (a, b) in enumerate(zip(start, end)):
             matrix[a:b, i] = 1.0 / (b - a)
-        y = ops.tensordot(x, ops.cast(matrix, x.dtype), axes=[[axis], [0]])
-        return ops.moveaxis(y, -1, axis)
+        return contract_axis(x, matrix, axis)
 
 
 class _AdaptiveMaxPoolNd(_AdaptivePoolNd):

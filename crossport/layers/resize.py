@@ -18,7 +18,7 @@ import numpy as np
 from keras import ops
 
 from crossport.errors import InputError
-from crossport.layers.base import SpatialLayer, static_spatial
+from crossport.layers.base import SpatialLayer, contract_axis, static_spatial
 
 MODES = ("nearest", "nearest-exact", "linear", "bilinear", "bicubic", "trilinear", "area")
 _LINEAR_RANK = {"linear": 1, "bilinear": 2, "bicubic": 2, "trilinear": 3}
@@ -205,8 +205,7 @@ class Interpolate(SpatialLayer):
             # would move the samples (measured; bicubic and 1D/3D nearest do resample)
             return x
         if mode == "area":
-            y = ops.tensordot(x, ops.cast(_area_matrix(size, out), x.dtype), [[axis], [0]])
-            return ops.moveaxis(y, -1, axis)
+            return contract_axis(x, _area_matrix(size, out), axis)
         if mode in ("nearest", "nearest-exact"):
             index = nearest_indices(size, out, scale, mode == "nearest-exact", len(x.shape) - 2)
             if np.array_equal(index, np.arange(size)):

@@ -113,7 +113,7 @@ CASES = [
     case("sdpa-dropout-zero", sdpa(dropout_p=0.0), qkv()),
     case("sdpa-gqa", sdpa(enable_gqa=True), lambda: (floats((2, 4, 5, 4)), floats((2, 2, 6, 4), 1),
                                                     floats((2, 2, 6, 3), 2))),
-    case("sdpa-heads-split-no-transposes", HeadsSplit(), (2, 5, 8)),
+    case("sdpa-heads-split-no-transposes", HeadsSplit(), (2, 5, 8), kernel_transposes=True),
     case("mha-batch-first", MHA(batch_first=True), self_attn()),
     case("mha-seq-first", MHA(), self_attn(batch_first=False)),
     case("mha-no-weights", MHA(need_weights=False, batch_first=True), self_attn()),
