@@ -401,24 +401,16 @@ def summary_rows(results: list[dict]) -> list[str]:
     return lines
 
 
-ANALYSIS_MARKER = "<!-- analysis: hand-written, kept when the benchmark rewrites this file -->"
-
-
-def _kept_analysis(path: Path) -> list[str]:
-    """The hand-written analysis at the end of an existing RESULTS.md, marker included."""
-    text = path.read_text() if path.exists() else ""
-    if ANALYSIS_MARKER not in text:
-        return []
-    return [ANALYSIS_MARKER + text.split(ANALYSIS_MARKER, 1)[1].rstrip("\n")]
-
-
 def write_markdown(results: list[dict], meta: dict, path: Path) -> None:
-    """RESULTS.md: header, method, overview, one table per model, then kept analysis."""
+    """The "cnn" section of RESULTS.md: header, method, overview, one table per model.
+
+    The text-model section (bench_text.py) and the hand-written analysis are kept.
+    """
     info = meta["machine"]
     lines = [
-        "# crossport CNN benchmark results", "",
+        "# crossport benchmark results", "", "## CNNs (benchmarks/bench_cnn.py)", "",
         f"Date: {meta['date']}  ", f"Command: `{meta['command']}`", "",
-        "## Machine", "",
+        "### Machine", "",
         (f"- CPU: {info['cpu']}, {info['cores']} cores visible; torch and TF both set to "
         f"{info['threads']} intra-op and inter-op threads"),
         (f"- Python {info['python']}, torch {info['torch']}, TensorFlow {info['tensorflow']} "
@@ -429,22 +421,22 @@ def write_markdown(results: list[dict], meta: dict, path: Path) -> None:
         ("- **Noise:** the machine is shared with other engineers running tests during the "
         "run, so absolute timings are noisy; ratios come from interleaved runs "
         "(see Method) and are more trustworthy than absolute numbers."), "",
-        "## Method", "",
+        "### Method", "",
         *[f"- {line}" for line in METHOD], "",
-        "## Overview", "",
+        "### Overview", "",
         (f"Median latency (ms) over {meta['runs']} interleaved runs after {meta['warmup']} "
         f"warm-up calls per variant, batch 1, 224x224; ratios paired per round unless "
         f"marked. Target: converted/keras.applications <= {TARGET_RATIO}."), "",
         *summary_rows(results), "",
     ]
     for r in results:
-        lines += [f"## {r['model']} (vs keras.applications.{r['keras_app']})", ""]
+        lines += [f"### {r['model']} (vs keras.applications.{r['keras_app']})", ""]
         if r["note"]:
             lines += [f"Architecture note: {r['note']}.", ""]
         lines += ["| metric | value |", "|---|---|"]
         lines += [f"| {m} | {v} |" for m, v in model_rows(r)]
         lines += [""] + _op_diff_lines(r)
-    path.write_text("\n".join(lines + _kept_analysis(path)) + "\n")
+    common.write_section(path, "cnn", lines)
 
 
 def _op_diff_lines(r: dict[str, Any]) -> list[str]:

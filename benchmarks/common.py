@@ -21,6 +21,7 @@ import statistics
 import time
 from collections import Counter
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -120,9 +121,9 @@ def summarize(samples: list[float]) -> dict[str, float]:
             "q3_ms": q[2], "runs": len(ms)}
 
 
-def graph_op_counts(fn, spec) -> dict[str, int]:
-    """Op types of a tf.function's traced graph (before Grappler) for ``spec``."""
-    graph = fn.get_concrete_function(spec).graph
+def graph_op_counts(fn, *specs) -> dict[str, int]:
+    """Op types of a tf.function's traced graph (before Grappler) for ``specs``."""
+    graph = fn.get_concrete_function(*specs).graph
     return dict(Counter(op.type for op in graph.get_operations()))
 
 
@@ -148,3 +149,27 @@ def machine_info(threads: int) -> dict[str, Any]:
         "onednn_opts": os.environ.get("TF_ENABLE_ONEDNN_OPTS", "default (on)"),
         "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "default"),
     }
+
+
+ANALYSIS_MARKER = "<!-- analysis: hand-written, kept when the benchmark rewrites this file -->"
+
+
+def write_section(path: Path, name: str, lines: list[str]) -> None:
+    """Replace section ``name`` of a results file, keeping the other sections.
+
+    Each benchmark script owns one section between ``<!-- begin name -->`` and
+    ``<!-- end name -->``; a new section goes before the hand-written analysis (which
+    starts at ``ANALYSIS_MARKER`` and is never rewritten).
+    """
+    begin, end = f"<!-- begin {name} -->", f"<!-- end {name} -->"
+    block = "\n".join([begin, *lines, end])
+    text = path.read_text() if path.exists() else ""
+    if begin in text and end in text:
+        head, rest = text.split(begin, 1)
+        text = head + block + rest.split(end, 1)[1]
+    elif ANALYSIS_MARKER in text:
+        head, tail = text.split(ANALYSIS_MARKER, 1)
+        text = head.rstrip("\n") + "\n\n" + block + "\n\n" + ANALYSIS_MARKER + tail
+    else:
+        text = (text.rstrip("\n") + "\n\n" if text else "") + block + "\n"
+    path.write_text(text)

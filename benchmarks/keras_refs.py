@@ -1,15 +1,21 @@
-"""Hand-written Keras references with exactly torchvision's architecture.
+"""Hand-written Keras references with exactly the torch models' architectures.
+
+CNNs:
 
 ``keras.applications.ResNet50`` is ResNet v1 (stride 2 in the first 1x1 conv of a
 downsampling block, conv biases); torchvision's ``resnet50`` is v1.5 (stride 2 in the 3x3
 conv, no conv bias), ~6% more FLOPs. To tell architecture from conversion overhead, this
 builds v1.5 with the same layer types keras.applications uses.
+
+Text transformers: ``bert_encoder`` and ``gpt2_decoder`` are what a person writes in Keras
+for HF's BertModel and GPT2Model (``keras.layers.MultiHeadAttention``, ``Dense``,
+``LayerNormalization``), random weights, with the padding mask applied the same way.
 """
 
 from __future__ import annotations
 
 import keras
-from keras import layers
+from keras import layers, ops
 
 BN_EPS = 1e-5  # torchvision's BatchNorm2d default
 
@@ -54,3 +60,72 @@ def resnet50_v15(input_shape=(224, 224, 3), classes: int = 1000) -> keras.Model:
     x = layers.GlobalAveragePooling2D(name="avg_pool")(x)
     outputs = layers.Dense(classes, name="predictions")(x)
     return keras.Model(inputs, outputs, name="resnet50_v15")
+
+
+# -- text transformers ---------------------------------------------------------------------
+class AttentionMask(layers.Layer):
+    """(B, S) int 0/1 -> (B, S, S) bool for MultiHeadAttention (padded keys masked)."""
+
+    def __init__(self, causal: bool = False, **kwargs):
+        super().__init__(**kwargs)
+        self.causal = causal
+
+    def call(self, mask):
+        batch, length = ops.shape(mask)[0], ops.shape(mask)[1]
+        keep = ops.broadcast_to(ops.cast(mask, "bool")[:, None, :], (batch, length, length))
+        if self.causal:
+            keep = ops.logical_and(keep, ops.tril(ops.ones((length, length), "bool")))
+        return keep
+
+
+class Positions(layers.Layer):
+    """(B, S) -> (1, S) position ids 0..S-1."""
+
+    def call(self, ids):
+        return ops.arange(ops.shape(ids)[1])[None, :]
+
+
+def _text_inputs(seq: int | None):
+    return (keras.Input((seq,), dtype="int32", name="input_ids"),
+            keras.Input((seq,), dtype="int32", name="attention_mask"))
+
+
+def bert_encoder(vocab: int = 30522, hidden: int = 768, num_layers: int = 12, heads: int = 12,
+                 intermediate: int = 3072, max_positions: int = 512,
+                 seq: int | None = None) -> keras.Model:
+    """BERT encoder (post-LN, exact GELU, eps 1e-12): ``last_hidden_state``."""
+    ids, mask = _text_inputs(seq)
+    positions = Positions(name="positions")(ids)
+    x = (layers.Embedding(vocab, hidden, name="word")(ids)
+         + layers.Embedding(max_positions, hidden, name="position")(positions)
+         + layers.Embedding(2, hidden, name="token_type")(ops.zeros_like(ids)))
+    x = layers.LayerNormalization(epsilon=1e-12, name="embed_ln")(x)
+    attention_mask = AttentionMask(name="mask")(mask)
+    for i in range(num_layers):
+        attn = layers.MultiHeadAttention(heads, hidden // heads, name=f"layer{i}_attn")(
+            x, x, attention_mask=attention_mask)
+        x = layers.LayerNormalization(epsilon=1e-12, name=f"layer{i}_ln1")(x + attn)
+        h = layers.Dense(intermediate, activation="gelu", name=f"layer{i}_ff1")(x)
+        h = layers.Dense(hidden, name=f"layer{i}_ff2")(h)
+        x = layers.LayerNormalization(epsilon=1e-12, name=f"layer{i}_ln2")(x + h)
+    return keras.Model([ids, mask], x, name="bert_encoder")
+
+
+def gpt2_decoder(vocab: int = 50257, hidden: int = 768, num_layers: int = 12, heads: int = 12,
+                 max_positions: int = 1024, seq: int | None = None) -> keras.Model:
+    """GPT-2 (pre-LN, tanh GELU, eps 1e-5, causal + padding mask): ``last_hidden_state``."""
+    ids, mask = _text_inputs(seq)
+    positions = Positions(name="positions")(ids)
+    x = (layers.Embedding(vocab, hidden, name="wte")(ids)
+         + layers.Embedding(max_positions, hidden, name="wpe")(positions))
+    attention_mask = AttentionMask(causal=True, name="mask")(mask)
+    for i in range(num_layers):
+        h = layers.LayerNormalization(epsilon=1e-5, name=f"h{i}_ln1")(x)
+        x = x + layers.MultiHeadAttention(heads, hidden // heads, name=f"h{i}_attn")(
+            h, h, attention_mask=attention_mask)
+        h = layers.LayerNormalization(epsilon=1e-5, name=f"h{i}_ln2")(x)
+        h = layers.Dense(4 * hidden, name=f"h{i}_fc")(h)
+        h = layers.Dense(hidden, name=f"h{i}_proj")(ops.gelu(h, approximate=True))
+        x = x + h
+    x = layers.LayerNormalization(epsilon=1e-5, name="ln_f")(x)
+    return keras.Model([ids, mask], x, name="gpt2_decoder")

@@ -7,6 +7,7 @@ import traceback
 
 import torch
 
+from crossport.capture.recurrent import opaque_recurrent_ops
 from crossport.errors import CaptureError, InputError
 from crossport.options import ConvertOptions
 
@@ -112,10 +113,11 @@ def capture(module: torch.nn.Module, args: tuple, options: ConvertOptions,
         args = _widen_unit_dynamic_dims(args, dynamic)
         dynamic = _match_signature(module, dynamic)
     try:
-        exported = torch.export.export(
-            module, args, dynamic_shapes=dynamic,
-            strict=options.strict_export,
-        )
+        with opaque_recurrent_ops():  # keeps an RNN's sequence length dynamic
+            exported = torch.export.export(
+                module, args, dynamic_shapes=dynamic,
+                strict=options.strict_export,
+            )
     except Exception as exc:  # torch raises many unrelated types here; all mean "no capture"
         raise CaptureError(_capture_message(module, exc)) from exc
     table = torch.export.default_decompositions()

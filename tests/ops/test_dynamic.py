@@ -68,6 +68,19 @@ class Recurrent(nn.Module):
         return self.rnn(x)[0]
 
 
+class SeqFirstRNN(nn.Module):
+    """Sequence-first, two layers, an initial state from the run-time batch size."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.rnn = nn.RNN(3, 4, num_layers=2, nonlinearity="relu")
+
+    def forward(self, x):
+        out, h = self.rnn(x, torch.zeros(2, x.shape[1], 4))
+        return out + h[-1]
+
+
 class TwoInputs(nn.Module):
     def forward(self, ids, mask):
         return ids * mask.unsqueeze(-1)
@@ -88,10 +101,12 @@ CASES = [
                  id="lstm-dynamic-batch"),
     pytest.param(Recurrent(nn.GRU), (2, 6, 3), {}, True, [(3, 6, 3)],
                  id="gru-dynamic-batch"),
-    pytest.param(Recurrent(nn.LSTM), (2, 6, 3), {0: {1: "seq"}}, True, [(3, 4, 3)],
-                 id="lstm-dynamic-seq", marks=pytest.mark.xfail(
-                     strict=True, raises=crossport.CaptureError,
-                     reason="torch.export specialises the sequence length of aten.lstm")),
+    pytest.param(Recurrent(nn.LSTM), (2, 6, 3), {0: {1: "seq"}}, True, [(3, 4, 3), (1, 11, 3)],
+                 id="lstm-dynamic-seq"),
+    pytest.param(Recurrent(nn.GRU), (2, 6, 3), {0: {1: "seq"}}, False, [(2, 9, 3)],
+                 id="gru-dynamic-seq"),
+    pytest.param(SeqFirstRNN(), (6, 2, 3), {0: {0: "seq"}}, False, [(10, 2, 3)],
+                 id="rnn-relu-seq-first-dynamic-seq"),
 ]
 
 
@@ -112,7 +127,8 @@ def test_dynamic(module, shape, dims, batch, others):
     conversion = crossport.convert_with_report(module.eval(), example, dynamic_dims=dims,
                                                dynamic_batch=batch)
     keras_shape = tuple(conversion.model.inputs[0].shape)
-    assert (keras_shape[1] is None) == bool(dims) and (keras_shape[0] is None) == batch
+    marked = {d for dim_map in dims.values() for d in dim_map} | ({0} if batch else set())
+    assert {d for d, size in enumerate(keras_shape) if size is None} == marked, keras_shape
     _check(module, conversion, others)
 
 

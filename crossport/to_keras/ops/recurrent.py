@@ -1,5 +1,8 @@
 """LSTM, GRU and RNN as Keras recurrent layers (not unrolled; pitfalls.md item 13).
 
+The graph has ``crossport::lstm`` etc. (``crossport.capture.recurrent``) when captured by
+crossport, ``aten.lstm.input`` etc. when exported by hand; both convert here.
+
 One Keras layer per torch layer and direction, named like torch's parameters
 (``lstm.l0``, ``lstm.l0_reverse``). The reverse direction is a ``go_backwards`` layer whose
 output is flipped back in time. Sequence-first inputs are held batch-major in Keras
@@ -12,6 +15,7 @@ import keras
 import numpy as np
 import torch
 
+import crossport.capture.recurrent  # noqa: F401  (defines torch.ops.crossport.*)
 from crossport.layout import Layout, canonical
 from crossport.to_keras.fold import is_constant
 from crossport.to_keras.ops.shape import as_value
@@ -19,6 +23,7 @@ from crossport.to_keras.registry import Policy, register
 from crossport.weights import gru_weights_to_keras, lstm_weights_to_keras, rnn_weights_to_keras
 
 aten = torch.ops.aten
+opaque = torch.ops.crossport  # the aten ops made opaque for capture (defined on import below)
 ops = keras.ops
 
 _SEQ_FIRST = Layout((1, 0, 2))
@@ -108,7 +113,7 @@ def _states(hx, count):
     return hx + [None] * (count - len(hx))
 
 
-@register(aten.lstm.input, policy=Policy.CUSTOM, supports=_rnn_supports)
+@register(aten.lstm.input, opaque.lstm.default, policy=Policy.CUSTOM, supports=_rnn_supports)
 def aten_lstm_input(ctx, input, hx, params, has_biases, num_layers, dropout, train,
                     bidirectional, batch_first):
     """lstm.input(Tensor input, Tensor[] hx, Tensor[] params, bool has_biases, int num_layers, float dropout, bool train, bool bidirectional, bool batch_first) -> (Tensor, Tensor, Tensor)
@@ -121,7 +126,7 @@ def aten_lstm_input(ctx, input, hx, params, has_biases, num_layers, dropout, tra
     return out, h, c
 
 
-@register(aten.gru.input, policy=Policy.CUSTOM, supports=_rnn_supports)
+@register(aten.gru.input, opaque.gru.default, policy=Policy.CUSTOM, supports=_rnn_supports)
 def aten_gru_input(ctx, input, hx, params, has_biases, num_layers, dropout, train,
                    bidirectional, batch_first):
     """gru.input(Tensor input, Tensor hx, Tensor[] params, bool has_biases, int num_layers, float dropout, bool train, bool bidirectional, bool batch_first) -> (Tensor, Tensor)
@@ -135,7 +140,9 @@ def aten_gru_input(ctx, input, hx, params, has_biases, num_layers, dropout, trai
     return out, h
 
 
-@register(aten.rnn_tanh.input, aten.rnn_relu.input, policy=Policy.CUSTOM,
+@register(aten.rnn_tanh.input, aten.rnn_relu.input, opaque.rnn_tanh.default,
+          opaque.rnn_relu.default,
+          policy=Policy.CUSTOM,
           supports=_rnn_supports)
 def aten_rnn_tanh_input(ctx, input, hx, params, has_biases, num_layers, dropout, train,
                         bidirectional, batch_first):
@@ -143,7 +150,8 @@ def aten_rnn_tanh_input(ctx, input, hx, params, has_biases, num_layers, dropout,
 
     rnn_relu alike: Keras SimpleRNN with the same activation; one bias b_ih + b_hh.
     """
-    activation = "relu" if ctx.node.target is aten.rnn_relu.input else "tanh"
+    relu = ctx.node.target in (aten.rnn_relu.input, opaque.rnn_relu.default)
+    activation = "relu" if relu else "tanh"
     out, (h,), layout = _run(ctx, "rnn", input, _states(hx, 1), params, has_biases,
                              num_layers, bidirectional, batch_first, activation=activation)
     ctx.out_layout = (layout, canonical(3))
