@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import datetime as dt
 import gc
 import json
 import statistics
@@ -529,9 +528,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     common.configure_runtime(THREADS)
     console = Console()
-    meta = {"date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-            "command": " ".join(["python", *sys.argv]), "runs": args.runs,
-            "warmup": args.warmup, "machine": common.machine_info(THREADS)}
+    meta = common.run_metadata(args.runs, args.warmup, THREADS)
     warm_up_tooling()
     specs = [m for m in MODELS if m.name in args.models]
     results = []

@@ -20,7 +20,6 @@ Writes the "text" section of ``RESULTS.md`` and ``results_text.json``. From the 
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import gc
 import json
 import sys
@@ -274,9 +273,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     common.configure_runtime(THREADS)
     console = Console()
-    meta = {"date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-            "command": " ".join(["python", *sys.argv]), "runs": args.runs,
-            "warmup": args.warmup, "machine": common.machine_info(THREADS)}
+    meta = common.run_metadata(args.runs, args.warmup, THREADS)
     results = []
     for name in args.models:
         with console.status(f"benchmarking {name}"):

@@ -16,7 +16,9 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 # measures torch's compute, not spin contention. TF's kernels do not use OpenMP.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
+import datetime as dt
 import platform
+import sys
 import statistics
 import time
 from collections import Counter
@@ -125,6 +127,13 @@ def graph_op_counts(fn, *specs) -> dict[str, int]:
     """Op types of a tf.function's traced graph (before Grappler) for ``specs``."""
     graph = fn.get_concrete_function(*specs).graph
     return dict(Counter(op.type for op in graph.get_operations()))
+
+
+def run_metadata(runs: int, warmup: int, threads: int) -> dict[str, Any]:
+    """Date, command line, run counts and machine facts for a results header."""
+    return {"date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+            "command": " ".join(["python", *sys.argv]), "runs": runs, "warmup": warmup,
+            "machine": machine_info(threads)}
 
 
 def machine_info(threads: int) -> dict[str, Any]:
