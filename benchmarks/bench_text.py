@@ -135,7 +135,7 @@ def bench_text_model(name: str, layers: int | None, runs: int, warmup: int) -> d
     arrays = [t.numpy() for t in example]
     reference = keras_reference(name, layers)
     ours_fn, ours_specs, ours = keras_runner(conversion.model, arrays)
-    dyn_fn, dyn_specs, dyn = keras_runner(dynamic.model, arrays)
+    _dyn_fn, _dyn_specs, dyn = keras_runner(dynamic.model, arrays)
     ref_fn, ref_specs, ref = keras_runner(reference, [a.astype(np.int32) for a in arrays])
 
     def eager():
@@ -189,28 +189,28 @@ def zoo_transposes() -> list[dict[str, Any]]:
 # -- report ----------------------------------------------------------------------------------
 SECTION = "text"
 METHOD = [
-    "Models: HF `BertModel(BertConfig())` without pooler (BERT-base: 12 layers, hidden 768, "
+    ("Models: HF `BertModel(BertConfig())` without pooler (BERT-base: 12 layers, hidden 768, "
     "12 heads) and `GPT2Model(GPT2Config())` (GPT-2 small: 12 layers, hidden 768), random "
     "weights made live with `crossport.parity.live.make_live`, eval, wrapped as "
     "`forward(input_ids, attention_mask) -> last_hidden_state`; batch 1, 128 tokens, the last "
-    "16 padded.",
-    "Conversion: `convert_with_report(..., check=True)` wall time (capture, convert, verify on "
+    "16 padded."),
+    ("Conversion: `convert_with_report(..., check=True)` wall time (capture, convert, verify on "
     "3 inputs), static and with `dynamic_dims` marking the sequence dim of both inputs; "
-    "baseline `torch.export.export(strict=False)` alone.",
-    "Latency: torch eager under `torch.no_grad()`; the converted models and the hand-written "
+    "baseline `torch.export.export(strict=False)` alone."),
+    ("Latency: torch eager under `torch.no_grad()`; the converted models and the hand-written "
     "Keras reference (`keras_refs.bert_encoder` / `gpt2_decoder`: keras.layers "
     "MultiHeadAttention, Dense, LayerNormalization; int32 inputs) each called as a "
     "`tf.function(jit_compile=False)` with a fixed input signature, output fetched with "
-    "`.numpy()`; variants interleaved round-robin; ratios are medians of per-round ratios.",
-    "Transposes: `Conversion.transposes` (layout transposes crossport emits) and Transpose ops "
+    "`.numpy()`; variants interleaved round-robin; ratios are medians of per-round ratios."),
+    ("Transposes: `Conversion.transposes` (layout transposes crossport emits) and Transpose ops "
     "in the traced TF graph minus the boundary ones. On the TF backend `keras.ops.einsum` "
     "lowers the two head-split attention products (crossport's attention converter) to "
     "Transpose + BatchMatMul, 4 Transpose ops per layer; `keras.layers.MultiHeadAttention` "
     "calls `tf.einsum`, whose Einsum kernel does the same transposes inside one op, so the "
-    "hand-written graph shows none. Same work either way (see the latency ratio).",
-    "Parity: max normalized error `max|d|/max(1,max|ref|)` of the static conversion vs torch "
+    "hand-written graph shows none. Same work either way (see the latency ratio)."),
+    ("Parity: max normalized error `max|d|/max(1,max|ref|)` of the static conversion vs torch "
     "fp32 and fp64 on the example, and of the dynamic conversion at a second length "
-    f"({SECOND_SEQ} tokens).",
+    f"({SECOND_SEQ} tokens)."),
 ]
 
 
@@ -219,10 +219,10 @@ def text_section(results: list[dict], zoo: list[dict], meta: dict) -> list[str]:
              f"Date: {meta['date']}  ", f"Command: `{meta['command']}`  ",
              f"{meta['runs']} interleaved runs after {meta['warmup']} warm-up calls per variant.",
              "", *[f"- {m}" for m in METHOD], "",
-             "| model | params | convert s (dynamic s; export s) | torch ms | ours ms | "
+             ("| model | params | convert s (dynamic s; export s) | torch ms | ours ms | "
              "hand Keras ms | ours/torch | ours/hand Keras | dynamic/static | transposes "
              "(TF graph; hand Keras graph) | err vs fp32 | err vs fp64 (torch fp32 vs fp64) | "
-             f"dynamic err at {SECOND_SEQ} tokens |",
+             f"dynamic err at {SECOND_SEQ} tokens |"),
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         lat, p, q = r["latency"], r["paired"], r["parity"]
@@ -237,10 +237,10 @@ def text_section(results: list[dict], zoo: list[dict], meta: dict) -> list[str]:
             f"{r['parity_dynamic_second_length']['vs_fp32']:.1e} |")
     if zoo:
         lines += ["", "### Transposes per model (sequence zoo, tests/zoo/test_hf_zoo.py sizes)",
-                  "", "crossport = layout transposes the converter emits; torch = transposes/"
+                  "", ("crossport = layout transposes the converter emits; torch = transposes/"
                   "permutes of rank > 2 the torch model itself performs (its exported graph); "
                   "TF graph = Transpose ops in the converted model's traced graph, boundary "
-                  "excluded (includes keras.ops.einsum's lowering of attention, see Method).",
+                  "excluded (includes keras.ops.einsum's lowering of attention, see Method)."),
                   "",
                   "| model | crossport | torch | TF graph |", "|---|---|---|---|"]
         lines += [f"| {z['model']} | {z['transposes']} | {z['torch_transposes']} | "

@@ -18,8 +18,8 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import datetime as dt
 import platform
-import sys
 import statistics
+import sys
 import time
 from collections import Counter
 from collections.abc import Callable
