@@ -217,7 +217,7 @@ class Emitter:
 def _runtime_scalar(ctx: NodeContext, value, node: torch.fx.Node):
     """A symbolic size in arithmetic with tensors: its Keras scalar, in the tensors' dtype
     (comparisons give bool; the size is compared as a number of the tensor's type)."""
-    if not isinstance(value, torch.SymInt) or not ctx.is_dynamic(value):
+    if not isinstance(value, (torch.SymInt, torch.SymFloat)) or not ctx.is_dynamic(value):
         return value
     tensors = [a.meta["val"] for a in node.all_input_nodes
                if isinstance(a.meta.get("val"), torch.Tensor)]

@@ -28,15 +28,17 @@ class RuntimeSizes:
 
     def value(self, size):
         """An int for a static size, else a Keras int32 scalar computed at run time."""
-        if isinstance(size, int):
+        if isinstance(size, (int, float)):
             return size
-        expr = size.node.expr if isinstance(size, torch.SymInt) else sympy.sympify(size)
+        symbolic = isinstance(size, (torch.SymInt, torch.SymFloat))
+        expr = size.node.expr if symbolic else sympy.sympify(size)
         if expr.is_number:
-            return int(expr)
+            return float(expr) if isinstance(size, torch.SymFloat) else int(expr)
         return self._eval(expr)
 
     def is_dynamic(self, size) -> bool:
-        return isinstance(size, torch.SymInt) and not size.node.expr.is_number
+        return (isinstance(size, (torch.SymInt, torch.SymFloat))
+                and not size.node.expr.is_number)
 
     def _eval(self, expr):
         if expr in self._cache:
@@ -50,12 +52,23 @@ class RuntimeSizes:
 
         if expr.is_Integer:
             return int(expr)
+        if expr.is_Float:
+            return float(expr)
         if isinstance(expr, sympy.Symbol):
             if expr not in self._sources:
                 raise NotImplementedError(f"size {expr} is not the size of a model input")
             tensor, axis = self._sources[expr]
             return SizeOf(axis, name=f"size_{expr}")(tensor)
         args = [self._eval(a) for a in expr.args]
+        if _is_float_expr(expr):  # Python float arithmetic on sizes: float64, like Python
+            args = [_to_float64(a) for a in args]
+        if isinstance(expr, symfn.ToFloat):
+            return args[0]
+        if isinstance(expr, (symfn.FloatTrueDiv, symfn.IntTrueDiv)):
+            return ops.divide(*args)
+        if isinstance(expr, symfn.FloatPow) or (
+                isinstance(expr, sympy.Pow) and not expr.exp.is_Integer):
+            return ops.power(*args)
         if isinstance(expr, sympy.Add):
             return _fold(ops.add, args)
         if isinstance(expr, sympy.Mul):
@@ -73,6 +86,20 @@ class RuntimeSizes:
         if isinstance(expr, sympy.Pow) and expr.exp.is_Integer and int(expr.exp) > 0:
             return _fold(ops.multiply, [args[0]] * int(expr.exp))
         raise NotImplementedError(f"run-time size expression {expr} ({type(expr).__name__})")
+
+
+_FLOAT_FUNCTIONS = (symfn.ToFloat, symfn.FloatTrueDiv, symfn.IntTrueDiv, symfn.FloatPow)
+
+
+def _is_float_expr(expr) -> bool:
+    """Whether ``expr`` (or a part of it) is Python float arithmetic, not an int size."""
+    return bool(expr.atoms(sympy.Float)) or any(expr.atoms(f) for f in _FLOAT_FUNCTIONS)
+
+
+def _to_float64(value):
+    if isinstance(value, (int, float)):
+        return float(value)
+    return ops.cast(value, "float64")
 
 
 def _fold(fn, args):

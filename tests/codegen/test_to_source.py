@@ -317,7 +317,7 @@ def test_op_case_round_trips(tmp_path, module, shapes, kwargs):
 
 @pytest.mark.parametrize("case_id", ["reshape-two-dynamic-dims", "arange-seq-expand-batch-by-name",
                                      "causal-mask-from-arange", "lstm-dynamic-batch",
-                                     "lstm-dynamic-seq"])
+                                     "lstm-dynamic-seq", "size-in-float-arithmetic"])
 def test_dynamic_model_round_trips_through_source(tmp_path, case_id):
     """Run-time sizes survive the written source: the rebuilt model runs at other shapes."""
     from tests.ops.test_dynamic import CASES, _check

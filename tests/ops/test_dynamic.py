@@ -44,6 +44,14 @@ class SizeAsNumber(nn.Module):
         return (x * s - x.new_ones(x.shape[0], s, 1).cumsum(1)) * keep
 
 
+class SizeAsFloat(nn.Module):
+    """Python float arithmetic on a size (a 1/sqrt(length) scale, a mean over positions)."""
+
+    def forward(self, x):
+        n = x.shape[1]
+        return x * (n ** -0.5) + x.sum(1, keepdim=True) / n + x * (n * 0.25 - 1)
+
+
 class CausalMask(nn.Module):
     def forward(self, x):
         s = x.shape[1]
@@ -93,6 +101,8 @@ CASES = [
                  id="arange-seq-expand-batch-by-name"),
     pytest.param(SizeAsNumber(), (2, 6, 3), {0: {1: "seq"}}, False, [(2, 9, 3)],
                  id="size-used-as-number"),
+    pytest.param(SizeAsFloat(), (2, 6, 3), {0: {1: "seq"}}, False, [(2, 9, 3), (2, 2, 3)],
+                 id="size-in-float-arithmetic"),
     pytest.param(CausalMask(), (2, 5, 3), {0: {1: "seq"}}, False, [(2, 8, 3)],
                  id="causal-mask-from-arange"),
     pytest.param(Slicing(), (2, 7, 3), {0: {1: "seq"}}, False, [(2, 4, 3)],

@@ -35,6 +35,6 @@ def _symbolic_result(ctx, *args):
 
 
 for _fn in (operator.add, operator.sub, operator.mul, operator.floordiv, operator.truediv,
-            operator.mod, operator.neg, torch.sym_max, torch.sym_min, torch.sym_float,
-            torch.sym_int):
+            operator.mod, operator.neg, operator.pow, torch.sym_max, torch.sym_min,
+            torch.sym_float, torch.sym_int):
     register(_fn, policy=Policy.CUSTOM)(_symbolic_result)
