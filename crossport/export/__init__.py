@@ -17,8 +17,14 @@ import numpy as np
 from crossport.errors import ExportError, InputError
 from crossport.export import formats
 from crossport.parity import normalized_error
-from crossport.parity.verify import fresh_inputs, from_keras_outputs, to_keras_inputs, torch_order
-from crossport.parity.verify import leaves, torch_outputs
+from crossport.parity.verify import (
+    fresh_inputs,
+    from_keras_outputs,
+    leaves,
+    to_keras_inputs,
+    torch_order,
+    torch_outputs,
+)
 
 # Stated tolerances (normalized max error vs torch fp32). Quantised formats change the
 # function on purpose: fp16 weights keep ~3 significant digits, dynamic-range int8 ~2.

@@ -5,6 +5,9 @@ layout) or ``"channels_first"`` for spatial layers; ``from_torch(module, data_fo
 a torch module's configuration and weights. See :mod:`crossport.layers.base` for layouts.
 """
 
+# The converter's run-time shape layers (SizeOf, DynamicReshape, ...): registered for
+# deserialisation on import, but plumbing rather than hand-porting blocks, so not in __all__.
+from crossport.layers import dynamic  # noqa: F401
 from crossport.layers.constant import Constant
 from crossport.layers.conv import (
     Conv1d,
@@ -14,9 +17,6 @@ from crossport.layers.conv import (
     ConvTranspose2d,
     ConvTranspose3d,
 )
-# The converter's run-time shape layers (SizeOf, DynamicReshape, ...): registered for
-# deserialisation on import, but plumbing rather than hand-porting blocks, so not in __all__.
-from crossport.layers import dynamic  # noqa: F401
 from crossport.layers.normalization import (
     BatchNorm1d,
     BatchNorm2d,

@@ -11,7 +11,6 @@ import torch
 from crossport.layout import FlatOrder, Layout, canonical, transpose_between
 from crossport.weights import flat_feature_order
 
-
 _TORCH_TO_KERAS_DTYPE = {
     torch.float32: "float32", torch.float64: "float64", torch.float16: "float16",
     torch.int64: "int64", torch.int32: "int32", torch.int8: "int8", torch.bool: "bool",

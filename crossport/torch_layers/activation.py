@@ -21,13 +21,13 @@ from torch import nn
 from crossport.errors import InputError
 
 __all__ = [
-    "keras_activation",
-    "activation_name",
     "KerasActivation",
-    "KerasHardSigmoid",
     "KerasGELU",
+    "KerasHardSigmoid",
     "KerasLeakyReLU",
     "KerasPReLU",
+    "activation_name",
+    "keras_activation",
 ]
 
 Activation = Callable[[torch.Tensor], torch.Tensor]

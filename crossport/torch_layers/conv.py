@@ -26,14 +26,14 @@ from crossport.weights.rules import (
 
 __all__ = [
     "TFConv1d",
+    "TFConv1dTranspose",
     "TFConv2d",
+    "TFConv2dTranspose",
     "TFConv3d",
+    "TFConv3dTranspose",
     "TFDepthwiseConv1d",
     "TFDepthwiseConv2d",
     "TFSeparableConv2d",
-    "TFConv1dTranspose",
-    "TFConv2dTranspose",
-    "TFConv3dTranspose",
 ]
 
 _CONV = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}

@@ -22,8 +22,8 @@ from crossport.errors import InputError
 
 __all__ = [
     "KerasBatchNorm",
-    "KerasLayerNorm",
     "KerasGroupNorm",
+    "KerasLayerNorm",
     "TFContribLayerNorm",
     "keras_axis_to_torch",
 ]

@@ -11,7 +11,7 @@ from torch import nn
 
 from crossport.errors import InputError
 
-__all__ = ["same_padding", "same_paddings", "TFPad"]
+__all__ = ["TFPad", "same_padding", "same_paddings"]
 
 
 def same_padding(in_size: int, kernel: int, stride: int = 1, dilation: int = 1) -> tuple[int, int]:

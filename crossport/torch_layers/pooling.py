@@ -17,12 +17,12 @@ from crossport.errors import InputError
 from crossport.torch_layers.padding import same_paddings
 
 __all__ = [
-    "TFMaxPool1d",
-    "TFMaxPool2d",
-    "TFMaxPool3d",
     "TFAvgPool1d",
     "TFAvgPool2d",
     "TFAvgPool3d",
+    "TFMaxPool1d",
+    "TFMaxPool2d",
+    "TFMaxPool3d",
 ]
 
 _MAX = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}

@@ -19,7 +19,7 @@ from torch import nn
 from crossport.errors import InputError
 from crossport.torch_layers.activation import activation_name, keras_activation
 
-__all__ = ["KerasLSTM", "KerasGRU", "KerasSimpleRNN"]
+__all__ = ["KerasGRU", "KerasLSTM", "KerasSimpleRNN"]
 
 
 def _np(variable) -> np.ndarray:

@@ -21,7 +21,7 @@ from torch import nn
 
 from crossport.errors import InputError
 
-__all__ = ["TFResize", "KerasUpSampling2D", "tf_resize", "METHODS"]
+__all__ = ["METHODS", "KerasUpSampling2D", "TFResize", "tf_resize"]
 
 f32 = np.float32
 _FLT_MIN = np.finfo(np.float32).tiny

@@ -7,9 +7,9 @@ import os
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-from hypothesis import HealthCheck, settings  # noqa: E402
+import numpy as np
+import torch
+from hypothesis import HealthCheck, settings
 
 TOL = 1e-5
 
