@@ -28,15 +28,26 @@ _DTYPES = {"float32": "float32", "float": "float32", "int64": "int64", "long": "
            "int32": "int32", "bool": "bool"}
 
 
+INT_HIGH = 100  # integer example inputs are drawn from [0, INT_HIGH) unless the spec says
+
+
 def parse_input_spec(spec: str):
-    """``1x3x224x224`` or ``int64:1x128`` -> (dtype name, shape)."""
-    match = re.fullmatch(r"(?:(\w+):)?(\d+(?:x\d+)*)", spec.strip())
-    if not match or (match.group(1) and match.group(1) not in _DTYPES):
+    """``1x3x224x224``, ``int64:1x128`` or ``int64:1x128:30522`` -> (dtype, shape, high).
+
+    ``high`` bounds integer inputs: values are drawn from ``[0, high)`` (token ids below the
+    vocabulary size, ``2`` for a 0/1 mask).
+    """
+    match = re.fullmatch(r"(?:(\w+):)?(\d+(?:x\d+)*)(?::(\d+))?", spec.strip())
+    if (not match or (match.group(1) and match.group(1) not in _DTYPES)
+            or (match.group(3) and _DTYPES[match.group(1) or "float32"] not in ("int64", "int32"))):
         raise typer.BadParameter(
-            f"{spec!r}: expected SHAPE or DTYPE:SHAPE, e.g. 1x3x224x224 or int64:1x128 "
-            f"(dtypes: {', '.join(sorted(_DTYPES))})")
+            f"{spec!r}: expected SHAPE, DTYPE:SHAPE or INTDTYPE:SHAPE:HIGH, e.g. 1x3x224x224, "
+            f"int64:1x128 or int64:1x128:30522 (dtypes: {', '.join(sorted(_DTYPES))})")
     dtype = _DTYPES[match.group(1) or "float32"]
-    return dtype, tuple(int(d) for d in match.group(2).split("x"))
+    high = int(match.group(3)) if match.group(3) else INT_HIGH
+    if high < 1:
+        raise typer.BadParameter(f"{spec!r}: HIGH must be at least 1")
+    return dtype, tuple(int(d) for d in match.group(2).split("x")), high
 
 
 def _fail(message: str, code: int = 1):
@@ -74,13 +85,13 @@ def _example_args(inputs: list[str]):
     import torch
 
     args = []
-    for dtype, shape in (parse_input_spec(s) for s in inputs):
+    for dtype, shape, high in (parse_input_spec(s) for s in inputs):
         if dtype == "float32":
             args.append(torch.randn(shape))
         elif dtype == "bool":
             args.append(torch.rand(shape) > 0.5)
         else:
-            args.append(torch.randint(0, 100, shape, dtype=getattr(torch, dtype)))
+            args.append(torch.randint(0, high, shape, dtype=getattr(torch, dtype)))
     return tuple(args)
 
 
@@ -168,12 +179,16 @@ def convert(
     target: Annotated[str, typer.Argument(help="MODULE_OR_FILE:CALLABLE returning an nn.Module "
                                                "or a (module, example_args) pair")],
     input: Annotated[list[str], typer.Option(
-        "--input", "-i", help="input shape, repeatable: 1x3x224x224 or int64:1x128")] = None,
+        "--input", "-i", help="input shape, repeatable: 1x3x224x224, int64:1x128 (ids in "
+                             "[0, 100)) or int64:1x128:30522 (ids in [0, 30522))")] = None,
     output: Annotated[Path, typer.Option(
         "-o", "--output", help="output: .keras, .tflite, or a SavedModel directory")] = None,
     format: Annotated[str, typer.Option(
         help="keras, saved_model, tflite, tflite-fp16, tflite-int8 (default: from -o)")] = None,
     dynamic_batch: Annotated[bool, typer.Option(help="batch dim None in the Keras model")] = False,
+    dynamic_dim: Annotated[list[str], typer.Option(
+        help="a dim of run-time size, repeatable: INPUT:DIM[:NAME], INPUT a forward argument "
+             "name or index, dims sharing NAME one size; e.g. input_ids:1:seq")] = None,
     channels_last_io: Annotated[bool, typer.Option(help="NHWC inputs and outputs")] = False,
     weights: Annotated[Path, typer.Option(help="a state_dict file (torch.save) to load")] = None,
     atol: Annotated[float, typer.Option(help="parity tolerance (normalized max error)")] = 1e-4,
@@ -182,9 +197,24 @@ def convert(
         help="also write the model as Keras Python source (model_keras.py + weights)")] = None,
 ):
     """Convert a PyTorch module to Keras and check parity; exit 0 only if it passed."""
+    dynamic_dims = parse_dynamic_dims(dynamic_dim or [])
     module, args = module_and_inputs(target, weights, input)
     _run_conversion(module.eval(), args, output, as_json, format, emit_source,
-                    dynamic_batch=dynamic_batch, channels_last_io=channels_last_io, atol=atol)
+                    dynamic_batch=dynamic_batch, dynamic_dims=dynamic_dims,
+                    channels_last_io=channels_last_io, atol=atol)
+
+
+def parse_dynamic_dims(specs: list[str]) -> dict:
+    """``["input_ids:1:seq", "0:2"]`` -> ``{"input_ids": {1: "seq"}, 0: {2: "d0_2"}}``."""
+    dims: dict = {}
+    for spec in specs:
+        parts = spec.split(":")
+        if len(parts) not in (2, 3) or not parts[0] or not parts[1].isdigit():
+            _fail(f"--dynamic-dim {spec!r}: expected INPUT:DIM[:NAME], e.g. input_ids:1:seq")
+        key = int(parts[0]) if parts[0].isdigit() else parts[0]
+        name = parts[2] if len(parts) == 3 and parts[2] else f"d{parts[0]}_{parts[1]}"
+        dims.setdefault(key, {})[int(parts[1])] = name
+    return dims
 
 
 def module_and_inputs(target: str, weights: Path | None, inputs: list[str] | None):
@@ -238,7 +268,8 @@ def check(
                                                "nn.Module (or a (module, example_args) pair)")],
     keras_model: Annotated[Path, typer.Argument(help="the Keras model (.keras file)")],
     input: Annotated[list[str], typer.Option(
-        "--input", "-i", help="input shape, repeatable: 1x3x32x32 or int64:1x128")] = None,
+        "--input", "-i",
+        help="input shape, repeatable: 1x3x32x32, int64:1x128 or int64:1x128:HIGH")] = None,
     weights: Annotated[Path, typer.Option(help="a state_dict file (torch.save) to load")] = None,
     transfer: Annotated[bool, typer.Option(
         "--transfer-weights", help="copy the torch weights into the Keras model first")] = False,

@@ -23,6 +23,19 @@ MODEL_FILE = textwrap.dedent("""
     def not_a_module():
         return 42
 
+    class Text(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = torch.nn.Embedding(20, 4)
+
+        def forward(self, ids, mask):
+            keep = mask.unsqueeze(-1).float()
+            return (self.embed(ids) * keep).sum(1) / keep.sum(1).clamp(min=1)
+
+    def text():
+        torch.manual_seed(0)
+        return Text()
+
     def unsupported():
         class Cumulative(torch.nn.Module):
             def forward(self, x):
@@ -63,7 +76,35 @@ def test_convert_callable_returning_module_and_args_with_weights(workdir):
     assert (workdir / "wa.keras").is_file()
 
 
+def test_convert_with_a_dynamic_sequence_dim(workdir):
+    import keras
+
+    result = crossport_cli("convert", "my_model.py:text", "--input", "int64:2x7:20", "--input",
+                           "int64:2x7:2", "--dynamic-dim", "ids:1:seq", "--dynamic-dim",
+                           "mask:1:seq", "-o", "text.keras", cwd=workdir)
+    assert result.returncode == 0, result.stderr
+    sys.path.insert(0, str(workdir))
+    try:
+        import my_model
+    finally:
+        sys.path.remove(str(workdir))
+    model = keras.models.load_model(workdir / "text.keras")
+    assert [tuple(i.shape) for i in model.inputs] == [(2, None), (2, None)]
+    ids = torch.randint(0, 20, (2, 11))
+    mask = torch.ones(2, 11, dtype=torch.long)
+    mask[1, 6:] = 0
+    expected = my_model.text()(ids, mask).detach().numpy()
+    got = keras.ops.convert_to_numpy(model([ids.numpy(), mask.numpy()]))
+    assert abs(got - expected).max() < 1e-5
+
+
 BAD_INPUTS = {
+    "malformed-dynamic-dim": (["my_model.py:build", "--input", "1x3x8x8", "--dynamic-dim",
+                               "x:height"], "expected INPUT:DIM[:NAME]"),
+    "unknown-dynamic-input": (["my_model.py:text", "--input", "int64:2x7:20", "--input",
+                               "int64:2x7:2", "--dynamic-dim", "tokens:1:seq"], "tokens"),
+    "ids-beyond-the-vocabulary": (["my_model.py:text", "--input", "int64:2x7", "--input",
+                                   "int64:2x7:2"], "failed on the example inputs: IndexError"),
     "missing-file": (["nope.py:build", "--input", "1x3x8x8"], "no such file"),
     "no-such-callable": (["my_model.py:nothing", "--input", "1x3x8x8"], "no attribute 'nothing'"),
     "not-a-module": (["my_model.py:not_a_module", "--input", "1x3x8x8"], "not a torch.nn.Module"),

@@ -17,6 +17,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from crossport.capture import module_path, source_line
+from crossport.errors import InputError
 from crossport.layout import Layout, channels_last
 from crossport.parity.metrics import normalized_error, rounding_verdict
 from crossport.parity.report import NodeDivergence, ParityReport
@@ -104,8 +105,16 @@ def verify(module, exported, emitted, example_args: tuple, options) -> ParityRep
     input_sets = [example_args] + [fresh_inputs(example_args, options.seed + 1 + i)
                                    for i in range(options.check_inputs)]
     errors = []
-    for args in input_sets:
-        structure = torch_outputs(module, args)
+    for i, args in enumerate(input_sets):
+        try:
+            structure = torch_outputs(module, args)
+        except Exception as exc:  # the user's model rejects the inputs: say which, in one line
+            which = "example inputs" if i == 0 else f"fresh input set {i} (drawn like the example)"
+            raise InputError(
+                f"the torch module failed on the {which}: {type(exc).__name__}: {exc}. "
+                "Give example inputs the model accepts (token ids below the vocabulary "
+                "size, valid masks); fresh integer inputs are drawn within the example's "
+                "range.") from exc
         ref = leaves(structure)
         got = run_keras(emitted.model, args, options.channels_last_io, like=structure)
         errors.append(max((normalized_error(r, g) for r, g in zip(ref, got)), default=0.0))
