@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from crossport.errors import InputError
 from crossport.torch_layers.activation import activation_name, keras_activation
+from crossport.torch_layers.keras_weights import copy_into, keras_array, load_kernel_and_bias
 from crossport.torch_layers.padding import same_paddings
 from crossport.weights.rules import (
     conv_transpose_weight_from_keras,
@@ -54,17 +54,6 @@ def _padding(padding: str, allowed: tuple[str, ...]) -> str:
     if mode not in allowed:
         raise InputError(f"padding must be one of {allowed}, got {padding!r}")
     return mode
-
-
-def _to_numpy(variable) -> np.ndarray:
-    return np.asarray(variable.numpy())
-
-
-def _copy(param: torch.Tensor, array: np.ndarray) -> None:
-    if tuple(param.shape) != array.shape:
-        raise InputError(f"weight shape {array.shape} does not fit {tuple(param.shape)}")
-    with torch.no_grad():
-        param.copy_(torch.from_numpy(np.ascontiguousarray(array)))
 
 
 def _check_data_format(layer) -> None:
@@ -128,7 +117,7 @@ class _TFConvNd(nn.Module):
         """Build from a built ``keras.layers.Conv{1,2,3}D`` (kernel ``[*k, in/g, out]``)."""
         _check_data_format(layer)
         cfg = layer.get_config()
-        kernel = _to_numpy(layer.kernel)
+        kernel = keras_array(layer.kernel)
         groups = int(cfg.get("groups", 1))
         module = cls(
             kernel.shape[-2] * groups,
@@ -141,10 +130,7 @@ class _TFConvNd(nn.Module):
             bool(cfg["use_bias"]),
             cfg.get("activation"),
         )
-        _copy(module.weight, conv_weight_from_keras(kernel))
-        if module.bias is not None:
-            _copy(module.bias, _to_numpy(layer.bias))
-        return module
+        return load_kernel_and_bias(module, layer, conv_weight_from_keras)
 
     def extra_repr(self) -> str:
         return (
@@ -250,7 +236,7 @@ class _TFDepthwiseConvNd(nn.Module):
         """Build from a built ``keras.layers.DepthwiseConv{1,2}D`` (kernel ``[*k, in, mult]``)."""
         _check_data_format(layer)
         cfg = layer.get_config()
-        kernel = _to_numpy(layer.kernel)
+        kernel = keras_array(layer.kernel)
         module = cls(
             kernel.shape[-2],
             cfg["kernel_size"],
@@ -261,10 +247,7 @@ class _TFDepthwiseConvNd(nn.Module):
             bool(cfg["use_bias"]),
             cfg.get("activation"),
         )
-        _copy(module.weight, depthwise_weight_from_keras(kernel))
-        if module.bias is not None:
-            _copy(module.bias, _to_numpy(layer.bias))
-        return module
+        return load_kernel_and_bias(module, layer, depthwise_weight_from_keras)
 
     def extra_repr(self) -> str:
         return (
@@ -352,7 +335,7 @@ class TFSeparableConv2d(nn.Module):
         """Build from ``keras.layers.SeparableConv2D`` (depthwise and pointwise kernels, bias)."""
         _check_data_format(layer)
         cfg = layer.get_config()
-        dw = _to_numpy(layer.depthwise_kernel)
+        dw = keras_array(layer.depthwise_kernel)
         module = cls(
             dw.shape[-2],
             int(cfg["filters"]),
@@ -364,10 +347,10 @@ class TFSeparableConv2d(nn.Module):
             bool(cfg["use_bias"]),
             cfg.get("activation"),
         )
-        _copy(module.depthwise.weight, depthwise_weight_from_keras(dw))
-        _copy(module.pointwise.weight, conv_weight_from_keras(_to_numpy(layer.pointwise_kernel)))
+        copy_into(module.depthwise.weight, depthwise_weight_from_keras(dw))
+        copy_into(module.pointwise.weight, conv_weight_from_keras(keras_array(layer.pointwise_kernel)))
         if module.pointwise.bias is not None:
-            _copy(module.pointwise.bias, _to_numpy(layer.bias))
+            copy_into(module.pointwise.bias, keras_array(layer.bias))
         return module
 
 
@@ -458,7 +441,7 @@ class _TFConvNdTranspose(nn.Module):
         """Build from ``keras.layers.Conv{1,2,3}DTranspose`` (kernel ``[*k, filters, in]``)."""
         _check_data_format(layer)
         cfg = layer.get_config()
-        kernel = _to_numpy(layer.kernel)
+        kernel = keras_array(layer.kernel)
         module = cls(
             kernel.shape[-1],
             int(cfg["filters"]),
@@ -470,10 +453,7 @@ class _TFConvNdTranspose(nn.Module):
             bool(cfg["use_bias"]),
             cfg.get("activation"),
         )
-        _copy(module.weight, conv_transpose_weight_from_keras(kernel))
-        if module.bias is not None:
-            _copy(module.bias, _to_numpy(layer.bias))
-        return module
+        return load_kernel_and_bias(module, layer, conv_transpose_weight_from_keras)
 
     def extra_repr(self) -> str:
         return (

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 from torch import nn
 
 from crossport.torch_layers.activation import activation_name, keras_activation
+from crossport.torch_layers.keras_weights import load_kernel_and_bias
 from crossport.weights.rules import dense_weight_from_keras
 
 __all__ = ["KerasDense"]
@@ -41,13 +41,9 @@ class KerasDense(nn.Linear):
     def from_keras(cls, layer) -> KerasDense:
         """Copy a built ``keras.layers.Dense`` (kernel transposed by the weights rule)."""
         cfg = layer.get_config()
-        kernel = np.asarray(layer.kernel.numpy())
-        module = cls(kernel.shape[0], kernel.shape[1], bool(cfg["use_bias"]), cfg.get("activation"))
-        with torch.no_grad():
-            module.weight.copy_(torch.from_numpy(dense_weight_from_keras(kernel)))
-            if module.bias is not None:
-                module.bias.copy_(torch.from_numpy(np.asarray(layer.bias.numpy())))
-        return module
+        units_in, units_out = layer.kernel.shape
+        module = cls(int(units_in), int(units_out), bool(cfg["use_bias"]), cfg.get("activation"))
+        return load_kernel_and_bias(module, layer, dense_weight_from_keras)
 
     def extra_repr(self) -> str:
         return super().extra_repr() + f", activation={self.activation!r}"

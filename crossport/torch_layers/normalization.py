@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from crossport.errors import InputError
+from crossport.torch_layers.keras_weights import copy_into, keras_array
 
 __all__ = [
     "KerasBatchNorm",
@@ -47,17 +48,6 @@ def keras_axis_to_torch(axis: int, rank: int, channels_first: bool = True) -> in
     return 1 if axis == rank - 1 else axis + 1
 
 
-def _np(variable) -> np.ndarray:
-    return np.asarray(variable.numpy())
-
-
-def _set(param: torch.Tensor, value: np.ndarray) -> None:
-    if tuple(param.shape) != value.shape:
-        raise InputError(f"weight shape {value.shape} does not fit {tuple(param.shape)}")
-    with torch.no_grad():
-        param.copy_(torch.from_numpy(np.ascontiguousarray(value)))
-
-
 def _build_shape(layer) -> tuple | None:
     shapes = getattr(layer, "_build_shapes_dict", None) or {}
     shape = next(iter(shapes.values()), None)
@@ -77,7 +67,7 @@ def _param_sizes(layer, keras_axes: list[int]) -> tuple[int, ...]:
     """Sizes of the normalized Keras axes, from gamma/beta or the build shape."""
     ref = layer.gamma if layer.gamma is not None else layer.beta
     if ref is not None:
-        return tuple(_np(ref).shape)
+        return tuple(keras_array(ref).shape)
     shape = _build_shape(layer)
     if shape is None:
         raise InputError(f"{layer.name}: the layer was never built")
@@ -178,7 +168,7 @@ class KerasBatchNorm(nn.Module):
                 )
             axis = axis[0]
         torch_axis = _port_axis(layer, axis, channels_first, input_rank)
-        mean = _np(layer.moving_mean)
+        mean = keras_array(layer.moving_mean)
         module = cls(
             mean.shape[0],
             float(cfg["epsilon"]),
@@ -188,12 +178,12 @@ class KerasBatchNorm(nn.Module):
             torch_axis,
         )
         if module.weight is not None:
-            _set(module.weight, _np(layer.gamma))
+            copy_into(module.weight, keras_array(layer.gamma))
         if module.bias is not None:
-            _set(module.bias, _np(layer.beta))
+            copy_into(module.bias, keras_array(layer.beta))
         with torch.no_grad():
             module.running_mean.copy_(torch.from_numpy(mean))
-            module.running_var.copy_(torch.from_numpy(_np(layer.moving_variance)))
+            module.running_var.copy_(torch.from_numpy(keras_array(layer.moving_variance)))
         return module
 
     def extra_repr(self) -> str:
@@ -296,9 +286,9 @@ class KerasLayerNorm(nn.Module):
             bool(cfg.get("rms_scaling", False)),
         )
         if module.weight is not None:
-            _set(module.weight, np.transpose(_np(layer.gamma), order))
+            copy_into(module.weight, np.transpose(keras_array(layer.gamma), order))
         if module.bias is not None:
-            _set(module.bias, np.transpose(_np(layer.beta), order))
+            copy_into(module.bias, np.transpose(keras_array(layer.beta), order))
         return module
 
     def extra_repr(self) -> str:
@@ -372,9 +362,9 @@ class KerasGroupNorm(nn.Module):
             torch_axis,
         )
         if module.weight is not None:
-            _set(module.weight, _np(layer.gamma))
+            copy_into(module.weight, keras_array(layer.gamma))
         if module.bias is not None:
-            _set(module.bias, _np(layer.beta))
+            copy_into(module.bias, keras_array(layer.beta))
         return module
 
     def extra_repr(self) -> str:

@@ -12,18 +12,14 @@ For torch's ``nn.LSTM``: ``weight_ih = kernel.T`` (same gate order), ``bias_ih =
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 from torch import nn
 
 from crossport.errors import InputError
 from crossport.torch_layers.activation import activation_name, keras_activation
+from crossport.torch_layers.keras_weights import keras_array
 
 __all__ = ["KerasGRU", "KerasLSTM", "KerasSimpleRNN"]
-
-
-def _np(variable) -> np.ndarray:
-    return np.asarray(variable.numpy())
 
 
 class _KerasRNN(nn.Module):
@@ -101,7 +97,7 @@ class _KerasRNN(nn.Module):
         cfg = layer.get_config()
         if cfg.get("stateful"):
             raise InputError(f"{layer.name}: stateful RNNs are not supported (pass initial_state)")
-        kernel = _np(layer.cell.kernel)
+        kernel = keras_array(layer.cell.kernel)
         return dict(
             input_size=kernel.shape[0],
             units=int(cfg["units"]),
@@ -116,10 +112,10 @@ class _KerasRNN(nn.Module):
     def _load(self, layer) -> None:
         cell = layer.cell
         with torch.no_grad():
-            self.kernel.copy_(torch.from_numpy(_np(cell.kernel)))
-            self.recurrent_kernel.copy_(torch.from_numpy(_np(cell.recurrent_kernel)))
+            self.kernel.copy_(torch.from_numpy(keras_array(cell.kernel)))
+            self.recurrent_kernel.copy_(torch.from_numpy(keras_array(cell.recurrent_kernel)))
             if self.bias is not None:
-                self.bias.copy_(torch.from_numpy(_np(cell.bias)).view_as(self.bias))
+                self.bias.copy_(torch.from_numpy(keras_array(cell.bias)).view_as(self.bias))
 
     def extra_repr(self) -> str:
         return (
