@@ -97,7 +97,12 @@ def keras_runner(model, inputs: list[np.ndarray]):
 
 
 def graph_transposes(fn, specs) -> int:
-    """Transpose ops in the traced graph of a tf.function (before Grappler)."""
+    """Transpose ops in the traced graph of the timed tf.function (before Grappler).
+
+    Not ``crossport.parity.graph.graph_transposes(model)``: that traces ``model.inputs``'
+    signature, and with a ``None`` sequence dim Keras' MultiHeadAttention lowers through
+    Transpose + BatchMatMul (4 per layer) instead of the Einsum op the fixed-shape graph has.
+    """
     return common.graph_op_counts(fn, *specs).get("Transpose", 0)
 
 
