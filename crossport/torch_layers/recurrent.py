@@ -60,7 +60,9 @@ class _KerasRNN(nn.Module):
         raise NotImplementedError
 
     def _input_projection(self, x: torch.Tensor) -> torch.Tensor:
-        raise NotImplementedError
+        """``x @ kernel + bias`` for every time step at once (GRU splits its bias)."""
+        z = x @ self.kernel
+        return z + self.bias if self.bias is not None else z
 
     def forward(self, x: torch.Tensor, initial_state: list[torch.Tensor] | None = None):
         """Run over ``x [N, T, F]``; returns what the Keras layer returns.
@@ -168,10 +170,6 @@ class KerasLSTM(_KerasRNN):
             return_state,
             go_backwards,
         )
-
-    def _input_projection(self, x: torch.Tensor) -> torch.Tensor:
-        z = x @ self.kernel
-        return z + self.bias if self.bias is not None else z
 
     def _step(self, zx: torch.Tensor, states: list[torch.Tensor]) -> list[torch.Tensor]:
         h, c = states
@@ -307,10 +305,6 @@ class KerasSimpleRNN(_KerasRNN):
             return_state,
             go_backwards,
         )
-
-    def _input_projection(self, x: torch.Tensor) -> torch.Tensor:
-        z = x @ self.kernel
-        return z + self.bias if self.bias is not None else z
 
     def _step(self, zx: torch.Tensor, states: list[torch.Tensor]) -> list[torch.Tensor]:
         return [self._act(zx + states[0] @ self.recurrent_kernel)]
