@@ -37,3 +37,11 @@ class ParityError(CrossportError):
 
 class ExportError(CrossportError):
     """Writing or re-loading an exported artifact failed; nothing was left at the target."""
+
+
+class DynamicDimError(UnsupportedOpError):
+    """An op cannot compute its result at every size of a dim made dynamic.
+
+    The message names each such op, the dim, its module path and source line; convert with
+    that dim static (drop it from ``dynamic_dims`` / ``dynamic_batch``) or change the model.
+    """

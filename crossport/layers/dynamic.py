@@ -147,3 +147,29 @@ class DynamicSlice(keras.layers.Layer):
     def get_config(self) -> dict:
         return {**super().get_config(), "axis": self.axis, "start": self.start, "end": self.end,
                 "step": self.step, "out_size": self.out_size}
+
+
+@keras.saving.register_keras_serializable(package="crossport")
+class DynamicTopK(keras.layers.Layer):
+    """``top_k`` along the last axis with a run-time ``k``: ``call(x, k) -> (values, indices)``.
+
+    ``largest=False`` takes the smallest (ties keep index order, as torch's ``topk``/``sort``).
+    """
+
+    def __init__(self, largest: bool = True, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.largest = largest
+
+    def call(self, x, k):
+        k = ops.cast(k, "int32")
+        if self.largest:
+            return ops.top_k(x, k, sorted=True)
+        values, indices = ops.top_k(ops.negative(x), k, sorted=True)
+        return ops.negative(values), indices
+
+    def compute_output_spec(self, x, k):
+        shape = (*x.shape[:-1], None)
+        return (keras.KerasTensor(shape, dtype=x.dtype), keras.KerasTensor(shape, dtype="int32"))
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "largest": self.largest}

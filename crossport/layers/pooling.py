@@ -333,6 +333,35 @@ def adaptive_windows(size: int, out: int) -> tuple[np.ndarray, np.ndarray]:
     return (i * size) // out, ((i + 1) * size + out - 1) // out
 
 
+def adaptive_membership(x: Any, axis: int, out: int) -> tuple[Any, Any]:
+    """For a run-time length of ``axis``: ``mask[size, out]`` (position in window) and counts.
+
+    The same window rule as :func:`adaptive_windows`, computed from the tensor's shape so a
+    dynamic spatial dim keeps torch's windows at every size.
+    """
+    size = ops.shape(x)[axis]
+    position = ops.expand_dims(ops.arange(size, dtype="int32"), 1)
+    window = ops.expand_dims(ops.arange(out, dtype="int32"), 0)
+    start = (window * size) // out
+    end = ((window + 1) * size + out - 1) // out
+    mask = ops.logical_and(position >= start, position < end)
+    return mask, end - start
+
+
+def contract_dynamic_axis(x: Any, matrix: Any, axis: int) -> Any:
+    """:func:`contract_axis` for a run-time ``matrix[size, out]`` and any dynamic sizes."""
+    shape = dynamic_shape(x)
+    outer, inner = shape[:axis], shape[axis + 1 :]
+
+    def prod(parts):
+        return ops.prod(ops.stack([ops.cast(p, "int32") for p in parts])) if parts else 1
+
+    flat = ops.reshape(x, ops.stack([prod(outer), ops.cast(shape[axis], "int32"), prod(inner)]))
+    y = ops.matmul(ops.transpose(ops.cast(matrix, x.dtype)), flat)
+    return ops.reshape(y, ops.stack([ops.cast(s, "int32") for s in
+                                     [*outer, matrix.shape[1], *inner]]))
+
+
 class _AdaptivePoolNd(SpatialLayer):
     reduce_name = ""
 
@@ -364,6 +393,9 @@ class _AdaptivePoolNd(SpatialLayer):
     def _axis(self, x: Any, axis: int, size: int, out: int) -> Any:
         raise NotImplementedError
 
+    def _dynamic_axis(self, x: Any, axis: int, out: int) -> Any:
+        raise NotImplementedError
+
     def forward_channels_last(self, x: Any, training: bool | None = None) -> Any:
         spatial = tuple(range(1, self.n_spatial + 1))
         if all(o == 1 for o in self.output_size):  # global pool, spatial dims kept as 1
@@ -371,9 +403,10 @@ class _AdaptivePoolNd(SpatialLayer):
         sizes = list(x.shape[1:-1])
         targets = [size if o is None else o for size, o in zip(sizes, self.output_size)]
         todo = [i for i, (size, o) in enumerate(zip(sizes, targets)) if size != o]
-        for i in todo:
-            if sizes[i] is None:
-                static_spatial(x, type(self).__name__, f"output_size {self.output_size}")
+        if any(sizes[i] is None for i in todo):  # windows from the run-time sizes
+            for i in todo:
+                x = self._dynamic_axis(x, i + 1, targets[i])
+            return x
         if all(sizes[i] % targets[i] == 0 for i in todo):  # fixed windows
             window = [size // o for size, o in zip(sizes, targets)]
             return self._pool(x, window)
@@ -401,6 +434,11 @@ class _AdaptiveAvgPoolNd(_AdaptivePoolNd):
     def _pool(self, x: Any, window: Sequence[int]) -> Any:
         return ops.average_pool(x, window, window, padding="valid")
 
+    def _dynamic_axis(self, x: Any, axis: int, out: int) -> Any:
+        mask, counts = adaptive_membership(x, axis, out)
+        matrix = ops.cast(mask, x.dtype) / ops.cast(counts, x.dtype)
+        return contract_dynamic_axis(x, matrix, axis)
+
     def _axis(self, x: Any, axis: int, size: int, out: int) -> Any:
         start, end = adaptive_windows(size, out)
         matrix = np.zeros((size, out), np.float32)
@@ -423,6 +461,15 @@ class _AdaptiveMaxPoolNd(_AdaptivePoolNd):
 
     def _pool(self, x: Any, window: Sequence[int]) -> Any:
         return ops.max_pool(x, window, window, padding="valid")
+
+    def _dynamic_axis(self, x: Any, axis: int, out: int) -> Any:
+        # Every window as a masked copy of the axis: a max over positions outside it sees -inf.
+        mask, _counts = adaptive_membership(x, axis, out)
+        rank = len(x.shape)
+        mask = ops.reshape(mask, [1] * axis + [-1, out] + [1] * (rank - axis - 1))
+        expanded = ops.expand_dims(x, axis + 1)
+        lowest = ops.full_like(expanded, float("-inf"))
+        return ops.max(ops.where(mask, expanded, lowest), axis=axis)
 
     def _axis(self, x: Any, axis: int, size: int, out: int) -> Any:
         # Gather every window padded to the widest one by repeating its last index (which

@@ -1,5 +1,11 @@
-"""PyTorch (fx graph) -> Keras: the converter registry, the context and the emitter."""
+"""PyTorch (fx graph) -> Keras: the converter registry, the context and the emitter.
+
+Importing this package registers every built-in converter (``crossport.to_keras.ops``), so
+a user's ``crossport.register(..., override=True)`` always replaces a built-in, whatever
+the order.
+"""
 
 from crossport.to_keras.registry import Policy, register, registered_ops
+from crossport.to_keras import ops  # noqa: E402,F401  (registers the built-ins)
 
 __all__ = ["Policy", "register", "registered_ops"]

@@ -16,11 +16,12 @@ import torch
 from torch.utils import _pytree as pytree
 
 from crossport.capture import describe
-from crossport.errors import UnsupportedOpError
+from crossport.errors import DynamicDimError, UnsupportedOpError
 from crossport.layout import Layout, canonical, channels_last
 from crossport.layout.assign import preferred_channels_last
 from crossport.options import ConvertOptions
 from crossport.to_keras.context import LayerNames, NodeContext
+from crossport.to_keras.dynamic_dims import input_symbols
 from crossport.to_keras.fold import evaluate, mark_constants
 from crossport.to_keras.registry import Policy, lookup
 from crossport.to_keras.sizes import RuntimeSizes
@@ -63,6 +64,8 @@ class Emitter:
     def emit(self) -> EmittedModel:
         self.folded = mark_constants(self.ep)
         check_supported(self.graph, skip=self.folded)
+        check_dynamic(self.graph, skip=self.folded,
+                      symbols=input_symbols(self.ep, self.input_names))
         inputs = self._inputs()
         for node in self.graph.nodes:
             if node in self.folded:
@@ -264,28 +267,63 @@ def _numpy(tensor) -> np.ndarray:
     return tensor.detach().cpu().numpy()
 
 
+def _converted_nodes(graph: torch.fx.Graph, skip):
+    for node in graph.nodes:
+        if node.op == "call_function" and node.target is not operator.getitem and node not in skip:
+            yield node
+
+
+def _listing(problems: dict) -> list[str]:
+    lines = []
+    for (op, reason), places in problems.items():
+        lines.append(f"  {op} x{len(places)}: {reason}")
+        lines.extend(f"      {p}" for p in places[:5])
+        if len(places) > 5:
+            lines.append(f"      ... and {len(places) - 5} more")
+    return lines
+
+
+def check_dynamic(graph: torch.fx.Graph, skip=frozenset(), symbols: dict | None = None) -> None:
+    """Refuse, before building, every node whose converter cannot compute its dynamic sizes.
+
+    Each converter declares the dynamic dims it handles (``register(dynamic=...)``); a
+    ``None`` dim in the Keras model must be right at every size, so anything else is one
+    ``DynamicDimError`` listing all such ops with the dim, module path and source line.
+    """
+    problems: dict[tuple[str, str], list[str]] = {}
+    for node in _converted_nodes(graph, skip):
+        converter = lookup(node.target)
+        reason = converter.dynamic_reason(node) if converter is not None else None
+        if reason:
+            problems.setdefault((str(node.target), reason), []).append(describe(node))
+    if not problems:
+        return
+    named = ", ".join(f"{s} = {where}" for s, where in (symbols or {}).items())
+    raise DynamicDimError(
+        f"{len(problems)} op(s) cannot compute their result at every size of a dynamic "
+        "dim; nothing was converted:\n" + "\n".join(_listing(problems))
+        + (f"\nDynamic sizes: {named}." if named else "")
+        + "\nConvert with those dims static (drop them from dynamic_dims / dynamic_batch, "
+        "or --dynamic-dim on the command line), or change the model there.",
+        problems=[{"op": op, "reason": r, "where": w} for (op, r), w in problems.items()],
+    )
+
+
 def check_supported(graph: torch.fx.Graph, skip=frozenset()) -> None:
     """The pre-flight check: one error listing every unsupported op, count and locations.
 
     Nodes in ``skip`` (folded to constants at conversion time) need no converter.
     """
     problems: dict[tuple[str, str], list[str]] = {}
-    for node in graph.nodes:
-        if node.op != "call_function" or node.target is operator.getitem or node in skip:
-            continue
+    for node in _converted_nodes(graph, skip):
         converter = lookup(node.target)
         reason = "no converter" if converter is None else converter.unsupported_reason(node)
         if reason:
             problems.setdefault((str(node.target), reason), []).append(describe(node))
     if problems:
-        lines = []
-        for (op, reason), places in problems.items():
-            lines.append(f"  {op} x{len(places)}: {reason}")
-            lines.extend(f"      {p}" for p in places[:5])
-            if len(places) > 5:
-                lines.append(f"      ... and {len(places) - 5} more")
         raise UnsupportedOpError(
-            f"{len(problems)} unsupported op(s); nothing was converted:\n" + "\n".join(lines)
+            f"{len(problems)} unsupported op(s); nothing was converted:\n"
+            + "\n".join(_listing(problems))
             + "\nSee `crossport ops` for the supported table, or register a converter with "
             "crossport.register(...).",
             problems=[{"op": op, "reason": r, "where": w} for (op, r), w in problems.items()],

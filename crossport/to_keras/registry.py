@@ -15,10 +15,13 @@ as the policy asks, or as numpy arrays when they are parameters, buffers or cons
 from __future__ import annotations
 
 import enum
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+
+from crossport.to_keras.dynamic_dims import DynamicSpec, dynamic_reason
 
 
 class Policy(enum.Enum):
@@ -40,6 +43,7 @@ class Converter:
     policy: Policy
     supports: SupportsFn | None = None
     keeps_layout: bool = False  # CUSTOM ops whose output takes the input's layout
+    dynamic: DynamicSpec = False  # which dynamic dims it computes at run time
 
     @property
     def passes_layout(self) -> bool:
@@ -49,12 +53,16 @@ class Converter:
     def unsupported_reason(self, node: torch.fx.Node) -> str | None:
         return self.supports(node) if self.supports is not None else None
 
+    def dynamic_reason(self, node: torch.fx.Node) -> str | None:
+        """Why this converter cannot take ``node``'s dynamic sizes (None: it can)."""
+        return dynamic_reason(node, self.dynamic)
+
 
 _REGISTRY: dict[object, Converter] = {}
 
 
 def register(*ops, policy: Policy, supports: SupportsFn | None = None, override: bool = False,
-             keeps_layout: bool = False):
+             keeps_layout: bool = False, dynamic: DynamicSpec = False):
     """Register the decorated function as the converter of each overload in ``ops``.
 
     Args:
@@ -66,41 +74,69 @@ def register(*ops, policy: Policy, supports: SupportsFn | None = None, override:
         override: allow replacing an existing converter (user extensions).
         keeps_layout: a CUSTOM converter that hands its first input's layout on (pad,
             slice, dropout): the layout analysis looks through it like an elementwise op.
+        dynamic: which dynamic dims the converter handles (``crossport.to_keras.
+            dynamic_dims``): ``True`` all (it computes every size at run time), ``False``
+            none (the default: a dynamic dim is refused before building), or
+            ``fn(node) -> reason | None``.
+
+    Raises:
+        InputError: an op is already registered (without ``override``), is not an op, or
+            the function's parameters do not match the op's ATen schema.
     """
 
     def decorate(fn: Callable) -> Callable:
         for op in ops:
-            if op in _REGISTRY and not override:
-                raise ValueError(
-                    f"{op} already has a converter ({_REGISTRY[op].fn.__name__}); "
-                    "pass override=True to replace it"
-                )
-            _REGISTRY[op] = Converter(op, fn, policy, supports, keeps_layout)
+            _check_registration(op, fn, override)
+            _REGISTRY[op] = Converter(op, fn, policy, supports, keeps_layout, dynamic)
         return fn
 
     return decorate
 
 
+def _check_registration(op, fn: Callable, override: bool) -> None:
+    from crossport.errors import InputError
+
+    if op in _REGISTRY and not override:
+        raise InputError(
+            f"{op} already has a converter ({_REGISTRY[op].fn.__name__}); pass "
+            "override=True to replace it")
+    schema = getattr(op, "_schema", None)
+    if schema is None:
+        if not callable(op):
+            raise InputError(f"cannot register {op!r}: expected an ATen overload such as "
+                             "torch.ops.aten.relu.default, or a Python callable fx target")
+        return
+    problem = schema_mismatch(fn, schema)
+    if problem:
+        raise InputError(f"converter {fn.__name__} does not fit {op}: {problem}. Its "
+                         f"parameters must be ctx, then the schema's: {schema}")
+
+
+def schema_mismatch(fn: Callable, schema) -> str | None:
+    """Why ``fn(ctx, **arguments)`` cannot take ``schema``'s arguments by name, or None."""
+    params = list(inspect.signature(fn).parameters.values())[1:]  # after ctx
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        return None
+    names = {p.name for p in params if p.kind is not p.VAR_POSITIONAL}
+    missing = [a.name for a in schema.arguments if a.name not in names]
+    if missing:
+        return f"no parameter for {', '.join(missing)}"
+    wanted = {a.name for a in schema.arguments}
+    extra = [p.name for p in params if p.name not in wanted and p.default is p.empty
+             and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    if extra:
+        return f"parameters {', '.join(extra)} are not in the schema and have no default"
+    return None
+
+
 def lookup(op) -> Converter | None:
-    _load_builtin_converters()
     return _REGISTRY.get(op)
 
 
 def registered_ops() -> dict[object, Converter]:
-    _load_builtin_converters()
     return dict(_REGISTRY)
 
 
 def native_overloads() -> list[torch._ops.OpOverload]:
     """Overloads with a converter: these are kept whole by the decomposition step."""
     return [op for op in registered_ops() if isinstance(op, torch._ops.OpOverload)]
-
-
-_loaded = False
-
-
-def _load_builtin_converters() -> None:
-    global _loaded
-    if not _loaded:
-        _loaded = True
-        from crossport.to_keras import ops  # noqa: F401  (registers on import)

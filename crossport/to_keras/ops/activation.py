@@ -21,13 +21,13 @@ def _activation(ctx, x, fn):
     return fn(x)
 
 
-@register(aten.relu.default, aten.relu_.default, policy=Policy.AGNOSTIC)
+@register(aten.relu.default, aten.relu_.default, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_relu_default(ctx, self):
     """relu(Tensor self) -> Tensor"""
     return keras.layers.ReLU(name=ctx.name())(self)
 
 
-@register(aten.hardtanh.default, aten.hardtanh_.default, policy=Policy.AGNOSTIC)
+@register(aten.hardtanh.default, aten.hardtanh_.default, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_hardtanh_default(ctx, self, min_val=-1.0, max_val=1.0):
     """hardtanh(Tensor self, Scalar min_val=-1, Scalar max_val=1) -> Tensor (relu6 is (0, 6))"""
     if min_val == 0.0 and max_val == 6.0:
@@ -35,7 +35,7 @@ def aten_hardtanh_default(ctx, self, min_val=-1.0, max_val=1.0):
     return _activation(ctx, self, lambda x: ops.clip(x, min_val, max_val))
 
 
-@register(aten.leaky_relu.default, aten.leaky_relu_.default, policy=Policy.AGNOSTIC)
+@register(aten.leaky_relu.default, aten.leaky_relu_.default, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_leaky_relu_default(ctx, self, negative_slope=0.01):
     """leaky_relu(Tensor self, Scalar negative_slope=0.01) -> Tensor"""
     return keras.layers.LeakyReLU(negative_slope=negative_slope, name=ctx.name())(self)
@@ -46,7 +46,7 @@ def _prelu_supports(node):
     return None if is_constant(weight) else "prelu weight computed in the graph"
 
 
-@register(aten.prelu.default, policy=Policy.CHANNELS_LAST, supports=_prelu_supports)
+@register(aten.prelu.default, policy=Policy.CHANNELS_LAST, supports=_prelu_supports, dynamic=True)
 def aten_prelu_default(ctx, self, weight):
     """prelu(Tensor self, Tensor weight) -> Tensor
 
@@ -62,7 +62,7 @@ def aten_prelu_default(ctx, self, weight):
     return y
 
 
-@register(aten.elu.default, aten.elu_.default, policy=Policy.AGNOSTIC)
+@register(aten.elu.default, aten.elu_.default, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_elu_default(ctx, self, alpha=1.0, scale=1.0, input_scale=1.0):
     """elu(Tensor self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1) -> Tensor (also celu, selu)"""
     def elu(x):
@@ -71,20 +71,20 @@ def aten_elu_default(ctx, self, alpha=1.0, scale=1.0, input_scale=1.0):
     return _activation(ctx, self, elu)
 
 
-@register(aten.celu.default, policy=Policy.AGNOSTIC)
+@register(aten.celu.default, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_celu_default(ctx, self, alpha=1.0):
     """celu(Tensor self, Scalar alpha=1.0) -> Tensor"""
     return _activation(ctx, self, lambda x: ops.maximum(x, 0.0) + ops.minimum(
         0.0, alpha * (ops.exp(ops.minimum(x, 0.0) / alpha) - 1.0)))
 
 
-@register(aten.selu.default, policy=Policy.AGNOSTIC)
+@register(aten.selu.default, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_selu_default(ctx, self):
     """selu(Tensor self) -> Tensor"""
     return _activation(ctx, self, keras.activations.selu)
 
 
-@register(aten.gelu.default, policy=Policy.AGNOSTIC)
+@register(aten.gelu.default, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_gelu_default(ctx, self, approximate="none"):
     """gelu(Tensor self, *, str approximate='none') -> Tensor
 
@@ -94,43 +94,43 @@ def aten_gelu_default(ctx, self, approximate="none"):
     return _activation(ctx, self, lambda x: ops.gelu(x, approximate=not exact))
 
 
-@register(aten.silu.default, aten.silu_.default, policy=Policy.AGNOSTIC)
+@register(aten.silu.default, aten.silu_.default, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_silu_default(ctx, self):
     """silu(Tensor self) -> Tensor"""
     return _activation(ctx, self, "silu")
 
 
-@register(aten.mish.default, policy=Policy.AGNOSTIC)
+@register(aten.mish.default, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_mish_default(ctx, self):
     """mish(Tensor self) -> Tensor"""
     return _activation(ctx, self, "mish")
 
 
-@register(aten.hardswish.default, aten.hardswish_.default, policy=Policy.AGNOSTIC)
+@register(aten.hardswish.default, aten.hardswish_.default, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_hardswish_default(ctx, self):
     """hardswish(Tensor self) -> Tensor = x * relu6(x + 3) / 6 (Keras 3 hard_silu)"""
     return _activation(ctx, self, "hard_silu")
 
 
-@register(aten.hardsigmoid.default, aten.hardsigmoid_.default, policy=Policy.AGNOSTIC)
+@register(aten.hardsigmoid.default, aten.hardsigmoid_.default, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_hardsigmoid_default(ctx, self):
     """hardsigmoid(Tensor self) -> Tensor = relu6(x + 3) / 6 (Keras 2 used 0.2x + 0.5)"""
     return _activation(ctx, self, "hard_sigmoid")
 
 
-@register(aten.sigmoid.default, aten.sigmoid_.default, policy=Policy.AGNOSTIC)
+@register(aten.sigmoid.default, aten.sigmoid_.default, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_sigmoid_default(ctx, self):
     """sigmoid(Tensor self) -> Tensor"""
     return _activation(ctx, self, "sigmoid")
 
 
-@register(aten.tanh.default, aten.tanh_.default, policy=Policy.AGNOSTIC)
+@register(aten.tanh.default, aten.tanh_.default, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_tanh_default(ctx, self):
     """tanh(Tensor self) -> Tensor"""
     return _activation(ctx, self, "tanh")
 
 
-@register(aten.softplus.default, policy=Policy.AGNOSTIC)
+@register(aten.softplus.default, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_softplus_default(ctx, self, beta=1.0, threshold=20.0):
     """softplus(Tensor self, Scalar beta=1, Scalar threshold=20) -> Tensor
 
@@ -142,7 +142,7 @@ def aten_softplus_default(ctx, self, beta=1.0, threshold=20.0):
     return _activation(ctx, self, softplus)
 
 
-@register(aten.erf.default, policy=Policy.AGNOSTIC)
+@register(aten.erf.default, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_erf_default(ctx, self):
     """erf(Tensor self) -> Tensor"""
     return ops.erf(self)

@@ -39,7 +39,7 @@ def _sdpa_supports(node):
 
 
 @register(aten.scaled_dot_product_attention.default, policy=Policy.CUSTOM,
-          supports=_sdpa_supports)
+          supports=_sdpa_supports, dynamic=True)
 def aten_scaled_dot_product_attention_default(ctx, query, key, value, attn_mask=None,
                                               dropout_p=0.0, is_causal=False, scale=None,
                                               enable_gqa=False):

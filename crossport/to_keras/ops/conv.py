@@ -108,7 +108,7 @@ def emit_conv(ctx, input, weight, bias, stride, padding, dilation, groups):
 
 @register(aten.conv1d.default, aten.conv2d.default, aten.conv3d.default,
           aten.conv1d.padding, aten.conv2d.padding, aten.conv3d.padding,
-          policy=Policy.CHANNELS_LAST, supports=_conv_supports)
+          policy=Policy.CHANNELS_LAST, supports=_conv_supports, dynamic=True)
 def aten_conv_nd(ctx, input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """conv{1,2,3}d(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, padding, dilation, SymInt groups)
 
@@ -124,7 +124,7 @@ def _convolution_supports(node):
     return _conv_supports(node)
 
 
-@register(aten.convolution.default, policy=Policy.CHANNELS_LAST, supports=_convolution_supports)
+@register(aten.convolution.default, policy=Policy.CHANNELS_LAST, supports=_convolution_supports, dynamic=True)
 def aten_convolution_default(ctx, input, weight, bias, stride, padding, dilation, transposed,
                              output_padding, groups):
     """convolution(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups)"""

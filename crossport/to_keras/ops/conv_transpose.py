@@ -45,7 +45,7 @@ def _keras_exact(kernel, stride, padding, output_padding, dilation, groups) -> b
 
 @register(aten.conv_transpose1d.default, aten.conv_transpose2d.input,
           aten.conv_transpose3d.input, policy=Policy.CHANNELS_LAST,
-          supports=_conv_transpose_supports)
+          supports=_conv_transpose_supports, dynamic=True)
 def aten_conv_transpose2d_input(ctx, input, weight, bias=None, stride=1, padding=0,
                                 output_padding=0, groups=1, dilation=1):
     """conv_transpose2d.input(Tensor input, Tensor weight, Tensor? bias=None, SymInt[2] stride=[1, 1], SymInt[2] padding=[0, 0], SymInt[2] output_padding=[0, 0], SymInt groups=1, SymInt[2] dilation=[1, 1]) -> Tensor

@@ -39,7 +39,7 @@ def _scaled(other, alpha):
     return other if alpha == 1 else ops.multiply(other, alpha)
 
 
-@register(aten.add.Tensor, aten.add_.Tensor, aten.add.Scalar, policy=Policy.AGNOSTIC)
+@register(aten.add.Tensor, aten.add_.Tensor, aten.add.Scalar, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_add_tensor(ctx, self, other, alpha=1):
     """add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor
 
@@ -48,31 +48,31 @@ def aten_add_tensor(ctx, self, other, alpha=1):
     return keras_add(self, _scaled(other, alpha))
 
 
-@register(aten.sub.Tensor, aten.sub_.Tensor, aten.sub.Scalar, policy=Policy.AGNOSTIC)
+@register(aten.sub.Tensor, aten.sub_.Tensor, aten.sub.Scalar, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_sub_tensor(ctx, self, other, alpha=1):
     """sub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"""
     return ops.subtract(self, _scaled(other, alpha))
 
 
-@register(aten.rsub.Scalar, aten.rsub.Tensor, policy=Policy.AGNOSTIC)
+@register(aten.rsub.Scalar, aten.rsub.Tensor, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_rsub_scalar(ctx, self, other, alpha=1):
     """rsub.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor = other - alpha*self"""
     return ops.subtract(other, _scaled(self, alpha))
 
 
-@register(aten.mul.Tensor, aten.mul_.Tensor, aten.mul.Scalar, policy=Policy.AGNOSTIC)
+@register(aten.mul.Tensor, aten.mul_.Tensor, aten.mul.Scalar, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_mul_tensor(ctx, self, other):
     """mul.Tensor(Tensor self, Tensor other) -> Tensor"""
     return ops.multiply(self, other)
 
 
-@register(aten.div.Tensor, aten.div_.Tensor, aten.div.Scalar, policy=Policy.AGNOSTIC)
+@register(aten.div.Tensor, aten.div_.Tensor, aten.div.Scalar, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_div_tensor(ctx, self, other):
     """div.Tensor(Tensor self, Tensor other) -> Tensor (true division, ints give float)"""
     return ops.true_divide(self, other)
 
 
-@register(aten.div.Tensor_mode, aten.div.Scalar_mode, policy=Policy.AGNOSTIC)
+@register(aten.div.Tensor_mode, aten.div.Scalar_mode, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_div_tensor_mode(ctx, self, other, rounding_mode=None):
     """div.Tensor_mode(Tensor self, Tensor other, *, str? rounding_mode) -> Tensor"""
     if rounding_mode == "floor":
@@ -84,19 +84,19 @@ def aten_div_tensor_mode(ctx, self, other, rounding_mode=None):
     return ops.cast(truncated, keras_dtype(ctx.out_dtype)) if _is_int(ctx) else truncated
 
 
-@register(aten.floor_divide.default, policy=Policy.AGNOSTIC)
+@register(aten.floor_divide.default, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_floor_divide_default(ctx, self, other):
     """floor_divide(Tensor self, Tensor other) -> Tensor"""
     return ops.floor_divide(self, other)
 
 
-@register(aten.remainder.Tensor, aten.remainder.Scalar, policy=Policy.AGNOSTIC)
+@register(aten.remainder.Tensor, aten.remainder.Scalar, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_remainder_tensor(ctx, self, other):
     """remainder.Tensor(Tensor self, Tensor other) -> Tensor (sign of the divisor, like Python)"""
     return ops.mod(self, other)
 
 
-@register(aten.fmod.Tensor, aten.fmod.Scalar, policy=Policy.AGNOSTIC)
+@register(aten.fmod.Tensor, aten.fmod.Scalar, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_fmod_tensor(ctx, self, other):
     """fmod.Tensor(Tensor self, Tensor other) -> Tensor (sign of the dividend, like C)"""
     r = ops.mod(self, other)
@@ -104,7 +104,7 @@ def aten_fmod_tensor(ctx, self, other):
                      r - other, r)
 
 
-@register(aten.pow.Tensor_Scalar, aten.pow.Tensor_Tensor, policy=Policy.AGNOSTIC)
+@register(aten.pow.Tensor_Scalar, aten.pow.Tensor_Tensor, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_pow_tensor_scalar(ctx, self, exponent):
     """pow.Tensor_Scalar(Tensor self, Scalar exponent) -> Tensor"""
     if isinstance(exponent, (int, float)) and exponent == 2:
@@ -114,25 +114,25 @@ def aten_pow_tensor_scalar(ctx, self, exponent):
     return ops.power(self, exponent)
 
 
-@register(aten.pow.Scalar, policy=Policy.AGNOSTIC)
+@register(aten.pow.Scalar, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_pow_scalar(ctx, self, exponent):
     """pow.Scalar(Scalar self, Tensor exponent) -> Tensor"""
     return ops.power(self, exponent)
 
 
-@register(aten.maximum.default, policy=Policy.AGNOSTIC)
+@register(aten.maximum.default, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_maximum_default(ctx, self, other):
     """maximum(Tensor self, Tensor other) -> Tensor"""
     return ops.maximum(self, other)
 
 
-@register(aten.minimum.default, policy=Policy.AGNOSTIC)
+@register(aten.minimum.default, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_minimum_default(ctx, self, other):
     """minimum(Tensor self, Tensor other) -> Tensor"""
     return ops.minimum(self, other)
 
 
-@register(aten.clamp.default, aten.clamp.Tensor, aten.clamp_.default, policy=Policy.AGNOSTIC)
+@register(aten.clamp.default, aten.clamp.Tensor, aten.clamp_.default, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_clamp_default(ctx, self, min=None, max=None):
     """clamp(Tensor self, Scalar? min=None, Scalar? max=None) -> Tensor (min wins if min > max)"""
     x = self
@@ -143,19 +143,19 @@ def aten_clamp_default(ctx, self, min=None, max=None):
     return x
 
 
-@register(aten.clamp_min.default, policy=Policy.AGNOSTIC)
+@register(aten.clamp_min.default, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_clamp_min_default(ctx, self, min):
     """clamp_min(Tensor self, Scalar min) -> Tensor"""
     return ops.maximum(self, min)
 
 
-@register(aten.clamp_max.default, policy=Policy.AGNOSTIC)
+@register(aten.clamp_max.default, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_clamp_max_default(ctx, self, max):
     """clamp_max(Tensor self, Scalar max) -> Tensor"""
     return ops.minimum(self, max)
 
 
-@register(aten.where.self, aten.where.ScalarOther, aten.where.ScalarSelf, policy=Policy.AGNOSTIC)
+@register(aten.where.self, aten.where.ScalarOther, aten.where.ScalarSelf, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_where_self(ctx, condition, self, other):
     """where.self(Tensor condition, Tensor self, Tensor other) -> Tensor"""
     return ops.where(condition, self, other)
@@ -194,7 +194,7 @@ def _register_table(table: dict, arity: int) -> None:
 
         convert.__name__ = f"aten_{op.__name__.replace('.', '_')}"
         convert.__doc__ = str(op._schema)
-        register(op, policy=Policy.AGNOSTIC)(convert)
+        register(op, policy=Policy.AGNOSTIC, dynamic=True)(convert)
 
 
 def _bitwise_supports(node):
@@ -207,23 +207,23 @@ def _bitwise_supports(node):
 _register_table(_UNARY, 1)
 _register_table({k: v for k, v in _BINARY.items() if "bitwise" not in str(k)}, 2)
 for _op in (aten.bitwise_and.Tensor, aten.bitwise_or.Tensor):
-    register(_op, policy=Policy.AGNOSTIC, supports=_bitwise_supports)(
+    register(_op, policy=Policy.AGNOSTIC, supports=_bitwise_supports, dynamic=True)(
         lambda ctx, self, other, _fn=_BINARY[_op]: _fn(self, other))
 
 
-@register(aten.round.default, policy=Policy.AGNOSTIC)
+@register(aten.round.default, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_round_default(ctx, self):
     """round(Tensor self) -> Tensor (half to even in both frameworks)"""
     return ops.round(self)
 
 
-@register(aten.isnan.default, policy=Policy.AGNOSTIC)
+@register(aten.isnan.default, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_isnan_default(ctx, self):
     """isnan(Tensor self) -> Tensor"""
     return ops.isnan(self)
 
 
-@register(aten.bitwise_not.default, policy=Policy.AGNOSTIC, supports=_bitwise_supports)
+@register(aten.bitwise_not.default, policy=Policy.AGNOSTIC, supports=_bitwise_supports, dynamic=True)
 def aten_bitwise_not_default(ctx, self):
     """bitwise_not(Tensor self) -> Tensor (boolean masks only)"""
     return ops.logical_not(self)

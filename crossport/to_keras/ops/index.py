@@ -33,7 +33,7 @@ def _embedding_supports(node):
     return None if is_constant(node.args[0]) else "embedding with a weight computed in the graph"
 
 
-@register(aten.embedding.default, policy=Policy.CUSTOM, supports=_embedding_supports)
+@register(aten.embedding.default, policy=Policy.CUSTOM, supports=_embedding_supports, dynamic=True)
 def aten_embedding_default(ctx, weight, indices, padding_idx=-1, scale_grad_by_freq=False,
                            sparse=False):
     """embedding(Tensor weight, Tensor indices, SymInt padding_idx=-1, bool scale_grad_by_freq=False, bool sparse=False) -> Tensor
@@ -49,7 +49,7 @@ def aten_embedding_default(ctx, weight, indices, padding_idx=-1, scale_grad_by_f
 
 
 @register(aten.full_like.default, aten.zeros_like.default, aten.ones_like.default,
-          aten.empty_like.default, policy=Policy.CUSTOM, keeps_layout=True)
+          aten.empty_like.default, policy=Policy.CUSTOM, keeps_layout=True, dynamic=True)
 def aten_full_like_default(ctx, self, fill_value=0, dtype=None, layout=None, device=None,
                            pin_memory=None, memory_format=None):
     """full_like(Tensor self, Scalar fill_value, *, ScalarType? dtype=None, ...) -> Tensor
@@ -63,7 +63,7 @@ def aten_full_like_default(ctx, self, fill_value=0, dtype=None, layout=None, dev
     return ops.full_like(value.tensor, fill_value, dtype=keras_dtype(ctx.out_dtype))
 
 
-@register(aten.cumsum.default, policy=Policy.CUSTOM, keeps_layout=True)
+@register(aten.cumsum.default, policy=Policy.CUSTOM, keeps_layout=True, dynamic=True)
 def aten_cumsum_default(ctx, self, dim, dtype=None):
     """cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor
 
@@ -87,7 +87,7 @@ def _harmonise_pair(ctx, self, index):
     return value, idx
 
 
-@register(aten.gather.default, policy=Policy.CUSTOM)
+@register(aten.gather.default, policy=Policy.CUSTOM, dynamic=True)
 def aten_gather_default(ctx, self, dim, index, sparse_grad=False):
     """gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor
 
@@ -115,7 +115,7 @@ def _index_supports(node):
     return None
 
 
-@register(aten.index.Tensor, policy=Policy.CUSTOM, supports=_index_supports)
+@register(aten.index.Tensor, policy=Policy.CUSTOM, supports=_index_supports, dynamic=True)
 def aten_index_tensor(ctx, self, indices):
     """index.Tensor(Tensor self, Tensor?[] indices) -> Tensor
 
@@ -141,7 +141,9 @@ def aten_index_tensor(ctx, self, indices):
 
 
 def _wrap_negative(index, size):
-    if isinstance(index, np.ndarray):
+    if isinstance(index, np.ndarray) and not (index < 0).any():
+        return index.astype(np.int64)
+    if isinstance(index, np.ndarray) and isinstance(size, int):
         return np.where(index < 0, index + size, index).astype(np.int64)
     index = ops.cast(index, "int64")
     return ops.where(ops.less(index, 0), ops.add(index, ops.cast(size, "int64")), index)
@@ -157,7 +159,7 @@ def _scatter_coords(ctx, index, dim, rank):
 
 
 @register(aten.scatter.src, aten.scatter.value, aten.scatter_add.default,
-          policy=Policy.CANONICAL)
+          policy=Policy.CANONICAL, dynamic=False)  # coordinates built for the example's shape
 def aten_scatter_src(ctx, self, dim, index, src=None, value=None):
     """scatter.src(Tensor self, int dim, Tensor index, Tensor src) -> Tensor
 
@@ -191,44 +193,49 @@ def _on_last_axis(ctx, self, dim, fn):
     return values, ops.cast(indices, "int64")
 
 
-def _top_k(x, k, largest):
+def _top_k(x, k, largest, ctx=None):
     if x.dtype == "bool":
         x = ops.cast(x, "int32")
+    if not isinstance(k, int):  # a run-time size: k known only when the model runs
+        from crossport.layers.dynamic import DynamicTopK
+
+        return DynamicTopK(largest, name=ctx.name("top_k"))(x, k)
     if largest:
         return ops.top_k(x, k, sorted=True)
     values, indices = ops.top_k(ops.negative(x), k, sorted=True)
     return ops.negative(values), indices
 
 
-@register(aten.topk.default, policy=Policy.CUSTOM)
+@register(aten.topk.default, policy=Policy.CUSTOM, dynamic=True)
 def aten_topk_default(ctx, self, k, dim=-1, largest=True, sorted=True):
     """topk(Tensor self, SymInt k, int dim=-1, bool largest=True, bool sorted=True) -> (Tensor values, Tensor indices)"""
-    return _on_last_axis(ctx, self, dim, lambda x: _top_k(x, k, largest))
+    k = ctx.size(k)
+    return _on_last_axis(ctx, self, dim, lambda x: _top_k(x, k, largest, ctx))
 
 
-@register(aten.sort.default, aten.sort.stable, policy=Policy.CUSTOM)
+@register(aten.sort.default, aten.sort.stable, policy=Policy.CUSTOM, dynamic=True)
 def aten_sort_default(ctx, self, dim=-1, descending=False, stable=False):
     """sort(Tensor self, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)
 
     sort.stable has ``stable`` before ``dim`` (kwarg-only): equal keys keep their order.
     """
-    n = ctx.arg_shape(0)[dim]
+    n = ctx.size(ctx.node.args[0].meta["val"].shape[dim])  # run-time for a dynamic dim
     out_dtype = keras_dtype(ctx.out_dtype)
 
     def sort(x):
-        values, indices = _top_k(x, n, descending)
+        values, indices = _top_k(x, n, descending, ctx)
         return ops.cast(values, out_dtype), indices
 
     return _on_last_axis(ctx, self, dim, sort)
 
 
-@register(aten.any.dim, aten.any.dims, aten.any.default, policy=Policy.CUSTOM)
+@register(aten.any.dim, aten.any.dims, aten.any.default, policy=Policy.CUSTOM, dynamic=True)
 def aten_any_dim(ctx, self, dim=None, keepdim=False):
     """any.dim(Tensor self, int dim, bool keepdim=False) -> Tensor"""
     return _reduce(ctx, _as_bool(ctx, self), dim, keepdim, ops.any)
 
 
-@register(aten.all.dim, aten.all.dims, aten.all.default, policy=Policy.CUSTOM)
+@register(aten.all.dim, aten.all.dims, aten.all.default, policy=Policy.CUSTOM, dynamic=True)
 def aten_all_dim(ctx, self, dim=None, keepdim=False):
     """all.dim(Tensor self, int dim, bool keepdim=False) -> Tensor"""
     return _reduce(ctx, _as_bool(ctx, self), dim, keepdim, ops.all)
@@ -241,7 +248,7 @@ def _as_bool(ctx, self) -> TensorValue:
     return TensorValue(ops.not_equal(value.tensor, 0), value.layout, value.shape, torch.bool)
 
 
-@register(aten.masked_fill.Scalar, aten.masked_fill.Tensor, policy=Policy.AGNOSTIC)
+@register(aten.masked_fill.Scalar, aten.masked_fill.Tensor, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_masked_fill_scalar(ctx, self, mask, value):
     """masked_fill.Scalar(Tensor self, Tensor mask, Scalar value) -> Tensor"""
     return ops.where(mask, ops.cast(value, self.dtype) if hasattr(value, "dtype") else value,
@@ -255,7 +262,7 @@ def _scalar(ctx, value):
     return value
 
 
-@register(aten.arange.start_step, aten.arange.start, aten.arange.default, policy=Policy.CUSTOM)
+@register(aten.arange.start_step, aten.arange.start, aten.arange.default, policy=Policy.CUSTOM, dynamic=True)
 def aten_arange_start_step(ctx, start=0, end=None, step=1, dtype=None, layout=None, device=None,
                            pin_memory=None):
     """arange.start_step(Scalar start, Scalar end, Scalar step=1, *, ScalarType? dtype=None, ...)
@@ -275,7 +282,7 @@ def aten_arange_start_step(ctx, start=0, end=None, step=1, dtype=None, layout=No
 
 
 @register(aten.full.default, aten.zeros.default, aten.ones.default, aten.empty.memory_format,
-          policy=Policy.CUSTOM)
+          policy=Policy.CUSTOM, dynamic=True)
 def aten_full_default(ctx, size, fill_value=0, dtype=None, layout=None, device=None,
                       pin_memory=None, memory_format=None):
     """full(SymInt[] size, Scalar fill_value, *, ScalarType? dtype=None, ...) -> Tensor
@@ -296,7 +303,7 @@ def aten_full_default(ctx, size, fill_value=0, dtype=None, layout=None, device=N
     return DynamicFull(target, fill_value, out_dtype, name=ctx.name("full"))(*scalars)
 
 
-@register(aten.scalar_tensor.default, policy=Policy.CUSTOM)
+@register(aten.scalar_tensor.default, policy=Policy.CUSTOM, dynamic=True)
 def aten_scalar_tensor_default(ctx, s, dtype=None, layout=None, device=None, pin_memory=None):
     """scalar_tensor(Scalar s, *, ScalarType? dtype=None, ...) -> Tensor (a run-time size)"""
     out_dtype = keras_dtype(ctx.out_dtype)
@@ -305,7 +312,7 @@ def aten_scalar_tensor_default(ctx, s, dtype=None, layout=None, device=None, pin
     return ops.cast(ctx.size(s), out_dtype)
 
 
-@register(aten.flip.default, policy=Policy.CUSTOM, keeps_layout=True)
+@register(aten.flip.default, policy=Policy.CUSTOM, keeps_layout=True, dynamic=True)
 def aten_flip_default(ctx, self, dims):
     """flip(Tensor self, int[] dims) -> Tensor"""
     value = as_value(ctx, self)

@@ -22,7 +22,7 @@ def _linear_supports(node):
     return None
 
 
-@register(aten.linear.default, policy=Policy.CUSTOM, supports=_linear_supports)
+@register(aten.linear.default, policy=Policy.CUSTOM, supports=_linear_supports, dynamic=True)
 def aten_linear_default(ctx, input, weight, bias=None):
     """linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor
 
@@ -46,7 +46,7 @@ def aten_linear_default(ctx, input, weight, bias=None):
     return y
 
 
-@register(aten.addmm.default, policy=Policy.CANONICAL)
+@register(aten.addmm.default, policy=Policy.CANONICAL, dynamic=True)
 def aten_addmm_default(ctx, self, mat1, mat2, beta=1, alpha=1):
     """addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
     product = ops.matmul(mat1, mat2)
@@ -55,19 +55,19 @@ def aten_addmm_default(ctx, self, mat1, mat2, beta=1, alpha=1):
     return keras_add(product, self if beta == 1 else ops.multiply(self, beta))
 
 
-@register(aten.matmul.default, policy=Policy.CANONICAL)
+@register(aten.matmul.default, policy=Policy.CANONICAL, dynamic=True)
 def aten_matmul_default(ctx, self, other):
     """matmul(Tensor self, Tensor other) -> Tensor"""
     return ops.matmul(self, other)
 
 
-@register(aten.bmm.default, aten.mm.default, policy=Policy.CANONICAL)
+@register(aten.bmm.default, aten.mm.default, policy=Policy.CANONICAL, dynamic=True)
 def aten_bmm_default(ctx, self, mat2):
     """bmm(Tensor self, Tensor mat2) -> Tensor (mm alike; the schema names it mat2)"""
     return ops.matmul(self, mat2)
 
 
-@register(aten.einsum.default, policy=Policy.CANONICAL)
+@register(aten.einsum.default, policy=Policy.CANONICAL, dynamic=True)
 def aten_einsum_default(ctx, equation, tensors, path=None):
     """einsum(str equation, Tensor[] tensors, *, int[]? path=None) -> Tensor
 

@@ -13,13 +13,13 @@ aten = torch.ops.aten
 
 @register(aten._assert_tensor_metadata.default, aten._assert_scalar.default,
           aten.sym_constrain_range_for_size.default, aten._assert_async.msg,
-          policy=Policy.CUSTOM)
+          policy=Policy.CUSTOM, dynamic=True)
 def aten_assert_tensor_metadata_default(ctx, *args, **kwargs):
     """Assertions torch.export records about shapes and dtypes: checked at export, dropped."""
     return
 
 
-@register(aten.sym_size.int, policy=Policy.CUSTOM)
+@register(aten.sym_size.int, policy=Policy.CUSTOM, dynamic=True)
 def aten_sym_size_int(ctx, self, dim):
     """sym_size.int(Tensor self, int dim) -> SymInt
 
@@ -37,4 +37,4 @@ def _symbolic_result(ctx, *args):
 for _fn in (operator.add, operator.sub, operator.mul, operator.floordiv, operator.truediv,
             operator.mod, operator.neg, operator.pow, torch.sym_max, torch.sym_min,
             torch.sym_float, torch.sym_int):
-    register(_fn, policy=Policy.CUSTOM)(_symbolic_result)
+    register(_fn, policy=Policy.CUSTOM, dynamic=True)(_symbolic_result)

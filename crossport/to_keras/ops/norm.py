@@ -43,7 +43,7 @@ def emit_batch_norm(ctx, input, weight, bias, running_mean, running_var, momentu
     return y
 
 
-@register(aten.batch_norm.default, policy=Policy.CHANNELS_LAST, supports=_batch_norm_supports)
+@register(aten.batch_norm.default, policy=Policy.CHANNELS_LAST, supports=_batch_norm_supports, dynamic=True)
 def aten_batch_norm_default(ctx, input, weight, bias, running_mean, running_var, training,
                             momentum, eps, cudnn_enabled):
     """batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool training, float momentum, float eps, bool cudnn_enabled) -> Tensor"""
@@ -51,7 +51,7 @@ def aten_batch_norm_default(ctx, input, weight, bias, running_mean, running_var,
 
 
 @register(aten._native_batch_norm_legit_no_training.default, policy=Policy.CHANNELS_LAST,
-          supports=_batch_norm_supports)
+          supports=_batch_norm_supports, dynamic=True)
 def aten_native_batch_norm_legit_no_training(ctx, input, weight, bias, running_mean,
                                              running_var, momentum, eps):
     """_native_batch_norm_legit_no_training(Tensor input, Tensor? weight, Tensor? bias, Tensor running_mean, Tensor running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor)
@@ -76,7 +76,7 @@ def _float32(array):
     return None if array is None else np.asarray(array, dtype=np.float32)
 
 
-@register(aten.layer_norm.default, policy=Policy.CUSTOM, supports=_affine_supports)
+@register(aten.layer_norm.default, policy=Policy.CUSTOM, supports=_affine_supports, dynamic=True)
 def aten_layer_norm_default(ctx, input, normalized_shape, weight=None, bias=None, eps=1e-05,
                             cudnn_enable=True):
     """layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight=None, Tensor? bias=None, float eps=1e-05, bool cudnn_enable=True) -> Tensor
@@ -127,7 +127,7 @@ def emit_group_norm(ctx, input, groups, weight, bias, eps):
     return y
 
 
-@register(aten.group_norm.default, policy=Policy.CHANNELS_LAST, supports=_affine_supports)
+@register(aten.group_norm.default, policy=Policy.CHANNELS_LAST, supports=_affine_supports, dynamic=True)
 def aten_group_norm_default(ctx, input, num_groups, weight=None, bias=None, eps=1e-05,
                             cudnn_enabled=True):
     """group_norm(Tensor input, int num_groups, Tensor? weight=None, Tensor? bias=None, float eps=1e-05, bool cudnn_enabled=True) -> Tensor
@@ -146,7 +146,7 @@ def _instance_norm_supports(node: torch.fx.Node) -> str | None:
 
 
 @register(aten.instance_norm.default, policy=Policy.CHANNELS_LAST,
-          supports=_instance_norm_supports)
+          supports=_instance_norm_supports, dynamic=True)
 def aten_instance_norm_default(ctx, input, weight, bias, running_mean, running_var,
                                use_input_stats, momentum, eps, cudnn_enabled):
     """instance_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool use_input_stats, float momentum, float eps, bool cudnn_enabled) -> Tensor

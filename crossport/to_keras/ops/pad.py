@@ -41,7 +41,7 @@ def emit_pad(ctx, self, pad, mode: str, value):
     return layer(x)
 
 
-@register(aten.pad.default, policy=Policy.CUSTOM, keeps_layout=True, supports=_pad_supports)
+@register(aten.pad.default, policy=Policy.CUSTOM, keeps_layout=True, supports=_pad_supports, dynamic=True)
 def aten_pad_default(ctx, self, pad, mode="constant", value=None):
     """pad(Tensor self, SymInt[] pad, str mode="constant", float? value=None) -> Tensor
 
@@ -51,27 +51,27 @@ def aten_pad_default(ctx, self, pad, mode="constant", value=None):
     return emit_pad(ctx, self, pad, mode, 0.0 if value is None else value)
 
 
-@register(aten.constant_pad_nd.default, policy=Policy.CUSTOM, keeps_layout=True)
+@register(aten.constant_pad_nd.default, policy=Policy.CUSTOM, keeps_layout=True, dynamic=True)
 def aten_constant_pad_nd_default(ctx, self, pad, value=0):
     """constant_pad_nd(Tensor self, SymInt[] pad, Scalar value=0) -> Tensor"""
     return emit_pad(ctx, self, pad, "constant", value)
 
 
 @register(aten.reflection_pad1d.default, aten.reflection_pad2d.default,
-          aten.reflection_pad3d.default, policy=Policy.CUSTOM, keeps_layout=True)
+          aten.reflection_pad3d.default, policy=Policy.CUSTOM, keeps_layout=True, dynamic=True)
 def aten_reflection_pad2d_default(ctx, self, padding):
     """reflection_pad2d(Tensor self, SymInt[4] padding) -> Tensor (mirror, edge not repeated)"""
     return emit_pad(ctx, self, padding, "reflect", None)
 
 
 @register(aten.replication_pad1d.default, aten.replication_pad2d.default,
-          aten.replication_pad3d.default, policy=Policy.CUSTOM, keeps_layout=True)
+          aten.replication_pad3d.default, policy=Policy.CUSTOM, keeps_layout=True, dynamic=True)
 def aten_replication_pad2d_default(ctx, self, padding):
     """replication_pad2d(Tensor self, SymInt[4] padding) -> Tensor (edge repeated)"""
     return emit_pad(ctx, self, padding, "replicate", None)
 
 
-@register(aten._pad_circular.default, policy=Policy.CUSTOM, keeps_layout=True)
+@register(aten._pad_circular.default, policy=Policy.CUSTOM, keeps_layout=True, dynamic=True)
 def aten_pad_circular_default(ctx, self, pad):
     """_pad_circular(Tensor self, SymInt[] pad) -> Tensor (wraps around)"""
     return emit_pad(ctx, self, pad, "circular", None)

@@ -11,6 +11,7 @@ import keras
 import torch
 
 from crossport import layers as torch_semantics
+from crossport.to_keras.dynamic_dims import static_dims
 from crossport.to_keras.registry import Policy, register
 
 aten = torch.ops.aten
@@ -46,8 +47,46 @@ def _exact_without_ceil(in_shape, kernel, stride) -> bool:
     return all((size - k) % s == 0 for size, k, s in zip(in_shape, kernel, stride))
 
 
+def _spatial(node) -> range:
+    return range(2, node.args[0].meta["val"].ndim)
+
+
+def _arg(node, index: int, name: str, default):
+    if index < len(node.args):
+        return node.args[index]
+    return node.kwargs.get(name, default)
+
+
+def _max_pool_dynamic(node) -> str | None:
+    """ceil_mode's last window depends on the input size: spatial dims must be static."""
+    if not _arg(node, 5, "ceil_mode", False):
+        return None
+    return static_dims("self", _spatial, "max pooling with ceil_mode=True")(node)
+
+
+def _avg_pool_dynamic(node) -> str | None:
+    """ceil_mode and a border-dependent divisor depend on the input size."""
+    padded = any(_tuple(_arg(node, 3, "padding", 0), 1))
+    if _arg(node, 4, "ceil_mode", False):
+        why = "average pooling with ceil_mode=True"
+    elif padded and not _arg(node, 5, "count_include_pad", True):
+        why = "average pooling with padding and count_include_pad=False"
+    else:
+        return None
+    return static_dims("self", _spatial, why)(node)
+
+
+def _adaptive_dynamic(node) -> str | None:
+    """Adaptive windows other than global pooling depend on the input size."""
+    n = node.args[0].meta["val"].ndim - 2
+    out = _tuple(node.args[1], n)
+    dims = [2 + i for i, o in enumerate(out) if o is not None and o != 1]
+    return static_dims("self", lambda _node: dims,
+                       f"adaptive pooling to output size {tuple(out)}")(node)
+
+
 @register(aten.max_pool1d.default, aten.max_pool2d.default, aten.max_pool3d.default,
-          policy=Policy.CHANNELS_LAST)
+          policy=Policy.CHANNELS_LAST, dynamic=_max_pool_dynamic)
 def aten_max_pool2d_default(ctx, self, kernel_size, stride=(), padding=0, dilation=1,
                             ceil_mode=False):
     """max_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, int[2] dilation=1, bool ceil_mode=False)
@@ -69,7 +108,8 @@ def aten_max_pool2d_default(ctx, self, kernel_size, stride=(), padding=0, dilati
 @register(aten.max_pool2d_with_indices.default, aten.max_pool3d_with_indices.default,
           policy=Policy.CHANNELS_LAST,
           supports=lambda node: None if len(node.users) == 1 and all(
-              u.args[1] == 0 for u in node.users) else "max pooling indices")
+              u.args[1] == 0 for u in node.users) else "max pooling indices",
+          dynamic=_max_pool_dynamic)
 def aten_max_pool2d_with_indices(ctx, self, kernel_size, stride=(), padding=0, dilation=1,
                                  ceil_mode=False):
     """max_pool2d_with_indices(...) -> (Tensor, Tensor): values only (indices unsupported)."""
@@ -78,7 +118,7 @@ def aten_max_pool2d_with_indices(ctx, self, kernel_size, stride=(), padding=0, d
 
 
 @register(aten.avg_pool1d.default, aten.avg_pool2d.default, aten.avg_pool3d.default,
-          policy=Policy.CHANNELS_LAST)
+          policy=Policy.CHANNELS_LAST, dynamic=_avg_pool_dynamic)
 def aten_avg_pool2d_default(ctx, self, kernel_size, stride=(), padding=0, ceil_mode=False,
                             count_include_pad=True, divisor_override=None):
     """avg_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None)
@@ -106,7 +146,8 @@ def _adaptive(ctx, self, output_size, kind: str):
     if all(o == 1 for o in out):  # AdaptiveAvgPool2d(1) keeps [N, C, 1, 1] (pitfall 2)
         table = _GLOBAL_AVG if kind == "Avg" else _GLOBAL_MAX
         return table[n](keepdims=True, name=ctx.name())(self)
-    if all(s % o == 0 for s, o in zip(spatial, out)):
+    dynamic = any(ctx.is_dynamic(s) for s in ctx.node.args[0].meta["val"].shape[2:])
+    if not dynamic and all(s % o == 0 for s, o in zip(spatial, out)):
         window = tuple(s // o for s, o in zip(spatial, out))
         table = _AVG if kind == "Avg" else _MAX
         return table[n](pool_size=window, strides=window, padding="valid", name=ctx.name())(self)
@@ -117,7 +158,7 @@ def _adaptive(ctx, self, output_size, kind: str):
 
 @register(aten.adaptive_avg_pool1d.default, aten.adaptive_avg_pool2d.default,
           aten.adaptive_avg_pool3d.default, aten._adaptive_avg_pool2d.default,
-          aten._adaptive_avg_pool3d.default, policy=Policy.CHANNELS_LAST)
+          aten._adaptive_avg_pool3d.default, policy=Policy.CHANNELS_LAST, dynamic=True)
 def aten_adaptive_avg_pool2d_default(ctx, self, output_size):
     """adaptive_avg_pool2d(Tensor self, SymInt[2] output_size) -> Tensor
 
@@ -129,7 +170,7 @@ def aten_adaptive_avg_pool2d_default(ctx, self, output_size):
 @register(aten.adaptive_max_pool1d.default, aten.adaptive_max_pool2d.default,
           aten.adaptive_max_pool3d.default, policy=Policy.CHANNELS_LAST,
           supports=lambda node: None if all(u.args[1] == 0 for u in node.users)
-          else "adaptive max pooling indices")
+          else "adaptive max pooling indices", dynamic=True)
 def aten_adaptive_max_pool2d_default(ctx, self, output_size):
     """adaptive_max_pool2d(Tensor self, int[2] output_size) -> (Tensor, Tensor): values only."""
     return (_adaptive(ctx, self, output_size, "Max"), None)

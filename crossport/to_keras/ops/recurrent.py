@@ -113,7 +113,7 @@ def _states(hx, count):
     return hx + [None] * (count - len(hx))
 
 
-@register(aten.lstm.input, opaque.lstm.default, policy=Policy.CUSTOM, supports=_rnn_supports)
+@register(aten.lstm.input, opaque.lstm.default, policy=Policy.CUSTOM, supports=_rnn_supports, dynamic=True)
 def aten_lstm_input(ctx, input, hx, params, has_biases, num_layers, dropout, train,
                     bidirectional, batch_first):
     """lstm.input(Tensor input, Tensor[] hx, Tensor[] params, bool has_biases, int num_layers, float dropout, bool train, bool bidirectional, bool batch_first) -> (Tensor, Tensor, Tensor)
@@ -126,7 +126,7 @@ def aten_lstm_input(ctx, input, hx, params, has_biases, num_layers, dropout, tra
     return out, h, c
 
 
-@register(aten.gru.input, opaque.gru.default, policy=Policy.CUSTOM, supports=_rnn_supports)
+@register(aten.gru.input, opaque.gru.default, policy=Policy.CUSTOM, supports=_rnn_supports, dynamic=True)
 def aten_gru_input(ctx, input, hx, params, has_biases, num_layers, dropout, train,
                    bidirectional, batch_first):
     """gru.input(Tensor input, Tensor hx, Tensor[] params, bool has_biases, int num_layers, float dropout, bool train, bool bidirectional, bool batch_first) -> (Tensor, Tensor)
@@ -143,7 +143,7 @@ def aten_gru_input(ctx, input, hx, params, has_biases, num_layers, dropout, trai
 @register(aten.rnn_tanh.input, aten.rnn_relu.input, opaque.rnn_tanh.default,
           opaque.rnn_relu.default,
           policy=Policy.CUSTOM,
-          supports=_rnn_supports)
+          supports=_rnn_supports, dynamic=True)
 def aten_rnn_tanh_input(ctx, input, hx, params, has_biases, num_layers, dropout, train,
                         bidirectional, batch_first):
     """rnn_tanh.input(Tensor input, Tensor hx, Tensor[] params, bool has_biases, int num_layers, float dropout, bool train, bool bidirectional, bool batch_first) -> (Tensor, Tensor)

@@ -51,13 +51,13 @@ def _cast_out(ctx, y):
     return y if y.dtype == want else ops.cast(y, want)
 
 
-@register(aten.mean.dim, aten.mean.default, policy=Policy.CUSTOM)
+@register(aten.mean.dim, aten.mean.default, policy=Policy.CUSTOM, dynamic=True)
 def aten_mean_dim(ctx, self, dim=None, keepdim=False, dtype=None):
     """mean.dim(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None)"""
     return _reduce(ctx, self, dim, keepdim, ops.mean)
 
 
-@register(aten.sum.dim_IntList, aten.sum.default, policy=Policy.CUSTOM)
+@register(aten.sum.dim_IntList, aten.sum.default, policy=Policy.CUSTOM, dynamic=True)
 def aten_sum_dim_intlist(ctx, self, dim=None, keepdim=False, dtype=None):
     """sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None)
 
@@ -71,41 +71,48 @@ def aten_sum_dim_intlist(ctx, self, dim=None, keepdim=False, dtype=None):
     return _cast_out(ctx, _reduce(ctx, value, dim, keepdim, ops.sum))
 
 
-@register(aten.amax.default, policy=Policy.CUSTOM)
+@register(aten.amax.default, policy=Policy.CUSTOM, dynamic=True)
 def aten_amax_default(ctx, self, dim=(), keepdim=False):
     """amax(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor"""
     return _reduce(ctx, self, dim, keepdim, ops.max)
 
 
-@register(aten.amin.default, policy=Policy.CUSTOM)
+@register(aten.amin.default, policy=Policy.CUSTOM, dynamic=True)
 def aten_amin_default(ctx, self, dim=(), keepdim=False):
     """amin(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor"""
     return _reduce(ctx, self, dim, keepdim, ops.min)
 
 
-@register(aten.prod.dim_int, policy=Policy.CUSTOM)
+@register(aten.prod.dim_int, policy=Policy.CUSTOM, dynamic=True)
 def aten_prod_dim_int(ctx, self, dim, keepdim=False, dtype=None):
     """prod.dim_int(Tensor self, int dim, bool keepdim=False, *, ScalarType? dtype=None)"""
     return _reduce(ctx, self, dim, keepdim, ops.prod)
 
 
 def _var(ctx, self, dim, correction, keepdim):
-    """Variance with torch's correction (unbiased, correction=1, by default)."""
+    """Variance with torch's correction (unbiased, correction=1, by default).
+
+    The element count comes from the run-time shape, so a dynamic reduced dim divides by
+    its own length.
+    """
     value = _plain(ctx, self)
     dims = _dims(dim, value.rank)
     axes = tuple(value.layout.axes(dims))
-    n = 1
-    for d in dims:
-        n *= value.static_shape()[d]
     correction = 1 if correction is None else correction
     x = value.tensor
     centred = x - ops.mean(x, axis=axes, keepdims=True)
     total = ops.sum(ops.square(centred), axis=axes, keepdims=keepdim)
     ctx.out_layout = value.layout if keepdim else value.layout.without(dims)
-    return total / max(n - correction, 0) if n - correction > 0 else total / 0.0
+    n = 1
+    for d in dims:
+        n = n * ctx.size(value.shape[d])
+    if isinstance(n, int):
+        return total / (n - correction) if n - correction > 0 else total / 0.0
+    dof = ops.maximum(ops.cast(n, x.dtype) - correction, 0.0)
+    return total / dof  # torch: a non-positive dof gives inf/nan, as x / 0 does here
 
 
-@register(aten.var.correction, aten.var.dim, policy=Policy.CUSTOM)
+@register(aten.var.correction, aten.var.dim, policy=Policy.CUSTOM, dynamic=True)
 def aten_var_correction(ctx, self, dim=None, correction=None, keepdim=False, unbiased=True):
     """var.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False)"""
     if ctx.node.target is aten.var.dim:
@@ -113,7 +120,7 @@ def aten_var_correction(ctx, self, dim=None, correction=None, keepdim=False, unb
     return _var(ctx, self, dim, correction, keepdim)
 
 
-@register(aten.std.correction, aten.std.dim, policy=Policy.CUSTOM)
+@register(aten.std.correction, aten.std.dim, policy=Policy.CUSTOM, dynamic=True)
 def aten_std_correction(ctx, self, dim=None, correction=None, keepdim=False, unbiased=True):
     """std.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False)"""
     if ctx.node.target is aten.std.dim:
@@ -135,13 +142,13 @@ def _arg_reduce(ctx, self, dim, keepdim, fn):
     return y
 
 
-@register(aten.argmax.default, policy=Policy.CUSTOM)
+@register(aten.argmax.default, policy=Policy.CUSTOM, dynamic=True)
 def aten_argmax_default(ctx, self, dim=None, keepdim=False):
     """argmax(Tensor self, int? dim=None, bool keepdim=False) -> Tensor"""
     return _arg_reduce(ctx, self, dim, keepdim, ops.argmax)
 
 
-@register(aten.argmin.default, policy=Policy.CUSTOM)
+@register(aten.argmin.default, policy=Policy.CUSTOM, dynamic=True)
 def aten_argmin_default(ctx, self, dim=None, keepdim=False):
     """argmin(Tensor self, int? dim=None, bool keepdim=False) -> Tensor"""
     return _arg_reduce(ctx, self, dim, keepdim, ops.argmin)
@@ -156,13 +163,13 @@ def _softmax(ctx, self, dim, fn):
     return fn(value.tensor, axis=value.layout.axis(dim))
 
 
-@register(aten._softmax.default, aten.softmax.int, policy=Policy.CUSTOM)
+@register(aten._softmax.default, aten.softmax.int, policy=Policy.CUSTOM, dynamic=True)
 def aten_softmax_int(ctx, self, dim, half_to_float=False, dtype=None):
     """_softmax(Tensor self, int dim, bool half_to_float) -> Tensor"""
     return _softmax(ctx, self, dim, ops.softmax)
 
 
-@register(aten._log_softmax.default, aten.log_softmax.int, policy=Policy.CUSTOM)
+@register(aten._log_softmax.default, aten.log_softmax.int, policy=Policy.CUSTOM, dynamic=True)
 def aten_log_softmax_int(ctx, self, dim, half_to_float=False, dtype=None):
     """_log_softmax(Tensor self, int dim, bool half_to_float) -> Tensor"""
     return _softmax(ctx, self, dim, ops.log_softmax)
@@ -178,7 +185,7 @@ def _extreme_with_index(ctx, self, dim, keepdim, value_fn, index_fn):
     return values, indices
 
 
-@register(aten.max.dim, policy=Policy.CUSTOM)
+@register(aten.max.dim, policy=Policy.CUSTOM, dynamic=True)
 def aten_max_dim(ctx, self, dim, keepdim=False):
     """max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)
 
@@ -187,7 +194,7 @@ def aten_max_dim(ctx, self, dim, keepdim=False):
     return _extreme_with_index(ctx, self, dim, keepdim, ops.max, ops.argmax)
 
 
-@register(aten.min.dim, policy=Policy.CUSTOM)
+@register(aten.min.dim, policy=Policy.CUSTOM, dynamic=True)
 def aten_min_dim(ctx, self, dim, keepdim=False):
     """min.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"""
     return _extreme_with_index(ctx, self, dim, keepdim, ops.min, ops.argmin)

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from crossport import layers as torch_semantics
+from crossport.to_keras.dynamic_dims import is_dynamic_size, static_dims
 from crossport.to_keras.registry import Policy, register
 
 aten = torch.ops.aten
@@ -163,6 +164,31 @@ def _resize_supports(node: torch.fx.Node) -> str | None:
     return None
 
 
+def _integer_multiple(size_in, size_out) -> bool:
+    """``size_out == k * size_in`` for an integer ``k``, at every size."""
+    if not is_dynamic_size(size_in):
+        return False
+    ratio = (size_out.node.expr if is_dynamic_size(size_out) else size_out) / size_in.node.expr
+    return bool(getattr(ratio, "is_Integer", False)) and int(ratio) >= 1
+
+
+def _resize_dynamic(node: torch.fx.Node) -> str | None:
+    """Resampling matrices are built for the example's sizes; only nearest upsampling by an
+    integer factor (an ``UpSampling`` layer) stays right at every size."""
+    shape_in, shape_out = node.args[0].meta["val"].shape, node.meta["val"].shape
+    nearest = "nearest" in str(node.target)
+    fixed = [d for d in range(2, len(shape_in))
+             if not (nearest and _integer_multiple(shape_in[d], shape_out[d]))]
+    return static_dims("input" if "input" in _argument_names(node) else "self",
+                       lambda _node: fixed,
+                       f"{node.target.__name__.split('.')[0]} (other than nearest upsampling "
+                       "by an integer factor)")(node)
+
+
+def _argument_names(node: torch.fx.Node) -> list[str]:
+    return [a.name for a in node.target._schema.arguments]
+
+
 def _vec_scales(scale_factors, n):
     return [None] * n if scale_factors is None else [float(s) for s in scale_factors]
 
@@ -176,7 +202,8 @@ def _nd(ctx) -> int:
 
 
 @register(aten.upsample_nearest1d.vec, aten.upsample_nearest2d.vec,
-          aten.upsample_nearest3d.vec, policy=Policy.CHANNELS_LAST, supports=_resize_supports)
+          aten.upsample_nearest3d.vec, policy=Policy.CHANNELS_LAST, supports=_resize_supports,
+          dynamic=_resize_dynamic)
 def aten_upsample_nearest2d_vec(ctx, input, output_size, scale_factors):
     """upsample_nearest2d.vec(Tensor input, SymInt[]? output_size, float[]? scale_factors) -> Tensor
 
@@ -188,7 +215,8 @@ def aten_upsample_nearest2d_vec(ctx, input, output_size, scale_factors):
 
 @register(aten.upsample_nearest1d.default, aten.upsample_nearest2d.default,
           aten.upsample_nearest3d.default, policy=Policy.CHANNELS_LAST,
-          supports=_resize_supports)
+          supports=_resize_supports,
+          dynamic=_resize_dynamic)
 def aten_upsample_nearest2d_default(ctx, self, output_size, scales=None, scales_d=None,
                                     scales_h=None, scales_w=None):
     """upsample_nearest2d(Tensor self, SymInt[2] output_size, float? scales_h=None, float? scales_w=None) -> Tensor"""
@@ -199,7 +227,8 @@ def aten_upsample_nearest2d_default(ctx, self, output_size, scales=None, scales_
 
 @register(aten._upsample_nearest_exact1d.vec, aten._upsample_nearest_exact2d.vec,
           aten._upsample_nearest_exact3d.vec, policy=Policy.CHANNELS_LAST,
-          supports=_resize_supports)
+          supports=_resize_supports,
+          dynamic=_resize_dynamic)
 def aten_upsample_nearest_exact2d_vec(ctx, input, output_size, scale_factors):
     """_upsample_nearest_exact2d.vec(Tensor input, SymInt[]? output_size, float[]? scale_factors) -> Tensor
 
@@ -211,7 +240,8 @@ def aten_upsample_nearest_exact2d_vec(ctx, input, output_size, scale_factors):
 
 @register(aten._upsample_nearest_exact1d.default, aten._upsample_nearest_exact2d.default,
           aten._upsample_nearest_exact3d.default, policy=Policy.CHANNELS_LAST,
-          supports=_resize_supports)
+          supports=_resize_supports,
+          dynamic=_resize_dynamic)
 def aten_upsample_nearest_exact2d_default(ctx, self, output_size, scales=None, scales_d=None,
                                           scales_h=None, scales_w=None):
     """_upsample_nearest_exact2d(Tensor self, SymInt[2] output_size, float? scales_h=None, float? scales_w=None) -> Tensor"""
@@ -234,7 +264,8 @@ _INTERPOLATING_DEFAULT = {
 }
 
 
-@register(*_INTERPOLATING_VEC, policy=Policy.CHANNELS_LAST, supports=_resize_supports)
+@register(*_INTERPOLATING_VEC, policy=Policy.CHANNELS_LAST, supports=_resize_supports,
+          dynamic=_resize_dynamic)
 def aten_upsample_bilinear2d_vec(ctx, input, output_size, align_corners, scale_factors):
     """upsample_bilinear2d.vec(Tensor input, SymInt[]? output_size, bool align_corners, float[]? scale_factors) -> Tensor
 
@@ -246,7 +277,8 @@ def aten_upsample_bilinear2d_vec(ctx, input, output_size, align_corners, scale_f
     return emit_resize(ctx, input, table, _vec_scales(scale_factors, _nd(ctx)), align_corners)
 
 
-@register(*_INTERPOLATING_DEFAULT, policy=Policy.CHANNELS_LAST, supports=_resize_supports)
+@register(*_INTERPOLATING_DEFAULT, policy=Policy.CHANNELS_LAST, supports=_resize_supports,
+          dynamic=_resize_dynamic)
 def aten_upsample_bilinear2d_default(ctx, self, output_size, align_corners, scales=None,
                                      scales_d=None, scales_h=None, scales_w=None):
     """upsample_bilinear2d(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor"""

@@ -32,6 +32,9 @@ def as_value(ctx, value) -> TensorValue:
                        torch.from_numpy(np.zeros(0, array.dtype)).dtype)
 
 
+_INT32_MAX = 2**31 - 1
+
+
 def _out_torch_shape(ctx):
     val = ctx.node.meta["val"]
     return tuple(val.shape)
@@ -77,6 +80,8 @@ def _merge_by_gather(ctx, value: TensorValue, in_shape, out_shape, target):
         if positions != list(range(positions[0], positions[0] + len(gi))):
             return None  # the merged dims are not side by side in Keras
         run = [keras_order[p] for p in positions]
+        if run != list(gi) and any(ctx.is_dynamic(value.shape[d]) for d in run):
+            return None  # the gather order is built for static sizes only
         if run != list(gi):
             block = np.arange(math.prod(in_shape[d] for d in run)).reshape(
                 [in_shape[d] for d in run])
@@ -114,7 +119,7 @@ def _reshapable_layout(layout: Layout, in_shape, out_shape) -> Layout | None:
 
 @register(aten.view.default, aten._unsafe_view.default, aten.reshape.default,
           aten.flatten.using_ints, aten.unflatten.int, aten.squeeze.dim, aten.squeeze.dims,
-          aten.squeeze.default, aten.unsqueeze.default, policy=Policy.CUSTOM)
+          aten.squeeze.default, aten.unsqueeze.default, policy=Policy.CUSTOM, dynamic=True)
 def aten_view_default(ctx, self, *args, **kwargs):
     """view(Tensor(a) self, SymInt[] size) and flatten/squeeze/unsqueeze: one reshape rule.
 
@@ -125,7 +130,7 @@ def aten_view_default(ctx, self, *args, **kwargs):
 
 
 @register(aten.permute.default, aten.transpose.int, aten.t.default, aten.numpy_T.default,
-          policy=Policy.CUSTOM)
+          policy=Policy.CUSTOM, dynamic=True)
 def aten_permute_default(ctx, self, *args, **kwargs):
     """permute(Tensor(a) self, int[] dims): free; only the layout changes (no Keras op)."""
     value = as_value(ctx, self)
@@ -151,7 +156,7 @@ def _permutation(node, rank) -> list[int]:
     return list(reversed(range(rank)))
 
 
-@register(aten.expand.default, aten.expand_as.default, policy=Policy.CUSTOM, keeps_layout=True)
+@register(aten.expand.default, policy=Policy.CUSTOM, keeps_layout=True, dynamic=True)
 def aten_expand_default(ctx, self, size, implicit=False):
     """expand(Tensor(a) self, SymInt[] size, *, bool implicit=False) -> Tensor(a)
 
@@ -188,13 +193,19 @@ def aten_expand_default(ctx, self, size, implicit=False):
     return keras_add(value.tensor, zeros)  # ops.add may become a wrong-axis bias_add
 
 
+@register(aten.expand_as.default, policy=Policy.CUSTOM, keeps_layout=True, dynamic=True)
+def aten_expand_as_default(ctx, self, other):
+    """expand_as(Tensor(a) self, Tensor other) -> Tensor(a): expand to ``other``'s shape."""
+    return aten_expand_default(ctx, self, _out_torch_shape(ctx))
+
+
 def _harmonised(ctx, values) -> tuple[list, Layout]:
     values = [as_value(ctx, v) for v in values]
     layout = next((v.layout for v in values if v.layout.flat is None), canonical(values[0].rank))
     return [ctx.to_layout(v, layout) for v in values], layout
 
 
-@register(aten.cat.default, aten.concat.default, policy=Policy.CUSTOM, keeps_layout=True)
+@register(aten.cat.default, aten.concat.default, policy=Policy.CUSTOM, keeps_layout=True, dynamic=True)
 def aten_cat_default(ctx, tensors, dim=0):
     """cat(Tensor[] tensors, int dim=0) -> Tensor: in the first input's layout."""
     tensors = [t for t in tensors if not _is_empty(t)]
@@ -210,7 +221,7 @@ def _is_empty(value) -> bool:
     return any(concrete(s) == 0 for s in shape) and len(shape) == 1
 
 
-@register(aten.stack.default, policy=Policy.CUSTOM)
+@register(aten.stack.default, policy=Policy.CUSTOM, dynamic=True)
 def aten_stack_default(ctx, tensors, dim=0):
     """stack(Tensor[] tensors, int dim=0) -> Tensor"""
     xs, layout = _harmonised(ctx, tensors)
@@ -221,7 +232,7 @@ def aten_stack_default(ctx, tensors, dim=0):
     return ops.stack(xs, axis=out_layout.axis(dim))
 
 
-@register(aten.split.Tensor, policy=Policy.CUSTOM, keeps_layout=True)
+@register(aten.split.Tensor, policy=Policy.CUSTOM, keeps_layout=True, dynamic=True)
 def aten_split_tensor(ctx, self, split_size, dim=0):
     """split.Tensor(Tensor(a -> *) self, SymInt split_size, int dim=0) -> Tensor(a)[]
 
@@ -230,11 +241,33 @@ def aten_split_tensor(ctx, self, split_size, dim=0):
     return aten_split_with_sizes_default(ctx, self, split_size, dim)
 
 
+def _split_at_run_time(ctx, value: TensorValue, dim: int):
+    """Chunks of a dynamic dim (``chunk`` on a sequence): each output's bounds from the
+    run-time sizes torch traced for it (``(s + 1) // 2`` ...), as ``DynamicSlice``s."""
+    from crossport.layers.dynamic import DynamicSlice
+
+    x, layout = _plain(ctx, value)
+    axis = layout.axis(dim)
+    parts, start = [], 0
+    for out in ctx.node.meta["val"]:
+        end = start + out.shape[dim]
+        bounds = [None if ctx.is_dynamic(b) else int(b) for b in (start, end)]
+        scalars = [ctx.size(b) for b in (start, end) if ctx.is_dynamic(b)]
+        size = None if ctx.is_dynamic(out.shape[dim]) else int(out.shape[dim])
+        parts.append(DynamicSlice(axis, *bounds, 1, out_size=size,
+                                  name=ctx.name("split"))(x, *scalars))
+        start = end
+    ctx.out_layout = [layout] * len(parts)
+    return tuple(parts)
+
+
 @register(aten.split_with_sizes.default, aten.split_with_sizes_copy.default,
-          policy=Policy.CUSTOM, keeps_layout=True)
+          policy=Policy.CUSTOM, keeps_layout=True, dynamic=True)
 def aten_split_with_sizes_default(ctx, self, split_sizes, dim=0):
     """split_with_sizes(Tensor(a) self, SymInt[] split_sizes, int dim=0) -> Tensor[]"""
     value = as_value(ctx, self)
+    if any(ctx.is_dynamic(out.shape[dim]) for out in ctx.node.meta["val"]):
+        return _split_at_run_time(ctx, value, dim)
     x, layout = _plain(ctx, value)
     total = value.static_shape()[dim]
     if isinstance(split_sizes, int):
@@ -246,7 +279,7 @@ def aten_split_with_sizes_default(ctx, self, split_sizes, dim=0):
     return tuple(parts)
 
 
-@register(aten.unbind.int, policy=Policy.CUSTOM)
+@register(aten.unbind.int, policy=Policy.CUSTOM, dynamic=True)
 def aten_unbind_int(ctx, self, dim=0):
     """unbind.int(Tensor(a -> *) self, int dim=0) -> Tensor(a)[]"""
     value = as_value(ctx, self)
@@ -264,7 +297,7 @@ def _plain(ctx, value: TensorValue):
     return ctx.canonical(value), canonical(value.rank)
 
 
-@register(aten.slice.Tensor, policy=Policy.CUSTOM, keeps_layout=True)
+@register(aten.slice.Tensor, policy=Policy.CUSTOM, keeps_layout=True, dynamic=True)
 def aten_slice_tensor(ctx, self, dim=0, start=None, end=None, step=1):
     """slice.Tensor(Tensor(a) self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1)"""
     value = as_value(ctx, self)
@@ -278,16 +311,19 @@ def aten_slice_tensor(ctx, self, dim=0, start=None, end=None, step=1):
         ctx.out_layout = layout
         return DynamicSlice(layout.axis(dim), *bounds, step, out_size=out,
                             name=ctx.name("slice"))(x, *scalars)
-    size = value.static_shape()[dim]
     start = 0 if start is None else start
-    end = None if end is None or end >= size else end  # open end: right for dynamic dims
+    if end is not None and not ctx.is_dynamic(value.shape[dim]) and end >= value.shape[dim]:
+        end = None
+    elif end is not None and end >= _INT32_MAX:  # torch's open end (sys.maxsize)
+        end = None
+    # Otherwise keep the bound: on a dynamic dim x[:8] is 8 long at length 12, like torch.
     index = [slice(None)] * value.rank
     index[layout.axis(dim)] = slice(start, end, step)
     ctx.out_layout = layout
     return x[tuple(index)]
 
 
-@register(aten.select.int, policy=Policy.CUSTOM)
+@register(aten.select.int, policy=Policy.CUSTOM, dynamic=True)
 def aten_select_int(ctx, self, dim, index):
     """select.int(Tensor(a) self, int dim, SymInt index) -> Tensor(a)"""
     value = as_value(ctx, self)
@@ -299,7 +335,7 @@ def aten_select_int(ctx, self, dim, index):
     return x[tuple(items)]
 
 
-@register(aten.index_select.default, policy=Policy.CUSTOM, keeps_layout=True)
+@register(aten.index_select.default, policy=Policy.CUSTOM, keeps_layout=True, dynamic=True)
 def aten_index_select_default(ctx, self, dim, index):
     """index_select(Tensor self, int dim, Tensor index) -> Tensor"""
     value = as_value(ctx, self)
@@ -310,7 +346,7 @@ def aten_index_select_default(ctx, self, dim, index):
 
 
 @register(aten.clone.default, aten.contiguous.default, aten.alias.default, aten.detach.default,
-          aten.lift_fresh_copy.default, policy=Policy.CUSTOM, keeps_layout=True)
+          aten.lift_fresh_copy.default, policy=Policy.CUSTOM, keeps_layout=True, dynamic=True)
 def aten_clone_default(ctx, self, *args, **kwargs):
     """clone/contiguous/alias/detach: the identity."""
     value = as_value(ctx, self)
@@ -323,9 +359,8 @@ def _dropout_supports(node: torch.fx.Node) -> str | None:
     return "dropout in training mode (call module.eval() before converting)" if train else None
 
 
-@register(aten.dropout.default, aten.dropout_.default, aten.feature_dropout.default,
-          aten.alpha_dropout.default, policy=Policy.CUSTOM, keeps_layout=True,
-          supports=_dropout_supports)
+@register(aten.dropout.default, aten.feature_dropout.default, aten.alpha_dropout.default,
+          policy=Policy.CUSTOM, keeps_layout=True, supports=_dropout_supports, dynamic=True)
 def aten_dropout_default(ctx, input, p, train):
     """dropout(Tensor input, float p, bool train) -> Tensor: the identity in eval mode."""
     value = as_value(ctx, input)
@@ -333,7 +368,14 @@ def aten_dropout_default(ctx, input, p, train):
     return value.tensor
 
 
-@register(aten._to_copy.default, aten.to.dtype, aten.type_as.default, policy=Policy.CUSTOM, keeps_layout=True)
+@register(aten.dropout_.default, policy=Policy.CUSTOM, keeps_layout=True,
+          supports=_dropout_supports, dynamic=True)
+def aten_dropout__default(ctx, self, p, train):
+    """dropout_(Tensor(a!) self, float p, bool train) -> Tensor(a!): the identity in eval mode."""
+    return aten_dropout_default(ctx, self, p, train)
+
+
+@register(aten._to_copy.default, aten.to.dtype, aten.type_as.default, policy=Policy.CUSTOM, keeps_layout=True, dynamic=True)
 def aten_to_copy_default(ctx, self, *args, **kwargs):
     """_to_copy(Tensor self, *, ScalarType? dtype=None, ...) -> Tensor: a cast (or identity)."""
     value = as_value(ctx, self)

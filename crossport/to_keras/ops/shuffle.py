@@ -23,7 +23,7 @@ def _rank4(node: torch.fx.Node) -> str | None:
     return None
 
 
-@register(aten.pixel_shuffle.default, policy=Policy.CHANNELS_LAST, supports=_rank4)
+@register(aten.pixel_shuffle.default, policy=Policy.CHANNELS_LAST, supports=_rank4, dynamic=True)
 def aten_pixel_shuffle_default(ctx, self, upscale_factor):
     """pixel_shuffle(Tensor self, int upscale_factor) -> Tensor
 
@@ -35,7 +35,7 @@ def aten_pixel_shuffle_default(ctx, self, upscale_factor):
     return layer(self)
 
 
-@register(aten.pixel_unshuffle.default, policy=Policy.CHANNELS_LAST, supports=_rank4)
+@register(aten.pixel_unshuffle.default, policy=Policy.CHANNELS_LAST, supports=_rank4, dynamic=True)
 def aten_pixel_unshuffle_default(ctx, self, downscale_factor):
     """pixel_unshuffle(Tensor self, int downscale_factor) -> Tensor: crossport.layers.PixelUnshuffle"""
     layer = torch_semantics.PixelUnshuffle(int(downscale_factor), data_format="channels_last",
