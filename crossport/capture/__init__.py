@@ -1,6 +1,11 @@
 """Graph capture: torch.export, dynamic dims, the decomposition table, node provenance."""
 
-from crossport.capture.export import capture, input_names, normalize_example_args
+from crossport.capture.export import (
+    capture,
+    input_names,
+    normalize_example_args,
+    requested_dynamic_dims,
+)
 from crossport.capture.source import describe, module_path, module_type, source_line
 
 __all__ = [
@@ -10,5 +15,6 @@ __all__ = [
     "module_path",
     "module_type",
     "normalize_example_args",
+    "requested_dynamic_dims",
     "source_line",
 ]

@@ -54,6 +54,14 @@ def _dynamic_shapes(args: tuple, options: ConvertOptions, names: list[str] | Non
     """
     if not options.dynamic_batch and not options.dynamic_dims:
         return None
+    requested = requested_dynamic_dims(args, options, names)
+    return tuple({d: torch.export.Dim.DYNAMIC for d in sorted(requested.get(i, ()))} or None
+                 for i in range(len(args)))
+
+
+def requested_dynamic_dims(args: tuple, options: ConvertOptions,
+                           names: list[str] | None = None) -> dict[int, set[int]]:
+    """``{input index: dims}`` the user asked to be dynamic (``dynamic_batch``/``_dims``)."""
     names = names or []
     unknown = [k for k in options.dynamic_dims
                if not (isinstance(k, int) and -len(args) <= k < len(args)) and k not in names]
@@ -62,15 +70,13 @@ def _dynamic_shapes(args: tuple, options: ConvertOptions, names: list[str] | Non
                          f"{names or list(range(len(args)))} (use an index or a name)")
     by_index = {(names.index(k) if not isinstance(k, int) else k % len(args)): v
                 for k, v in options.dynamic_dims.items()}
-    shapes = []
+    requested: dict[int, set[int]] = {}
     for i, arg in enumerate(args):
-        spec = {}
-        if options.dynamic_batch and arg.ndim > 0:
-            spec[0] = torch.export.Dim.DYNAMIC
-        for d in by_index.get(i, {}):
-            spec[d % arg.ndim] = torch.export.Dim.DYNAMIC
-        shapes.append(spec or None)
-    return tuple(shapes)
+        dims = {0} if options.dynamic_batch and arg.ndim > 0 else set()
+        dims |= {d % arg.ndim for d in by_index.get(i, {})}
+        if dims:
+            requested[i] = dims
+    return requested
 
 
 def _match_signature(module: torch.nn.Module, shapes: tuple) -> tuple:

@@ -150,12 +150,13 @@ def _check(conversion, model: keras.Model, source_path: Path, count: int) -> Non
 
 
 def _error_vs_torch(conversion, rebuilt: keras.Model, count: int) -> float:
-    from crossport.parity.verify import fresh_inputs, leaves, run_keras, torch_outputs
+    from crossport.parity.verify import leaves, recheck_inputs, run_keras, torch_outputs
 
     errors = []
     channels_last_io = conversion.options.channels_last_io
-    for i in range(count):
-        args = fresh_inputs(conversion.example_args, conversion.options.seed + 200 + i)
+    shape_sets = conversion.report.shape_sets if conversion.report is not None else None
+    for args in recheck_inputs(conversion.example_args, shape_sets,
+                               conversion.options.seed + 200, count):
         structure = torch_outputs(conversion.module, args)
         got = run_keras(rebuilt, args, channels_last_io, like=structure)
         errors.extend(normalized_error(r, g) for r, g in zip(leaves(structure), got))

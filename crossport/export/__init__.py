@@ -18,9 +18,9 @@ from crossport.errors import ExportError, InputError
 from crossport.export import formats
 from crossport.parity import normalized_error
 from crossport.parity.verify import (
-    fresh_inputs,
     from_keras_outputs,
     leaves,
+    recheck_inputs,
     to_keras_inputs,
     torch_order,
     torch_outputs,
@@ -146,8 +146,9 @@ def _recheck(conversion, path: Path, format: str, count: int) -> float:
     run = _loader(conversion, path, format)
     channels_last_io = conversion.options.channels_last_io
     errors = []
-    for i in range(count):
-        args = fresh_inputs(conversion.example_args, conversion.options.seed + 100 + i)
+    shape_sets = conversion.report.shape_sets if conversion.report is not None else None
+    for args in recheck_inputs(conversion.example_args, shape_sets,
+                               conversion.options.seed + 100, count):
         structure = torch_outputs(conversion.module, args)
         flat = run(to_keras_inputs(args, channels_last_io))
         order = torch_order(conversion.model, structure)

@@ -41,6 +41,11 @@ class ParityReport:
     keras_vs_fp64: float | None = None
     torch_vs_fp64: float | None = None
     first_divergent: NodeDivergence | None = None
+    shapes: list[str] = field(default_factory=list)     # input shapes checked, in words
+    shape_sets: list = field(default_factory=list)      # the same, as shape tuples
+    fixed_dims: list[str] = field(default_factory=list)  # asked dynamic, fixed by the model
+    shape_note: str | None = None                       # why no second shape was checked
+    worst_at: str | None = None                         # the input shapes of the worst set
 
     @property
     def passed(self) -> bool:
@@ -55,15 +60,27 @@ class ParityReport:
         inputs = len(self.errors)
         head = (f"parity: max normalized error {self.max_error:.2e} over {inputs} input set(s) "
                 f"(tolerance {self.atol:.0e}): {'PASS' if self.passed else 'FAIL'}")
+        lines = [head] + self._shape_lines()
         if self.passed:
-            return head
-        lines = [head]
+            return "\n".join(lines)
+        if self.worst_at:
+            lines.append(f"worst at input shapes {self.worst_at}")
         if self.verdict:
             lines.append(f"verdict: {self.verdict} (Keras vs fp64 {self.keras_vs_fp64:.2e}, "
                          f"torch fp32 vs fp64 {self.torch_vs_fp64:.2e})")
         if self.first_divergent:
             lines.append(self.first_divergent.describe())
         return "\n".join(lines)
+
+    def _shape_lines(self) -> list[str]:
+        lines = []
+        if len(self.shapes) > 1:
+            lines.append("checked at shapes: " + "; ".join(self.shapes))
+        if self.fixed_dims:
+            lines.append("kept static (the model fixes them): " + ", ".join(self.fixed_dims))
+        if self.shape_note:
+            lines.append(self.shape_note)
+        return lines
 
     def to_dict(self) -> dict:
         data = asdict(self)

@@ -16,28 +16,62 @@ import numpy as np
 import torch
 from torch.utils import _pytree as pytree
 
-from crossport.capture import module_path, source_line
+from crossport.capture import (
+    input_names,
+    module_path,
+    requested_dynamic_dims,
+    source_line,
+)
 from crossport.errors import InputError
 from crossport.layout import Layout, channels_last
 from crossport.parity.metrics import normalized_error, rounding_verdict
 from crossport.parity.report import NodeDivergence, ParityReport
+from crossport.parity.shapes import CheckShapes, check_shapes
 from crossport.weights import flat_feature_order
 
 
-def fresh_inputs(example: tuple, seed: int) -> tuple:
-    """Random inputs shaped and typed like ``example``: normal floats, ints within range."""
+def fresh_inputs(example: tuple, seed: int, shapes: tuple | None = None) -> tuple:
+    """Random inputs typed like ``example``: normal floats, ints within its range.
+
+    Shaped like ``example``, or like ``shapes`` (one shape per input) to check other sizes
+    of dynamic dims.
+    """
     gen = torch.Generator().manual_seed(seed)
     out = []
-    for t in example:
+    for t, shape in zip(example, shapes or [t.shape for t in example]):
         if t.dtype.is_floating_point:
-            out.append(torch.randn(t.shape, generator=gen, dtype=t.dtype))
+            out.append(torch.randn(shape, generator=gen, dtype=t.dtype))
         elif t.dtype == torch.bool:
-            out.append(torch.rand(t.shape, generator=gen) > 0.5)
+            out.append(torch.rand(shape, generator=gen) > 0.5)
         else:
             low, high = (int(t.min()), int(t.max()) + 1) if t.numel() else (0, 1)
-            out.append(torch.randint(low, max(high, low + 1), t.shape, generator=gen,
+            out.append(torch.randint(low, max(high, low + 1), shape, generator=gen,
                                      dtype=t.dtype))
     return tuple(out)
+
+
+def recheck_inputs(example: tuple, shape_sets: list | None, seed: int, count: int) -> list:
+    """Fresh inputs for a re-check: ``count`` at the example's shape, one at each other
+    checked shape (``ParityReport.shape_sets``), so a dynamic dim is re-checked too."""
+    sets = [fresh_inputs(example, seed + i) for i in range(count)]
+    for j, shapes in enumerate((shape_sets or [])[1:]):
+        sets.append(fresh_inputs(example, seed + count + j, tuple(shapes)))
+    return sets
+
+
+def plan_shapes(module, exported, example_args: tuple, options) -> CheckShapes:
+    """The example's shapes plus a second shape moving every dynamic dim (torch-approved)."""
+    names = input_names(module, len(example_args))
+    requested = requested_dynamic_dims(example_args, options, names)
+
+    def accepts(shapes) -> bool:
+        try:
+            torch_outputs(module, fresh_inputs(example_args, options.seed + 50, shapes))
+        except Exception:  # torch rejects that size: the model constrains the dim
+            return False
+        return True
+
+    return check_shapes(module, exported, example_args, names, requested, accepts)
 
 
 def to_keras_inputs(args: tuple, channels_last_io: bool) -> list[np.ndarray]:
@@ -102,14 +136,18 @@ def run_torch(module: torch.nn.Module, args: tuple) -> list[np.ndarray]:
 
 def verify(module, exported, emitted, example_args: tuple, options) -> ParityReport:
     """Compare torch and Keras on the examples and ``options.check_inputs`` fresh inputs."""
+    shapes = plan_shapes(module, exported, example_args, options)
     input_sets = [example_args] + [fresh_inputs(example_args, options.seed + 1 + i)
                                    for i in range(options.check_inputs)]
+    input_sets += [fresh_inputs(example_args, options.seed + 60 + i, other)
+                   for i, other in enumerate(shapes.sets[1:])]
     errors = []
     for i, args in enumerate(input_sets):
         try:
             structure = torch_outputs(module, args)
         except Exception as exc:  # the user's model rejects the inputs: say which, in one line
-            which = "example inputs" if i == 0 else f"fresh input set {i} (drawn like the example)"
+            which = ("example inputs" if i == 0 else f"fresh input set {i} (shapes "
+                     f"{', '.join('x'.join(map(str, a.shape)) for a in args)})")
             raise InputError(
                 f"the torch module failed on the {which}: {type(exc).__name__}: {exc}. "
                 "Give example inputs the model accepts (token ids below the vocabulary "
@@ -119,8 +157,11 @@ def verify(module, exported, emitted, example_args: tuple, options) -> ParityRep
         got = run_keras(emitted.model, args, options.channels_last_io, like=structure)
         errors.append(max((normalized_error(r, g) for r, g in zip(ref, got)), default=0.0))
     worst = int(np.argmax(errors))
-    report = ParityReport(max_error=errors[worst], errors=errors, atol=options.atol)
+    report = ParityReport(max_error=errors[worst], errors=errors, atol=options.atol,
+                          shapes=shapes.describe(), shape_sets=shapes.sets,
+                          fixed_dims=shapes.fixed, shape_note=shapes.untried)
     if errors[worst] > options.atol:
+        report.worst_at = ", ".join("x".join(map(str, a.shape)) for a in input_sets[worst])
         diagnose(report, module, exported, emitted, input_sets[worst], options)
     return report
 

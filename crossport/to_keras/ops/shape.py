@@ -274,6 +274,9 @@ def aten_split_with_sizes_default(ctx, self, split_sizes, dim=0):
         split_sizes = [split_sizes] * (total // split_sizes) + (
             [total % split_sizes] if total % split_sizes else [])
     cuts = list(np.cumsum(split_sizes)[:-1])
+    if not cuts:  # one part (chunk(1), or a split size >= the length): the tensor itself
+        ctx.out_layout = [layout]
+        return (x,)
     parts = ops.split(x, [int(c) for c in cuts], axis=layout.axis(dim))
     ctx.out_layout = [layout] * len(parts)
     return tuple(parts)
