@@ -12,8 +12,10 @@ import pytest
 import torch
 from torch import nn
 
+import torch.nn.functional as F
+
 import crossport
-from crossport.errors import InputError
+from crossport.errors import DynamicDimError, InputError
 from crossport.parity import normalized_error
 from crossport.parity.verify import run_keras
 
@@ -89,6 +91,17 @@ class SeqFirstRNN(nn.Module):
         return out + h[-1]
 
 
+class Op(nn.Module):
+    """One op as a module: the issue's one-line repros of sizes baked in at conversion."""
+
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x):
+        return self.fn(x)
+
+
 class TwoInputs(nn.Module):
     def forward(self, ids, mask):
         return ids * mask.unsqueeze(-1)
@@ -117,6 +130,47 @@ CASES = [
                  id="gru-dynamic-seq"),
     pytest.param(SeqFirstRNN(), (6, 2, 3), {0: {0: "seq"}}, False, [(10, 2, 3)],
                  id="rnn-relu-seq-first-dynamic-seq"),
+    # sizes the example used to bake in (each compared at other sizes)
+    pytest.param(Op(lambda x: x[:, :8]), (2, 6, 4), {0: {1: "s"}}, False, [(2, 12, 4), (2, 3, 4)],
+                 id="slice-end-past-example-length"),
+    pytest.param(Op(lambda x: x[:2] * 1), (2, 4), {}, True, [(5, 4), (1, 4)],
+                 id="slice-dynamic-batch"),
+    pytest.param(Op(lambda x: x[:, 2:8]), (2, 6, 4), {0: {1: "s"}}, False, [(2, 12, 4)],
+                 id="slice-middle-dynamic"),
+    pytest.param(Op(lambda x: x.var(1)), (2, 6, 4), {0: {1: "s"}}, False, [(2, 12, 4)],
+                 id="var-divides-by-run-time-count"),
+    pytest.param(Op(lambda x: x.std(-1, correction=0)), (2, 6), {0: {1: "s"}}, True,
+                 [(3, 11)], id="std-divides-by-run-time-count"),
+    pytest.param(Op(lambda x: F.adaptive_avg_pool2d(x, 3)), (1, 2, 6, 6),
+                 {0: {2: "h", 3: "w"}}, True, [(2, 2, 7, 8), (1, 2, 9, 9)],
+                 id="adaptive-avg-pool-run-time-windows"),
+    pytest.param(Op(lambda x: F.adaptive_max_pool2d(x, (2, 3))), (1, 2, 6, 6),
+                 {0: {2: "h", 3: "w"}}, False, [(1, 2, 7, 11)],
+                 id="adaptive-max-pool-run-time-windows"),
+    pytest.param(Op(lambda x: x.sort(1)[0]), (2, 6), {0: {1: "s"}}, False, [(2, 9)],
+                 id="sort-run-time-length"),
+    pytest.param(Op(lambda x: x.argsort(1, descending=True)), (2, 6), {0: {1: "s"}}, False,
+                 [(2, 9)], id="argsort-run-time-length"),
+    pytest.param(Op(lambda x: x.topk(x.shape[1], 1)[0]), (2, 6), {0: {1: "s"}}, False,
+                 [(2, 9)], id="topk-k-is-the-length"),
+    pytest.param(Op(lambda x: x.chunk(2, 1)[0] * 2), (2, 6), {0: {1: "s"}}, False,
+                 [(2, 10), (2, 7)], id="chunk-dynamic-dim"),
+    pytest.param(Op(lambda x: x[:, torch.tensor([0, 2])]), (2, 6), {0: {1: "s"}}, False,
+                 [(2, 10)], id="index-tensor-on-dynamic-dim"),
+    pytest.param(Op(lambda x: F.interpolate(x, scale_factor=2)), (1, 2, 5, 6),
+                 {0: {2: "h", 3: "w"}}, False, [(1, 2, 7, 3)],
+                 id="nearest-integer-upsampling-dynamic"),
+]
+
+REFUSED = [
+    pytest.param(lambda x: F.max_pool2d(x, 2, ceil_mode=True), "ceil_mode",
+                 id="ceil-mode-pool"),
+    pytest.param(lambda x: F.avg_pool2d(x, 3, 2, 1, ceil_mode=True), "ceil_mode",
+                 id="ceil-mode-avg-pool"),
+    pytest.param(lambda x: F.interpolate(x, scale_factor=0.5, mode="bilinear", antialias=True),
+                 "_upsample_bilinear2d_aa", id="antialiased-interpolate"),
+    pytest.param(lambda x: F.interpolate(x, size=(12, 12), mode="nearest"),
+                 "upsample_nearest2d", id="resize-to-fixed-size"),
 ]
 
 
@@ -140,6 +194,51 @@ def test_dynamic(module, shape, dims, batch, others):
     marked = {d for dim_map in dims.values() for d in dim_map} | ({0} if batch else set())
     assert {d for d, size in enumerate(keras_shape) if size is None} == marked, keras_shape
     _check(module, conversion, others)
+
+
+@pytest.mark.parametrize("fn, what", REFUSED)
+def test_size_dependent_op_refuses_dynamic_dims(fn, what):
+    """An op that cannot compute a dynamic size is refused before building, naming it."""
+    with pytest.raises(DynamicDimError) as info:
+        crossport.convert(Op(fn).eval(), (torch.randn(1, 2, 6, 6),),
+                          dynamic_dims={"x": {2: "h", 3: "w"}})
+    message = str(info.value)
+    assert what in message and "dim 2" in message and "x dim 2" in message, message
+    assert "test_dynamic.py" in message, message  # the user's source line
+
+
+def test_check_states_the_shapes_it_ran():
+    module = Op(lambda x: F.adaptive_avg_pool2d(x, 3)).eval()
+    conversion = crossport.convert_with_report(module, (torch.randn(2, 2, 6, 6),),
+                                               dynamic_batch=True, dynamic_dims={0: {2: "h"}})
+    report = conversion.report
+    assert len(report.shape_sets) == 2
+    example, other = report.shape_sets
+    assert example == ((2, 2, 6, 6),)
+    assert other[0][0] != 2 and other[0][2] != 6 and other[0][1:4:2] == (2, 6), other
+    assert "checked at shapes: x 2x2x6x6; x " in report.summary()
+
+
+class SeesShapes(nn.Module):
+    """Records the input shapes torch runs it at (eager calls only)."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen = []
+
+    def forward(self, x):
+        if not torch.compiler.is_exporting():
+            self.seen.append(tuple(x.shape))
+        return x[:, :8] * 2
+
+
+def test_export_rechecks_at_the_second_shape(tmp_path):
+    module = SeesShapes().eval()
+    conversion = crossport.convert_with_report(module, (torch.randn(2, 6),),
+                                               dynamic_dims={0: {1: "s"}})
+    module.seen.clear()
+    crossport.export(conversion, tmp_path / "m.keras")
+    assert (2, 6) in module.seen and any(s[1] != 6 for s in module.seen), module.seen
 
 
 def test_two_inputs_share_a_dynamic_dim():
