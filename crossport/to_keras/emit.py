@@ -23,7 +23,7 @@ from crossport.options import ConvertOptions
 from crossport.to_keras.context import LayerNames, NodeContext
 from crossport.to_keras.dynamic_dims import input_symbols
 from crossport.to_keras.fold import evaluate, mark_constants
-from crossport.to_keras.registry import Policy, lookup
+from crossport.to_keras.registry import Policy, bind_arguments, lookup
 from crossport.to_keras.sizes import RuntimeSizes
 from crossport.to_keras.values import (
     TensorValue,
@@ -154,7 +154,7 @@ class Emitter:
             args = [self._resolve(a) for a in node.args]
             ctx = NodeContext(node, self.names, self.transposes, self.constants, self.sizes)
             return converter.fn(ctx, *args)
-        arguments = _bind(node)
+        arguments = bind_arguments(node)
         resolved = {k: self._resolve(v) for k, v in arguments.items()}
         ctx = NodeContext(node, self.names, self.transposes, self.constants, self.sizes)
         if converter.policy is Policy.AGNOSTIC:  # sizes used as numbers: run-time scalars
@@ -228,22 +228,6 @@ def _runtime_scalar(ctx: NodeContext, value, node: torch.fx.Node):
     if dtype == torch.bool:
         dtype = torch.int64
     return keras.ops.cast(ctx.size(value), keras_dtype(dtype))
-
-
-def _bind(node: torch.fx.Node) -> dict:
-    """The node's arguments by schema name, defaults filled in."""
-    schema = node.target._schema
-    bound = {}
-    for i, argument in enumerate(schema.arguments):
-        if i < len(node.args) and not argument.kwarg_only:
-            bound[argument.name] = node.args[i]
-        elif argument.name in node.kwargs:
-            bound[argument.name] = node.kwargs[argument.name]
-        elif argument.has_default_value():
-            bound[argument.name] = argument.default_value
-        else:
-            bound[argument.name] = None
-    return bound
 
 
 def _wrap(result, val, layout):

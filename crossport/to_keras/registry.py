@@ -15,6 +15,7 @@ as the policy asks, or as numpy arrays when they are parameters, buffers or cons
 from __future__ import annotations
 
 import enum
+import functools
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,7 +34,8 @@ class Policy(enum.Enum):
     CUSTOM = "custom"                # reads ctx.layout(...) itself and sets ctx.out_layout
 
 
-SupportsFn = Callable[[torch.fx.Node], "str | None"]
+# supports(node) or supports(node, **arguments): a reason the node is unsupported, or None
+SupportsFn = Callable[..., "str | None"]
 
 
 @dataclass(frozen=True)
@@ -51,11 +53,39 @@ class Converter:
         return self.policy is Policy.AGNOSTIC or self.keeps_layout
 
     def unsupported_reason(self, node: torch.fx.Node) -> str | None:
-        return self.supports(node) if self.supports is not None else None
+        return call_predicate(self.supports, node) if self.supports is not None else None
 
     def dynamic_reason(self, node: torch.fx.Node) -> str | None:
         """Why this converter cannot take ``node``'s dynamic sizes (None: it can)."""
-        return dynamic_reason(node, self.dynamic)
+        spec = self.dynamic
+        if callable(spec):
+            spec = functools.partial(call_predicate, spec)
+        return dynamic_reason(node, spec)
+
+
+def bind_arguments(node: torch.fx.Node) -> dict:
+    """The node's arguments by ATen schema name, defaults filled in ({} for Python callables)."""
+    schema = getattr(node.target, "_schema", None)
+    if schema is None:
+        return {}
+    bound = {}
+    for i, argument in enumerate(schema.arguments):
+        if i < len(node.args) and not argument.kwarg_only:
+            bound[argument.name] = node.args[i]
+        elif argument.name in node.kwargs:
+            bound[argument.name] = node.kwargs[argument.name]
+        elif argument.has_default_value():
+            bound[argument.name] = argument.default_value
+        else:
+            bound[argument.name] = None
+    return bound
+
+
+def call_predicate(fn: Callable, node: torch.fx.Node):
+    """``fn(node)``, or ``fn(node, **arguments)`` (schema names) when it takes more."""
+    if len(inspect.signature(fn).parameters) == 1:
+        return fn(node)
+    return fn(node, **bind_arguments(node))
 
 
 _REGISTRY: dict[object, Converter] = {}
@@ -69,15 +99,16 @@ def register(*ops, policy: Policy, supports: SupportsFn | None = None, override:
         ops: ATen overloads (``torch.ops.aten.conv2d.default``) or Python callables
             (``operator.getitem``) that appear as fx node targets.
         policy: the layout policy.
-        supports: ``supports(node) -> reason | None``; a reason makes the node unsupported
-            and is shown to the user by the pre-flight check.
+        supports: ``supports(node) -> reason | None``, or ``supports(node, **arguments)``
+            to receive the node's arguments by ATen schema name (defaults filled in); a
+            reason makes the node unsupported and is shown by the pre-flight check.
         override: allow replacing an existing converter (user extensions).
         keeps_layout: a CUSTOM converter that hands its first input's layout on (pad,
             slice, dropout): the layout analysis looks through it like an elementwise op.
         dynamic: which dynamic dims the converter handles (``crossport.to_keras.
             dynamic_dims``): ``True`` all (it computes every size at run time), ``False``
             none (the default: a dynamic dim is refused before building), or
-            ``fn(node) -> reason | None``.
+            ``fn(node) -> reason | None`` (or ``fn(node, **arguments)`` like ``supports``).
 
     Raises:
         InputError: an op is already registered (without ``override``), is not an op, or

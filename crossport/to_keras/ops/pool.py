@@ -51,38 +51,23 @@ def _spatial(node) -> range:
     return range(2, node.args[0].meta["val"].ndim)
 
 
-def _arg(node, index: int, name: str, default):
-    if index < len(node.args):
-        return node.args[index]
-    return node.kwargs.get(name, default)
-
-
-def _max_pool_dynamic(node) -> str | None:
+def _max_pool_dynamic(node, ceil_mode=False, **_arguments) -> str | None:
     """ceil_mode's last window depends on the input size: spatial dims must be static."""
-    if not _arg(node, 5, "ceil_mode", False):
+    if not ceil_mode:
         return None
     return static_dims("self", _spatial, "max pooling with ceil_mode=True")(node)
 
 
-def _avg_pool_dynamic(node) -> str | None:
+def _avg_pool_dynamic(node, padding=0, ceil_mode=False, count_include_pad=True,
+                      **_arguments) -> str | None:
     """ceil_mode and a border-dependent divisor depend on the input size."""
-    padded = any(_tuple(_arg(node, 3, "padding", 0), 1))
-    if _arg(node, 4, "ceil_mode", False):
+    if ceil_mode:
         why = "average pooling with ceil_mode=True"
-    elif padded and not _arg(node, 5, "count_include_pad", True):
+    elif any(_tuple(padding, 1)) and not count_include_pad:
         why = "average pooling with padding and count_include_pad=False"
     else:
         return None
     return static_dims("self", _spatial, why)(node)
-
-
-def _adaptive_dynamic(node) -> str | None:
-    """Adaptive windows other than global pooling depend on the input size."""
-    n = node.args[0].meta["val"].ndim - 2
-    out = _tuple(node.args[1], n)
-    dims = [2 + i for i, o in enumerate(out) if o is not None and o != 1]
-    return static_dims("self", lambda _node: dims,
-                       f"adaptive pooling to output size {tuple(out)}")(node)
 
 
 @register(aten.max_pool1d.default, aten.max_pool2d.default, aten.max_pool3d.default,

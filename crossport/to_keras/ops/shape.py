@@ -357,8 +357,7 @@ def aten_clone_default(ctx, self, *args, **kwargs):
     return value.tensor
 
 
-def _dropout_supports(node: torch.fx.Node) -> str | None:
-    train = node.args[2] if len(node.args) > 2 else node.kwargs.get("train", False)
+def _dropout_supports(node: torch.fx.Node, train=False, **_arguments) -> str | None:
     return "dropout in training mode (call module.eval() before converting)" if train else None
 
 
