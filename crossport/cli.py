@@ -101,6 +101,7 @@ def _summary_table(conversion, exported) -> Table:
     if report is not None:
         table.add_row("parity", f"{report.max_error:.2e} normalized max error "
                       f"({'PASS' if report.passed else 'FAIL'}, tolerance {report.atol:.0e})")
+        table.add_row("checked at shapes", "; ".join(report.shapes))
     table.add_row("transposes", f"{conversion.transposes} inside the model, "
                   f"{conversion.boundary_transposes} at inputs/outputs")
     for stage, seconds in conversion.seconds.items():
