@@ -48,6 +48,14 @@ def _window_max(
     return result
 
 
+def _ceil_length(size: Any, kernel: int, stride: int, padding: int, dilation: int) -> Any:
+    """:func:`pool_output_length` with ``ceil_mode`` for a run-time ``size`` (a tensor)."""
+    span = size + 2 * padding - dilation * (kernel - 1) - 1
+    out = (span + stride - 1) // stride + 1
+    starts_past_input = ops.cast((out - 1) * stride >= size + padding, out.dtype)
+    return out - starts_past_input
+
+
 class _FixedPool(SpatialLayer):
     """Shared argument handling of MaxPool/AvgPool."""
 
@@ -131,6 +139,8 @@ class _MaxPoolNd(_FixedPool):
                 )
 
     def forward_channels_last(self, x: Any, training: bool | None = None) -> Any:
+        if self.ceil_mode and any(size is None for size in x.shape[1:-1]):
+            return self._ceil_at_run_time(x)
         pads = self._explicit_pads(x, self.dilation)
         if any(b or a for b, a in pads):
             # torch max pooling pads with -inf: padded elements never win
@@ -138,6 +148,22 @@ class _MaxPoolNd(_FixedPool):
         if all(d == 1 for d in self.dilation):
             return ops.max_pool(x, self.kernel_size, self.stride, padding="valid")
         return _window_max(x, self.kernel_size, self.stride, self.dilation)
+
+    def _ceil_at_run_time(self, x: Any) -> Any:
+        """ceil_mode on a dynamic size: pad ``stride - 1`` more ``-inf`` after (enough for
+        the last partial window), pool, and keep torch's run-time output length."""
+        sizes = [ops.shape(x)[axis] for axis in range(1, self.n_spatial + 1)]
+        pads = [(p, p + s - 1) for p, s in zip(self.padding, self.stride)]
+        y = pad_axes(x, [(0, 0), *pads, (0, 0)], value=float("-inf"))
+        if all(d == 1 for d in self.dilation):
+            y = ops.max_pool(y, self.kernel_size, self.stride, padding="valid")
+        else:
+            y = _window_max(y, self.kernel_size, self.stride, self.dilation)
+        for axis, (size, k, s, p, d) in enumerate(
+            zip(sizes, self.kernel_size, self.stride, self.padding, self.dilation), start=1
+        ):
+            y = slice_axis(y, axis, 0, _ceil_length(size, k, s, p, d))
+        return y
 
     def get_config(self) -> dict:
         config = super().get_config()

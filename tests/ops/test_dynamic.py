@@ -157,14 +157,18 @@ CASES = [
                  [(2, 10), (2, 7)], id="chunk-dynamic-dim"),
     pytest.param(Op(lambda x: x[:, torch.tensor([0, 2])]), (2, 6), {0: {1: "s"}}, False,
                  [(2, 10)], id="index-tensor-on-dynamic-dim"),
+    pytest.param(Op(lambda x: F.max_pool2d(x, 3, 2, ceil_mode=True)), (1, 2, 7, 7),
+                 {0: {2: "h", 3: "w"}}, False, [(1, 2, 8, 9), (1, 2, 10, 6)],
+                 id="max-pool-ceil-mode-run-time-length"),
+    pytest.param(Op(lambda x: F.max_pool2d(x, 2, 2, 1, dilation=2, ceil_mode=True)),
+                 (1, 2, 9, 9), {0: {2: "h", 3: "w"}}, False, [(1, 2, 8, 11)],
+                 id="max-pool-ceil-mode-dilated-padded"),
     pytest.param(Op(lambda x: F.interpolate(x, scale_factor=2)), (1, 2, 5, 6),
                  {0: {2: "h", 3: "w"}}, False, [(1, 2, 7, 3)],
                  id="nearest-integer-upsampling-dynamic"),
 ]
 
 REFUSED = [
-    pytest.param(lambda x: F.max_pool2d(x, 2, ceil_mode=True), "ceil_mode",
-                 id="ceil-mode-pool"),
     pytest.param(lambda x: F.avg_pool2d(x, 3, 2, 1, ceil_mode=True), "ceil_mode",
                  id="ceil-mode-avg-pool"),
     pytest.param(lambda x: F.interpolate(x, scale_factor=0.5, mode="bilinear", antialias=True),

@@ -51,13 +51,6 @@ def _spatial(node) -> range:
     return range(2, node.args[0].meta["val"].ndim)
 
 
-def _max_pool_dynamic(node, ceil_mode=False, **_arguments) -> str | None:
-    """ceil_mode's last window depends on the input size: spatial dims must be static."""
-    if not ceil_mode:
-        return None
-    return static_dims("self", _spatial, "max pooling with ceil_mode=True")(node)
-
-
 def _avg_pool_dynamic(node, padding=0, ceil_mode=False, count_include_pad=True,
                       **_arguments) -> str | None:
     """ceil_mode and a border-dependent divisor depend on the input size."""
@@ -71,7 +64,7 @@ def _avg_pool_dynamic(node, padding=0, ceil_mode=False, count_include_pad=True,
 
 
 @register(aten.max_pool1d.default, aten.max_pool2d.default, aten.max_pool3d.default,
-          policy=Policy.CHANNELS_LAST, dynamic=_max_pool_dynamic)
+          policy=Policy.CHANNELS_LAST, dynamic=True)
 def aten_max_pool2d_default(ctx, self, kernel_size, stride=(), padding=0, dilation=1,
                             ceil_mode=False):
     """max_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, int[2] dilation=1, bool ceil_mode=False)
@@ -81,8 +74,9 @@ def aten_max_pool2d_default(ctx, self, kernel_size, stride=(), padding=0, dilati
     n = _nd(ctx.node.target)
     kernel, stride, padding, dilation = _window(kernel_size, stride, padding, dilation, n)
     spatial = ctx.arg_shape(0)[2:]
+    dynamic = any(ctx.is_dynamic(s) for s in ctx.node.args[0].meta["val"].shape[2:])
     plain = (not any(padding) and all(d == 1 for d in dilation)
-             and (not ceil_mode or _exact_without_ceil(spatial, kernel, stride)))
+             and (not ceil_mode or (not dynamic and _exact_without_ceil(spatial, kernel, stride))))
     if plain:
         return _MAX[n](pool_size=kernel, strides=stride, padding="valid", name=ctx.name())(self)
     layer = getattr(torch_semantics, f"MaxPool{n}d")(
@@ -94,7 +88,7 @@ def aten_max_pool2d_default(ctx, self, kernel_size, stride=(), padding=0, dilati
           policy=Policy.CHANNELS_LAST,
           supports=lambda node: None if len(node.users) == 1 and all(
               u.args[1] == 0 for u in node.users) else "max pooling indices",
-          dynamic=_max_pool_dynamic)
+          dynamic=True)
 def aten_max_pool2d_with_indices(ctx, self, kernel_size, stride=(), padding=0, dilation=1,
                                  ceil_mode=False):
     """max_pool2d_with_indices(...) -> (Tensor, Tensor): values only (indices unsupported)."""
