@@ -67,7 +67,7 @@ def plan_shapes(module, exported, example_args: tuple, options) -> CheckShapes:
     def accepts(shapes) -> bool:
         try:
             torch_outputs(module, fresh_inputs(example_args, options.seed + 50, shapes))
-        except Exception:  # torch rejects that size: the model constrains the dim
+        except Exception:  # noqa: BLE001  (torch rejects that size: the model constrains it)
             return False
         return True
 

@@ -5,7 +5,7 @@ a user's ``crossport.register(..., override=True)`` always replaces a built-in, 
 the order.
 """
 
+from crossport.to_keras import ops  # noqa: F401  (registers the built-ins)
 from crossport.to_keras.registry import Policy, register, registered_ops
-from crossport.to_keras import ops  # noqa: E402,F401  (registers the built-ins)
 
 __all__ = ["Policy", "register", "registered_ops"]

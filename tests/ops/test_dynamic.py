@@ -10,9 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from torch import nn
-
 import torch.nn.functional as F
+from torch import nn
 
 import crossport
 from crossport.errors import DynamicDimError, InputError

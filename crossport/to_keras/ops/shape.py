@@ -315,9 +315,8 @@ def aten_slice_tensor(ctx, self, dim=0, start=None, end=None, step=1):
         return DynamicSlice(layout.axis(dim), *bounds, step, out_size=out,
                             name=ctx.name("slice"))(x, *scalars)
     start = 0 if start is None else start
-    if end is not None and not ctx.is_dynamic(value.shape[dim]) and end >= value.shape[dim]:
-        end = None
-    elif end is not None and end >= _INT32_MAX:  # torch's open end (sys.maxsize)
+    static_end = not ctx.is_dynamic(value.shape[dim]) and end is not None and end >= value.shape[dim]
+    if static_end or (end is not None and end >= _INT32_MAX):  # open: torch's sys.maxsize end
         end = None
     # Otherwise keep the bound: on a dynamic dim x[:8] is 8 long at length 12, like torch.
     index = [slice(None)] * value.rank
