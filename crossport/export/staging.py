@@ -126,8 +126,8 @@ class Staging:
             try:
                 (folder / "new").mkdir(parents=True)
                 (folder / "old").mkdir()
-            except OSError as exc:
-                raise ExportError(f"cannot write in {parent}: {exc}") from exc
+            except OSError as exc:  # a file where a folder should be, no permission
+                raise ExportError(f"cannot write in {parent}: {exc.strerror}") from exc
             self._folders[key] = folder
         return self._folders[key]
 
@@ -140,7 +140,7 @@ class Staging:
             try:
                 folder.mkdir()
             except OSError as exc:
-                raise ExportError(f"cannot create the folder {folder}: {exc}") from exc
+                raise ExportError(f"cannot create the folder {folder}: {exc.strerror}") from exc
             self._created.append(folder)
 
     def _move_in(self, entry: _Entry) -> None:
