@@ -55,23 +55,22 @@ def _copy_contents(container):
 
 
 def _restore_contents(container, saved: list) -> None:
-    current = _copy_contents(container)
-    if len(current) == len(saved) and all(
-            _same_item(a, b) for a, b in zip(current, saved)):
+    if _unchanged(container, saved):
         return
     container.clear()
-    if isinstance(container, dict):
-        container.update(saved)
-    elif isinstance(container, list):
+    if isinstance(container, list):
         container.extend(saved)
-    else:
+    else:  # dict (from its items) or set
         container.update(saved)
 
 
-def _same_item(a, b) -> bool:
-    if isinstance(a, tuple) and isinstance(b, tuple):  # a dict's (key, value)
-        return a[0] == b[0] and a[1] is b[1]
-    return a is b
+def _unchanged(container, saved: list) -> bool:
+    """Same entries, compared by identity (values may be tensors: no ``==``)."""
+    if len(container) != len(saved):
+        return False
+    if isinstance(container, dict):
+        return all(key in container and container[key] is value for key, value in saved)
+    return all(a is b for a, b in zip(container, saved))
 
 
 def _same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
