@@ -11,6 +11,7 @@ import keras
 import torch
 
 from crossport.capture import capture, input_names, normalize_example_args
+from crossport.capture.borrow import borrowed, warn_if_training
 from crossport.errors import InputError, ParityError
 from crossport.options import ConvertOptions
 from crossport.parity import ParityReport, verify
@@ -51,11 +52,14 @@ class Conversion:
 
 def _options(options: ConvertOptions | None, overrides: dict) -> ConvertOptions:
     options = options or ConvertOptions()
+    if not isinstance(options, ConvertOptions):
+        raise InputError(f"options must be a crossport.ConvertOptions, got "
+                         f"{type(options).__name__} (or pass options as keywords)")
     unknown = set(overrides) - set(ConvertOptions.__dataclass_fields__)
     if unknown:
         raise InputError(f"unknown option(s) {sorted(unknown)}; the options are "
                          f"{sorted(ConvertOptions.__dataclass_fields__)}")
-    return replace(options, **overrides)
+    return replace(options, **overrides).validate()
 
 
 class _Stages:
@@ -95,6 +99,8 @@ def convert_with_report(module: torch.nn.Module, example_args, options: ConvertO
     """
     opts = _options(options, overrides)
     args = normalize_example_args(example_args)
+    if isinstance(module, torch.nn.Module):
+        warn_if_training(module)
     stage = _Stages(on_stage)
     with stage("capture"):
         exported = capture(module, args, opts, native_overloads())
@@ -102,7 +108,7 @@ def convert_with_report(module: torch.nn.Module, example_args, options: ConvertO
         emitted = Emitter(exported, input_names(module, len(args)), opts).emit()
     report = None
     if opts.check:
-        with stage("verify"):
+        with stage("verify"), borrowed(module):  # eval mode; the module is left as it was
             report = verify(module, exported, emitted, args, opts)
         if not report.passed:
             raise ParityError(
@@ -119,7 +125,8 @@ def convert(module: torch.nn.Module, example_args, options: ConvertOptions | Non
     """Convert a ``torch.nn.Module`` into a Keras 3 functional model that computes the same.
 
     Args:
-        module: the module to convert (put in eval mode).
+        module: the module to convert; its eval-mode function is converted and the module
+            itself is left unchanged (attributes, buffers, training flags).
         example_args: a tensor, or a tuple of tensors in ``forward``'s argument order.
         options: a :class:`ConvertOptions`; keyword ``overrides`` replace its fields
             (``check``, ``atol``, ``channels_last_io``, ``dynamic_batch``, ...).

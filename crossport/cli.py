@@ -1,6 +1,8 @@
 """The ``crossport`` command line: ``demo``, ``convert``, ``check``, ``ops``.
 
-Every failure prints one clear line and exits non-zero; nothing is left at the output path.
+Every failure prints one clear line and exits non-zero; nothing is left at the output paths.
+Outputs of one command (``-o`` and ``--emit-source``) land together or not at all, and an
+existing file or SavedModel is replaced only with ``--overwrite``.
 """
 
 from __future__ import annotations
@@ -51,7 +53,8 @@ def parse_input_spec(spec: str):
 
 
 def _fail(message: str, code: int = 1):
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False)
+    err_console.print(f"[bold red]error:[/] {message}", highlight=False,
+                      soft_wrap=True)  # one line, however narrow the terminal
     raise typer.Exit(code)
 
 
@@ -122,21 +125,27 @@ _STAGE_TEXT = {
 
 
 def _run_conversion(module, args, output: Path | None, as_json: bool, format: str | None = None,
-                    emit_source: Path | None = None, **options):
+                    emit_source: Path | None = None, overwrite: bool = False, **options):
     quiet_tensorflow()
     import crossport
+    from crossport.codegen import stage_source
+    from crossport.export import stage_export
+    from crossport.export.staging import Staging
 
+    _check_targets(output, format, emit_source, overwrite)  # before minutes of conversion
     exported = source = None
     try:
         with console.status("capturing with torch.export ...") as status:
             conversion = crossport.convert_with_report(
                 module, args, on_stage=lambda name: status.update(_STAGE_TEXT[name]), **options)
-        if output is not None:
-            with console.status(f"exporting {output} and re-checking parity ..."):
-                exported = crossport.export(conversion, output, format)
-        if emit_source is not None:
-            with console.status(f"writing {emit_source} and re-checking parity ..."):
-                source = crossport.to_source(conversion, emit_source)
+        with Staging(overwrite) as staging:  # every output lands, or none does
+            if output is not None:
+                with console.status(f"exporting {output} and re-checking parity ..."):
+                    exported = stage_export(conversion, output, format, staging)
+            if emit_source is not None:
+                with console.status(f"writing {emit_source} and re-checking parity ..."):
+                    source = stage_source(conversion, emit_source, staging)
+            staging.commit()
     except crossport.CrossportError as exc:
         _fail(f"{type(exc).__name__}: {exc}")
     if as_json:
@@ -157,10 +166,34 @@ def _run_conversion(module, args, output: Path | None, as_json: bool, format: st
     return conversion
 
 
+def _check_targets(output: Path | None, format: str | None, emit_source: Path | None,
+                   overwrite: bool) -> None:
+    """Fail now, in one line, if an output exists and ``--overwrite`` was not given."""
+    from crossport.codegen import source_files
+    from crossport.errors import CrossportError
+    from crossport.export import target_kind
+    from crossport.export.staging import FILE, check_target
+
+    if emit_source is not None and emit_source.suffix != ".py":
+        _fail(f"--emit-source {emit_source}: the generated source must be a .py file")
+    try:
+        if output is not None:
+            check_target(output, target_kind(output, format), overwrite)
+        for path in source_files(emit_source) if emit_source is not None else []:
+            check_target(path, FILE, overwrite)
+    except CrossportError as exc:
+        _fail(f"{type(exc).__name__}: {exc}")
+
+
+_OVERWRITE_HELP = ("replace existing outputs (a file by a file, a SavedModel by a SavedModel); "
+                   "without it an existing output is an error and nothing is written")
+
+
 @app.command()
 def demo(
     output: Annotated[Path, typer.Option("-o", "--output", help="where to save the model")] = Path(
         "crossport-out/resnet18.keras"),
+    overwrite: Annotated[bool, typer.Option(help=_OVERWRITE_HELP)] = False,
 ):
     """Convert a torchvision ResNet-18 (random weights), check parity, save it as .keras."""
     from crossport.compat import import_torchvision
@@ -172,7 +205,8 @@ def demo(
     torch.manual_seed(0)
     model = torchvision.models.resnet18(weights=None).eval()
     console.print("converting torchvision resnet18 (random weights), input 1x3x224x224")
-    _run_conversion(model, (torch.randn(1, 3, 224, 224),), output, as_json=False)
+    _run_conversion(model, (torch.randn(1, 3, 224, 224),), output, as_json=False,
+                    overwrite=overwrite)
 
 
 @app.command()
@@ -183,7 +217,9 @@ def convert(
         "--input", "-i", help="input shape, repeatable: 1x3x224x224, int64:1x128 (ids in "
                              "[0, 100)) or int64:1x128:30522 (ids in [0, 30522))")] = None,
     output: Annotated[Path, typer.Option(
-        "-o", "--output", help="output: .keras, .tflite, or a SavedModel directory")] = None,
+        "-o", "--output", help="output: .keras, .tflite, or a SavedModel directory; an "
+                               "existing folder is refused, never written into (only a "
+                               "SavedModel is replaced, with --overwrite)")] = None,
     format: Annotated[str, typer.Option(
         help="keras, saved_model, tflite, tflite-fp16, tflite-int8 (default: from -o)")] = None,
     dynamic_batch: Annotated[bool, typer.Option(help="batch dim None in the Keras model")] = False,
@@ -195,12 +231,14 @@ def convert(
     atol: Annotated[float, typer.Option(help="parity tolerance (normalized max error)")] = 1e-4,
     as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
     emit_source: Annotated[Path | None, typer.Option(
-        help="also write the model as Keras Python source (model_keras.py + weights)")] = None,
+        help="also write the model as Keras Python source (model_keras.py + weights); "
+             "written together with -o: both land or neither")] = None,
+    overwrite: Annotated[bool, typer.Option(help=_OVERWRITE_HELP)] = False,
 ):
     """Convert a PyTorch module to Keras and check parity; exit 0 only if it passed."""
     dynamic_dims = parse_dynamic_dims(dynamic_dim or [])
     module, args = module_and_inputs(target, weights, input)
-    _run_conversion(module.eval(), args, output, as_json, format, emit_source,
+    _run_conversion(module.eval(), args, output, as_json, format, emit_source, overwrite,
                     dynamic_batch=dynamic_batch, dynamic_dims=dynamic_dims,
                     channels_last_io=channels_last_io, atol=atol)
 

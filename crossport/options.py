@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass, field, fields
+from numbers import Integral, Real
+
+from crossport.errors import InputError
 
 
 @dataclass
@@ -30,3 +34,58 @@ class ConvertOptions:
     check_inputs: int = 2
     seed: int = 0
     strict_export: bool = False
+
+    def validate(self) -> ConvertOptions:
+        """Raise ``InputError`` naming the first option of the wrong type or range.
+
+        Example:
+            >>> ConvertOptions(atol="1e-4").validate()
+            Traceback (most recent call last):
+            ...
+            crossport.errors.InputError: option atol='1e-4' (str): expected a non-negative number, e.g. atol=1e-4
+        """
+        for spec in fields(self):
+            value = getattr(self, spec.name)
+            check = _CHECKS.get(spec.name)
+            problem = check(value) if check else None
+            if problem:
+                raise InputError(f"option {spec.name}={value!r} ({type(value).__name__}): "
+                                 f"expected {problem}")
+        return self
+
+
+def _flag(value) -> str | None:
+    return None if isinstance(value, bool) else "True or False"
+
+
+def _count(value) -> str | None:
+    ok = isinstance(value, Integral) and not isinstance(value, bool) and value >= 0
+    return None if ok else "an int >= 0"
+
+
+def _tolerance(value) -> str | None:
+    ok = (isinstance(value, Real) and not isinstance(value, bool) and math.isfinite(value)
+          and value >= 0)
+    return None if ok else "a non-negative number, e.g. atol=1e-4"
+
+
+def _dynamic_dims(value) -> str | None:
+    expected = ("a dict {input name or index: {dim index: dim name}}, e.g. "
+                "{'input_ids': {1: 'seq'}}")
+    if not isinstance(value, dict):
+        return expected
+    for key, dims in value.items():
+        if not isinstance(key, (str, Integral)) or isinstance(key, bool):
+            return expected
+        if not isinstance(dims, dict) or not all(
+                isinstance(d, Integral) and not isinstance(d, bool) and isinstance(n, str)
+                for d, n in dims.items()):
+            return expected
+    return None
+
+
+_CHECKS = {
+    "check": _flag, "atol": _tolerance, "channels_last_io": _flag, "dynamic_batch": _flag,
+    "dynamic_dims": _dynamic_dims, "check_inputs": _count, "strict_export": _flag,
+    "seed": lambda v: None if isinstance(v, Integral) and not isinstance(v, bool) else "an int",
+}

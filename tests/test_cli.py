@@ -1,6 +1,7 @@
 """The command line end to end, through a subprocess, including every bad input."""
 
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -137,3 +138,74 @@ def test_bad_input_is_one_clear_line_and_nonzero_exit(workdir, case):
 def test_ops_lists_the_table(workdir):
     result = crossport_cli("ops", cwd=workdir)
     assert result.returncode == 0 and "aten.conv2d.default" in result.stdout
+
+
+def _hashes(folder) -> dict:
+    """Every path under ``folder`` with the sha256 of its bytes (None for a folder)."""
+    import hashlib
+
+    return {p.relative_to(folder): hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file()
+            else None for p in folder.rglob("*") if "__pycache__" not in p.parts}
+
+
+@pytest.fixture
+def userdir(tmp_path):
+    """A folder the user owns: their model file, a models/ folder, a README."""
+    (tmp_path / "my_model.py").write_text(MODEL_FILE)
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "keep.bin").write_bytes(bytes(range(256)))
+    (tmp_path / "README").write_text("my notes\n")
+    (tmp_path / "blocker").write_text("a file, not a directory")
+    (tmp_path / "old.keras").write_bytes(b"an earlier model the user keeps")
+    return tmp_path
+
+
+def _error_lines(stderr: str) -> list[str]:
+    """crossport's stderr lines: without TensorFlow's native start-up logging (absl, at its
+    import) and Python warnings from torch (each a file:line header and an indented line)."""
+    noise = r"WARNING: All log messages before absl|[IWE]\d{4} |\S+\.py:\d+: \w*Warning: |  "
+    return [line for line in stderr.strip().splitlines() if not re.match(noise, line)]
+
+
+def _assert_refused(result, expected: str):
+    assert result.returncode != 0
+    assert expected in result.stderr, result.stderr
+    assert len(_error_lines(result.stderr)) == 1, result.stderr
+
+
+@pytest.mark.parametrize("output,expected", [
+    ("models", "is an existing directory"),
+    ("README", "already exists"),
+    ("old.keras", "already exists"),
+])
+def test_an_existing_output_is_refused_and_left_byte_identical(userdir, output, expected):
+    before = _hashes(userdir)
+    result = crossport_cli("convert", "my_model.py:build", "--input", "1x3x8x8", "-o", output,
+                           cwd=userdir)
+    _assert_refused(result, expected)
+    assert _hashes(userdir) == before
+
+
+def test_a_failing_second_output_leaves_nothing_and_keeps_the_first(userdir):
+    """The .keras is staged and checked, then --emit-source fails: neither lands."""
+    before = _hashes(userdir)
+    result = crossport_cli("convert", "my_model.py:build", "--input", "1x3x8x8", "-o",
+                           "old.keras", "--overwrite", "--emit-source", "blocker/m.py",
+                           cwd=userdir)
+    _assert_refused(result, "ExportError")
+    assert _hashes(userdir) == before, "the user's files are untouched, nothing new is left"
+
+
+def test_overwrite_replaces_every_output_together(userdir):
+    import keras
+
+    (userdir / "m.py").write_text("# an older generated module\n")
+    result = crossport_cli("convert", "my_model.py:build", "--input", "1x3x8x8", "-o",
+                           "old.keras", "--emit-source", "m.py", "--overwrite", cwd=userdir)
+    assert result.returncode == 0, result.stderr
+    model = keras.models.load_model(userdir / "old.keras")
+    assert model.inputs[0].shape == (1, 3, 8, 8)
+    assert "def build_model" in (userdir / "m.py").read_text()
+    assert (userdir / "m.weights.h5").is_file()
+    assert not list(userdir.glob(".crossport-*")), "no staging folders left"
+    assert (userdir / "README").read_text() == "my notes\n"

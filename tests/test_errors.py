@@ -1,5 +1,6 @@
 """Bad input gives one clear CrossportError naming what and where."""
 
+import numpy as np
 import pytest
 import torch
 
@@ -63,5 +64,9 @@ def test_not_a_module_is_an_input_error():
 
 def test_training_mode_batchnorm_is_converted_in_eval_semantics():
     net = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4)).train()
-    crossport.convert(net, random_inputs((2, 3, 8, 8)))
-    assert not net.training, "convert puts the module in eval mode, as documented"
+    x = random_inputs((2, 3, 8, 8))
+    with pytest.warns(UserWarning, match="train mode"):
+        model = crossport.convert(net, x)
+    assert net.training and net[1].training, "the caller's training flags are restored"
+    expected = net.eval()(x[0]).detach().numpy()  # running statistics, not batch statistics
+    np.testing.assert_allclose(np.asarray(model(x[0].numpy())), expected, atol=1e-5)

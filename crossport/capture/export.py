@@ -7,6 +7,7 @@ import traceback
 
 import torch
 
+from crossport.capture.borrow import borrowed
 from crossport.capture.recurrent import opaque_recurrent_ops
 from crossport.errors import CaptureError, InputError
 from crossport.options import ConvertOptions
@@ -28,6 +29,11 @@ def normalize_example_args(example_args) -> tuple:
                 f"example_args[{i}] is a {type(arg).__name__}, not a torch.Tensor; pass "
                 f"example inputs as tensors (numpy arrays: torch.from_numpy(a))."
             )
+        if 0 in arg.shape:
+            raise InputError(
+                f"example_args[{i}] has shape {tuple(arg.shape)}: a dim of size 0 holds no "
+                f"values, so the parity check would be vacuous; give an example with every "
+                f"dim at least 1 (use dynamic_batch / dynamic_dims for sizes that vary).")
     return tuple(example_args)
 
 
@@ -112,14 +118,12 @@ def capture(module: torch.nn.Module, args: tuple, options: ConvertOptions,
     """
     if not isinstance(module, torch.nn.Module):
         raise InputError(f"expected a torch.nn.Module, got {type(module).__name__}")
-    if module.training:
-        module = module.eval()  # the conversion is of inference semantics (dropout, BN)
     dynamic = _dynamic_shapes(args, options, input_names(module, len(args)))
     if dynamic is not None:
         args = _widen_unit_dynamic_dims(args, dynamic)
         dynamic = _match_signature(module, dynamic)
-    try:
-        with opaque_recurrent_ops():  # keeps an RNN's sequence length dynamic
+    try:  # eval semantics (dropout, BN); whatever forward writes on self is undone after
+        with borrowed(module), opaque_recurrent_ops():  # keeps an RNN's sequence length dynamic
             exported = torch.export.export(
                 module, args, dynamic_shapes=dynamic,
                 strict=options.strict_export,

@@ -2,34 +2,36 @@
 
 The module is written to a temporary folder beside the target with its weights file, imported
 from there, rebuilt with ``build_model()`` and compared with torch (or with the Keras model
-it came from) on fresh inputs; only then are the files moved into place. On any failure
-nothing is left at the target.
+it came from) on fresh inputs; only then are the files moved into place, together. On any
+failure nothing is left at the target; existing files are replaced only with ``overwrite=True``.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import shutil
 import uuid
 from pathlib import Path
 
 import keras
 import numpy as np
 
+from crossport.capture.borrow import borrowed
 from crossport.codegen.configs import SourceError
 from crossport.codegen.emit_source import Source, generate
 from crossport.codegen.keras_graph import is_functional
 from crossport.errors import ExportError, InputError
+from crossport.export.staging import Staging
 from crossport.parity import normalized_error
 
-__all__ = ["Source", "SourceError", "generate", "load_module", "to_source"]
+__all__ = ["Source", "SourceError", "generate", "load_module", "source_files", "stage_source",
+           "to_source"]
 
 # Rebuilt vs original Keras model (same graph, same weights): only kernel scheduling differs.
 SAME_MODEL_TOLERANCE = 1e-6
 
 
 def to_source(conversion_or_model, path: str | Path, *, check: bool = True,
-              check_inputs: int = 2) -> Path:
+              check_inputs: int = 2, overwrite: bool = False) -> Path:
     """Write the model as a Python module ``path`` with ``build_model()``, weights beside it.
 
     Writes ``path`` (``model_keras.py``), ``model_keras.weights.h5`` and, when the model has
@@ -41,13 +43,16 @@ def to_source(conversion_or_model, path: str | Path, *, check: bool = True,
         check: import the written module, rebuild the model and compare it on fresh inputs
             with torch (a ``Conversion``, within its ``atol``) or with the given Keras model.
         check_inputs: how many fresh input sets the check runs.
+        overwrite: replace existing files of those three names (a stale constants file
+            included). Without it any of them existing is an ``ExportError``.
 
     Returns:
         The path of the written module.
 
     Raises:
-        ExportError: the model has an operation the generator cannot write, or the rebuilt
-            model does not match; nothing is written then.
+        ExportError: the model has an operation the generator cannot write, the rebuilt
+            model does not match, or a target exists without ``overwrite``; nothing is
+            written then.
 
     Example:
         >>> import torch, crossport, tempfile, pathlib
@@ -56,6 +61,24 @@ def to_source(conversion_or_model, path: str | Path, *, check: bool = True,
         >>> out = pathlib.Path(tempfile.mkdtemp()) / "conv_keras.py"
         >>> crossport.to_source(conv, out).name
         'conv_keras.py'
+    """
+    with Staging(overwrite) as staging:
+        stage_source(conversion_or_model, path, staging, check=check, check_inputs=check_inputs)
+        staging.commit()
+    return Path(path)
+
+
+def source_files(path: str | Path) -> list[Path]:
+    """The files :func:`to_source` writes for ``path``: source, weights, constants."""
+    path = Path(path)
+    return [path.with_name(name) for name in _file_names(path).values()]
+
+
+def stage_source(conversion_or_model, path: str | Path, staging: Staging, *,
+                 check: bool = True, check_inputs: int = 2) -> Path:
+    """Write and check the source and its weights at temporary paths claimed in ``staging``.
+
+    Nothing reaches ``path`` until ``staging.commit()``.
     """
     conversion, model = _unpack(conversion_or_model)
     path = Path(path)
@@ -69,24 +92,17 @@ def to_source(conversion_or_model, path: str | Path, *, check: bool = True,
         source = generate(model, names["weights"], names["constants"], description or "")
     except (SourceError, TypeError) as exc:
         raise ExportError(f"cannot write {path}: {exc}") from exc
-    staging = path.parent / f".{path.name}.{uuid.uuid4().hex[:8]}.partial"
+    temps = [staging.claim(path.with_name(names[key]), optional=key == "constants")
+             for key in ("source", "weights", "constants")]
+    folder = temps[0].parent
     try:
-        staging.mkdir(parents=True)
-        _write(model, source, staging, names)
+        _write(model, source, folder, names)
         if check:
-            _check(conversion, model, staging / names["source"], check_inputs)
-        for key in ("weights", "constants", "source"):  # the source last: it marks completion
-            target = path.with_name(names[key])
-            if (staging / names[key]).exists():
-                (staging / names[key]).replace(target)
-            elif key == "constants":
-                target.unlink(missing_ok=True)  # a stale file from an earlier run
+            _check(conversion, model, folder / names["source"], check_inputs)
     except ExportError:
         raise
     except Exception as exc:  # any writer/loader failure: report it, leave nothing behind
         raise ExportError(f"writing source to {path} failed: {type(exc).__name__}: {exc}") from exc
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
     return path
 
 
@@ -136,7 +152,8 @@ def load_module(path: str | Path):
 def _check(conversion, model: keras.Model, source_path: Path, count: int) -> None:
     rebuilt = load_module(source_path).build_model()
     if conversion is not None and conversion.module is not None:
-        error = _error_vs_torch(conversion, rebuilt, count)
+        with borrowed(conversion.module):  # eval mode; the user's module is left as it was
+            error = _error_vs_torch(conversion, rebuilt, count)
         tolerance = conversion.options.atol
         against = "torch"
     else:

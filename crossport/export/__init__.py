@@ -2,7 +2,8 @@
 
 Every export writes to a temporary sibling path, re-loads the artifact from disk, runs it on
 fresh inputs against the torch module, and only then moves it to the target path; on any
-failure nothing is left there.
+failure nothing is left there. An existing target is replaced only with ``overwrite=True``
+(see :mod:`crossport.export.staging`).
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ from pathlib import Path
 
 import numpy as np
 
+from crossport.capture.borrow import borrowed
 from crossport.errors import ExportError, InputError
 from crossport.export import formats
+from crossport.export.staging import FILE, SAVED_MODEL, Staging
 from crossport.parity import normalized_error
 from crossport.parity.verify import (
     from_keras_outputs,
@@ -70,7 +73,7 @@ def infer_format(path: Path) -> str:
 
 
 def export(conversion, path: str | Path, format: str | None = None, *, check: bool = True,
-           check_inputs: int = 2) -> ExportResult:
+           check_inputs: int = 2, overwrite: bool = False) -> ExportResult:
     """Write ``conversion.model`` to ``path`` and re-check parity of the written artifact.
 
     Args:
@@ -79,6 +82,11 @@ def export(conversion, path: str | Path, format: str | None = None, *, check: bo
         format: one of ``keras``, ``saved_model``, ``tflite``, ``tflite-fp16``,
             ``tflite-int8``; inferred from ``path`` when omitted.
         check: re-load and compare with torch (``ExportError`` beyond the tolerance).
+        check_inputs: how many fresh input sets the re-check runs.
+        overwrite: replace an existing artifact at ``path`` (a file by a file, a SavedModel
+            by a SavedModel; atomically for files, and the old one is kept until the new one
+            passed). Without it an existing ``path`` is an ``ExportError``; a directory that
+            is not a SavedModel is never replaced.
 
     Example:
         >>> import torch, crossport, tempfile, pathlib
@@ -87,6 +95,27 @@ def export(conversion, path: str | Path, format: str | None = None, *, check: bo
         >>> out = pathlib.Path(tempfile.mkdtemp()) / "conv.keras"
         >>> crossport.export(conv, out).passed
         True
+        >>> crossport.export(conv, out, overwrite=True).passed
+        True
+    """
+    with Staging(overwrite) as staging:
+        result = stage_export(conversion, path, format, staging, check=check,
+                              check_inputs=check_inputs)
+        staging.commit()
+    return result
+
+
+def target_kind(path: Path, format: str | None) -> str:
+    """``saved_model`` for a SavedModel directory, ``file`` for every other format."""
+    return SAVED_MODEL if (format or infer_format(Path(path))) == "saved_model" else FILE
+
+
+def stage_export(conversion, path: str | Path, format: str | None, staging: Staging, *,
+                 check: bool = True, check_inputs: int = 2) -> ExportResult:
+    """Write and re-check the artifact at a temporary path claimed in ``staging``.
+
+    Nothing reaches ``path`` until ``staging.commit()``; the CLI commits an export and the
+    generated source together.
     """
     path = Path(path)
     format = format or infer_format(path)
@@ -94,24 +123,21 @@ def export(conversion, path: str | Path, format: str | None = None, *, check: bo
         raise InputError(f"unknown format {format!r}; expected one of {sorted(FORMATS)}")
     tolerance = FORMATS[format] or conversion.options.atol
     start = time.perf_counter()
-    tmp = path.with_name(f".{path.name}.partial")
-    _remove(tmp)
+    tmp = staging.claim(path, target_kind(path, format))
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
         _write(conversion.model, tmp, format)
-        error = _recheck(conversion, tmp, format, check_inputs) if check else None
-        if error is not None and error > tolerance:
-            raise ExportError(
-                f"the {format} artifact re-loaded from disk differs from torch: normalized "
-                f"error {error:.2e} > {tolerance:.0e}; nothing was written to {path}")
-        _remove(path)
-        tmp.replace(path)
+        error = None
+        if check:
+            with borrowed(conversion.module):  # eval mode; the user's module is left as it was
+                error = _recheck(conversion, tmp, format, check_inputs)
     except ExportError:
         raise
     except Exception as exc:  # any writer/loader failure: report it, leave nothing behind
         raise ExportError(f"exporting {format} to {path} failed: {type(exc).__name__}: {exc}") from exc
-    finally:
-        _remove(tmp)
+    if error is not None and error > tolerance:
+        raise ExportError(
+            f"the {format} artifact re-loaded from disk differs from torch: normalized "
+            f"error {error:.2e} > {tolerance:.0e}; nothing was written to {path}")
     return ExportResult(path, format, error, tolerance, time.perf_counter() - start)
 
 
@@ -156,9 +182,3 @@ def _recheck(conversion, path: Path, format: str, count: int) -> float:
         errors.extend(normalized_error(r, g) for r, g in zip(leaves(structure), got))
     return float(np.max(errors)) if errors else 0.0
 
-
-def _remove(path: Path) -> None:
-    if path.is_dir():
-        shutil.rmtree(path)
-    elif path.exists():
-        path.unlink()

@@ -20,6 +20,7 @@ import keras
 import numpy as np
 import torch
 
+from crossport.capture.borrow import borrowed
 from crossport.errors import InputError
 from crossport.parity.align import Side, align, keras_family, torch_family
 from crossport.parity.diagnose import PairContext, Pitfall, diagnose_pair
@@ -389,7 +390,8 @@ def check(torch_module: torch.nn.Module, keras_model: keras.Model, inputs: Any, 
     """Compare a torch module and a Keras model layer by layer; find and explain divergence.
 
     Args:
-        torch_module: the reference (put in eval mode; a float64 copy gives the verdicts).
+        torch_module: the reference, run in eval mode and left unchanged (a float64 copy
+            gives the verdicts).
         keras_model: a Sequential or functional Keras model, converted or written by hand.
         inputs: a tensor or tuple of tensors in torch layout (image inputs are transposed to
             channels-last when the Keras model expects it, or as ``channels_last`` says).
@@ -417,7 +419,13 @@ def check(torch_module: torch.nn.Module, keras_model: keras.Model, inputs: Any, 
     args = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
     if not args or not all(isinstance(a, torch.Tensor) for a in args):
         raise InputError("check() needs torch tensor inputs (a tensor or a tuple of tensors)")
-    torch_module = torch_module.eval()
+    with borrowed(torch_module):  # eval mode; attributes forward writes are undone after
+        return _check_eval(torch_module, keras_model, args, mapping, atol, distributions,
+                           channels_last, seed)
+
+
+def _check_eval(torch_module: torch.nn.Module, keras_model: keras.Model, args: tuple,
+                mapping, atol: float, distributions, channels_last, seed: int) -> DoctorReport:
     module64 = copy.deepcopy(torch_module).to(torch.float64)
     flags = _channels_last_inputs(keras_model, args, channels_last)
     layers = keras_layers(keras_model)

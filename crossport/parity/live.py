@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 from torch.utils import _pytree as pytree
 
+from crossport.capture.borrow import borrowed
 from crossport.errors import CrossportError
 
 # Parameter names that hold a multiplicative gain: re-initialised to 1, not to noise.
@@ -161,7 +162,7 @@ def check_live(module: torch.nn.Module, example_args, seed: int = 1) -> None:
     """
     args = tuple(example_args) if isinstance(example_args, (tuple, list)) else (example_args,)
     other = _random_like(args, torch.Generator().manual_seed(seed))
-    with torch.no_grad():
+    with torch.no_grad(), borrowed(module):  # whatever forward writes on self is undone
         first, second = _float_leaves(module(*args)), _float_leaves(module(*other))
     if not first:
         raise DeadModelError(f"{type(module).__name__} returns no float tensor to check")

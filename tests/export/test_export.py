@@ -83,3 +83,79 @@ def test_unwritable_target_is_an_export_error(conversion, tmp_path):
 def test_unknown_suffix_is_an_input_error(conversion, tmp_path):
     with pytest.raises(crossport.InputError, match="format"):
         crossport.export(conversion, tmp_path / "m.onnx")
+
+
+def test_exporting_twice_needs_overwrite(conversion, tmp_path):
+    target = tmp_path / "m.keras"
+    crossport.export(conversion, target, check=False)
+    first = target.read_bytes()
+    with pytest.raises(crossport.ExportError, match="already exists"):
+        crossport.export(conversion, target)
+    assert target.read_bytes() == first
+    result = crossport.export(conversion, target, overwrite=True)
+    assert result.passed and keras.models.load_model(target) is not None
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.keras"], "no staging leftovers"
+
+
+def test_an_existing_folder_is_never_written_into_or_replaced(conversion, tmp_path):
+    folder = tmp_path / "models"
+    folder.mkdir()
+    (folder / "keep.txt").write_text("mine")
+    for overwrite in (False, True):
+        with pytest.raises(crossport.ExportError, match="existing directory"):
+            crossport.export(conversion, folder, overwrite=overwrite)
+    assert [p.name for p in folder.iterdir()] == ["keep.txt"]
+    assert (folder / "keep.txt").read_text() == "mine"
+
+
+def test_overwrite_never_turns_a_file_into_a_saved_model(conversion, tmp_path):
+    readme = tmp_path / "README"
+    readme.write_text("my notes")
+    with pytest.raises(crossport.ExportError, match="same kind"):
+        crossport.export(conversion, readme, overwrite=True)
+    assert readme.read_text() == "my notes" and len(list(tmp_path.iterdir())) == 1
+
+
+def test_a_saved_model_is_replaced_only_with_overwrite(conversion, tmp_path):
+    target = tmp_path / "saved"
+    crossport.export(conversion, target, check=False)
+    with pytest.raises(crossport.ExportError, match="already exists"):
+        crossport.export(conversion, target, check=False)
+    (target / "marker").write_text("from the first export")
+    crossport.export(conversion, target, overwrite=True)
+    assert (target / "saved_model.pb").is_file() and not (target / "marker").exists()
+
+
+def test_to_source_twice_needs_overwrite_and_keeps_the_old_files(conversion, tmp_path):
+    target = tmp_path / "m.py"
+    crossport.to_source(conversion, target, check=False)
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    with pytest.raises(crossport.ExportError, match="already exists"):
+        crossport.to_source(conversion, target, check=False)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+    crossport.to_source(conversion, target, overwrite=True)
+    assert sorted(before) == sorted(p.name for p in tmp_path.iterdir())
+
+
+def test_a_failed_commit_rolls_every_output_back(tmp_path, monkeypatch):
+    """The second move fails (a full disk, say): the first output is put back as it was."""
+    import os
+
+    from crossport.export.staging import Staging
+
+    (tmp_path / "a.txt").write_text("old a")
+    real_rename = os.rename
+
+    def failing_rename(src, dst, *args, **kwargs):
+        if str(dst).endswith("b.txt"):
+            raise OSError(28, "No space left on device")
+        return real_rename(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(os, "rename", failing_rename)
+    with pytest.raises(crossport.ExportError, match="rolled back"):
+        with Staging(overwrite=True) as staging:
+            staging.claim(tmp_path / "a.txt").write_text("new a")
+            staging.claim(tmp_path / "sub" / "b.txt").write_text("new b")
+            staging.commit()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt"]
+    assert (tmp_path / "a.txt").read_text() == "old a"
