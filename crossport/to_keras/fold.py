@@ -79,9 +79,14 @@ def evaluate(node: torch.fx.Node, values: dict) -> object:
     """Run a folded node with torch on the numpy values of its inputs."""
 
     def to_torch(arg):
+        # A folded permute hands on a strided (Fortran-order) array; the graph after it
+        # was traced on contiguous tensors (``.contiguous()`` is gone after capture), so a
+        # ``view`` must see a row-major copy, never the strides numpy kept.
         if isinstance(arg, torch.fx.Node):
             value = values[arg]
-            return torch.from_numpy(np.array(value)) if isinstance(value, np.ndarray) else value
+            if isinstance(value, np.ndarray):
+                return torch.from_numpy(np.array(value, order="C"))
+            return value
         return arg
 
     if _static_size(node) is not None:
