@@ -7,7 +7,7 @@ a torch module's configuration and weights. See :mod:`crossport.layers.base` for
 
 # The converter's run-time shape layers (SizeOf, DynamicReshape, ...): registered for
 # deserialisation on import, but plumbing rather than hand-porting blocks, so not in __all__.
-from crossport.layers import dynamic  # noqa: F401
+from crossport.layers import dynamic, linalg  # noqa: F401
 from crossport.layers.constant import Constant
 from crossport.layers.conv import (
     Conv1d,

@@ -7,6 +7,7 @@ from crossport.to_keras.ops import (  # noqa: F401
     conv_transpose,
     elementwise,
     index,
+    linalg,
     linear,
     misc,
     norm,

@@ -1,0 +1,163 @@
+"""Vector and matrix norms: linalg.vector_norm, torch.norm, F.normalize, linalg.matrix_norm.
+
+Every ``ord`` torch accepts for vectors (0, 1, 2, 3, fractional, negative, inf, -inf) on
+any dim, before and after a conv (dims remapped to channels-last), plus the models that use
+them: ConvNeXtV2's GRN (timm), XCiT's cross-covariance attention (timm), a cosine
+classifier. Singular values convert (matrix_norm 'nuc'/2, svdvals); singular vectors do
+not (unique only up to sign): a clear ``UnsupportedOpError``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import crossport
+from crossport.compat import import_torchvision
+from crossport.errors import UnsupportedOpError
+from crossport.parity import normalized_error
+from crossport.parity.verify import run_keras
+from tests.harness import assert_converts
+from tests.ops.opcases import Fn, case, inputs
+
+vector_norm = torch.linalg.vector_norm
+matrix_norm = torch.linalg.matrix_norm
+
+
+def after_conv(fn):
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Conv2d(3, 4, 3), Fn(fn))
+
+
+def with_zeros(fn):
+    """Zero some entries: ord 0 counts them out, negative ords see 0^p = inf."""
+    return Fn(lambda x: fn(torch.where(x.abs() < 0.3, torch.zeros_like(x), x)))
+
+
+class CosineClassifier(nn.Module):
+    """Cosine-similarity head: normalized features against normalized class weights."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv = nn.Conv2d(3, 8, 3)
+        self.weight = nn.Parameter(torch.randn(5, 8))
+
+    def forward(self, x):
+        features = F.normalize(self.conv(x).mean((2, 3)), dim=1)
+        return 10.0 * features @ F.normalize(self.weight, dim=1).t()
+
+
+def timm_module(path, name, *args, **kwargs):
+    import_torchvision()  # timm imports torchvision; make it importable on CPU torch
+    import importlib
+
+    torch.manual_seed(0)
+    module = getattr(importlib.import_module(path), name)(*args, **kwargs)
+    with torch.no_grad():  # zero-initialised gains would hide the norm (parity.md)
+        for p in module.parameters():
+            if not p.any():
+                p.normal_()
+    return module
+
+
+def grn(channels_last):
+    return timm_module("timm.layers.grn", "GlobalResponseNorm", 4,
+                       channels_last=channels_last)
+
+
+CASES = [
+    case("vector_norm-ord2-all", Fn(lambda x: vector_norm(x)), (2, 3, 4)),
+    case("vector_norm-ord2-dim1", Fn(lambda x: vector_norm(x, dim=1)), (2, 3, 4)),
+    case("vector_norm-ord3-dim1-keepdim", Fn(lambda x: vector_norm(x, 3, dim=1, keepdim=True)),
+         (2, 3, 4)),
+    case("vector_norm-ord1-dims", Fn(lambda x: vector_norm(x, 1, dim=(0, 2))), (2, 3, 4)),
+    case("vector_norm-ordinf-neg-dim", Fn(lambda x: vector_norm(x, math.inf, dim=-1)),
+         (2, 3, 4)),
+    case("vector_norm-ord-neginf-keepdim",
+         Fn(lambda x: vector_norm(x, -math.inf, dim=1, keepdim=True)), (2, 3, 4)),
+    case("vector_norm-ord0-counts-nonzeros", with_zeros(lambda x: vector_norm(x, 0, dim=-1)),
+         (2, 3, 8)),
+    case("vector_norm-ord-fractional", Fn(lambda x: vector_norm(x, 0.5, dim=2)), (2, 3, 4)),
+    case("vector_norm-ord-negative-with-zeros",
+         with_zeros(lambda x: vector_norm(x, -1.5, dim=2)), (2, 3, 6)),
+    case("vector_norm-dtype-float64", Fn(lambda x: vector_norm(x, dim=1, dtype=torch.float64)),
+         (2, 3, 4)),
+    case("vector_norm-channels-after-conv", after_conv(lambda x: vector_norm(x, dim=1)),
+         (1, 3, 6, 7)),
+    case("vector_norm-hw-keepdim-after-conv",
+         after_conv(lambda x: vector_norm(x, 2, dim=(2, 3), keepdim=True)), (2, 3, 6, 7)),
+    case("norm-p2-dim1", Fn(lambda x: torch.norm(x, p=2, dim=1)), (2, 3, 4)),
+    case("norm-fro-dims-keepdim", Fn(lambda x: torch.norm(x, p="fro", dim=(1, 2),
+                                                          keepdim=True)), (2, 3, 4)),
+    case("norm-default-all", Fn(lambda x: torch.norm(x)), (2, 3, 4)),
+    case("tensor-norm-p1-last", Fn(lambda x: x.norm(1, dim=-1)), (2, 3, 4)),
+    case("normalize-dim1", Fn(lambda x: F.normalize(x, dim=1)), (2, 3, 4)),
+    case("normalize-p1-last", Fn(lambda x: F.normalize(x, p=1, dim=-1)), (2, 3, 4)),
+    case("normalize-zero-row-uses-eps", Fn(lambda x: F.normalize(x * (x[:, :1] > 0), dim=1)),
+         (4, 5)),
+    case("normalize-channels-after-conv", after_conv(lambda x: F.normalize(x, dim=1)),
+         (2, 3, 6, 7)),
+    case("matrix_norm-fro", Fn(lambda x: matrix_norm(x)), (2, 3, 4)),
+    case("matrix_norm-ord1", Fn(lambda x: matrix_norm(x, 1)), (2, 3, 4)),
+    case("matrix_norm-ord-neg1", Fn(lambda x: matrix_norm(x, -1)), (2, 3, 4)),
+    case("matrix_norm-ordinf-keepdim", Fn(lambda x: matrix_norm(x, math.inf, keepdim=True)),
+         (2, 3, 4)),
+    case("matrix_norm-ord-neginf", Fn(lambda x: matrix_norm(x, -math.inf)), (2, 3, 4)),
+    case("matrix_norm-nuc", Fn(lambda x: matrix_norm(x, "nuc")), (2, 3, 4)),
+    # the SVD kernel takes the matrix in the last two axes: one transpose to put it there
+    case("matrix_norm-ord2-dims", Fn(lambda x: matrix_norm(x, 2, dim=(0, 2))), (2, 3, 4),
+         max_transposes=1),
+    case("matrix_norm-nuc-hw-after-conv", after_conv(lambda x: matrix_norm(x, "nuc")),
+         (1, 3, 6, 7), max_transposes=1),
+    case("matrix_norm-nuc-transposed-matrix-no-transpose",
+         Fn(lambda x: matrix_norm(x.transpose(1, 2), "nuc")), (2, 3, 4)),
+    case("norm-nuc", Fn(lambda x: torch.norm(x, p="nuc")), (3, 5)),
+    case("svdvals", Fn(lambda x: torch.linalg.svdvals(x)), (2, 5, 3)),
+    case("cosine-classifier", CosineClassifier(), (2, 3, 6, 6)),
+    case("timm-grn-channels-last", grn(True), (2, 5, 6, 4)),
+    case("timm-grn-channels-first-after-conv",
+         nn.Sequential(nn.Conv2d(3, 4, 3), grn(False)), (2, 3, 7, 8)),
+    case("timm-xcit-cross-covariance-attention",
+         timm_module("timm.models.xcit", "XCA", 16, num_heads=2), (2, 7, 16),
+         max_transposes=None),
+]
+
+
+@pytest.mark.parametrize("module, shapes, kwargs", CASES)
+def test_linalg(module, shapes, kwargs):
+    assert_converts(module, inputs(shapes), **kwargs)
+
+
+def test_singular_vectors_are_unsupported_with_a_reason():
+    module = Fn(lambda x: torch.linalg.svd(x, full_matrices=False)[0])
+    with pytest.raises(UnsupportedOpError, match="unique only up to sign"):
+        crossport.convert(module.eval(), inputs((2, 4, 3)))
+
+
+DYNAMIC = [
+    pytest.param(Fn(lambda x: vector_norm(x, 3, dim=1)), (2, 6, 4), {0: {1: "seq"}},
+                 [(3, 9, 4), (1, 2, 4)], id="vector_norm-over-dynamic-dim"),
+    pytest.param(Fn(lambda x: F.normalize(x, dim=-1)), (2, 6, 4), {0: {1: "seq"}},
+                 [(3, 9, 4)], id="normalize-dynamic-batch-and-seq"),
+    pytest.param(Fn(lambda x: matrix_norm(x, "nuc")), (2, 6, 4), {0: {1: "seq"}},
+                 [(3, 9, 4), (1, 3, 4)], id="matrix_norm-nuc-dynamic-rows"),
+]
+
+
+@pytest.mark.parametrize("module, shape, dims, others", DYNAMIC)
+def test_linalg_dynamic(module, shape, dims, others):
+    example = inputs(shape)
+    conversion = crossport.convert_with_report(module.eval(), example, dynamic_dims=dims,
+                                               dynamic_batch=True)
+    gen = torch.Generator().manual_seed(3)
+    for other in others:
+        x = torch.randn(other, generator=gen)
+        with torch.no_grad():
+            ref = module(x)
+        got = run_keras(conversion.model, (x,), False, like=ref)
+        assert normalized_error(ref.numpy(), got[0]) < 1e-5, other
