@@ -1,0 +1,180 @@
+"""In-place assignment: slices, selects, index tensors and boolean masks (aten.copy,
+slice_scatter, select_scatter's decomposition, index_put), in torch order and after a conv
+(channels-last), and on dynamic dims. SAM's positional embedding is the real-model row.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+import crossport
+from crossport.compat import import_torchvision
+from crossport.errors import UnsupportedOpError
+from crossport.parity import normalized_error
+from crossport.parity.verify import run_keras
+from tests.harness import assert_converts
+from tests.ops.opcases import Fn, case, inputs
+
+
+def assigned(fn):
+    """``fn(y, x)`` assigns into ``y = x.clone()`` in place; the module returns ``y``."""
+    def forward(x):
+        y = x.clone()
+        fn(y, x)
+        return y
+    return Fn(forward)
+
+
+def after_conv(fn):
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Conv2d(3, 4, 3), assigned(fn))
+
+
+def set_(y, index, value):
+    y[index] = value
+
+
+def divide_first(y, x):  # SAM: coordinates[:, :, :, 0] = coordinates[:, :, :, 0] / w
+    y[:, :, 0] = y[:, :, 0] / (y[:, :, 1].abs() + 1)
+
+
+def add_(y, index, value):
+    y[index] += value
+
+
+IDX = torch.tensor([2, 0, -1])
+
+
+class RuntimeIndex(nn.Module):
+    """An index tensor computed from the input: scatter coordinates known at run time."""
+
+    def forward(self, x):
+        index = (x[:, 0, 0].abs() * 10).long() % x.shape[1]
+        y = x.clone()
+        y[:, index] = -x[:, :3]
+        return y
+
+
+class RuntimeAccumulate(nn.Module):
+    """``index_put_(accumulate=True)`` with run-time indices that repeat."""
+
+    def forward(self, x):
+        index = (x[:4, 0].abs() * 3).long() % 3
+        return x.index_put((index,), x[1:5] * 2, accumulate=True)
+
+
+def sam_positional_embedding():
+    import_torchvision()  # transformers imports torchvision; make it importable on CPU torch
+    from transformers import SamPromptEncoderConfig
+    from transformers.models.sam.modeling_sam import SamPositionalEmbedding
+
+    config = SamPromptEncoderConfig(hidden_size=8)
+    config.num_pos_feats, config.scale = 4, 1.0
+    torch.manual_seed(0)
+    embedding = SamPositionalEmbedding(config)
+    return Fn(lambda coords: embedding(coords, input_shape=(24, 32)))
+
+
+def _int_slices(x):
+    y = (x * 4).long()
+    y[:, 1::2] = -y[:, ::2]
+    return y
+
+
+def _accumulate_two_dims(x):
+    return x.index_put((torch.arange(2), torch.tensor([1, 1])), x[:2, 0] + 1, accumulate=True)
+
+
+CASES = [
+    case("copy-select-divide-sam-style", assigned(divide_first), (2, 5, 3)),
+    case("slice-assign-last-dim-zero", assigned(lambda y, x: set_(y, (..., slice(0, 2)), 0)),
+         (2, 3, 5)),
+    case("slice-assign-step2-add", assigned(lambda y, x: add_(
+        y, (slice(None), slice(1, 3), slice(None, None, 2)), 1.5)), (2, 4, 5)),
+    case("slice-assign-negative-start", assigned(lambda y, x: set_(
+        y, (slice(None), slice(-2, None)), x[:, :2] * 3)), (2, 5, 3)),
+    case("slice-assign-middle-broadcast-row", assigned(lambda y, x: set_(
+        y, (slice(None), slice(1, 4)), x[:, :1])), (2, 6, 3)),
+    case("slice-assign-channels-after-conv", after_conv(lambda y, x: set_(
+        y, (slice(None), slice(0, 2)), x[:, 2:] * 0.5)), (1, 3, 6, 7)),
+    case("select-assign-height-after-conv", after_conv(lambda y, x: set_(
+        y, (slice(None), slice(None), 1), 0.0)), (1, 3, 6, 7)),
+    case("slice-assign-int-tensor", Fn(lambda x: _int_slices(x)), (3, 6)),
+    case("index_put-constant-index-with-negative", assigned(lambda y, x: set_(
+        y, IDX, x[IDX] * 3)), (4, 3, 2)),
+    case("index_put-second-dim-list", assigned(lambda y, x: set_(
+        y, (slice(None), [0, 2]), x[:, [1, 1]])), (3, 4, 5)),
+    case("index_put-two-index-tensors", assigned(lambda y, x: set_(
+        y, ([0, 2, 1], [1, -1, 0]), torch.tensor(7.0))), (3, 4, 5)),
+    case("index_put-scalar-broadcast-after-conv", after_conv(lambda y, x: set_(
+        y, (slice(None), [1, 3]), 0.25)), (2, 3, 6, 7)),
+    case("index_put-runtime-index", RuntimeIndex(), (3, 6, 2)),
+    case("index_put-accumulate-duplicates",
+         Fn(lambda x: x.index_put((torch.tensor([0, 2, 0, 0]),), x[1:5] * 2, accumulate=True)),
+         (5, 3)),
+    case("index_put-accumulate-two-dims", Fn(_accumulate_two_dims), (2, 4, 3)),
+    case("index_put-runtime-accumulate", RuntimeAccumulate(), (6, 3)),
+    case("mask-assign-scalar", assigned(lambda y, x: set_(y, x > 0.5, 0.0)), (3, 4, 5)),
+    case("mask-assign-leading-dims-row-values", assigned(lambda y, x: set_(
+        y, x[..., 0] > 0, torch.arange(5.0))), (3, 4, 5)),
+    case("mask-assign-after-first-dim", assigned(lambda y, x: set_(
+        y, (slice(None), x[0, :, 0] > 0), x[:, :1, :] * 2)), (3, 4, 5)),
+    case("mask-assign-after-conv", after_conv(lambda y, x: set_(y, x > 0, 0.0)),
+         (2, 3, 6, 7)),
+    case("sam-positional-embedding", sam_positional_embedding(), (2, 3, 4, 2)),
+]
+
+
+@pytest.mark.parametrize("module, shapes, kwargs", CASES)
+def test_assign(module, shapes, kwargs):
+    assert_converts(module, inputs(shapes), **kwargs)
+
+
+def select_by_mask(y, x):
+    m = x > 0
+    y[m] = x[m] * 2  # the count of selected elements is data-dependent
+
+
+@pytest.mark.parametrize("fn", [select_by_mask, lambda y, x: add_(y, x < 0, 1.0)],
+                         ids=["mask-assign-selected-values", "mask-add-in-place"])
+def test_mask_assign_of_selected_values_is_unsupported_with_a_reason(fn):
+    with pytest.raises(UnsupportedOpError, match="boolean-mask"):
+        crossport.convert(assigned(fn).eval(), inputs((3, 4)))
+
+
+DYNAMIC = [
+    pytest.param(assigned(lambda y, x: set_(y, (slice(None), slice(1, None)), 0.0)),
+                 (2, 6, 3), {0: {1: "seq"}}, [(3, 9, 3), (1, 2, 3)], id="slice-open-end-dynamic"),
+    pytest.param(assigned(lambda y, x: set_(y, (slice(None), slice(-3, None)),
+                                            x[:, :3] * 2)),
+                 (2, 6, 3), {0: {1: "seq"}}, [(3, 9, 3), (1, 4, 3)],
+                 id="slice-negative-start-dynamic"),
+    pytest.param(assigned(lambda y, x: set_(y, (slice(None), slice(None, None, 2)), 1.0)),
+                 (2, 6, 3), {0: {1: "seq"}}, [(3, 9, 3)], id="slice-step2-dynamic"),
+    pytest.param(assigned(lambda y, x: set_(y, (slice(None), slice(None, x.shape[1] - 1)),
+                                            x[:, 1:])),
+                 (2, 6, 3), {0: {1: "seq"}}, [(3, 9, 3)], id="slice-symbolic-end-dynamic"),
+    pytest.param(assigned(divide_first), (2, 6, 3), {0: {1: "seq"}}, [(3, 9, 3)],
+                 id="select-assign-dynamic-seq"),
+    pytest.param(assigned(lambda y, x: set_(y, (slice(None), -1), y[:, 0] * 2)),
+                 (2, 6, 3), {0: {1: "seq"}}, [(3, 9, 3)], id="select-last-on-dynamic-dim"),
+    pytest.param(assigned(lambda y, x: set_(y, (slice(None), slice(None), [0, 2]), 0.0)),
+                 (2, 6, 3), {0: {1: "seq"}}, [(3, 9, 3)], id="index_put-dynamic-batch-seq"),
+    pytest.param(assigned(lambda y, x: set_(y, x > 0, 0.0)), (2, 6, 3), {0: {1: "seq"}},
+                 [(3, 9, 3)], id="mask-assign-dynamic"),
+]
+
+
+@pytest.mark.parametrize("module, shape, dims, others", DYNAMIC)
+def test_assign_dynamic(module, shape, dims, others):
+    conversion = crossport.convert_with_report(module.eval(), inputs(shape), dynamic_dims=dims,
+                                               dynamic_batch=True)
+    gen = torch.Generator().manual_seed(3)
+    for other in others:
+        x = torch.randn(other, generator=gen)
+        with torch.no_grad():
+            ref = module(x)
+        got = run_keras(conversion.model, (x,), False, like=ref)
+        assert normalized_error(ref.numpy(), got[0]) < 1e-6, other
