@@ -17,13 +17,14 @@ from keras import ops
 
 from crossport.errors import InputError
 from crossport.layers.base import SpatialLayer, dynamic_shape, resolve_perm
+from crossport.layers.reduction import stable_mean
 
 
 def _normalize(x: Any, axes: Sequence[int], eps: float) -> tuple[Any, Any, Any]:
     """``(x - mean) / sqrt(var + eps)`` over ``axes``, with the mean and biased variance."""
-    mean = ops.mean(x, axis=tuple(axes), keepdims=True)
+    mean = stable_mean(x, axis=tuple(axes), keepdims=True)  # sums as accurate as torch's
     centered = x - mean
-    var = ops.mean(ops.square(centered), axis=tuple(axes), keepdims=True)
+    var = stable_mean(ops.square(centered), axis=tuple(axes), keepdims=True)
     return centered * ops.rsqrt(var + eps), mean, var
 
 

@@ -116,14 +116,21 @@ def aten_layer_norm_default(ctx, input, normalized_shape, weight=None, bias=None
 
 
 def emit_group_norm(ctx, input, groups, weight, bias, eps):
-    """Keras GroupNormalization on channels-last: groups of contiguous channels like torch."""
-    layer = keras.layers.GroupNormalization(
-        groups=groups, axis=-1, epsilon=eps, center=bias is not None,
-        scale=weight is not None, name=ctx.name())
+    """crossport's GroupNorm on channels-last: groups of contiguous channels like torch.
+
+    Not Keras' GroupNormalization: its statistics are TF sums over outer axes, which drift
+    from float64 with the element count (an InstanceNorm3d over 96^3 voxels: 2000x torch's
+    error); crossport's layer sums pairwise, as torch does.
+    """
+    from crossport.layers import GroupNorm
+
+    channels = int(ctx.arg_shape(0)[1])
+    affine = weight is not None or bias is not None
+    layer = GroupNorm(groups, channels, eps=eps, affine=affine, name=ctx.name())
     y = layer(input)
-    params = [_float32(w) for w in (weight, bias) if w is not None]
-    if params:
-        layer.set_weights(params)
+    if affine:  # a missing half of the affine is the identity (exact: * 1, + 0)
+        layer.set_weights([_float32(weight) if weight is not None else np.ones(channels, "f4"),
+                           _float32(bias) if bias is not None else np.zeros(channels, "f4")])
     return y
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import keras
 import torch
 
+from crossport.layers.reduction import stable_mean, stable_sum
 from crossport.layout import canonical
 from crossport.to_keras.ops.shape import as_value
 from crossport.to_keras.registry import Policy, register
@@ -54,7 +55,7 @@ def _cast_out(ctx, y):
 @register(aten.mean.dim, aten.mean.default, policy=Policy.CUSTOM, dynamic=True)
 def aten_mean_dim(ctx, self, dim=None, keepdim=False, dtype=None):
     """mean.dim(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None)"""
-    return _reduce(ctx, self, dim, keepdim, ops.mean)
+    return _reduce(ctx, self, dim, keepdim, stable_mean)  # torch-like accuracy (pairwise)
 
 
 @register(aten.sum.dim_IntList, aten.sum.default, policy=Policy.CUSTOM, dynamic=True)
@@ -68,7 +69,7 @@ def aten_sum_dim_intlist(ctx, self, dim=None, keepdim=False, dtype=None):
     if value.dtype == torch.bool:
         x = ops.cast(x, "int64")
     value = TensorValue(x, value.layout, value.shape, value.dtype)
-    return _cast_out(ctx, _reduce(ctx, value, dim, keepdim, ops.sum))
+    return _cast_out(ctx, _reduce(ctx, value, dim, keepdim, stable_sum))
 
 
 @register(aten.amax.default, policy=Policy.CUSTOM, dynamic=True)
@@ -100,8 +101,8 @@ def _var(ctx, self, dim, correction, keepdim):
     axes = tuple(value.layout.axes(dims))
     correction = 1 if correction is None else correction
     x = value.tensor
-    centred = x - ops.mean(x, axis=axes, keepdims=True)
-    total = ops.sum(ops.square(centred), axis=axes, keepdims=keepdim)
+    centred = x - stable_mean(x, axis=axes, keepdims=True)  # two-pass, pairwise sums
+    total = stable_sum(ops.square(centred), axis=axes, keepdims=keepdim)
     ctx.out_layout = value.layout if keepdim else value.layout.without(dims)
     n = 1
     for d in dims:

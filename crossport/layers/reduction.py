@@ -1,0 +1,80 @@
+"""Sums and means as accurate as torch's, whichever axes they run over.
+
+TF's CPU ``reduce_sum`` adds the innermost axes as a tree (error ~log n), but reduces any
+other axis by one running sum per output element (error ~n): a channels-last
+``InstanceNorm3d`` over 96³ voxels lands 2000x further from float64 than torch, which sums
+pairwise. Here innermost axes are summed together as TF does, every other axis on its own
+(so no single running sum spans several axes), and an outer axis longer than ``BLOCK`` is
+first folded in halves (pairwise) down to ``BLOCK`` rows. Works on Keras tensors (building
+a functional model) and on tensors at run time alike; an outer axis of unknown length is
+summed by TF directly.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from keras import ops
+
+BLOCK = 16  # rows left to a plain running sum after the pairwise folds
+
+
+def _pairwise_axis_sum(x: Any, axis: int) -> Any:
+    """Sum over one outer ``axis`` (kept as size 1): halves added until ``BLOCK`` rows."""
+    n = x.shape[axis]
+    if n is None or n <= BLOCK:
+        return ops.sum(x, axis=axis, keepdims=True)
+    folds = math.ceil(math.log2(n / BLOCK))
+    padded = math.ceil(n / 2 ** folds) * 2 ** folds
+    if padded != n:  # zeros do not change the sum
+        widths = [(0, 0)] * len(x.shape)
+        widths[axis] = (0, padded - n)
+        x = ops.pad(x, widths)
+    for _ in range(folds):
+        low, high = ops.split(x, 2, axis=axis)
+        x = ops.add(low, high)
+    return ops.sum(x, axis=axis, keepdims=True)
+
+
+def stable_sum(x: Any, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Any:
+    """``ops.sum(x, axis, keepdims)`` with torch-like accuracy on outer axes.
+
+    Example:
+        >>> import numpy as np
+        >>> x = np.full((100000, 2), 0.1, dtype="float32")
+        >>> round(float(stable_sum(x, axis=0)[0]), 2)  # keras.ops.sum gives 9998.56
+        10000.0
+    """
+    rank = len(x.shape)
+    axes = range(rank) if axis is None else [axis] if isinstance(axis, int) else axis
+    axes = sorted({a % rank for a in axes})
+    if not axes or x.dtype == "bool":
+        return ops.sum(x, axis=tuple(axes), keepdims=keepdims)
+    inner = [a for a in axes if all(b in axes for b in range(a, rank))]
+    y = ops.sum(x, axis=tuple(inner), keepdims=True) if inner else x
+    for a in sorted(set(axes) - set(inner), reverse=True):
+        y = _pairwise_axis_sum(y, a)
+    return y if keepdims else ops.squeeze(y, axis=tuple(axes))
+
+
+def stable_mean(x: Any, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Any:
+    """``ops.mean(x, axis, keepdims)`` as :func:`stable_sum` divided by the count.
+
+    Example:
+        >>> import numpy as np
+        >>> x = np.full((100000, 2), 0.1, dtype="float32")
+        >>> round(float(stable_mean(x, axis=0)[1]), 7)
+        0.1
+    """
+    rank = len(x.shape)
+    axes = range(rank) if axis is None else [axis] if isinstance(axis, int) else axis
+    axes = sorted({a % rank for a in axes})
+    static = [a for a in axes if x.shape[a] is not None]
+    dynamic = [a for a in axes if x.shape[a] is None]  # summed by TF directly anyway
+    total = stable_sum(x, static, keepdims=True)
+    y = ops.divide(total, ops.cast(math.prod(x.shape[a] for a in static), total.dtype))
+    if dynamic:
+        y = ops.mean(y, axis=tuple(dynamic), keepdims=True)
+    return y if keepdims else ops.squeeze(y, axis=tuple(axes))
