@@ -24,7 +24,7 @@ aten = torch.ops.aten
 ops = keras.ops
 
 
-@register(aten.copy.default, policy=Policy.AGNOSTIC)
+@register(aten.copy.default, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_copy_default(ctx, self, src, non_blocking=False):
     """copy(Tensor self, Tensor src, bool non_blocking=False) -> Tensor
 
@@ -69,7 +69,7 @@ def _bound(ctx, bound, default, size):
     return _clip(b, n)
 
 
-@register(aten.slice_scatter.default, policy=Policy.CUSTOM, keeps_layout=True)
+@register(aten.slice_scatter.default, policy=Policy.CUSTOM, keeps_layout=True, dynamic=True)
 def aten_slice_scatter_default(ctx, self, src, dim=0, start=None, end=None, step=1):
     """slice_scatter(Tensor self, Tensor src, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor
 
@@ -82,7 +82,8 @@ def aten_slice_scatter_default(ctx, self, src, dim=0, start=None, end=None, step
     return _scatter_slice(ctx, value, y, src.shape[dim], dim, start, end, step)
 
 
-@register(aten.select_scatter.default, policy=Policy.CUSTOM, keeps_layout=True)
+@register(aten.select_scatter.default, policy=Policy.CUSTOM, keeps_layout=True,
+          dynamic=True)
 def aten_select_scatter_default(ctx, self, src, dim, index):
     """select_scatter(Tensor self, Tensor src, int dim, SymInt index) -> Tensor
 
@@ -179,8 +180,19 @@ def _broadcasts_without_count(values_shape, slot) -> bool:
     return isinstance(size, int) and size == 1  # an unbacked count is a SymInt
 
 
+def _index_put_dynamic(node: torch.fx.Node) -> str | None:
+    """Dims indexed by integer tensors must be static (the written cells are counted)."""
+    indices = node.args[1]
+    shape = node.args[0].meta["val"].shape
+    for d, index in enumerate(indices):
+        if (index is not None and index.meta["val"].dtype != torch.bool
+                and not isinstance(shape[d], int)):
+            return f"x[index] = values with index tensors on dim {d} of run-time size"
+    return None
+
+
 @register(aten.index_put.default, policy=Policy.CUSTOM, keeps_layout=True,
-          supports=_index_put_supports)
+          supports=_index_put_supports, dynamic=_index_put_dynamic)
 def aten_index_put_default(ctx, self, indices, values, accumulate=False):
     """index_put(Tensor self, Tensor?[] indices, Tensor values, bool accumulate=False) -> Tensor
 
@@ -250,8 +262,6 @@ def _flat_index(ctx, present, sizes):
 def _put_by_index(ctx, value, first, present, vals, accumulate):
     rank, k = value.rank, len(present)
     sizes = [int(s) for s in value.static_shape()[first:first + k]]
-    if any(ctx.is_dynamic(s) for s in value.shape[first:first + k]):
-        raise ctx.unsupported("index_put on a dim of run-time size (index the static dims)")
     flat, grid = _flat_index(ctx, present, sizes)
     cells, n = math.prod(sizes), math.prod(grid)
     # values as [vpre, V, vpost] with V the grid dims merged; update u reads row vidx[u]

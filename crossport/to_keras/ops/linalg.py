@@ -41,7 +41,7 @@ def _norm_fn(order: float):
         ops.sum(ops.power(ops.abs(x), order), axis, keepdims), 1.0 / order)
 
 
-@register(aten.linalg_vector_norm.default, policy=Policy.CUSTOM)
+@register(aten.linalg_vector_norm.default, policy=Policy.CUSTOM, dynamic=True)
 def aten_linalg_vector_norm_default(ctx, self, ord=2, dim=None, keepdim=False, dtype=None):
     """linalg_vector_norm(Tensor self, Scalar ord=2, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor
 
@@ -65,7 +65,8 @@ def _svd_supports(node: torch.fx.Node) -> str | None:
     return None
 
 
-@register(aten._linalg_svd.default, policy=Policy.CUSTOM, supports=_svd_supports)
+@register(aten._linalg_svd.default, policy=Policy.CUSTOM, supports=_svd_supports,
+          dynamic=True)
 def aten__linalg_svd_default(ctx, A, full_matrices=False, compute_uv=True, driver=None):
     """_linalg_svd(Tensor A, bool full_matrices=False, bool compute_uv=True, *, str? driver=None) -> (Tensor U, Tensor S, Tensor Vh)
 
