@@ -178,3 +178,9 @@ def test_assign_dynamic(module, shape, dims, others):
             ref = module(x)
         got = run_keras(conversion.model, (x,), False, like=ref)
         assert normalized_error(ref.numpy(), got[0]) < 1e-6, other
+
+
+def test_index_put_on_a_dynamic_indexed_dim_is_refused_before_building():
+    module = assigned(lambda y, x: set_(y, (slice(None), [0, 2]), 0.0))
+    with pytest.raises(UnsupportedOpError, match="run-time size"):
+        crossport.convert(module.eval(), inputs((2, 6, 3)), dynamic_dims={0: {1: "seq"}})
