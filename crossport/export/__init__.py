@@ -12,19 +12,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 from crossport.errors import ExportError, InputError
 from crossport.export import formats
-from crossport.parity import normalized_error
-from crossport.parity.verify import (
-    fresh_inputs,
-    from_keras_outputs,
-    leaves,
-    to_keras_inputs,
-    torch_order,
-    torch_outputs,
-)
+from crossport.parity.accept import Recheck, recheck
+from crossport.parity.verify import fresh_inputs, from_keras_outputs, to_keras_inputs, torch_order
 
 # Stated tolerances (normalized max error vs torch fp32). Quantised formats change the
 # function on purpose: fp16 weights keep ~3 significant digits, dynamic-range int8 ~2.
@@ -39,17 +30,22 @@ FORMATS = {
 
 @dataclass
 class ExportResult:
-    """What an export wrote and how far the re-loaded artifact is from torch."""
+    """What an export wrote and how far the re-loaded artifact is from torch.
+
+    ``max_error`` is finite (``None`` when not re-checked); ``recheck`` holds the details:
+    mismatches (none, or the export would have failed), the rule and the float64 evidence.
+    """
 
     path: Path
     format: str
     max_error: float | None
     tolerance: float | None
     seconds: float
+    recheck: Recheck | None = None
 
     @property
     def passed(self) -> bool:
-        return self.max_error is None or self.max_error <= self.tolerance
+        return self.recheck is None or self.recheck.passed
 
     def summary(self) -> str:
         if self.max_error is None:
@@ -99,11 +95,11 @@ def export(conversion, path: str | Path, format: str | None = None, *, check: bo
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         _write(conversion.model, tmp, format)
-        error = _recheck(conversion, tmp, format, check_inputs) if check else None
-        if error is not None and error > tolerance:
+        result = _recheck(conversion, tmp, format, check_inputs, tolerance) if check else None
+        if result is not None and not result.passed:
             raise ExportError(
-                f"the {format} artifact re-loaded from disk differs from torch: normalized "
-                f"error {error:.2e} > {tolerance:.0e}; nothing was written to {path}")
+                f"the {format} artifact re-loaded from disk differs from torch: "
+                f"{result.describe()}; nothing was written to {path}")
         _remove(path)
         tmp.replace(path)
     except ExportError:
@@ -112,7 +108,8 @@ def export(conversion, path: str | Path, format: str | None = None, *, check: bo
         raise ExportError(f"exporting {format} to {path} failed: {type(exc).__name__}: {exc}") from exc
     finally:
         _remove(tmp)
-    return ExportResult(path, format, error, tolerance, time.perf_counter() - start)
+    return ExportResult(path, format, result.error if result else None, tolerance,
+                        time.perf_counter() - start, result)
 
 
 def _write(model, path: Path, format: str) -> None:
@@ -142,18 +139,23 @@ def _loader(conversion, path: Path, format: str):
     return formats.load_tflite(path, names)
 
 
-def _recheck(conversion, path: Path, format: str, count: int) -> float:
+def _recheck(conversion, path: Path, format: str, count: int, tolerance: float) -> Recheck:
+    """The re-loaded artifact against torch on fresh inputs, by the conversion's rule.
+
+    Quantised formats change the function on purpose: their stated tolerance is a hard bound.
+    """
     run = _loader(conversion, path, format)
     channels_last_io = conversion.options.channels_last_io
-    errors = []
-    for i in range(count):
-        args = fresh_inputs(conversion.example_args, conversion.options.seed + 100 + i)
-        structure = torch_outputs(conversion.module, args)
+
+    def keras_leaves(args, structure):
         flat = run(to_keras_inputs(args, channels_last_io))
         order = torch_order(conversion.model, structure)
-        got = from_keras_outputs([flat[j] for j in order], channels_last_io)
-        errors.extend(normalized_error(r, g) for r, g in zip(leaves(structure), got))
-    return float(np.max(errors)) if errors else 0.0
+        return from_keras_outputs([flat[j] for j in order], channels_last_io)
+
+    input_sets = [fresh_inputs(conversion.example_args, conversion.options.seed + 100 + i)
+                  for i in range(count)]
+    rule = conversion.options.tolerance if FORMATS[format] is None else "atol"
+    return recheck(conversion.module, input_sets, keras_leaves, tolerance, rule)
 
 
 def _remove(path: Path) -> None:
