@@ -45,7 +45,7 @@ def fresh_inputs(example: tuple, seed: int) -> tuple:
 def to_keras_inputs(args: tuple, channels_last_io: bool) -> list[np.ndarray]:
     arrays = []
     for t in args:
-        a = t.detach().cpu().numpy()
+        a = to_numpy(t)
         if channels_last_io and a.ndim >= 3:
             a = np.transpose(a, channels_last(a.ndim).perm)
         arrays.append(a)
