@@ -112,15 +112,15 @@ def verify(module, exported, emitted, example_args: tuple, options) -> ParityRep
         got = run_keras(emitted.model, args, options.channels_last_io, like=structure)
         comparisons.append(compare_outputs(ref, got))
         runs.append((ref, got))
-    worst = worst_input_set(comparisons)
-    report = ParityReport(max_error=comparisons[worst].error,
-                          errors=[c.error for c in comparisons], atol=options.atol,
-                          rule=options.tolerance, mismatches=comparisons[worst].mismatches,
+    errors = [c.error for c in comparisons]
+    largest, explain = int(np.argmax(errors)), worst_input_set(comparisons)
+    report = ParityReport(max_error=errors[largest], errors=errors, atol=options.atol,
+                          rule=options.tolerance, mismatches=comparisons[explain].mismatches,
                           notes=nan_notes(exported, input_sets))
     if report.max_error > options.atol:
-        add_float64_evidence(report, module, input_sets[worst], *runs[worst])
+        add_float64_evidence(report, module, input_sets[largest], *runs[largest])
     if not report.passed:
-        diagnose(report, module, exported, emitted, input_sets[worst], options)
+        diagnose(report, module, exported, emitted, input_sets[explain], options)
     return report
 
 
