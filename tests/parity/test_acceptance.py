@@ -94,6 +94,23 @@ def test_deep_net_rounding_passes_under_the_rule_and_fails_a_hard_bound(live_con
     json.dumps(report.to_dict(), allow_nan=False)
 
 
+def test_rounding_past_a_tight_atol_passes_by_evidence_fast():
+    """The rule on a small conv stack (the slow ConvMixer rows show it at depth)."""
+    torch.manual_seed(0)
+    layers = [nn.Conv2d(3, 16, 3, padding=1), nn.GELU()]
+    for _ in range(2):
+        layers += [nn.Conv2d(16, 16, 3, padding=1), nn.GELU()]
+    net = nn.Sequential(*layers).eval()
+    x = random_inputs((1, 3, 8, 8))
+    atol = 1e-9  # below float32 rounding of any conv
+    with pytest.raises(crossport.ParityError, match="rule atol"):
+        crossport.convert(net, x, atol=atol, tolerance="atol")
+    report = crossport.convert_with_report(net, x, atol=atol).report
+    assert report.passed and report.verdict == "rounding" and report.max_error > atol
+    assert report.keras_vs_fp64 is not None and report.torch_vs_fp64 is not None
+    assert report.first_divergent is None  # no node replay when the rule accepts
+
+
 @pytest.mark.slow
 def test_semantic_bug_in_a_deep_net_still_fails_under_the_rule(live_conv_mixer):
     net, x = live_conv_mixer
