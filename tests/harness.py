@@ -63,7 +63,7 @@ def _keras_args(inputs, channels_last_io):
 
 
 def _compare(ref, got, atol, channels_last_io, inputs, conversion):
-    ref_leaves, ref_spec = pytree.tree_flatten(ref)
+    ref_leaves, _ = pytree.tree_flatten(ref)
     got_flat = run_keras(conversion.model, inputs, channels_last_io, like=ref)
     assert len(got_flat) == len(ref_leaves), (
         f"torch returns {len(ref_leaves)} tensors, Keras {len(got_flat)}")

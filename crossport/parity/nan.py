@@ -41,5 +41,5 @@ def nan_notes(exported, input_sets: list[tuple]) -> list[str]:
                     if n.op == "call_function" and _op_name(n.target) in NAN_SKIPPING_OPS})
     if not found:
         return []
-    return [f"an input holds NaN/inf and the model has {', '.join(found)}: TF's kernels skip "
-            "NaN there where torch propagates it; see docs/parity.md"]
+    return [(f"an input holds NaN/inf and the model has {', '.join(found)}: TF's kernels skip "
+             "NaN there where torch propagates it; see docs/parity.md")]

@@ -42,14 +42,15 @@ class _Recorder(torch.fx.Interpreter):
         try:
             return n.target(*self._promote(args), **self._promote(kwargs))
         except Exception:  # an op with a fixed float32 contract: run it as the graph did
-            pass
+            return pytree.tree_map(self._to_dtype, self._run_as_float32(n, args, kwargs))
+
+    def _run_as_float32(self, n, args, kwargs):
         try:
-            out = n.target(*self._demote(args), **self._demote(kwargs))
+            return n.target(*self._demote(args), **self._demote(kwargs))
         except Exception:  # still failing: the float32 replay's value, when there is one
             if n.name not in self.fallback:
                 raise
-            out = self.fallback[n.name]
-        return pytree.tree_map(self._to_dtype, out)
+            return self.fallback[n.name]
 
     def _promote(self, tree):
         """Floating dtype arguments and tensors in ``self.dtype``; integer ones unchanged."""

@@ -114,9 +114,9 @@ def test_rounding_past_a_tight_atol_passes_by_evidence_fast():
 @pytest.mark.slow
 def test_semantic_bug_in_a_deep_net_still_fails_under_the_rule(live_conv_mixer):
     net, x = live_conv_mixer
-    with wrong_converter(aten.gelu.default, gelu_tanh_by_mistake):
-        with pytest.raises(crossport.ParityError) as info:
-            crossport.convert(net, x)
+    with (wrong_converter(aten.gelu.default, gelu_tanh_by_mistake),
+          pytest.raises(crossport.ParityError) as info):
+        crossport.convert(net, x)
     report = info.value.report
     assert report.rule == "rounding" and report.verdict == "semantic", report.summary()
     assert report.keras_vs_fp64 > 100 * report.torch_vs_fp64
@@ -138,9 +138,9 @@ class IntegerCasts(nn.Module):
 
 
 def test_float64_replay_survives_integer_casts_and_names_the_divergent_node():
-    with wrong_converter(aten.relu.default, leaky_relu_by_mistake):
-        with pytest.raises(crossport.ParityError) as info:
-            crossport.convert(IntegerCasts().eval(), random_inputs((1, 3, 10, 10)))
+    with (wrong_converter(aten.relu.default, leaky_relu_by_mistake),
+          pytest.raises(crossport.ParityError) as info):
+        crossport.convert(IntegerCasts().eval(), random_inputs((1, 3, 10, 10)))
     first = info.value.report.first_divergent
     assert first is not None and "aten.relu" in first.op and first.module_path == "act"
     assert first.verdict == "semantic" and first.keras_vs_fp64 is not None

@@ -59,8 +59,8 @@ def test_integers_compare_exactly_without_casting_keras_to_torch_dtype():
 def test_dtype_must_match_torch_exactly(torch_dtype, keras_dtype):
     ref = torch.ones(2, 3).to(torch_dtype)
     result = compare_outputs([ref], [np.ones((2, 3), keras_dtype)])
-    assert result.mismatches == [f"output 0: dtype {keras_dtype} in Keras, torch "
-                                 f"{str(torch_dtype).split('.')[-1]}"]
+    torch_name = str(torch_dtype).split(".")[-1]
+    assert result.mismatches == [f"output 0: dtype {keras_dtype} in Keras, torch {torch_name}"]
 
 
 def test_bfloat16_compares_with_bfloat16():
@@ -88,9 +88,9 @@ def log_of_abs_by_mistake(ctx, self):
 
 def test_nan_difference_on_a_second_output_fails_the_check():
     """The bug this fixes: max(0.0, nan) == 0.0 let it pass."""
-    with wrong_converter(torch.ops.aten.log.default, log_of_abs_by_mistake):
-        with pytest.raises(crossport.ParityError) as info:
-            crossport.convert(TwoOutputs().eval(), random_inputs((2, 8)))
+    with (wrong_converter(torch.ops.aten.log.default, log_of_abs_by_mistake),
+          pytest.raises(crossport.ParityError) as info):
+        crossport.convert(TwoOutputs().eval(), random_inputs((2, 8)))
     report = info.value.report
     assert not report.passed and math.isfinite(report.max_error)
     assert any(m.startswith("output 1: NaN at") for m in report.mismatches), report.mismatches
