@@ -1,10 +1,12 @@
 """The self-check of every conversion: torch and Keras on the same inputs, node by node.
 
 ``verify`` runs the eager torch module and the Keras model on the example inputs and on
-fresh random inputs of the same shapes. When the outputs diverge it replays the exported
-graph node by node (float32 and float64) against a Keras model that exposes every
-intermediate tensor, finds the first node past tolerance and gives the verdict: rounding
-or semantic.
+fresh random inputs of the same shapes and compares the outputs with ``compare_outputs``
+(shapes, dtypes, NaN/inf positions, exact integers, normalized float error). Above ``atol``
+the acceptance rule asks torch in float64 (``accept.py``). When the check fails it replays
+the exported graph node by node (float32 and float64, ``replay.py``) against a Keras model
+that exposes every intermediate tensor, finds the first diverging node and gives the
+verdict: rounding or semantic.
 """
 
 from __future__ import annotations
