@@ -103,3 +103,12 @@ def test_matching_nans_pass_and_the_report_is_valid_json():
     conversion = crossport.convert_with_report(TwoOutputs().eval(), random_inputs((2, 8)))
     assert conversion.report.passed and conversion.report.mismatches == []
     json.dumps(conversion.report.to_dict(), allow_nan=False)
+
+
+def test_export_recheck_fails_on_a_nan_difference_and_writes_nothing(tmp_path):
+    with wrong_converter(torch.ops.aten.log.default, log_of_abs_by_mistake):
+        conversion = crossport.convert_with_report(TwoOutputs().eval(), random_inputs((2, 8)),
+                                                   check=False)
+    with pytest.raises(crossport.ExportError, match="output 1: NaN at"):
+        crossport.export(conversion, tmp_path / "m.keras")
+    assert list(tmp_path.iterdir()) == []
