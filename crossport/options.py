@@ -15,7 +15,14 @@ class ConvertOptions:
 
     Attributes:
         check: run the parity check after building (raises ``ParityError`` on divergence).
-        atol: tolerance on the normalized max error ``max|d| / max(1, max|ref|)``.
+        atol: tolerance on the normalized max error ``max|d| / max(1, max|ref|)``: at or
+            below it the check passes at once.
+        tolerance: the acceptance rule above ``atol``. ``"rounding"`` (default): torch runs
+            the failing input set in float64 and the check passes when the Keras model is
+            no further from that truth than ``ROUNDING_FACTOR`` (100) x torch float32's own
+            distance and below 1e-3 (verdict "rounding", docs/parity.md). ``"atol"``:
+            ``atol`` is a hard bound. Shape, dtype, NaN/inf-position and integer mismatches
+            fail under both.
         channels_last_io: inputs and outputs of rank >= 3 are channels-last (NHWC) in the
             Keras model, for deployment; default is PyTorch layout (NCHW).
         dynamic_batch: the batch dim (dim 0 of every input) is ``None`` in the Keras model.
@@ -28,6 +35,7 @@ class ConvertOptions:
 
     check: bool = True
     atol: float = 1e-4
+    tolerance: str = "rounding"
     channels_last_io: bool = False
     dynamic_batch: bool = False
     dynamic_dims: dict = field(default_factory=dict)
@@ -84,8 +92,15 @@ def _dynamic_dims(value) -> str | None:
     return None
 
 
+def _rule(value) -> str | None:
+    from crossport.parity.accept import TOLERANCE_RULES
+
+    return None if value in TOLERANCE_RULES else (
+        f"one of {', '.join(map(repr, TOLERANCE_RULES))} (\"atol\" makes atol a hard bound)")
+
+
 _CHECKS = {
-    "check": _flag, "atol": _tolerance, "channels_last_io": _flag, "dynamic_batch": _flag,
-    "dynamic_dims": _dynamic_dims, "check_inputs": _count, "strict_export": _flag,
+    "check": _flag, "atol": _tolerance, "tolerance": _rule, "channels_last_io": _flag,
+    "dynamic_batch": _flag, "dynamic_dims": _dynamic_dims, "check_inputs": _count, "strict_export": _flag,
     "seed": lambda v: None if isinstance(v, Integral) and not isinstance(v, bool) else "an int",
 }

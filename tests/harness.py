@@ -11,12 +11,11 @@ on the last axis or time-major: top_k, softmax on another axis, recurrent scans)
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 from torch.utils import _pytree as pytree
 
 import crossport
-from crossport.parity import normalized_error
+from crossport.parity.compare import compare_outputs
 from crossport.parity.graph import graph_transposes
 from crossport.parity.verify import fresh_inputs, run_keras
 
@@ -64,20 +63,16 @@ def _keras_args(inputs, channels_last_io):
 
 
 def _compare(ref, got, atol, channels_last_io, inputs, conversion):
-    ref_leaves, ref_spec = pytree.tree_flatten(ref)
+    ref_leaves, _ = pytree.tree_flatten(ref)
     got_flat = run_keras(conversion.model, inputs, channels_last_io, like=ref)
     assert len(got_flat) == len(ref_leaves), (
         f"torch returns {len(ref_leaves)} tensors, Keras {len(got_flat)}")
     _assert_same_structure(ref, got)
-    for i, (r, g) in enumerate(zip(ref_leaves, got_flat)):
-        r = r.detach().numpy()
-        assert tuple(r.shape) == tuple(g.shape), f"output {i}: shape {g.shape} != torch {r.shape}"
-        if r.dtype.kind in "biu":
-            assert g.dtype.kind in "biu", f"output {i}: dtype {g.dtype} != torch {r.dtype}"
-            np.testing.assert_array_equal(g, r, err_msg=f"output {i} (integers, exact)")
-        else:
-            err = normalized_error(r, g)
-            assert err <= atol, f"output {i}: normalized error {err:.3e} > {atol:.0e}"
+    # shapes, dtypes (exactly torch's), NaN/inf positions, integers exactly, floats to atol
+    comparison = compare_outputs(ref_leaves, got_flat)
+    assert not comparison.mismatches, "; ".join(comparison.mismatches)
+    for out in comparison.outputs:
+        assert out.error <= atol, f"output {out.index}: normalized error {out.error:.3e} > {atol:.0e}"
 
 
 def _assert_same_structure(ref, got):

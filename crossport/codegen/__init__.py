@@ -21,7 +21,8 @@ from crossport.codegen.emit_source import Source, generate
 from crossport.codegen.keras_graph import is_functional
 from crossport.errors import ExportError, InputError
 from crossport.export.staging import Staging
-from crossport.parity import normalized_error
+from crossport.parity.accept import Recheck, recheck
+from crossport.parity.compare import compare_outputs
 
 __all__ = ["Source", "SourceError", "generate", "load_module", "source_files", "stage_source",
            "to_source"]
@@ -153,43 +154,42 @@ def _check(conversion, model: keras.Model, source_path: Path, count: int) -> Non
     rebuilt = load_module(source_path).build_model()
     if conversion is not None and conversion.module is not None:
         with borrowed(conversion.module):  # eval mode; the user's module is left as it was
-            error = _error_vs_torch(conversion, rebuilt, count)
-        tolerance = conversion.options.atol
+            result = _recheck_vs_torch(conversion, rebuilt, count)
         against = "torch"
     else:
-        error = _error_vs_keras(model, rebuilt, count)
-        tolerance = SAME_MODEL_TOLERANCE
+        result = _recheck_vs_keras(model, rebuilt, count)
         against = "the original Keras model"
-    if error > tolerance:
+    if not result.passed:
         raise ExportError(
-            f"the model rebuilt from the generated source differs from {against}: normalized "
-            f"error {error:.2e} > {tolerance:.0e}; nothing was written")
+            f"the model rebuilt from the generated source differs from {against}: "
+            f"{result.describe()}; nothing was written")
 
 
-def _error_vs_torch(conversion, rebuilt: keras.Model, count: int) -> float:
-    from crossport.parity.verify import leaves, recheck_inputs, run_keras, torch_outputs
+def _recheck_vs_torch(conversion, rebuilt: keras.Model, count: int) -> Recheck:
+    from crossport.parity.verify import recheck_inputs, run_keras
 
-    errors = []
-    channels_last_io = conversion.options.channels_last_io
+    options = conversion.options
     shape_sets = conversion.report.shape_sets if conversion.report is not None else None
-    for args in recheck_inputs(conversion.example_args, shape_sets,
-                               conversion.options.seed + 200, count):
-        structure = torch_outputs(conversion.module, args)
-        got = run_keras(rebuilt, args, channels_last_io, like=structure)
-        errors.extend(normalized_error(r, g) for r, g in zip(leaves(structure), got))
-    return float(np.max(errors)) if errors else 0.0
+    input_sets = recheck_inputs(conversion.example_args, shape_sets, options.seed + 200, count)
+    return recheck(conversion.module, input_sets,
+                   lambda args, structure: run_keras(rebuilt, args, options.channels_last_io,
+                                                     like=structure),
+                   options.atol, options.tolerance)
 
 
-def _error_vs_keras(model: keras.Model, rebuilt: keras.Model, count: int) -> float:
-    errors = []
+def _recheck_vs_keras(model: keras.Model, rebuilt: keras.Model, count: int) -> Recheck:
+    """Same graph, same weights: only kernel scheduling differs, a hard bound."""
+    worst = Recheck(0.0, [], SAME_MODEL_TOLERANCE, "atol")
     rng = np.random.default_rng(0)
     for _ in range(count):
         arrays = [_random_like(t, rng) for t in model.inputs]
         feed = arrays if len(arrays) > 1 else arrays[0]
         want = keras.tree.flatten(model(feed, training=False))
         got = keras.tree.flatten(rebuilt(feed, training=False))
-        errors.extend(normalized_error(np.asarray(w), np.asarray(g)) for w, g in zip(want, got))
-    return float(np.max(errors)) if errors else 0.0
+        comparison = compare_outputs([np.asarray(w) for w in want], [np.asarray(g) for g in got])
+        worst.mismatches += comparison.mismatches
+        worst.error = max(worst.error, comparison.error)
+    return worst
 
 
 def _random_like(tensor, rng) -> np.ndarray:

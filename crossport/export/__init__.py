@@ -13,20 +13,16 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 from crossport.capture.borrow import borrowed
 from crossport.errors import ExportError, InputError
 from crossport.export import formats
 from crossport.export.staging import FILE, SAVED_MODEL, Staging
-from crossport.parity import normalized_error
+from crossport.parity.accept import Recheck, recheck
 from crossport.parity.verify import (
     from_keras_outputs,
-    leaves,
     recheck_inputs,
     to_keras_inputs,
     torch_order,
-    torch_outputs,
 )
 
 # Stated tolerances (normalized max error vs torch fp32). Quantised formats change the
@@ -42,17 +38,22 @@ FORMATS = {
 
 @dataclass
 class ExportResult:
-    """What an export wrote and how far the re-loaded artifact is from torch."""
+    """What an export wrote and how far the re-loaded artifact is from torch.
+
+    ``max_error`` is finite (``None`` when not re-checked); ``recheck`` holds the details:
+    mismatches (none, or the export would have failed), the rule and the float64 evidence.
+    """
 
     path: Path
     format: str
     max_error: float | None
     tolerance: float | None
     seconds: float
+    recheck: Recheck | None = None
 
     @property
     def passed(self) -> bool:
-        return self.max_error is None or self.max_error <= self.tolerance
+        return self.recheck is None or self.recheck.passed
 
     def summary(self) -> str:
         if self.max_error is None:
@@ -126,19 +127,20 @@ def stage_export(conversion, path: str | Path, format: str | None, staging: Stag
     tmp = staging.claim(path, target_kind(path, format))
     try:
         _write(conversion.model, tmp, format)
-        error = None
+        result = None
         if check:
             with borrowed(conversion.module):  # eval mode; the user's module is left as it was
-                error = _recheck(conversion, tmp, format, check_inputs)
+                result = _recheck(conversion, tmp, format, check_inputs, tolerance)
     except ExportError:
         raise
     except Exception as exc:  # any writer/loader failure: report it, leave nothing behind
         raise ExportError(f"exporting {format} to {path} failed: {type(exc).__name__}: {exc}") from exc
-    if error is not None and error > tolerance:
+    if result is not None and not result.passed:
         raise ExportError(
-            f"the {format} artifact re-loaded from disk differs from torch: normalized "
-            f"error {error:.2e} > {tolerance:.0e}; nothing was written to {path}")
-    return ExportResult(path, format, error, tolerance, time.perf_counter() - start)
+            f"the {format} artifact re-loaded from disk differs from torch: "
+            f"{result.describe()}; nothing was written to {path}")
+    return ExportResult(path, format, result.error if result else None, tolerance,
+                        time.perf_counter() - start, result)
 
 
 def _write(model, path: Path, format: str) -> None:
@@ -168,17 +170,22 @@ def _loader(conversion, path: Path, format: str):
     return formats.load_tflite(path, names)
 
 
-def _recheck(conversion, path: Path, format: str, count: int) -> float:
+def _recheck(conversion, path: Path, format: str, count: int, tolerance: float) -> Recheck:
+    """The re-loaded artifact against torch on fresh inputs, by the conversion's rule.
+
+    Quantised formats change the function on purpose: their stated tolerance is a hard bound.
+    """
     run = _loader(conversion, path, format)
     channels_last_io = conversion.options.channels_last_io
-    errors = []
-    shape_sets = conversion.report.shape_sets if conversion.report is not None else None
-    for args in recheck_inputs(conversion.example_args, shape_sets,
-                               conversion.options.seed + 100, count):
-        structure = torch_outputs(conversion.module, args)
+
+    def keras_leaves(args, structure):
         flat = run(to_keras_inputs(args, channels_last_io))
         order = torch_order(conversion.model, structure)
-        got = from_keras_outputs([flat[j] for j in order], channels_last_io)
-        errors.extend(normalized_error(r, g) for r, g in zip(leaves(structure), got))
-    return float(np.max(errors)) if errors else 0.0
+        return from_keras_outputs([flat[j] for j in order], channels_last_io)
+
+    shape_sets = conversion.report.shape_sets if conversion.report is not None else None
+    input_sets = recheck_inputs(conversion.example_args, shape_sets,
+                                conversion.options.seed + 100, count)
+    rule = conversion.options.tolerance if FORMATS[format] is None else "atol"
+    return recheck(conversion.module, input_sets, keras_leaves, tolerance, rule)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import numpy as np
+from crossport.parity.compare import compare_output
 
 # TF's CPU kernels round up to ~6x worse than torch per layer and the gap compounds with
 # depth (parity.md: deep nets 0.6-1.7e-4 vs torch fp32 while torch fp32 is ~1e-6 from
@@ -15,25 +15,14 @@ SEMANTIC_FLOOR = 1e-3
 
 
 def normalized_error(ref, got) -> float:
-    """``max|ref - got| / max(1, max|ref|)``; integer and bool arrays must match exactly."""
-    ref, got = np.asarray(ref), np.asarray(got)
-    if ref.shape != got.shape:
-        return float("inf")
-    if ref.size == 0:
-        return 0.0
-    if ref.dtype.kind in "biu" or ref.dtype == bool:
-        return 0.0 if np.array_equal(ref, got.astype(ref.dtype)) else float("inf")
-    ref64, got64 = ref.astype(np.float64), got.astype(np.float64)
-    if np.array_equal(np.isnan(ref64), np.isnan(got64)):
-        mask = ~np.isnan(ref64)
-        ref64, got64 = ref64[mask], got64[mask]
-        if ref64.size == 0:
-            return 0.0
-    with np.errstate(invalid="ignore"):
-        diff = np.abs(ref64 - got64)
-    diff = np.where(ref64 == got64, 0.0, diff)  # equal infinities
-    scale = max(1.0, float(np.max(np.abs(ref64[np.isfinite(ref64)]), initial=0.0)))
-    return float(np.max(diff)) / scale
+    """``max|ref - got| / max(1, max|ref|)``; ``inf`` on any mismatch, never NaN.
+
+    A mismatch is a different shape, NaN/inf at different positions, or integer/bool values
+    that differ (compared exactly). Dtypes are not compared here; use
+    :func:`crossport.parity.compare.compare_outputs` for the reasons and the dtype rule.
+    """
+    result = compare_output(ref, got, check_dtype=False)
+    return float("inf") if result.mismatches else result.error
 
 
 def rounding_verdict(keras_vs_fp64: float, torch_vs_fp64: float) -> str:

@@ -54,11 +54,22 @@ def print_report(report: DoctorReport, console: Console | None = None) -> None:
 
 
 def to_json(report: DoctorReport, path: str | Path | None = None) -> str:
-    """The report as JSON (written to ``path`` when given)."""
-    text = json.dumps(report.to_dict(), indent=2, default=str)
+    """The report as strict JSON (written to ``path`` when given): a non-finite error (a
+    mismatch) is written as ``null``, never as a ``NaN``/``Infinity`` token."""
+    text = json.dumps(_finite(report.to_dict()), indent=2, default=str, allow_nan=False)
     if path is not None:
         Path(path).write_text(text)
     return text
+
+
+def _finite(data):
+    if isinstance(data, float) and not math.isfinite(data):
+        return None
+    if isinstance(data, dict):
+        return {k: _finite(v) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [_finite(v) for v in data]
+    return data
 
 
 def svg_plot(report: DoctorReport, width: int = 960, height: int = 320) -> str:

@@ -13,17 +13,23 @@ class NodeDivergence:
     op: str
     module_path: str
     source: str
-    error: float           # normalized, Keras vs torch fp32
-    keras_vs_fp64: float
-    torch_vs_fp64: float
-    verdict: str           # "rounding" or "semantic"
+    error: float           # normalized, Keras vs torch fp32 (finite)
+    keras_vs_fp64: float | None  # None: no float64 value for this node
+    torch_vs_fp64: float | None
+    verdict: str           # "rounding", "semantic" or "unknown" (no float64 value)
+    mismatches: list[str] = field(default_factory=list)  # NaN/inf positions, integers
 
     def describe(self) -> str:
         where = self.module_path or "<root module>"
         src = f" ({self.source})" if self.source else ""
-        return (f"first divergence at node {self.node} [{self.op}] in {where}{src}: "
-                f"error {self.error:.2e} (Keras vs fp64 {self.keras_vs_fp64:.2e}, torch fp32 vs "
-                f"fp64 {self.torch_vs_fp64:.2e}) -> {self.verdict}")
+        if self.mismatches:
+            what = "; ".join(self.mismatches)
+        elif self.keras_vs_fp64 is None:
+            what = f"error {self.error:.2e} (no float64 value for this node)"
+        else:
+            what = (f"error {self.error:.2e} (Keras vs fp64 {self.keras_vs_fp64:.2e}, torch fp32 "
+                    f"vs fp64 {self.torch_vs_fp64:.2e})")
+        return f"first divergence at node {self.node} [{self.op}] in {where}{src}: {what} -> {self.verdict}"
 
 
 @dataclass
@@ -31,7 +37,13 @@ class ParityReport:
     """Result of comparing the converted model with torch.
 
     ``max_error`` is the worst normalized error ``max|d| / max(1, max|ref|)`` over the
-    example and fresh inputs; ``verdict`` is set when it exceeds ``atol``.
+    example and fresh inputs (always finite; the positions where either side is NaN/inf are
+    compared by position instead). ``mismatches`` lists what no tolerance excuses: different
+    shapes, dtypes, NaN/inf positions or integer values. ``rule`` is the acceptance rule:
+    ``"rounding"`` (default) passes an error above ``atol`` when the float64 evidence says
+    rounding (``keras_vs_fp64`` within ``ROUNDING_FACTOR`` x ``torch_vs_fp64``, see
+    docs/parity.md); ``"atol"`` makes ``atol`` a hard bound. ``notes`` are caveats the user
+    should know (NaN in the inputs reaching an op whose NaN handling differs).
     """
 
     max_error: float
@@ -46,30 +58,38 @@ class ParityReport:
     fixed_dims: list[str] = field(default_factory=list)  # asked dynamic, fixed by the model
     shape_note: str | None = None                       # why no second shape was checked
     worst_at: str | None = None                         # the input shapes of the worst set
+    rule: str = "rounding"
+    mismatches: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
-        return self.max_error <= self.atol
+        if self.mismatches:
+            return False
+        if self.max_error <= self.atol:
+            return True
+        return self.rule == "rounding" and self.verdict == "rounding"
 
     @property
     def within_rounding(self) -> bool:
         """Passed, or past tolerance only by float32 rounding (the fp64 evidence)."""
-        return self.passed or self.verdict == "rounding"
+        return self.passed or (not self.mismatches and self.verdict == "rounding")
 
     def summary(self) -> str:
         inputs = len(self.errors)
         head = (f"parity: max normalized error {self.max_error:.2e} over {inputs} input set(s) "
-                f"(tolerance {self.atol:.0e}): {'PASS' if self.passed else 'FAIL'}")
+                f"(tolerance {self.atol:.0e}, rule {self.rule}): "
+                f"{'PASS' if self.passed else 'FAIL'}")
         lines = [head] + self._shape_lines()
-        if self.passed:
-            return "\n".join(lines)
-        if self.worst_at:
+        if not self.passed and self.worst_at:
             lines.append(f"worst at input shapes {self.worst_at}")
-        if self.verdict:
+        if self.max_error > self.atol and self.verdict:
             lines.append(f"verdict: {self.verdict} (Keras vs fp64 {self.keras_vs_fp64:.2e}, "
                          f"torch fp32 vs fp64 {self.torch_vs_fp64:.2e})")
-        if self.first_divergent:
+        lines += [f"mismatch: {m}" for m in self.mismatches]
+        if not self.passed and self.first_divergent:
             lines.append(self.first_divergent.describe())
+        lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines)
 
     def _shape_lines(self) -> list[str]:
@@ -83,6 +103,7 @@ class ParityReport:
         return lines
 
     def to_dict(self) -> dict:
+        """Plain data, every number finite (valid JSON)."""
         data = asdict(self)
         data["passed"] = self.passed
         return data

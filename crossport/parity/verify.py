@@ -1,15 +1,15 @@
 """The self-check of every conversion: torch and Keras on the same inputs, node by node.
 
 ``verify`` runs the eager torch module and the Keras model on the example inputs and on
-fresh random inputs of the same shapes. When the outputs diverge it replays the exported
-graph node by node (float32 and float64) against a Keras model that exposes every
-intermediate tensor, finds the first node past tolerance and gives the verdict: rounding
-or semantic.
+fresh random inputs of the same shapes and compares the outputs with ``compare_outputs``
+(shapes, dtypes, NaN/inf positions, exact integers, normalized float error). Above ``atol``
+the acceptance rule asks torch in float64 (``accept.py``). When the check fails it replays
+the exported graph node by node (float32 and float64, ``replay.py``) against a Keras model
+that exposes every intermediate tensor, finds the first diverging node and gives the
+verdict: rounding or semantic.
 """
 
 from __future__ import annotations
-
-import copy
 
 import keras
 import numpy as np
@@ -24,7 +24,11 @@ from crossport.capture import (
 )
 from crossport.errors import InputError
 from crossport.layout import Layout, channels_last
-from crossport.parity.metrics import normalized_error, rounding_verdict
+from crossport.parity.accept import float64_evidence
+from crossport.parity.compare import Comparison, compare_output, compare_outputs, to_numpy
+from crossport.parity.metrics import rounding_verdict
+from crossport.parity.nan import nan_notes
+from crossport.parity.replay import replay
 from crossport.parity.report import NodeDivergence, ParityReport
 from crossport.parity.shapes import CheckShapes, check_shapes
 from crossport.weights import flat_feature_order
@@ -77,7 +81,7 @@ def plan_shapes(module, exported, example_args: tuple, options) -> CheckShapes:
 def to_keras_inputs(args: tuple, channels_last_io: bool) -> list[np.ndarray]:
     arrays = []
     for t in args:
-        a = t.detach().cpu().numpy()
+        a = to_numpy(t)
         if channels_last_io and a.ndim >= 3:
             a = np.transpose(a, channels_last(a.ndim).perm)
         arrays.append(a)
@@ -126,8 +130,7 @@ def torch_outputs(module: torch.nn.Module, args: tuple):
 
 
 def leaves(out) -> list[np.ndarray]:
-    return [t.detach().cpu().numpy() for t in pytree.tree_leaves(out)
-            if isinstance(t, torch.Tensor)]
+    return [to_numpy(t) for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
 
 
 def run_torch(module: torch.nn.Module, args: tuple) -> list[np.ndarray]:
@@ -141,64 +144,59 @@ def verify(module, exported, emitted, example_args: tuple, options) -> ParityRep
                                    for i in range(options.check_inputs)]
     input_sets += [fresh_inputs(example_args, options.seed + 60 + i, other)
                    for i, other in enumerate(shapes.sets[1:])]
-    errors = []
+    comparisons, runs = [], []
     for i, args in enumerate(input_sets):
-        try:
-            structure = torch_outputs(module, args)
-        except Exception as exc:  # the user's model rejects the inputs: say which, in one line
-            which = ("example inputs" if i == 0 else f"fresh input set {i} (shapes "
-                     f"{', '.join('x'.join(map(str, a.shape)) for a in args)})")
-            raise InputError(
-                f"the torch module failed on the {which}: {type(exc).__name__}: {exc}. "
-                "Give example inputs the model accepts (token ids below the vocabulary "
-                "size, valid masks); fresh integer inputs are drawn within the example's "
-                "range.") from exc
+        structure = _torch_on_input_set(module, args, i)
         ref = leaves(structure)
         got = run_keras(emitted.model, args, options.channels_last_io, like=structure)
-        errors.append(max((normalized_error(r, g) for r, g in zip(ref, got)), default=0.0))
-    worst = int(np.argmax(errors))
-    report = ParityReport(max_error=errors[worst], errors=errors, atol=options.atol,
-                          shapes=shapes.describe(), shape_sets=shapes.sets,
-                          fixed_dims=shapes.fixed, shape_note=shapes.untried)
-    if errors[worst] > options.atol:
-        report.worst_at = ", ".join("x".join(map(str, a.shape)) for a in input_sets[worst])
-        diagnose(report, module, exported, emitted, input_sets[worst], options)
+        comparisons.append(compare_outputs(ref, got))
+        runs.append((ref, got))
+    errors = [c.error for c in comparisons]
+    largest, explain = int(np.argmax(errors)), worst_input_set(comparisons)
+    report = ParityReport(max_error=errors[largest], errors=errors, atol=options.atol,
+                          rule=options.tolerance, mismatches=comparisons[explain].mismatches,
+                          notes=nan_notes(exported, input_sets), shapes=shapes.describe(),
+                          shape_sets=shapes.sets, fixed_dims=shapes.fixed,
+                          shape_note=shapes.untried)
+    if report.max_error > options.atol:
+        add_float64_evidence(report, module, input_sets[largest], *runs[largest])
+    if not report.passed:
+        report.worst_at = ", ".join("x".join(map(str, a.shape)) for a in input_sets[explain])
+        diagnose(report, module, exported, emitted, input_sets[explain], options)
     return report
 
 
-class _Recorder(torch.fx.Interpreter):
-    def __init__(self, gm):
-        super().__init__(gm)
-        self.values: dict[str, object] = {}
+def _torch_on_input_set(module, args: tuple, i: int):
+    try:
+        return torch_outputs(module, args)
+    except Exception as exc:  # the user's model rejects the inputs: say which, in one line
+        which = ("example inputs" if i == 0 else f"fresh input set {i} (shapes "
+                 f"{', '.join('x'.join(map(str, a.shape)) for a in args)})")
+        raise InputError(
+            f"the torch module failed on the {which}: {type(exc).__name__}: {exc}. "
+            "Give example inputs the model accepts (token ids below the vocabulary "
+            "size, valid masks); fresh integer inputs are drawn within the example's "
+            "range.") from exc
 
-    def run_node(self, n):
-        result = super().run_node(n)
-        self.values[n.name] = result
-        return result
+
+def worst_input_set(comparisons: list[Comparison]) -> int:
+    """The input set to explain: the first with a mismatch, else the largest error."""
+    for i, c in enumerate(comparisons):
+        if c.mismatches:
+            return i
+    return int(np.argmax([c.error for c in comparisons]))
 
 
-def replay(exported, args: tuple, dtype: torch.dtype | None = None) -> dict[str, object]:
-    """Every node's value when the exported graph runs on ``args`` (optionally in ``dtype``)."""
-    signature = exported.graph_signature
-    lifted = {**signature.inputs_to_parameters, **signature.inputs_to_buffers,
-              **signature.inputs_to_lifted_tensor_constants}
-    state = {**exported.state_dict, **exported.constants}
-    user = iter(args)
-    flat = []
-    gm = exported.graph_module
-    for node in gm.graph.nodes:
-        if node.op != "placeholder":
-            continue
-        value = state[lifted[node.name]] if node.name in lifted else next(user)
-        if dtype is not None and isinstance(value, torch.Tensor) and value.is_floating_point():
-            value = value.detach().to(dtype)
-        flat.append(value)
-    if dtype is not None:
-        gm = copy.deepcopy(gm).to(dtype)
-    recorder = _Recorder(gm)
-    with torch.no_grad():
-        recorder.run(*flat)
-    return recorder.values
+def add_float64_evidence(report: ParityReport, module, args: tuple, torch32, keras32) -> None:
+    """Fill ``report``'s float64 distances and verdict (the acceptance rule's evidence)."""
+    evidence = float64_evidence(module, args, torch32, keras32)
+    if evidence is None:
+        report.notes.append("no float64 evidence: the torch module does not run in float64 "
+                            "(it fixes a float32 dtype in forward); atol is a hard bound")
+        return
+    report.keras_vs_fp64 = evidence.keras_vs_fp64
+    report.torch_vs_fp64 = evidence.torch_vs_fp64
+    report.verdict = evidence.verdict
 
 
 def _in_keras_layout(value: np.ndarray, layout: Layout) -> np.ndarray:
@@ -209,43 +207,52 @@ def _in_keras_layout(value: np.ndarray, layout: Layout) -> np.ndarray:
 
 
 def diagnose(report: ParityReport, module, exported, emitted, args: tuple, options) -> None:
-    """Fill ``report`` with the first diverging node and the fp64 verdict."""
+    """Fill ``report`` with the first diverging node (replayed in float32 and float64)."""
     ref32 = replay(exported, args)
-    ref64 = replay(exported, args, torch.float64)
+    try:
+        ref64 = replay(exported, args, torch.float64, fallback=ref32)
+    except Exception as exc:  # explaining must never crash: go on without fp64 per node
+        report.notes.append(f"the float64 replay failed ({type(exc).__name__}: {exc}); "
+                            "node verdicts are unknown")
+        ref64 = {}
     names = [n for n in emitted.node_values]
     debug = keras.Model(emitted.model.inputs, [emitted.node_values[n][0] for n in names])
     arrays = to_keras_inputs(args, options.channels_last_io)
     outs = debug(arrays if len(arrays) > 1 else arrays[0], training=False)
     outs = outs if isinstance(outs, (list, tuple)) else [outs]
     nodes = {n.name: n for n in exported.graph_module.graph.nodes}
+    first = None
     for name, got in zip(names, outs):
-        ref, ref_hi = ref32.get(name), ref64.get(name)
+        ref = ref32.get(name)
         if not isinstance(ref, torch.Tensor):
             continue
-        layout = emitted.node_values[name][1]
-        want = _in_keras_layout(ref.numpy(), layout)
-        err = normalized_error(want, np.asarray(got))
-        if err > options.atol:
-            want64 = _in_keras_layout(ref_hi.numpy(), layout)
-            keras_vs_64 = normalized_error(want64, np.asarray(got))
-            torch_vs_64 = normalized_error(want64, want)
-            node = nodes[name]
-            report.first_divergent = NodeDivergence(
-                node=name, op=str(node.target), module_path=module_path(node),
-                source=source_line(node), error=err, keras_vs_fp64=keras_vs_64,
-                torch_vs_fp64=torch_vs_64, verdict=rounding_verdict(keras_vs_64, torch_vs_64),
-            )
+        divergence = _node_divergence(nodes[name], ref, ref64.get(name), np.asarray(got),
+                                      emitted.node_values[name][1], options.atol)
+        if divergence is None:
+            continue
+        first = first or divergence
+        if options.tolerance == "atol" or divergence.verdict != "rounding":
+            first = divergence
             break
-    _output_verdict(report, module, args, emitted, options)
+    report.first_divergent = first
 
 
-def _output_verdict(report: ParityReport, module, args, emitted, options) -> None:
-    module64 = copy.deepcopy(module).to(torch.float64)
-    args64 = tuple(a.to(torch.float64) if a.is_floating_point() else a for a in args)
-    ref64 = run_torch(module64, args64)
-    structure = torch_outputs(module, args)
-    ref32 = leaves(structure)
-    got = run_keras(emitted.model, args, options.channels_last_io, like=structure)
-    report.keras_vs_fp64 = max(normalized_error(r, g) for r, g in zip(ref64, got))
-    report.torch_vs_fp64 = max(normalized_error(r, t) for r, t in zip(ref64, ref32))
-    report.verdict = rounding_verdict(report.keras_vs_fp64, report.torch_vs_fp64)
+def _node_divergence(node, ref, ref64, got: np.ndarray, layout: Layout,
+                     atol: float) -> NodeDivergence | None:
+    """The node's divergence when its Keras value is past ``atol`` or mismatched, else None."""
+    want = _in_keras_layout(to_numpy(ref), layout)
+    result = compare_output(want, got, check_dtype=False)
+    if not result.mismatches and result.error <= atol:
+        return None
+    keras_vs_64 = torch_vs_64 = None
+    verdict = "semantic" if result.mismatches else "unknown"
+    if isinstance(ref64, torch.Tensor) and not result.mismatches:
+        want64 = _in_keras_layout(to_numpy(ref64), layout)
+        keras_vs_64 = compare_output(want64, got, check_dtype=False).error
+        torch_vs_64 = compare_output(want64, want, check_dtype=False).error
+        verdict = rounding_verdict(keras_vs_64, torch_vs_64)
+    return NodeDivergence(
+        node=node.name, op=str(node.target), module_path=module_path(node),
+        source=source_line(node), error=result.error if result.error is not None else 0.0,
+        keras_vs_fp64=keras_vs_64, torch_vs_fp64=torch_vs_64, verdict=verdict,
+        mismatches=[m.replace("output 0", "value") for m in result.mismatches])

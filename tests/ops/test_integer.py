@@ -65,3 +65,28 @@ CASES = [
 @pytest.mark.parametrize("module, shapes, kwargs", CASES)
 def test_integer(module, shapes, kwargs):
     assert_converts(module, shapes(), **kwargs)
+
+
+# torch casts a fill value into the tensor's dtype (toward zero; nonzero is True for bool)
+FILL_CASES = [
+    case("masked-fill-float-into-int64-truncates", Fn(lambda a: a.masked_fill(a > 0, 2.5)),
+         lambda: (ints((3, 5)),)),
+    case("masked-fill-negative-float-into-int64", Fn(lambda a: a.masked_fill(a > 0, -2.7)),
+         lambda: (ints((3, 5)),)),
+    case("masked-fill-float-into-int32", Fn(lambda a: a.int().masked_fill(a > 0, 3.9)),
+         lambda: (ints((3, 5)),)),
+    case("masked-fill-float-into-bool", Fn(lambda a: (a > 0).masked_fill(a > 2, 0.5)),
+         lambda: (ints((3, 5)),)),
+    case("masked-fill-tensor-into-int64",
+         Fn(lambda a: a.masked_fill(a > 0, torch.tensor(2.5))), lambda: (ints((3, 5)),)),
+    case("where-int-tensor-float-scalar-promotes", Fn(lambda a: torch.where(a > 0, a, 2.5)),
+         lambda: (ints((3, 5)),)),
+    case("full-like-float-into-int64", Fn(lambda a: torch.full_like(a, -2.5) + a),
+         lambda: (ints((3, 5)),)),
+]
+
+
+@pytest.mark.parametrize("module, shapes, kwargs", FILL_CASES)
+def test_fill_value_follows_torch_type_promotion(module, shapes, kwargs):
+    conversion = assert_converts(module, shapes(), **kwargs)
+    assert conversion.model.outputs[0].dtype == str(module(*shapes()).dtype).split(".")[-1]

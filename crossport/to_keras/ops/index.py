@@ -250,9 +250,25 @@ def _as_bool(ctx, self) -> TensorValue:
 
 @register(aten.masked_fill.Scalar, aten.masked_fill.Tensor, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_masked_fill_scalar(ctx, self, mask, value):
-    """masked_fill.Scalar(Tensor self, Tensor mask, Scalar value) -> Tensor"""
-    return ops.where(mask, ops.cast(value, self.dtype) if hasattr(value, "dtype") else value,
-                     self)
+    """masked_fill.Scalar(Tensor self, Tensor mask, Scalar value) -> Tensor
+
+    The result keeps self's dtype: torch casts the value to it first (2.5 into an int64
+    tensor is 2, toward zero; into a bool tensor, nonzero is True). A bare float would
+    promote Keras' where to float32.
+    """
+    dtype = keras_dtype(ctx.out_dtype)
+    if hasattr(value, "dtype"):
+        return ops.where(mask, ops.cast(value, dtype), self)
+    return ops.where(mask, ops.convert_to_tensor(cast_scalar(value, ctx.out_dtype), dtype), self)
+
+
+def cast_scalar(value, dtype: torch.dtype):
+    """A Python scalar as torch casts it into a tensor of ``dtype`` (ints truncate to zero)."""
+    if dtype == torch.bool:
+        return bool(value)
+    if not dtype.is_floating_point and not dtype.is_complex:
+        return int(value)
+    return float(value)
 
 
 def _scalar(ctx, value):

@@ -129,8 +129,24 @@ def aten_std_correction(ctx, self, dim=None, correction=None, keepdim=False, unb
     return ops.sqrt(_var(ctx, self, dim, correction, keepdim))
 
 
+def _nan_first(index_fn):
+    """torch's argmax/argmin/max(dim)/min(dim) point at the first NaN (NaN is the extreme);
+    TF's arg-reductions skip NaN. One isnan/any over the reduced tensor (measured within
+    noise on logits-sized inputs) makes the index torch's."""
+    def fn(x, axis, keepdims=False):
+        index = ops.cast(index_fn(x, axis=axis, keepdims=keepdims), "int64")
+        if not str(x.dtype).startswith(("float", "bfloat")):
+            return index
+        isnan = ops.isnan(x)
+        first_nan = ops.cast(ops.argmax(ops.cast(isnan, "int32"), axis=axis, keepdims=keepdims),
+                             "int64")
+        return ops.where(ops.any(isnan, axis=axis, keepdims=keepdims), first_nan, index)
+    return fn
+
+
 def _arg_reduce(ctx, self, dim, keepdim, fn):
     """argmax/argmin: first index of the extreme in both frameworks; int64 like torch."""
+    fn = _nan_first(fn)
     value = _plain(ctx, self)
     x = value.tensor
     if dim is None:
@@ -182,7 +198,7 @@ def _extreme_with_index(ctx, self, dim, keepdim, value_fn, index_fn):
     layout = value.layout if keepdim else value.layout.without([dim])
     ctx.out_layout = (layout, layout)
     values = value_fn(value.tensor, axis=axis, keepdims=keepdim)
-    indices = ops.cast(index_fn(value.tensor, axis=axis, keepdims=keepdim), "int64")
+    indices = _nan_first(index_fn)(value.tensor, axis=axis, keepdims=keepdim)
     return values, indices
 
 

@@ -1,0 +1,166 @@
+"""The one compare routine: torch output leaves against Keras output leaves.
+
+Used by the conversion check (``verify``), the export and generated-source re-checks and the
+test harness, so that all of them see the same things:
+
+- **shape**: a different shape is a mismatch;
+- **dtype**: Keras must return torch's dtype exactly (int64 stays int64, bool stays bool,
+  float16 / bfloat16 stay float16 / bfloat16); a different dtype is a mismatch naming both;
+- **NaN / inf positions**: a NaN, +inf or -inf must sit at the same positions in both, else a
+  mismatch says how many positions differ;
+- **values**: integers and bools compare exactly, by value, without casting Keras' array to
+  torch's dtype first; floats give the normalized error ``max|d| / max(1, max|ref|)`` over
+  the positions where both are finite.
+
+A mismatch fails the check whatever the tolerance. The error is always a finite float
+(never NaN, never inf): ``None`` for an output whose values cannot be compared (a shape
+mismatch), which JSON writes as ``null``; the reason is in ``mismatches``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import torch
+
+# float64 values near the float64 limit can overflow the difference: report this instead.
+LARGEST_ERROR = float(np.finfo(np.float64).max)
+
+
+def to_numpy(value) -> np.ndarray:
+    """A torch tensor or array-like as numpy, keeping bfloat16 (as ``ml_dtypes.bfloat16``)."""
+    if isinstance(value, torch.Tensor):
+        value = value.detach().cpu()
+        if value.dtype == torch.bfloat16:
+            import ml_dtypes  # TF's own dependency: numpy's bfloat16
+
+            return value.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+        return value.numpy()
+    return np.asarray(value)
+
+
+@dataclass
+class OutputComparison:
+    """One output leaf: its normalized error (``None`` if not comparable) and mismatches."""
+
+    index: int
+    error: float | None
+    torch_dtype: str
+    keras_dtype: str
+    mismatches: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Comparison:
+    """All output leaves of one input set.
+
+    Example:
+        >>> import numpy as np
+        >>> c = compare_outputs([np.array([1.0, np.nan])], [np.array([1.0, 2.0])])
+        >>> c.error, c.mismatches
+        (0.0, ['output 0: NaN at 1 position(s) in torch but not in Keras'])
+    """
+
+    outputs: list[OutputComparison] = field(default_factory=list)
+    structure: list[str] = field(default_factory=list)  # leaf-count mismatch
+
+    @property
+    def error(self) -> float:
+        """The worst normalized error over the comparable outputs (finite; 0.0 if none)."""
+        return max((o.error for o in self.outputs if o.error is not None), default=0.0)
+
+    @property
+    def mismatches(self) -> list[str]:
+        return self.structure + [m for o in self.outputs for m in o.mismatches]
+
+    def passed(self, atol: float) -> bool:
+        return not self.mismatches and self.error <= atol
+
+    def to_dict(self) -> dict:
+        return {"error": self.error, "mismatches": self.mismatches,
+                "outputs": [asdict(o) for o in self.outputs]}
+
+
+def compare_outputs(ref: Sequence, got: Sequence, *, check_dtype: bool = True) -> Comparison:
+    """Compare torch leaves ``ref`` with Keras leaves ``got`` (same order) output by output.
+
+    ``ref`` items may be torch tensors or numpy arrays; ``got`` items anything array-like.
+    ``check_dtype=False`` skips the dtype rule (comparing intermediate values whose dtype
+    the Keras layer chooses, as the layer-by-layer doctor does).
+    """
+    comparison = Comparison()
+    if len(ref) != len(got):
+        comparison.structure.append(f"torch returns {len(ref)} output tensor(s), Keras {len(got)}")
+    for i, (r, g) in enumerate(zip(ref, got)):
+        comparison.outputs.append(compare_output(r, g, i, check_dtype=check_dtype))
+    return comparison
+
+
+def compare_output(ref, got, index: int = 0, *, check_dtype: bool = True) -> OutputComparison:
+    """Compare one torch leaf with one Keras leaf (see the module docstring for the rules)."""
+    ref, got = to_numpy(ref), to_numpy(got)
+    result = OutputComparison(index, None, str(ref.dtype), str(got.dtype))
+    where = f"output {index}"
+    if ref.shape != got.shape:
+        result.mismatches.append(f"{where}: shape {tuple(got.shape)} in Keras, torch "
+                                 f"{tuple(ref.shape)}")
+        return result
+    if check_dtype and ref.dtype != got.dtype:
+        result.mismatches.append(f"{where}: dtype {got.dtype} in Keras, torch {ref.dtype}")
+    if ref.size == 0:
+        result.error = 0.0
+        return result
+    if _is_exact(ref.dtype):
+        result.error = _exact_error(ref, got, where, result.mismatches)
+        return result
+    ref64, got64 = ref.astype(np.float64), got.astype(np.float64)
+    result.mismatches.extend(_nonfinite_mismatches(ref64, got64, where))
+    result.error = _finite_error(ref64, got64)
+    return result
+
+
+def _is_exact(dtype: np.dtype) -> bool:
+    return dtype.kind in "biu"
+
+
+def _exact_error(ref: np.ndarray, got: np.ndarray, where: str, mismatches: list[str]) -> float:
+    """Integers and bools: equal by value (2 != 2.5), reported as a normalized error too."""
+    with np.errstate(invalid="ignore"):
+        differ = ref != got  # numpy compares across dtypes by value, no cast to ref's dtype
+    count = int(np.count_nonzero(differ))
+    if count:
+        mismatches.append(f"{where}: {count} of {ref.size} integer/bool value(s) differ "
+                          "(integers compare exactly)")
+    return _finite_error(ref.astype(np.float64), got.astype(np.float64))
+
+
+def _nonfinite_mismatches(ref64: np.ndarray, got64: np.ndarray, where: str) -> list[str]:
+    out = []
+    ref_nan, got_nan = np.isnan(ref64), np.isnan(got64)
+    only_torch = int(np.count_nonzero(ref_nan & ~got_nan))
+    only_keras = int(np.count_nonzero(got_nan & ~ref_nan))
+    if only_torch:
+        out.append(f"{where}: NaN at {only_torch} position(s) in torch but not in Keras")
+    if only_keras:
+        out.append(f"{where}: NaN at {only_keras} position(s) in Keras but not in torch")
+    for sign, name in ((1, "+inf"), (-1, "-inf")):
+        in_ref, in_got = ref64 == sign * np.inf, got64 == sign * np.inf
+        count = int(np.count_nonzero(in_ref != in_got))
+        if count:
+            out.append(f"{where}: {name} at {count} position(s) in only one of torch and Keras")
+    return out
+
+
+def _finite_error(ref64: np.ndarray, got64: np.ndarray) -> float:
+    """``max|d| / max(1, max|ref|)`` over the positions where both are finite."""
+    both = np.isfinite(ref64) & np.isfinite(got64)
+    if not both.any():
+        return 0.0
+    ref_f, got_f = ref64[both], got64[both]
+    scale = max(1.0, float(np.max(np.abs(ref_f))))
+    with np.errstate(over="ignore"):
+        error = float(np.max(np.abs(ref_f - got_f))) / scale
+    return error if math.isfinite(error) else LARGEST_ERROR
