@@ -19,9 +19,10 @@ from crossport.errors import (
     UnsupportedOpError,
 )
 from crossport.export import ExportResult, export
+from crossport.layout.policy import Policy
 from crossport.options import ConvertOptions
 from crossport.parity.doctor import check
-from crossport.to_keras.registry import Policy, register
+from crossport.to_keras.registry import register
 from crossport.weights.transfer import transfer_weights
 
 __all__ = [

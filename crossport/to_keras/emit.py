@@ -22,7 +22,12 @@ from crossport.layout.assign import preferred_channels_last
 from crossport.options import ConvertOptions
 from crossport.to_keras.context import LayerNames, NodeContext
 from crossport.to_keras.fold import evaluate, mark_constants
-from crossport.to_keras.registry import Policy, lookup
+from crossport.to_keras.registry import (
+    Policy,
+    lookup,
+    passes_layout,
+    wants_channels_last,
+)
 from crossport.to_keras.sizes import RuntimeSizes
 from crossport.to_keras.values import (
     TensorValue,
@@ -57,7 +62,9 @@ class Emitter:
         self.boundary = 0
         self.constants: dict = {}
         self.sizes = RuntimeSizes()
-        self.prefer_cl = preferred_channels_last(self.graph)
+        self.prefer_cl = preferred_channels_last(
+            self.graph, wants_channels_last, passes_layout
+        )
 
     # -- entry point ----------------------------------------------------------------------
     def emit(self) -> EmittedModel:
