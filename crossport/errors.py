@@ -37,3 +37,14 @@ class ParityError(CrossportError):
 
 class ExportError(CrossportError):
     """Writing or re-loading an exported artifact failed; nothing was left at the target."""
+
+
+class UnsupportedLayerError(CrossportError):
+    """Keras layers without a faithful PyTorch conversion; the message lists all of them.
+
+    ``problems`` holds ``(layer path, class name, reason)`` for every such layer.
+    """
+
+    def __init__(self, message: str, problems: list | None = None):
+        super().__init__(message)
+        self.problems = problems or []

@@ -1,0 +1,13 @@
+"""Reverse converters by Keras layer family; importing this package registers them."""
+
+from crossport.to_torch.ops import (  # noqa: F401
+    activation,
+    conv,
+    core,
+    kops,
+    merge,
+    norm,
+    pool,
+    recurrent,
+    shape,
+)
