@@ -56,7 +56,7 @@ for _name, _fn in _UNARY.items():
     _unary(_name, _fn)
 
 
-@register_op(policy=Policy.CUSTOM, keeps_layout=True)
+@register_op(policy=Policy.CUSTOM)
 def Transpose(ctx: Context, op, x: Held) -> Held:
     """keras.ops.transpose(x, axes): a relabelled layout, no op (see layers' Permute)."""
     if x.layout.flat is not None:

@@ -94,10 +94,12 @@ def LayerNormalization(ctx: Context, layer, inputs: Held) -> Held:
     order = list(np.argsort(held_axes))
     sizes = tuple(inputs.shape[a] for a in keras_axes)
     shape = tuple(sizes[i] for i in order)
-    gamma = np.transpose(_arr(layer.gamma).reshape(sizes), order) if cfg["scale"] else None
-    beta = np.transpose(_arr(layer.beta).reshape(sizes), order) if cfg["center"] else None
-    trailing = sorted(held_axes) == list(range(inputs.rank - len(held_axes), inputs.rank))
+    has_gamma = cfg["scale"] or cfg.get("rms_scaling", False)
+    gamma = np.transpose(_arr(layer.gamma).reshape(sizes), order) if has_gamma else None
     rms = bool(cfg.get("rms_scaling", False))
+    has_beta = cfg["center"] and not rms
+    beta = np.transpose(_arr(layer.beta).reshape(sizes), order) if has_beta else None
+    trailing = sorted(held_axes) == list(range(inputs.rank - len(held_axes), inputs.rank))
     if trailing and not rms and cfg["scale"]:
         module = nn.LayerNorm(shape, eps=float(cfg["epsilon"]), bias=bool(cfg["center"]))
     else:

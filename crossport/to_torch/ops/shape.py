@@ -48,7 +48,7 @@ def Reshape(ctx: Context, layer, inputs):
                            ctx.call_method("size", inputs, 0), *target)
 
 
-@register_layer(policy=Policy.CUSTOM, keeps_layout=True)
+@register_layer(policy=Policy.CUSTOM)
 def Permute(ctx: Context, layer, inputs: Held) -> Held:
     """keras.layers.Permute(dims): no op, only the layout label changes.
 
@@ -68,6 +68,8 @@ def _pairs(cfg_value, rank: int) -> list[tuple[int, int]]:
     """ZeroPadding/Cropping config as one (before, after) pair per spatial dim."""
     if isinstance(cfg_value, int):
         return [(cfg_value, cfg_value)] * rank
+    if rank == 1 and len(cfg_value) == 2 and all(isinstance(v, int) for v in cfg_value):
+        return [(int(cfg_value[0]), int(cfg_value[1]))]  # 1D: one (before, after) pair
     out = []
     for v in cfg_value:
         out.append((v, v) if isinstance(v, int) else (int(v[0]), int(v[1])))
