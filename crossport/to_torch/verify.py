@@ -13,7 +13,6 @@ import copy
 import keras
 import numpy as np
 import torch
-from torch.utils import _pytree as pytree
 
 from crossport.layout import Layout
 from crossport.parity.metrics import normalized_error, rounding_verdict
@@ -44,7 +43,7 @@ def run_keras(model, args: tuple, channels_first_io: bool) -> list[np.ndarray]:
 def run_torch(module, args: tuple, channels_first_io: bool) -> list[np.ndarray]:
     with torch.no_grad():
         out = module(*args)
-    leaves = [t.detach().cpu().numpy() for t in pytree.tree_leaves(out)]
+    leaves = [t.detach().cpu().numpy() for t in keras.tree.flatten(out)]  # Keras' key order
     if channels_first_io:
         leaves = [np.moveaxis(a, 1, -1) if a.ndim >= 3 else a for a in leaves]
     return leaves

@@ -84,7 +84,7 @@ def assert_to_torch(model: keras.Model, *, batch: int = 2, atol: float = 1e-4,
         args = random_inputs(model, batch, seed, int_high, channels_first_io)
         ref = _keras_out(model, args, channels_first_io)
         with torch.no_grad():
-            got = [t.numpy() for t in torch.utils._pytree.tree_leaves(module(*args))]
+            got = [t.numpy() for t in keras.tree.flatten(module(*args))]
         if channels_first_io:
             got = [np.moveaxis(g, 1, -1) if g.ndim >= 3 else g for g in got]
         assert len(ref) == len(got)
