@@ -153,6 +153,9 @@ def _unsupported_reason(node: KNode) -> str | None:
     if node.converter is None:
         kind = "layer" if isinstance(op, keras.layers.Layer) else "keras.ops op"
         return f"no converter for this {kind}"
-    if node.kwargs.get("mask") is not None:
+    if node.kwargs.get("return_attention_scores"):
+        return "return_attention_scores=True is not converted"
+    if any(node.kwargs.get(k) is not None for k in ("mask", "query_mask", "value_mask",
+                                                    "key_mask")):
         return "Keras masks (mask_zero / Masking) are not converted"
     return node.converter.unsupported_reason(op)

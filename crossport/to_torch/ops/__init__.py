@@ -2,6 +2,7 @@
 
 from crossport.to_torch.ops import (  # noqa: F401
     activation,
+    attention,
     conv,
     core,
     kops,

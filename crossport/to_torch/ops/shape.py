@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from crossport.layout import FlatOrder, Layout, canonical
+from crossport.layout import FlatOrder, Layout, canonical, channels_first
 from crossport.layout.policy import Policy
 from crossport.to_torch.context import Context, Held, static
 from crossport.to_torch.registry import register_layer
@@ -40,12 +40,39 @@ def Flatten(ctx: Context, layer, inputs: Held) -> Held:
     return Held(node, Layout((0, 1), FlatOrder(block, block_perm)), (inputs.shape[0], size))
 
 
-@register_layer(policy=Policy.CANONICAL)
-def Reshape(ctx: Context, layer, inputs):
-    """keras.layers.Reshape(target_shape) on the Keras-ordered tensor (batch kept)."""
-    target = [int(s) for s in layer.get_config()["target_shape"]]
-    return ctx.call_method("reshape", inputs, -1 if -1 not in target else
-                           ctx.call_method("size", inputs, 0), *target)
+@register_layer(policy=Policy.CUSTOM)
+def Reshape(ctx: Context, layer, inputs: Held) -> Held:
+    """keras.layers.Reshape(target_shape).
+
+    A reshape that only inserts or drops size-1 dims runs on the held tensor as it is when
+    the real dims keep their held order (squeeze-excite's ``[N, C] -> [N, 1, 1, C]`` becomes
+    ``[N, C, 1, 1]``, channels-first, no permute); others run on the Keras-ordered tensor.
+    """
+    target = tuple(int(s) for s in layer.get_config()["target_shape"])
+    out_shape = (inputs.shape[0], *target)
+    held = _unit_reshape(ctx, inputs, out_shape)
+    if held is not None:
+        return held
+    inputs = ctx.canonical(inputs)
+    batch = -1 if -1 not in target else ctx.call_method("size", inputs.node, 0)
+    node = ctx.call_method("reshape", inputs.node, batch, *target)
+    return Held(node, canonical(len(out_shape)), out_shape)
+
+
+def _unit_reshape(ctx: Context, inputs: Held, out_shape: tuple) -> Held | None:
+    if inputs.layout.flat is not None or -1 in out_shape[1:] or None in inputs.shape[1:]:
+        return None
+    real_in = [d for d, s in enumerate(inputs.shape) if s != 1]
+    real_out = [d for d, s in enumerate(out_shape) if s != 1]
+    if [inputs.shape[d] for d in real_in] != [out_shape[d] for d in real_out]:
+        return None
+    held_in = [real_in.index(d) for d in inputs.layout.perm if d in real_in]
+    for layout in (channels_first(len(out_shape)), canonical(len(out_shape))):
+        if [real_out.index(d) for d in layout.perm if d in real_out] == held_in:
+            sizes = [-1 if p == 0 else out_shape[p] for p in layout.perm]
+            node = ctx.call_method("reshape", inputs.node, *sizes)
+            return Held(node, layout, out_shape)
+    return None
 
 
 @register_layer(policy=Policy.CUSTOM)
