@@ -131,7 +131,9 @@ def _target_layout(policy: Policy, args) -> Layout | None:
     if not tensors:
         return None
     widest = max(tensors, key=lambda v: v.rank)
-    return widest.layout if widest.layout.flat is None else canonical(widest.rank)
+    if widest.layout.flat is not None and any(v.layout != widest.layout for v in tensors):
+        return canonical(widest.rank)  # flat-permuted only passes through when all agree
+    return widest.layout
 
 
 def _lay_out(ctx: Context, value, policy: Policy, target: Layout | None):

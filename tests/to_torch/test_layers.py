@@ -108,6 +108,9 @@ def test_pooling(case):
 SHAPE = {
     "flatten-dense": (IMG, [L.Conv2D(3, 1), L.Flatten(), L.Dense(5)], 0),
     "flatten-output": (IMG, [L.Conv2D(3, 1), L.Flatten()], 1),
+    "flatten-dropout-dense": (IMG, [L.Conv2D(3, 1), L.Flatten(), L.Dropout(0.2), L.ReLU(),
+                                    L.Dense(5)], 0),
+    "flatten-unit-spatial": ((1, 1, 4), [L.Conv2D(3, 1), L.Flatten(), L.Softmax()], 0),
     "reshape": (IMG, [L.Conv2D(3, 1), L.Reshape((16, 12))], 1),
     "reshape-back-to-image": ((12,), [L.Reshape((2, 2, 3)), L.Conv2D(2, 1)], None),
     "squeeze-excite-reshape": (IMG, [L.Conv2D(4, 1), L.GlobalAveragePooling2D(),

@@ -34,7 +34,8 @@ def Flatten(ctx: Context, layer, inputs: Held) -> Held:
     block = static(inputs.shape)
     size = int(np.prod(block))
     node = ctx.call_method("flatten", inputs.node, 1)
-    if inputs.layout.perm == tuple(range(inputs.rank)):
+    real = [d for d in inputs.layout.perm if inputs.shape[d] != 1]
+    if real == sorted(real):  # only size-1 dims are out of Keras order: the same features
         return Held(node, canonical(2), (inputs.shape[0], size))
     block_perm = tuple(p - 1 for p in inputs.layout.perm[1:])
     return Held(node, Layout((0, 1), FlatOrder(block, block_perm)), (inputs.shape[0], size))
