@@ -97,3 +97,23 @@ class KerasMultiHeadAttention(nn.Module):
             q, k, v, attn_mask=mask, scale=self.key_dim ** -0.5)
         out = out.transpose(1, 2).reshape(query.shape[0], query.shape[1], -1)
         return self.attention_output(out)
+
+
+class ChannelScale(nn.Module):
+    """``x * gamma`` with a learned ``gamma`` laid out to broadcast on the held tensor.
+
+    ``keras.applications``' ``LayerScale`` (ConvNeXt) scales Keras' last axis; on an NCHW
+    tensor ``gamma`` is held as ``[C, 1, 1]``.
+
+    Example:
+        >>> import torch
+        >>> ChannelScale(torch.full((3, 1, 1), 2.0))(torch.ones(1, 3, 2, 2)).sum()
+        tensor(24., grad_fn=<SumBackward0>)
+    """
+
+    def __init__(self, gamma: torch.Tensor) -> None:
+        super().__init__()
+        self.gamma = nn.Parameter(gamma)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * self.gamma

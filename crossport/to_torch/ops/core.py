@@ -9,7 +9,7 @@ from torch import nn
 from crossport.layout import canonical
 from crossport.layout.policy import Policy
 from crossport.to_torch.context import Context, Held
-from crossport.to_torch.modules import Scale, Standardize
+from crossport.to_torch.modules import ChannelScale, Scale, Standardize
 from crossport.to_torch.ops.activation import activation_unsupported, apply_activation
 from crossport.to_torch.ops.conv import load
 from crossport.to_torch.registry import register_layer
@@ -93,4 +93,15 @@ def Normalization(ctx: Context, layer, inputs: Held) -> Held:
     module = Standardize(torch.from_numpy(np.ascontiguousarray(mean)),
                          torch.from_numpy(np.ascontiguousarray(var)),
                          bool(layer.get_config().get("invert", False)))
+    return Held(ctx.call_module(module, inputs.node), inputs.layout, inputs.shape)
+
+
+@register_layer(policy=Policy.CUSTOM, keeps_layout=True)
+def LayerScale(ctx: Context, layer, inputs: Held) -> Held:
+    """keras.applications' LayerScale (ConvNeXt): ``x * gamma`` over the last Keras axis."""
+    if inputs.layout.flat is not None:
+        inputs = ctx.canonical(inputs)
+    gamma = np.asarray(layer.gamma.numpy())
+    full = gamma.reshape((1,) * (inputs.rank - 1) + gamma.shape).transpose(inputs.layout.perm)
+    module = ChannelScale(torch.from_numpy(np.ascontiguousarray(full[0])))
     return Held(ctx.call_module(module, inputs.node), inputs.layout, inputs.shape)
