@@ -4,6 +4,7 @@ from crossport.to_torch.ops import (  # noqa: F401
     activation,
     attention,
     conv,
+    crossport_layers,
     core,
     kops,
     merge,

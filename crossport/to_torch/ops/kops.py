@@ -6,14 +6,16 @@ Keras-ordered tensor. The op's attributes (``axes``, ``axis``) are read off the 
 
 from __future__ import annotations
 
+import math
 import operator
 
 import torch
 import torch.nn.functional as F
 
-from crossport.layout import Layout
+from crossport.layout import Layout, canonical
 from crossport.layout.policy import Policy
 from crossport.to_torch.context import Context, Held
+from crossport.to_torch.ops.shape import flatten_held, unit_reshape
 from crossport.to_torch.registry import register_op
 
 _BINARY = {
@@ -67,10 +69,27 @@ def Transpose(ctx: Context, op, x: Held) -> Held:
     return Held(x.node, layout, tuple(x.shape[a] for a in axes))
 
 
-@register_op(policy=Policy.CANONICAL)
-def Reshape(ctx: Context, op, x):
-    """keras.ops.reshape(x, newshape) on the Keras-ordered tensor."""
-    return ctx.call_method("reshape", x, *[int(s) for s in op.newshape])
+@register_op(policy=Policy.CUSTOM)
+def Reshape(ctx: Context, op, x: Held) -> Held:
+    """keras.ops.reshape(x, newshape): on the held tensor when only unit dims move (see layers'
+    Reshape), else on the Keras-ordered tensor."""
+    newshape = tuple(int(s) for s in op.newshape)
+    if _is_flatten(x, newshape):  # a flatten in Keras order: Dense permutes its weight
+        return flatten_held(ctx, x)
+    if -1 not in newshape:
+        held = unit_reshape(ctx, x, newshape)
+        if held is not None:
+            return held
+    x = ctx.canonical(x)
+    known = [s for s in x.shape if s is not None]
+    shape = tuple(None if s == -1 and len(known) != len(x.shape) else s for s in newshape)
+    return Held(ctx.call_method("reshape", x.node, *newshape), canonical(len(newshape)), shape)
+
+
+def _is_flatten(x: Held, newshape: tuple) -> bool:
+    if x.rank < 3 or x.layout.flat is not None or None in x.shape[1:] or len(newshape) != 2:
+        return False
+    return newshape[1] in (-1, math.prod(x.shape[1:])) and newshape[0] in (-1, x.shape[0])
 
 
 def _reduce(name, fn):

@@ -31,6 +31,11 @@ def Flatten(ctx: Context, layer, inputs: Held) -> Held:
     """keras.layers.Flatten: a flat-permuted [N, F] when the block is held permuted."""
     if inputs.rank <= 2 or inputs.layout.flat is not None:
         return inputs if inputs.rank <= 2 else ctx.canonical(inputs)
+    return flatten_held(ctx, inputs)
+
+
+def flatten_held(ctx: Context, inputs: Held) -> Held:
+    """``[N, *block] -> [N, F]`` of a held block: C-major, marked flat-permuted (pitfall 9)."""
     block = static(inputs.shape)
     size = int(np.prod(block))
     node = ctx.call_method("flatten", inputs.node, 1)
@@ -51,7 +56,7 @@ def Reshape(ctx: Context, layer, inputs: Held) -> Held:
     """
     target = tuple(int(s) for s in layer.get_config()["target_shape"])
     out_shape = (inputs.shape[0], *target)
-    held = _unit_reshape(ctx, inputs, out_shape)
+    held = unit_reshape(ctx, inputs, out_shape)
     if held is not None:
         return held
     inputs = ctx.canonical(inputs)
@@ -60,8 +65,10 @@ def Reshape(ctx: Context, layer, inputs: Held) -> Held:
     return Held(node, canonical(len(out_shape)), out_shape)
 
 
-def _unit_reshape(ctx: Context, inputs: Held, out_shape: tuple) -> Held | None:
+def unit_reshape(ctx: Context, inputs: Held, out_shape: tuple) -> Held | None:
     if inputs.layout.flat is not None or -1 in out_shape[1:] or None in inputs.shape[1:]:
+        return None
+    if inputs.shape[0] is None and out_shape[0] not in (None, -1):
         return None
     real_in = [d for d, s in enumerate(inputs.shape) if s != 1]
     real_out = [d for d, s in enumerate(out_shape) if s != 1]
