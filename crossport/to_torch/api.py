@@ -45,7 +45,11 @@ def _load(kmodel_or_path):
         path = os.fspath(kmodel_or_path)
         if not os.path.exists(path):
             raise InputError(f"no Keras model file at {path!r}")
-        return keras.models.load_model(path, compile=False)
+        try:
+            return keras.models.load_model(path, compile=False)
+        except Exception as exc:  # Keras' own message (safe_mode, unknown layer ...), one line
+            raise InputError(f"Keras could not load {path!r}: {type(exc).__name__}: {exc}") \
+                from exc
     if not isinstance(kmodel_or_path, keras.Model):
         raise InputError(f"expected a keras.Model or a .keras/.h5 path, got "
                          f"{type(kmodel_or_path).__name__}")
