@@ -151,3 +151,30 @@ def test_embedding():
     model = chain((7,), L.Embedding(20, 6), L.Dense(3), dtype="int32")
     conv = assert_to_torch(model, int_high=20)
     assert "Embedding" in module_types(conv.module)
+
+
+MORE = {
+    "prelu-cnn": (IMG, [L.Conv2D(4, 1), L.PReLU()]),
+    "prelu-shared-spatial": (IMG, [L.Conv2D(4, 1), L.PReLU(shared_axes=[1, 2])]),
+    "resizing-bilinear-down": (IMG, [L.Conv2D(3, 1), L.Resizing(5, 6)]),
+    "resizing-nearest-up": (IMG, [L.Conv2D(3, 1), L.Resizing(11, 13, "nearest")]),
+    "resizing-bicubic-antialias": (IMG, [L.Conv2D(3, 1), L.Resizing(5, 3, "bicubic",
+                                                                    antialias=True)]),
+    "repeat-vector": ((5,), [L.Dense(3), L.RepeatVector(4), L.LSTM(2)]),
+}
+
+
+@pytest.mark.parametrize("case", MORE.values(), ids=MORE.keys())
+def test_more_layers(case):
+    shape, layers = case
+    assert_to_torch(chain(shape, *layers), max_permutes=0)
+
+
+@pytest.mark.parametrize("axes, normalize, shapes", [
+    (1, False, [(6,), (6,)]),
+    ((2, 2), False, [(4, 6), (5, 6)]),
+    ((1, 1), True, [(4, 6), (4, 3)]),
+])
+def test_dot(axes, normalize, shapes):
+    a, b = keras.Input(shapes[0]), keras.Input(shapes[1])
+    assert_to_torch(keras.Model([a, b], L.Dot(axes, normalize=normalize)([a, b])))

@@ -7,13 +7,14 @@ exact form; ``leaky_relu`` (the function) has slope 0.2, the ``LeakyReLU`` layer
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch import nn
 
 from crossport.layout.policy import Policy
 from crossport.to_torch.context import Context, Held
 from crossport.to_torch.registry import register_layer
-from crossport.torch_layers import KerasActivation, activation_name, keras_activation
+from crossport.torch_layers import KerasActivation, KerasPReLU, activation_name, keras_activation
 
 _PLAIN = {
     "relu": nn.ReLU,
@@ -121,3 +122,21 @@ def Softmax(ctx: Context, layer, inputs: Held, mask=None) -> Held:
         inputs = ctx.canonical(inputs)
     dim = inputs.layout.axis(layer.get_config()["axis"])
     return Held(ctx.call_module(nn.Softmax(dim=dim), inputs.node), inputs.layout, inputs.shape)
+
+
+@register_layer(policy=Policy.CUSTOM, keeps_layout=True)
+def PReLU(ctx: Context, layer, inputs: Held) -> Held:
+    """keras.layers.PReLU: a learned slope per element (shared axes 1), laid out like the input.
+
+    Keras computes ``relu(x) - alpha * relu(-x)`` with zero-initialised alphas, not torch's
+    single 0.25: torch_layers.KerasPReLU with ``alpha`` held in the input's layout.
+    """
+    if inputs.layout.flat is not None:
+        inputs = ctx.canonical(inputs)
+    alpha = np.asarray(layer.alpha.numpy())
+    full = alpha.reshape((1,) * (inputs.rank - alpha.ndim) + alpha.shape)
+    held = np.ascontiguousarray(full.transpose(inputs.layout.perm)[0])
+    module = KerasPReLU(held.shape)
+    with torch.no_grad():
+        module.alpha.copy_(torch.from_numpy(held))
+    return Held(ctx.call_module(module, inputs.node), inputs.layout, inputs.shape)

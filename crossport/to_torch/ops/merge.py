@@ -69,3 +69,27 @@ def Concatenate(ctx: Context, layer, inputs: list[Held]) -> Held:
     sizes = [v.shape[axis] for v in values]
     shape[axis] = None if None in sizes else sum(sizes)
     return Held(node, first.layout, tuple(shape))
+
+
+def _dot_supported(layer) -> str | None:
+    axes = layer.get_config()["axes"]
+    return None if isinstance(axes, int) or len(axes) == 2 else f"Dot axes {axes}"
+
+
+@register_layer(policy=Policy.CANONICAL, supports=_dot_supported)
+def Dot(ctx: Context, layer, inputs):
+    """keras.layers.Dot(axes, normalize): batch dot of rank-2/3 inputs (bmm / sum of products)."""
+    cfg = layer.get_config()
+    x, y = inputs
+    rank = len(ctx.input_shape)
+    axes = cfg["axes"] if isinstance(cfg["axes"], (list, tuple)) else [cfg["axes"]] * 2
+    a1, a2 = (int(a) % rank for a in axes)
+    if cfg["normalize"]:  # Keras: l2_normalize along the contracted axes
+        x = ctx.call_function(torch.nn.functional.normalize, x, dim=a1, eps=1e-12)
+        y = ctx.call_function(torch.nn.functional.normalize, y, dim=a2, eps=1e-12)
+    if rank == 2:
+        return ctx.call_function(torch.sum, ctx.call_function(operator.mul, x, y), dim=1,
+                                 keepdim=True)
+    x = x if a1 == 2 else ctx.call_method("transpose", x, 1, 2)
+    y = y if a2 == 1 else ctx.call_method("transpose", y, 1, 2)
+    return ctx.call_function(torch.bmm, x, y)

@@ -17,7 +17,7 @@ from crossport.layout import FlatOrder, Layout, canonical, channels_first
 from crossport.layout.policy import Policy
 from crossport.to_torch.context import Context, Held, static
 from crossport.to_torch.registry import register_layer
-from crossport.torch_layers import KerasUpSampling2D
+from crossport.torch_layers import METHODS, KerasUpSampling2D, TFResize
 
 
 def _channels_last(layer) -> str | None:
@@ -163,3 +163,25 @@ def UpSampling2D(ctx: Context, layer, inputs):
         return ctx.call_module(
             nn.Upsample(scale_factor=size, mode="bilinear", align_corners=False), inputs)
     return ctx.call_module(KerasUpSampling2D.from_keras(layer), inputs)
+
+
+def _resizing_supported(layer) -> str | None:
+    cfg = layer.get_config()
+    if cfg.get("crop_to_aspect_ratio") or cfg.get("pad_to_aspect_ratio"):
+        return "Resizing with crop/pad_to_aspect_ratio is not converted"
+    if cfg["interpolation"] not in METHODS:
+        return f"Resizing interpolation {cfg['interpolation']!r}: supported {sorted(METHODS)}"
+    return _channels_last(layer)
+
+
+@register_layer(policy=Policy.CHANNELS_FIRST, supports=_resizing_supported)
+def Resizing(ctx: Context, layer, inputs):
+    """keras.layers.Resizing -> torch_layers.TFResize (tf.image.resize's kernels, pitfall 12)."""
+    return ctx.call_module(TFResize.from_keras(layer), inputs)
+
+
+@register_layer(policy=Policy.CANONICAL)
+def RepeatVector(ctx: Context, layer, inputs):
+    """keras.layers.RepeatVector(n): ``[N, F] -> [N, n, F]`` (a copy, like Keras)."""
+    n = int(layer.get_config()["n"])
+    return ctx.call_method("repeat", ctx.call_method("unsqueeze", inputs, 1), 1, n, 1)
