@@ -25,6 +25,7 @@ from crossport.options import ConvertOptions
 from crossport.parity.doctor import check
 from crossport.to_keras.registry import register
 from crossport.to_torch.api import TorchConversion, to_torch, to_torch_with_report
+from crossport.to_torch.source import to_torch_source
 from crossport.weights.transfer import transfer_weights
 
 __all__ = [
@@ -47,6 +48,7 @@ __all__ = [
     "register",
     "to_source",
     "to_torch",
+    "to_torch_source",
     "to_torch_with_report",
     "transfer_weights",
 ]

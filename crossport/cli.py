@@ -322,7 +322,7 @@ def ops():
     console.print(table)
 
 
-from crossport.cli_to_torch import register as _register_to_torch  # noqa: E402
+from crossport.cli_to_torch import register as _register_to_torch
 
 _register_to_torch(app)
 

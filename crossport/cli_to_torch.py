@@ -1,7 +1,7 @@
-"""``crossport to-torch``: a Keras model file -> a torch.export program or a state_dict.
+"""``crossport to-torch``: a Keras model file -> torch.export program or state_dict.
 
-Registered on the main app by crossport/cli.py (``register``); the same one-line errors, progress and JSON
-as ``crossport convert``. Nothing is left at the output path when a step fails.
+Registered on the main app by crossport/cli.py (``register``); the same one-line errors,
+progress and JSON as ``crossport convert``. Nothing is left at the output path when a step fails.
 """
 
 from __future__ import annotations
@@ -60,14 +60,16 @@ def register(app: typer.Typer) -> None:
 
 def to_torch(
     model: Annotated[Path, typer.Argument(help="a Keras model file (.keras or .h5)")],
-    input: Annotated[list[str], typer.Option(
+    input: Annotated[list[str] | None, typer.Option(
         "--input", "-i", help="input shape in the Keras layout, repeatable: 1x224x224x3, "
                              "int32:1x128:30522")] = None,
-    output: Annotated[Path, typer.Option(
+    output: Annotated[Path | None, typer.Option(
         "-o", "--output", help="model.pt2 (torch.export program) or model.pt (state_dict)")] = None,
     channels_first_io: Annotated[bool, typer.Option(help="NCHW inputs and outputs")] = False,
     atol: Annotated[float, typer.Option(help="parity tolerance (normalized max error)")] = 1e-4,
     as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
+    emit_source: Annotated[Path | None, typer.Option(
+        help="also write readable PyTorch source (model_torch.py + model_torch.pt)")] = None,
 ):
     """Convert a Keras model to a PyTorch module and check parity; exit 0 only if it passed."""
     quiet_tensorflow()
@@ -87,9 +89,12 @@ def to_torch(
         if output is not None:
             with console.status(f"writing {output} ..."):
                 saved = save_module(conversion.module, args, output)
+        if emit_source is not None:
+            with console.status(f"writing {emit_source} and re-checking it ..."):
+                crossport.to_torch_source(conversion, emit_source)
     except crossport.CrossportError as exc:
         _fail(f"{type(exc).__name__}: {exc}")
-    except Exception as exc:  # torch.export / saving failed: one line, nothing left behind
+    except Exception as exc:  # noqa: BLE001  (torch.export / saving: one line, nothing left)
         _fail(f"writing {output} failed: {type(exc).__name__}: {exc}")
     if as_json:
         print(json.dumps({
@@ -98,6 +103,7 @@ def to_torch(
             "boundary_permutes": conversion.boundary_permutes,
             "seconds": conversion.seconds,
             "output": str(output) if output else None, "format": saved,
+            "source": str(emit_source) if emit_source else None,
         }, indent=2))
         return
     table = Table(title="crossport to-torch", show_header=False)
@@ -110,4 +116,6 @@ def to_torch(
         table.add_row(f"time: {stage}", f"{seconds:.2f} s")
     if saved:
         table.add_row("saved to", f"{output} ({saved})")
+    if emit_source:
+        table.add_row("source", f"{emit_source} (build_model(); weights beside it)")
     console.print(table)

@@ -30,6 +30,7 @@ class TorchConversion:
     permutes: int
     boundary_permutes: int
     seconds: dict[str, float] = field(default_factory=dict)
+    example_args: tuple = ()
 
     def summary(self) -> str:
         stages = ", ".join(f"{k} {v:.1f}s" for k, v in self.seconds.items())
@@ -114,7 +115,7 @@ def to_torch_with_report(kmodel_or_path, example_args, *, channels_first_io: boo
                         atol=atol, check_inputs=check_inputs, seed=seed)
         seconds["verify"] = time.perf_counter() - start
     conversion = TorchConversion(emitted.module, report, emitted.permutes,
-                                 emitted.boundary_permutes, seconds)
+                                 emitted.boundary_permutes, seconds, args)
     if report is not None and not report.passed:
         raise ParityError(f"the torch module does not compute what the Keras model computes:\n"
                           f"{report.summary()}", report)

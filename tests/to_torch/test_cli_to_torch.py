@@ -14,7 +14,7 @@ L = keras.layers
 
 def _run(*args, cwd):
     return subprocess.run([sys.executable, "-m", "crossport.cli", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=600)
+                          check=False, capture_output=True, text=True, timeout=600)
 
 
 @pytest.fixture(scope="module")
@@ -45,8 +45,10 @@ def test_to_torch_writes_an_export_program(model_file, tmp_path):
 def test_to_torch_writes_a_state_dict(model_file, tmp_path):
     path, _model = model_file
     out = tmp_path / "model.pt"
-    result = _run("to-torch", str(path), "--input", "1x8x8x3", "-o", str(out), cwd=tmp_path)
+    result = _run("to-torch", str(path), "--input", "1x8x8x3", "-o", str(out),
+                  "--emit-source", "model_torch.py", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
+    assert (tmp_path / "model_torch.py").exists() and (tmp_path / "model_torch.pt").exists()
     state = torch.load(out)
     assert tuple(state["conv2d.weight"].shape) == (4, 3, 3, 3)  # OIHW
     assert "PASS" in result.stdout

@@ -1,11 +1,11 @@
 """Reverse converters by Keras layer family; importing this package registers them."""
 
-from crossport.to_torch.ops import (  # noqa: F401
+from crossport.to_torch.ops import (  # noqa: F401  (registers on import)
     activation,
     attention,
     conv,
-    crossport_layers,
     core,
+    crossport_layers,
     kops,
     merge,
     norm,

@@ -11,6 +11,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from crossport.errors import InputError
 from crossport.layout.policy import Policy
 from crossport.to_torch.context import Context, Held
 from crossport.to_torch.registry import register_layer
@@ -42,7 +43,7 @@ def activation_unsupported(identifier) -> str | None:
     """A reason when a Keras activation identifier has no torch equivalent here."""
     try:
         keras_activation(activation_name(identifier))
-    except Exception as err:  # noqa: BLE001  (crossport's own InputError or a naming error)
+    except InputError as err:
         return str(err)
     return None
 

@@ -42,7 +42,7 @@ def AvgPoolNd(ctx: Context, layer, inputs):
     """crossport.layers.AvgPool{1,2,3}d -> nn.AvgPool{1,2,3}d with the same arguments."""
     cfg = layer.get_config()
     kind = type(layer).__name__
-    kwargs = dict(ceil_mode=cfg["ceil_mode"], count_include_pad=cfg["count_include_pad"])
+    kwargs = {"ceil_mode": cfg["ceil_mode"], "count_include_pad": cfg["count_include_pad"]}
     if kind != "AvgPool1d":  # torch's AvgPool1d has no divisor_override
         kwargs["divisor_override"] = cfg["divisor_override"]
     module = _AVG[kind](cfg["kernel_size"], cfg["stride"], cfg["padding"], **kwargs)

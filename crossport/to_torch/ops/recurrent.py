@@ -19,7 +19,11 @@ from crossport.layout.policy import Policy
 from crossport.to_torch.context import Context
 from crossport.to_torch.registry import register_layer
 from crossport.torch_layers import KerasGRU, KerasLSTM, KerasSimpleRNN, activation_name
-from crossport.weights import gru_weights_from_keras, lstm_weights_from_keras, rnn_weights_from_keras
+from crossport.weights import (
+    gru_weights_from_keras,
+    lstm_weights_from_keras,
+    rnn_weights_from_keras,
+)
 
 _PLAIN = {"LSTM": nn.LSTM, "GRU": nn.GRU, "SimpleRNN": nn.RNN}
 _TWIN = {"LSTM": KerasLSTM, "GRU": KerasGRU, "SimpleRNN": KerasSimpleRNN}
@@ -44,11 +48,8 @@ def _plain(layer) -> bool:
 
 
 def _rnn_supported(layer) -> str | None:
-    cfg = layer.get_config()
-    if cfg.get("stateful"):
+    if layer.get_config().get("stateful"):
         return "stateful RNNs are not converted (pass initial_state instead)"
-    if cfg.get("unroll"):
-        return None
     return None
 
 
@@ -60,13 +61,14 @@ def _load_plain(module: nn.RNNBase, layer, suffix: str = "") -> None:
     with torch.no_grad():
         for name, value in (("weight_ih", w_ih), ("weight_hh", w_hh), ("bias_ih", b_ih),
                             ("bias_hh", b_hh)):
-            getattr(module, f"{name}_l0{suffix}").copy_(torch.from_numpy(np.ascontiguousarray(value)))
+            target = getattr(module, f"{name}_l0{suffix}")
+            target.copy_(torch.from_numpy(np.ascontiguousarray(value)))
 
 
 def _make_plain(layer, bidirectional: bool = False) -> nn.RNNBase:
     kind = type(layer).__name__
     cfg = layer.get_config()
-    kwargs = dict(batch_first=True, bidirectional=bidirectional)
+    kwargs = {"batch_first": True, "bidirectional": bidirectional}
     if kind == "SimpleRNN":
         kwargs["nonlinearity"] = activation_name(cfg["activation"])
     return _PLAIN[kind](int(layer.cell.kernel.shape[0]), int(cfg["units"]), **kwargs)
@@ -88,8 +90,8 @@ def _initial(ctx: Context, kind: str, initial_state, bidirectional: bool = False
 def _states(ctx: Context, kind: str, hidden):
     """Keras' returned states [h(, c)] from torch's h_n / (h_n, c_n), single direction."""
     if kind == "LSTM":
-        return [ctx.call_function(operator.getitem, ctx.call_function(operator.getitem, hidden, i), 0)
-                for i in (0, 1)]
+        parts = [ctx.call_function(operator.getitem, hidden, i) for i in (0, 1)]
+        return [ctx.call_function(operator.getitem, part, 0) for part in parts]
     return [ctx.call_function(operator.getitem, hidden, 0)]
 
 
