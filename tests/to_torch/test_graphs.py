@@ -177,3 +177,21 @@ def test_parity_error_names_first_divergent_layer(monkeypatch):
     assert report.first_divergent.node == "bn"
     assert report.verdict == "semantic"
     assert "bn" in str(err.value)
+
+
+@pytest.mark.parametrize("suffix", [".keras", ".h5"])
+def test_model_file_paths(tmp_path, suffix):
+    model = keras.Sequential([keras.Input((6, 6, 2)), L.Conv2D(3, 3, padding="same"),
+                              L.GlobalAveragePooling2D(), L.Dense(2)])
+    path = tmp_path / f"model{suffix}"
+    model.save(path)
+    x = torch.randn(2, 6, 6, 2)
+    net = crossport.to_torch(str(path), (x,))
+    np.testing.assert_allclose(net(x).detach().numpy(), model(x.numpy()).numpy(), atol=1e-5)
+
+
+def test_unloadable_file_is_an_input_error(tmp_path):
+    path = tmp_path / "broken.keras"
+    path.write_text("not a model")
+    with pytest.raises(crossport.InputError, match="could not load"):
+        crossport.to_torch(str(path), (torch.randn(1, 3),))
