@@ -16,12 +16,16 @@ from crossport.errors import (
     ExportError,
     InputError,
     ParityError,
+    UnsupportedLayerError,
     UnsupportedOpError,
 )
 from crossport.export import ExportResult, export
+from crossport.layout.policy import Policy
 from crossport.options import ConvertOptions
 from crossport.parity.doctor import check
-from crossport.to_keras.registry import Policy, register
+from crossport.to_keras.registry import register
+from crossport.to_torch.api import TorchConversion, to_torch, to_torch_with_report
+from crossport.to_torch.source import to_torch_source
 from crossport.weights.transfer import transfer_weights
 
 __all__ = [
@@ -34,6 +38,8 @@ __all__ = [
     "InputError",
     "ParityError",
     "Policy",
+    "TorchConversion",
+    "UnsupportedLayerError",
     "UnsupportedOpError",
     "check",
     "convert",
@@ -41,6 +47,9 @@ __all__ = [
     "export",
     "register",
     "to_source",
+    "to_torch",
+    "to_torch_source",
+    "to_torch_with_report",
     "transfer_weights",
 ]
 __version__ = "0.1.0"

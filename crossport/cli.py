@@ -1,4 +1,4 @@
-"""The ``crossport`` command line: ``demo``, ``convert``, ``check``, ``ops``.
+"""The ``crossport`` command line: ``demo``, ``convert``, ``check``, ``ops``, ``to-torch``.
 
 Every failure prints one clear line and exits non-zero; nothing is left at the output paths.
 Outputs of one command (``-o`` and ``--emit-source``) land together or not at all, and an
@@ -380,6 +380,10 @@ def ops():
         table.add_row(*row)
     console.print(table)
 
+
+from crossport.cli_to_torch import register as _register_to_torch
+
+_register_to_torch(app)
 
 if __name__ == "__main__":
     app()

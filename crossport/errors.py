@@ -45,3 +45,12 @@ class DynamicDimError(UnsupportedOpError):
     The message names each such op, the dim, its module path and source line; convert with
     that dim static (drop it from ``dynamic_dims`` / ``dynamic_batch``) or change the model.
     """
+class UnsupportedLayerError(CrossportError):
+    """Keras layers without a faithful PyTorch conversion; the message lists all of them.
+
+    ``problems`` holds ``(layer path, class name, reason)`` for every such layer.
+    """
+
+    def __init__(self, message: str, problems: list | None = None):
+        super().__init__(message)
+        self.problems = problems or []

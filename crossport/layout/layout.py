@@ -82,3 +82,14 @@ def transpose_between(src: Layout, dst: Layout) -> tuple[int, ...]:
 def permuted_shape(torch_shape, layout: Layout) -> tuple:
     """The Keras shape of a torch-shaped value held in ``layout`` (plain perms only)."""
     return tuple(torch_shape[p] for p in layout.perm)
+
+
+def channels_first(rank: int) -> Layout:
+    """``(0, rank-1, 1, ..., rank-2)``: a channels-last reference held N, C, spatial...
+
+    The Keras -> PyTorch direction holds NHWC Keras activations this way. Rank < 3 tensors
+    stay canonical.
+    """
+    if rank < 3:
+        return canonical(rank)
+    return Layout((0, rank - 1, *range(1, rank - 1)))

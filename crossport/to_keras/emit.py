@@ -23,7 +23,13 @@ from crossport.options import ConvertOptions
 from crossport.to_keras.context import LayerNames, NodeContext
 from crossport.to_keras.dynamic_dims import input_symbols
 from crossport.to_keras.fold import evaluate, mark_constants
-from crossport.to_keras.registry import Policy, bind_arguments, lookup
+from crossport.to_keras.registry import (
+    Policy,
+    bind_arguments,
+    lookup,
+    passes_layout,
+    wants_channels_last,
+)
 from crossport.to_keras.sizes import RuntimeSizes
 from crossport.to_keras.values import (
     TensorValue,
@@ -58,7 +64,9 @@ class Emitter:
         self.boundary = 0
         self.constants: dict = {}
         self.sizes = RuntimeSizes()
-        self.prefer_cl = preferred_channels_last(self.graph)
+        self.prefer_cl = preferred_channels_last(
+            self.graph, wants_channels_last, passes_layout
+        )
 
     # -- entry point ----------------------------------------------------------------------
     def emit(self) -> EmittedModel:

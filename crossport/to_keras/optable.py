@@ -24,8 +24,10 @@ def rows() -> list[tuple[str, str, str, str]]:
 
 
 def markdown() -> str:
+    from crossport.to_torch.optable import markdown as reverse_markdown
+
     return HEADER + "".join(f"| `{op}` | {policy} | {family} | `{fn}` |\n"
-                            for op, policy, family, fn in rows())
+                            for op, policy, family, fn in rows()) + reverse_markdown()
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ as the policy asks, or as numpy arrays when they are parameters, buffers or cons
 
 from __future__ import annotations
 
-import enum
 import functools
 import inspect
 from collections.abc import Callable
@@ -22,16 +21,11 @@ from dataclasses import dataclass
 
 import torch
 
+from crossport.layout.policy import Policy  # re-exported: converters import it from here
 from crossport.to_keras.dynamic_dims import DynamicSpec, dynamic_reason
 
-
-class Policy(enum.Enum):
-    """How a converter wants its tensor inputs laid out (see docs/architecture.md)."""
-
-    AGNOSTIC = "agnostic"            # elementwise: inputs harmonised to one layout, kept
-    CHANNELS_LAST = "channels_last"  # conv/pool/norm: N, spatial..., C in and out
-    CANONICAL = "canonical"          # needs torch order in and gives torch order out
-    CUSTOM = "custom"                # reads ctx.layout(...) itself and sets ctx.out_layout
+__all__ = ["Converter", "Policy", "bind_arguments", "lookup", "native_overloads", "register",
+           "registered_ops"]
 
 
 # supports(node) or supports(node, **arguments): a reason the node is unsupported, or None
@@ -166,6 +160,18 @@ def lookup(op) -> Converter | None:
 
 def registered_ops() -> dict[object, Converter]:
     return dict(_REGISTRY)
+
+
+def wants_channels_last(node: torch.fx.Node) -> bool:
+    """Whether the converter of ``node`` wants channels-last inputs (for the layout pass)."""
+    converter = lookup(node.target)
+    return converter is not None and converter.policy is Policy.CHANNELS_LAST
+
+
+def passes_layout(node: torch.fx.Node) -> bool:
+    """Whether the layout pass may look through ``node`` (elementwise-like converters)."""
+    converter = lookup(node.target)
+    return converter is not None and converter.passes_layout
 
 
 def native_overloads() -> list[torch._ops.OpOverload]:

@@ -1,0 +1,133 @@
+"""What a reverse converter works with: held values, submodule registration, layout moves.
+
+A :class:`Held` is one Keras tensor as the torch module holds it: an fx node, its
+:class:`~crossport.layout.Layout` (``torch_value == keras_value.permute(perm)``) and the Keras
+shape (batch ``None``). Converters create plain torch modules and call them through the
+context, which names them after the Keras layer (``ctx.call_module(nn.Conv2d(...), x)``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+from crossport.layout import FlatOrder, Layout, canonical, transpose_between
+
+
+@dataclass(frozen=True)
+class Held:
+    node: torch.fx.Node
+    layout: Layout
+    shape: tuple            # Keras shape, None for unknown sizes
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+
+class Context:
+    """Per-conversion state; converters see the current layer through it."""
+
+    def __init__(self) -> None:
+        self.graph = torch.fx.Graph()
+        self.root = nn.Module()
+        self.layer = None       # the Keras layer being converted
+        self.path = ""          # its module path
+        self.input_shape: tuple = ()  # Keras shape of the layer's first tensor input
+        self.permutes = 0       # permutes inside the model (boundary ones not counted)
+        self._modules: dict[tuple[int, str], str] = {}
+
+    # -- modules and nodes ----------------------------------------------------------------
+    def add_module(self, module: nn.Module, suffix: str = "") -> str:
+        """Register ``module`` under the current layer's path (once per shared layer)."""
+        key = (id(self.layer), suffix)
+        if key in self._modules:
+            return self._modules[key]
+        path = self.path + suffix
+        parent = self.root
+        *parents, leaf = path.split(".")
+        for name in parents:
+            if not hasattr(parent, name):
+                parent.add_module(name, nn.Module())
+            parent = getattr(parent, name)
+        parent.add_module(leaf, module)
+        self._modules[key] = path
+        return path
+
+    def call_module(self, module: nn.Module, *args, suffix: str = "", **kwargs) -> torch.fx.Node:
+        target = self.add_module(module, suffix)
+        return self._tag(self.graph.call_module(target, args, kwargs))
+
+    def call_function(self, fn, *args, **kwargs) -> torch.fx.Node:
+        return self._tag(self.graph.call_function(fn, args, kwargs))
+
+    def call_method(self, name: str, *args, **kwargs) -> torch.fx.Node:
+        return self._tag(self.graph.call_method(name, args, kwargs))
+
+    def _tag(self, node: torch.fx.Node) -> torch.fx.Node:
+        node.meta["keras_layer"] = self.path
+        return node
+
+    # -- layouts --------------------------------------------------------------------------
+    def to_layout(self, value: Held, layout: Layout, boundary: bool = False) -> Held:
+        """``value`` held in ``layout`` (a permute only when the layouts differ)."""
+        if value.layout == layout:
+            return value
+        if value.layout.flat is not None:
+            value = self._unflatten(value)
+            if value.layout == layout:
+                return value
+        if layout.flat is not None:
+            raise ValueError("cannot lay a value out flat-permuted on request")
+        perm = transpose_between(value.layout, layout)
+        if not boundary:
+            self.permutes += 1
+        node = self.call_method("permute", value.node, *perm)
+        return Held(node, layout, value.shape)
+
+    def canonical(self, value: Held, boundary: bool = False) -> Held:
+        return self.to_layout(value, canonical(value.rank), boundary)
+
+    def _unflatten(self, value: Held) -> Held:
+        """A flat-permuted ``[N, F]`` back to Keras feature order (reshape, permute, flatten)."""
+        flat: FlatOrder = value.layout.flat
+        held_block = [flat.block_shape[p] for p in flat.block_perm]
+        x = self.call_method("reshape", value.node, -1, *held_block)
+        back = [0] + [1 + int(i) for i in np.argsort(flat.block_perm)]
+        x = self.call_method("permute", x, *back)
+        self.permutes += 1
+        x = self.call_method("flatten", x, 1)
+        return Held(x, canonical(2), value.shape)
+
+    def broadcast_to(self, value: Held, layout: Layout) -> torch.fx.Node:
+        """A lower-rank operand of an elementwise op, held to broadcast against ``layout``.
+
+        Keras broadcasts from the right; the held tensor's axes are permuted, so the operand
+        is given the full rank (leading 1s) and then permuted like its partner.
+        """
+        missing = layout.rank - value.rank
+        value = self.canonical(value)
+        node = value.node
+        if missing:
+            shape = [1] * missing + [-1 if s is None else s for s in value.shape]
+            node = self.call_method("reshape", node, *shape)
+        perm = layout.perm
+        if perm != tuple(range(len(perm))):
+            node = self.call_method("permute", node, *perm)
+        return node
+
+
+def static(shape) -> tuple[int, ...]:
+    """The non-batch sizes of a Keras shape; all must be known."""
+    sizes = tuple(shape[1:])
+    if any(s is None for s in sizes):
+        raise ValueError(f"needs static sizes, got {shape}")
+    return sizes
+
+
+def numel(shape) -> int:
+    return math.prod(static(shape))

@@ -1,0 +1,148 @@
+"""Emit: walk the captured Keras graph, lay out each converter's inputs, build a GraphModule.
+
+Layout mirrors the forward direction (docs/architecture.md): a backward preference pass
+(``crossport.layout.assign.preferred_native``) decides which model inputs are held
+channels-first from the start; then each converter receives its tensors as its policy asks
+(CHANNELS_FIRST, AGNOSTIC harmonised to the widest input, CANONICAL, or CUSTOM as they are)
+and its output's layout follows from the policy. Plain CNNs end with zero permutes inside.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import keras
+import torch
+
+from crossport.layout import Layout, canonical, channels_first
+from crossport.layout.assign import preferred_native
+from crossport.layout.policy import Policy
+from crossport.to_torch.context import Context, Held
+from crossport.to_torch.graph import KGraph, KNode, input_name
+
+
+@dataclass
+class EmittedModule:
+    module: torch.fx.GraphModule
+    held: dict[int, Held] = field(default_factory=dict)  # id(KerasTensor) -> Held
+    permutes: int = 0                 # permutes inside the module (boundary ones excluded)
+    boundary_permutes: int = 0
+
+
+def emit(graph: KGraph, channels_first_io: bool = False) -> EmittedModule:
+    ctx = Context()
+    held: dict[int, Held] = {}
+    prefer = _preferred_channels_first(graph)
+    boundary = 0
+    for tensor in graph.inputs:
+        shape = tuple(tensor.shape)
+        node = ctx.graph.placeholder(input_name(tensor))
+        rank = len(shape)
+        given = channels_first(rank) if channels_first_io else canonical(rank)
+        value = Held(node, given, shape)
+        want = channels_first(rank) if id(tensor) in prefer else canonical(rank)
+        if value.layout != want:
+            value = ctx.to_layout(value, want, boundary=True)
+            boundary += 1
+        held[id(tensor)] = value
+    for knode in graph.nodes:
+        outputs = _convert(ctx, graph, knode, held)
+        for tensor, value in zip(knode.outputs, outputs):
+            held[id(tensor)] = value
+
+    def finish(tensor):
+        value = held[id(graph.resolve(tensor))]
+        want = channels_first(value.rank) if channels_first_io else canonical(value.rank)
+        nonlocal boundary
+        if value.layout != want:
+            boundary += 1
+        return ctx.to_layout(value, want, boundary=True).node
+
+    ctx.graph.output(keras.tree.map_structure(finish, graph.outputs))
+    module = torch.fx.GraphModule(ctx.root, ctx.graph, class_name="KerasModel").eval()
+    return EmittedModule(module, held, ctx.permutes, boundary)
+
+
+def _preferred_channels_first(graph: KGraph) -> set[int]:
+    """Ids of model input tensors that some channels-first converter consumes (transitively)."""
+    producer: dict[int, object] = {id(t): ("input", id(t)) for t in graph.inputs}
+    for node in graph.nodes:
+        for t in node.outputs:
+            producer[id(t)] = node
+    users: dict[object, list] = {}
+    for node in graph.nodes:
+        for t in node.input_tensors():
+            src = producer.get(id(graph.resolve(t)))
+            if src is not None:
+                users.setdefault(src, []).append(node)
+    sources = [("input", id(t)) for t in graph.inputs] + graph.nodes
+    rank_of = {("input", id(t)): len(t.shape) for t in graph.inputs}
+
+    def rank(node):
+        return rank_of[node] if isinstance(node, tuple) else len(node.outputs[0].shape)
+
+    def wants(node):
+        return node.converter is not None and node.converter.policy is Policy.CHANNELS_FIRST
+
+    def passes(node):
+        return node.converter is not None and node.converter.passes_layout
+
+    chosen = preferred_native(sources, lambda n: users.get(n, []), rank, wants, passes)
+    return {n[1] for n in chosen if isinstance(n, tuple)}
+
+
+def _convert(ctx: Context, graph: KGraph, knode: KNode, held: dict) -> list[Held]:
+    converter = knode.converter
+    ctx.layer, ctx.path = knode.operation, knode.path
+    tensors = knode.input_tensors()
+    ctx.input_shape = tuple(tensors[0].shape) if tensors else ()
+
+    def value_of(x):
+        return held[id(graph.resolve(x))] if isinstance(x, keras.KerasTensor) else x
+
+    args = keras.tree.map_structure(value_of, knode.args)
+    kwargs = keras.tree.map_structure(value_of, knode.kwargs)
+    policy = converter.policy
+    if policy is Policy.CUSTOM:
+        result = converter.fn(ctx, knode.operation, *args, **kwargs)
+        return [r for r in keras.tree.flatten(result)]
+    target = _target_layout(policy, args)
+    args, kwargs = keras.tree.map_structure(lambda v: _lay_out(ctx, v, policy, target),
+                                            (args, kwargs))
+    result = converter.fn(ctx, knode.operation, *args, **kwargs)
+    nodes = result if isinstance(result, (list, tuple)) else [result]
+    out = []
+    for node, tensor in zip(nodes, knode.outputs):
+        shape = tuple(tensor.shape)
+        if policy is Policy.CHANNELS_FIRST:
+            layout = channels_first(len(shape))
+        elif policy is Policy.AGNOSTIC and target is not None and target.rank == len(shape):
+            layout = target
+        else:
+            layout = canonical(len(shape))
+        out.append(Held(node, layout, shape))
+    return out
+
+
+def _target_layout(policy: Policy, args) -> Layout | None:
+    if policy is not Policy.AGNOSTIC:
+        return None
+    tensors = [v for v in keras.tree.flatten(args) if isinstance(v, Held)]
+    if not tensors:
+        return None
+    widest = max(tensors, key=lambda v: v.rank)
+    if widest.layout.flat is not None and any(v.layout != widest.layout for v in tensors):
+        return canonical(widest.rank)  # flat-permuted only passes through when all agree
+    return widest.layout
+
+
+def _lay_out(ctx: Context, value, policy: Policy, target: Layout | None):
+    if not isinstance(value, Held):
+        return value
+    if policy is Policy.CHANNELS_FIRST:
+        return ctx.to_layout(value, channels_first(value.rank)).node
+    if policy is Policy.CANONICAL or target is None:
+        return ctx.canonical(value).node
+    if value.rank == target.rank:
+        return ctx.to_layout(value, target).node
+    return ctx.broadcast_to(value, target)

@@ -1,0 +1,161 @@
+"""Capture: a Keras functional/Sequential model as a flat, topologically sorted node list.
+
+Nested models are inlined (their layers get dotted paths, ``inner.dense``), shared layers stay
+one object called several times, and ``keras.ops`` calls inside a functional graph are nodes
+like layers. The pre-flight check then lists every layer or op without a faithful converter
+in ONE :class:`~crossport.errors.UnsupportedLayerError`.
+
+Keras keeps the functional graph in attributes without a public accessor (``_nodes_by_depth``,
+``_functional``); they are read here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import keras
+
+from crossport.errors import InputError, UnsupportedLayerError
+from crossport.to_torch.registry import LayerConverter, lookup
+
+
+@dataclass(eq=False)
+class KNode:
+    """One call of a Keras layer or keras.ops operation."""
+
+    operation: object
+    path: str                 # dotted torch module path (nested models give prefixes)
+    args: tuple               # call arguments, KerasTensors inside
+    kwargs: dict
+    outputs: list             # KerasTensors
+    converter: LayerConverter | None = None
+
+    @property
+    def class_name(self) -> str:
+        return type(self.operation).__name__
+
+    def input_tensors(self) -> list:
+        return [t for t in keras.tree.flatten((self.args, self.kwargs)) if _is_tensor(t)]
+
+
+@dataclass
+class KGraph:
+    inputs: list              # KerasTensors of the outer model
+    outputs: list             # the outer model's output structure (KerasTensors inside)
+    nodes: list[KNode] = field(default_factory=list)
+    aliases: dict[int, object] = field(default_factory=dict)  # inner/outer tensor identities
+
+    def resolve(self, tensor):
+        while id(tensor) in self.aliases:
+            tensor = self.aliases[id(tensor)]
+        return tensor
+
+
+def _is_tensor(value) -> bool:
+    return isinstance(value, keras.KerasTensor)
+
+
+def input_name(tensor) -> str:
+    """The placeholder name of a model input: its InputLayer's name."""
+    history = getattr(tensor, "_keras_history", None)
+    return module_name(history.operation.name if history else tensor.name)
+
+
+def module_name(name: str) -> str:
+    """A Keras layer name as a torch submodule name (no dots, a valid identifier)."""
+    clean = re.sub(r"\W", "_", name)
+    return f"_{clean}" if clean[:1].isdigit() else clean
+
+
+_IGNORED_KWARGS = ("training",)
+
+
+def capture(model) -> KGraph:
+    """Walk ``model`` (functional or Sequential, nested models inlined) into a :class:`KGraph`."""
+    functional = _functional(model)
+    if functional is None:
+        raise UnsupportedLayerError(
+            f"{type(model).__name__} {model.name!r} is a subclassed model without a functional "
+            "graph; only functional and Sequential models (nested ones included) convert. "
+            "Rebuild it with keras.Input and the functional API.",
+            [(model.name, type(model).__name__, "subclassed model")],
+        )
+    graph = KGraph(list(functional.inputs), functional.output)
+    _walk(functional, "", graph)
+    return graph
+
+
+def _functional(model):
+    if isinstance(model, keras.Sequential):
+        inner = getattr(model, "_functional", None)
+        if inner is None:
+            raise InputError(f"Sequential model {model.name!r} is not built: give its first "
+                             "layer an input shape or call it on keras.Input first")
+        return inner
+    if isinstance(model, keras.Model) and hasattr(model, "_nodes_by_depth"):
+        return model
+    return None
+
+
+def _walk(model, prefix: str, graph: KGraph) -> None:
+    for depth in sorted(model._nodes_by_depth, reverse=True):
+        for node in model._nodes_by_depth[depth]:
+            op = node.operation
+            if isinstance(op, keras.layers.InputLayer):
+                continue
+            path = prefix + module_name(op.name)
+            args = tuple(node.arguments.args)
+            kwargs = {k: v for k, v in node.arguments.kwargs.items()
+                      if k not in _IGNORED_KWARGS and not (k == "mask" and v is None)}
+            if isinstance(op, keras.Model) and _functional(op) is not None:
+                _inline(op, path, args, node.outputs, graph)
+                continue
+            graph.nodes.append(KNode(op, path, args, kwargs, list(node.outputs), lookup(op)))
+
+
+def _inline(model, path: str, args: tuple, outputs: list, graph: KGraph) -> None:
+    inner = _functional(model)
+    given = [t for t in keras.tree.flatten(args) if _is_tensor(t)]
+    if len(given) != len(inner.inputs):
+        raise InputError(f"nested model {path}: called with {len(given)} tensors, "
+                         f"it takes {len(inner.inputs)}")
+    for inner_input, outer in zip(inner.inputs, given):
+        graph.aliases[id(inner_input)] = outer
+    _walk(inner, path + ".", graph)
+    for outer, inner_output in zip(outputs, keras.tree.flatten(inner.outputs)):
+        graph.aliases[id(outer)] = inner_output
+
+
+def preflight(graph: KGraph) -> None:
+    """Raise ONE UnsupportedLayerError naming every node without a faithful converter."""
+    problems = []
+    for node in graph.nodes:
+        reason = _unsupported_reason(node)
+        if reason:
+            problems.append((node.path, node.class_name, reason))
+    if problems:
+        lines = "\n".join(f"  - {path} ({cls}): {why}" for path, cls, why in problems)
+        raise UnsupportedLayerError(
+            f"{len(problems)} Keras layer(s)/op(s) cannot be converted to PyTorch exactly:\n"
+            f"{lines}\nReplace them with supported layers, or register a converter with "
+            "crossport.to_torch.register_layer(...).",
+            problems,
+        )
+
+
+def _unsupported_reason(node: KNode) -> str | None:
+    op = node.operation
+    if isinstance(op, keras.layers.Lambda):
+        return "Lambda layers run arbitrary Python; rewrite it with keras.ops or a layer"
+    if isinstance(op, keras.Model):
+        return "subclassed model without a functional graph"
+    if node.converter is None:
+        kind = "layer" if isinstance(op, keras.layers.Layer) else "keras.ops op"
+        return f"no converter for this {kind}"
+    if node.kwargs.get("return_attention_scores"):
+        return "return_attention_scores=True is not converted"
+    if any(node.kwargs.get(k) is not None for k in ("mask", "query_mask", "value_mask",
+                                                    "key_mask")):
+        return "Keras masks (mask_zero / Masking) are not converted"
+    return node.converter.unsupported_reason(op)

@@ -1,0 +1,119 @@
+"""Small torch modules the reverse converters emit where no plain torch layer fits.
+
+Each holds the Keras layer's state as buffers (so ``state_dict`` has every Keras weight) and
+does one line of arithmetic; none needs keras or TF at run time.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+class Standardize(nn.Module):
+    """``keras.layers.Normalization``: ``(x - mean) / max(sqrt(var), eps)`` (buffers held).
+
+    Example:
+        >>> import torch
+        >>> Standardize(torch.zeros(1, 3), torch.ones(1, 3))(torch.ones(2, 3))
+        tensor([[1., 1., 1.],
+                [1., 1., 1.]])
+    """
+
+    def __init__(self, mean: torch.Tensor, variance: torch.Tensor, invert: bool = False) -> None:
+        super().__init__()
+        self.register_buffer("mean", mean)
+        self.register_buffer("variance", variance)
+        self.invert = invert
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        std = torch.clamp(torch.sqrt(self.variance), min=1e-7)  # keras.config.epsilon()
+        if self.invert:
+            return self.mean + x * std
+        return (x - self.mean) / std
+
+
+class Scale(nn.Module):
+    """``x * scale + offset`` with Keras ``Rescaling``'s constants.
+
+    Example:
+        >>> import torch
+        >>> Scale(1 / 255, -1.0)(torch.tensor([255.0]))
+        tensor([0.])
+    """
+
+    def __init__(self, scale: float, offset: float) -> None:
+        super().__init__()
+        self.scale, self.offset = scale, offset
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * self.scale + self.offset
+
+    def extra_repr(self) -> str:
+        return f"scale={self.scale}, offset={self.offset}"
+
+
+class KerasMultiHeadAttention(nn.Module):
+    """``keras.layers.MultiHeadAttention`` (attention over axis 1) from plain ``nn.Linear``s.
+
+    Submodules ``query``/``key``/``value``/``attention_output`` as in Keras; any ``key_dim``,
+    ``value_dim`` and ``output_shape`` (``nn.MultiheadAttention`` needs
+    ``heads * head_dim == embed_dim``). Masks: ``attention_mask [B, T, S]`` (1 = attend) and
+    ``use_causal_mask`` (row ``i`` sees columns ``<= i``, Keras' rule).
+
+    Example:
+        >>> import torch
+        >>> mha = KerasMultiHeadAttention(8, 8, 8, num_heads=2, key_dim=4, value_dim=4,
+        ...                               output_dim=8)
+        >>> mha(torch.randn(1, 3, 8), torch.randn(1, 5, 8)).shape
+        torch.Size([1, 3, 8])
+    """
+
+    def __init__(self, query_dim: int, key_dim_in: int, value_dim_in: int, num_heads: int,
+                 key_dim: int, value_dim: int, output_dim: int, use_bias: bool = True) -> None:
+        super().__init__()
+        self.num_heads, self.key_dim, self.value_dim = num_heads, key_dim, value_dim
+        self.query = nn.Linear(query_dim, num_heads * key_dim, bias=use_bias)
+        self.key = nn.Linear(key_dim_in, num_heads * key_dim, bias=use_bias)
+        self.value = nn.Linear(value_dim_in, num_heads * value_dim, bias=use_bias)
+        self.attention_output = nn.Linear(num_heads * value_dim, output_dim, bias=use_bias)
+
+    def _heads(self, x: torch.Tensor, dim: int) -> torch.Tensor:
+        return x.reshape(x.shape[0], x.shape[1], self.num_heads, dim).transpose(1, 2)
+
+    def forward(self, query: torch.Tensor, value: torch.Tensor, key: torch.Tensor | None = None,
+                attention_mask: torch.Tensor | None = None,
+                use_causal_mask: bool = False) -> torch.Tensor:
+        key = value if key is None else key
+        q = self._heads(self.query(query), self.key_dim)
+        k = self._heads(self.key(key), self.key_dim)
+        v = self._heads(self.value(value), self.value_dim)
+        mask = None if attention_mask is None else attention_mask.bool().unsqueeze(1)
+        if use_causal_mask:
+            causal = torch.ones(q.shape[2], k.shape[2], dtype=torch.bool,
+                                device=q.device).tril()
+            mask = causal if mask is None else mask & causal
+        out = nn.functional.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, scale=self.key_dim ** -0.5)
+        out = out.transpose(1, 2).reshape(query.shape[0], query.shape[1], -1)
+        return self.attention_output(out)
+
+
+class ChannelScale(nn.Module):
+    """``x * gamma`` with a learned ``gamma`` laid out to broadcast on the held tensor.
+
+    ``keras.applications``' ``LayerScale`` (ConvNeXt) scales Keras' last axis; on an NCHW
+    tensor ``gamma`` is held as ``[C, 1, 1]``.
+
+    Example:
+        >>> import torch
+        >>> ChannelScale(torch.full((3, 1, 1), 2.0))(torch.ones(1, 3, 2, 2)).sum()
+        tensor(24., grad_fn=<SumBackward0>)
+    """
+
+    def __init__(self, gamma: torch.Tensor) -> None:
+        super().__init__()
+        self.gamma = nn.Parameter(gamma)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * self.gamma

@@ -1,0 +1,15 @@
+"""Reverse converters by Keras layer family; importing this package registers them."""
+
+from crossport.to_torch.ops import (  # noqa: F401  (registers on import)
+    activation,
+    attention,
+    conv,
+    core,
+    crossport_layers,
+    kops,
+    merge,
+    norm,
+    pool,
+    recurrent,
+    shape,
+)

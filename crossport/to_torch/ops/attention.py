@@ -1,0 +1,57 @@
+"""keras.layers.MultiHeadAttention -> to_torch.modules.KerasMultiHeadAttention (plain Linears
+and ``F.scaled_dot_product_attention``), masks and causal masks included."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from crossport.layout.policy import Policy
+from crossport.to_torch.context import Context
+from crossport.to_torch.modules import KerasMultiHeadAttention
+from crossport.to_torch.registry import register_layer
+
+
+def _mha_supported(layer) -> str | None:
+    cfg = layer.get_config()
+    if tuple(cfg.get("attention_axes") or (1,)) != (1,):
+        return f"attention_axes={cfg['attention_axes']} (only attention over axis 1)"
+    if cfg.get("use_gate") or cfg.get("sliding_window"):
+        return "gated or sliding-window attention is not converted"
+    if cfg.get("output_shape") is not None and np.ndim(cfg["output_shape"]) > 0 and \
+            len(cfg["output_shape"]) != 1:
+        return "multi-dimensional output_shape is not converted"
+    return None
+
+
+def _dense(linear: torch.nn.Linear, dense, rows: int) -> None:
+    """EinsumDense kernel [..in.., ..out..] -> Linear weight [out, in] (flattened)."""
+    kernel = np.asarray(dense.kernel.numpy())
+    with torch.no_grad():
+        linear.weight.copy_(torch.from_numpy(np.ascontiguousarray(kernel.reshape(rows, -1).T)))
+        if linear.bias is not None:
+            linear.bias.copy_(torch.from_numpy(np.asarray(dense.bias.numpy()).reshape(-1)))
+
+
+@register_layer(policy=Policy.CANONICAL, supports=_mha_supported)
+def MultiHeadAttention(ctx: Context, layer, query, value, key=None, attention_mask=None,
+                       use_causal_mask=False, **_call_kwargs):
+    """keras.layers.MultiHeadAttention(num_heads, key_dim, value_dim, output_shape).
+
+    Keras scales the query by ``1/sqrt(key_dim)`` before the scores and masks with a large
+    negative number (a fully masked row is uniform in Keras, NaN in SDPA).
+    """
+    cfg = layer.get_config()
+    heads, key_dim = int(cfg["num_heads"]), int(cfg["key_dim"])
+    value_dim = int(cfg["value_dim"] or key_dim)
+    qd, kd, vd = layer._query_dense, layer._key_dense, layer._value_dense
+    od = layer._output_dense
+    out_dim = int(od.kernel.shape[-1])
+    module = KerasMultiHeadAttention(int(qd.kernel.shape[0]), int(kd.kernel.shape[0]),
+                                     int(vd.kernel.shape[0]), heads, key_dim, value_dim,
+                                     out_dim, bool(cfg["use_bias"]))
+    _dense(module.query, qd, int(qd.kernel.shape[0]))
+    _dense(module.key, kd, int(kd.kernel.shape[0]))
+    _dense(module.value, vd, int(vd.kernel.shape[0]))
+    _dense(module.attention_output, od, heads * value_dim)
+    return ctx.call_module(module, query, value, key, attention_mask, bool(use_causal_mask))

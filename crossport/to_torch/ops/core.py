@@ -1,0 +1,107 @@
+"""Core layers: Dense, Embedding, Dropout-like identities, Rescaling, Normalization."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+
+from crossport.layout import canonical
+from crossport.layout.policy import Policy
+from crossport.to_torch.context import Context, Held
+from crossport.to_torch.modules import ChannelScale, Scale, Standardize
+from crossport.to_torch.ops.activation import activation_unsupported, apply_activation
+from crossport.to_torch.ops.conv import load
+from crossport.to_torch.registry import register_layer
+from crossport.weights import dense_weight_from_keras, flat_feature_order
+
+
+def _dense_supported(layer) -> str | None:
+    return activation_unsupported(layer.get_config()["activation"])
+
+
+@register_layer(policy=Policy.CUSTOM, supports=_dense_supported)
+def Dense(ctx: Context, layer, inputs: Held) -> Held:
+    """keras.layers.Dense -> nn.Linear over the last Keras axis (any rank).
+
+    After a flatten of a channels-first block the features arrive C-major: the Linear weight's
+    columns are permuted instead of the activations (pitfall 9).
+    """
+    cfg = layer.get_config()
+    weight = dense_weight_from_keras(np.asarray(layer.kernel.numpy()))
+    if inputs.layout.flat is not None:
+        flat = inputs.layout.flat
+        # order[j]: the Keras feature held at position j
+        order = flat_feature_order(flat.block_shape, flat.block_perm)
+        weight = weight[:, order]
+        layout = canonical(2)
+    else:
+        inputs = ctx.canonical(inputs)
+        layout = inputs.layout
+    module = nn.Linear(weight.shape[1], weight.shape[0], bias=cfg["use_bias"])
+    y = ctx.call_module(load(module, weight, layer.bias if cfg["use_bias"] else None),
+                        inputs.node)
+    y = apply_activation(ctx, cfg["activation"], y, dim=-1)
+    return Held(y, layout, (*inputs.shape[:-1], weight.shape[0]))
+
+
+@register_layer("Dropout", "SpatialDropout1D", "SpatialDropout2D", "SpatialDropout3D",
+                "GaussianNoise", "GaussianDropout", "AlphaDropout", "ActivityRegularization",
+                "Identity", policy=Policy.AGNOSTIC)
+def Dropout(ctx: Context, layer, inputs, **_call_kwargs):
+    """Inference-time identities (dropout and noise act only in training): no module."""
+    return inputs
+
+
+@register_layer(policy=Policy.CANONICAL,
+                supports=lambda l: "mask_zero=True (Keras masks) is not converted"
+                if l.get_config().get("mask_zero") else None)
+def Embedding(ctx: Context, layer, inputs):
+    """keras.layers.Embedding -> nn.Embedding (int64 indices; Keras casts to int32)."""
+    table = np.asarray(layer.embeddings.numpy())
+    module = nn.Embedding(*table.shape)
+    with torch.no_grad():
+        module.weight.copy_(torch.from_numpy(table))
+    index = ctx.call_method("long", inputs)
+    return ctx.call_module(module, index)
+
+
+def _rescaling_supported(layer) -> str | None:
+    cfg = layer.get_config()
+    if np.ndim(cfg["scale"]) or np.ndim(cfg["offset"]):
+        return "Rescaling with per-channel scale/offset is not converted yet"
+    return None
+
+
+@register_layer(policy=Policy.AGNOSTIC, supports=_rescaling_supported)
+def Rescaling(ctx: Context, layer, inputs):
+    """keras.layers.Rescaling: ``x * scale + offset`` (scalars)."""
+    cfg = layer.get_config()
+    return ctx.call_module(Scale(float(cfg["scale"]), float(cfg["offset"])), ctx.call_method(
+        "float", inputs))
+
+
+@register_layer(policy=Policy.CUSTOM, keeps_layout=True)
+def Normalization(ctx: Context, layer, inputs: Held) -> Held:
+    """keras.layers.Normalization: mean/variance buffers laid out like the held input."""
+    if inputs.layout.flat is not None:
+        inputs = ctx.canonical(inputs)
+    mean, var = (np.asarray(w.numpy(), dtype=np.float32) for w in (layer.mean, layer.variance))
+    rank = inputs.rank
+    mean = mean.reshape((1,) * (rank - mean.ndim) + mean.shape).transpose(inputs.layout.perm)
+    var = var.reshape((1,) * (rank - var.ndim) + var.shape).transpose(inputs.layout.perm)
+    module = Standardize(torch.from_numpy(np.ascontiguousarray(mean)),
+                         torch.from_numpy(np.ascontiguousarray(var)),
+                         bool(layer.get_config().get("invert", False)))
+    return Held(ctx.call_module(module, inputs.node), inputs.layout, inputs.shape)
+
+
+@register_layer(policy=Policy.CUSTOM, keeps_layout=True)
+def LayerScale(ctx: Context, layer, inputs: Held) -> Held:
+    """keras.applications' LayerScale (ConvNeXt): ``x * gamma`` over the last Keras axis."""
+    if inputs.layout.flat is not None:
+        inputs = ctx.canonical(inputs)
+    gamma = np.asarray(layer.gamma.numpy())
+    full = gamma.reshape((1,) * (inputs.rank - 1) + gamma.shape).transpose(inputs.layout.perm)
+    module = ChannelScale(torch.from_numpy(np.ascontiguousarray(full[0])))
+    return Held(ctx.call_module(module, inputs.node), inputs.layout, inputs.shape)

@@ -1,0 +1,49 @@
+"""crossport.layers (Keras layers with PyTorch semantics) back to the torch modules they mirror.
+
+These appear in Keras models made by ``crossport.convert``; converting such a model back
+(the torch -> Keras -> torch round trip) gives the original torch layer with its arguments.
+"""
+
+from __future__ import annotations
+
+from torch import nn
+
+from crossport.layout.policy import Policy
+from crossport.to_torch.context import Context
+from crossport.to_torch.registry import register_layer
+
+_MAX = {"MaxPool1d": nn.MaxPool1d, "MaxPool2d": nn.MaxPool2d, "MaxPool3d": nn.MaxPool3d}
+_AVG = {"AvgPool1d": nn.AvgPool1d, "AvgPool2d": nn.AvgPool2d, "AvgPool3d": nn.AvgPool3d}
+
+
+def _channels_last(layer) -> str | None:
+    if layer.get_config().get("data_format", "channels_last") != "channels_last":
+        return "data_format='channels_first' layers are not converted yet"
+    return None
+
+
+@register_layer(*_MAX, policy=Policy.CHANNELS_FIRST, supports=_channels_last)
+def MaxPoolNd(ctx: Context, layer, inputs):
+    """crossport.layers.MaxPool{1,2,3}d -> nn.MaxPool{1,2,3}d with the same arguments."""
+    cfg = layer.get_config()
+    module = _MAX[type(layer).__name__](cfg["kernel_size"], cfg["stride"], cfg["padding"],
+                                        cfg["dilation"], ceil_mode=cfg["ceil_mode"])
+    return ctx.call_module(module, inputs)
+
+
+def _avg_supported(layer) -> str | None:
+    if type(layer).__name__ == "AvgPool1d" and layer.get_config()["divisor_override"]:
+        return "AvgPool1d with divisor_override has no torch layer"
+    return _channels_last(layer)
+
+
+@register_layer(*_AVG, policy=Policy.CHANNELS_FIRST, supports=_avg_supported)
+def AvgPoolNd(ctx: Context, layer, inputs):
+    """crossport.layers.AvgPool{1,2,3}d -> nn.AvgPool{1,2,3}d with the same arguments."""
+    cfg = layer.get_config()
+    kind = type(layer).__name__
+    kwargs = {"ceil_mode": cfg["ceil_mode"], "count_include_pad": cfg["count_include_pad"]}
+    if kind != "AvgPool1d":  # torch's AvgPool1d has no divisor_override
+        kwargs["divisor_override"] = cfg["divisor_override"]
+    module = _AVG[kind](cfg["kernel_size"], cfg["stride"], cfg["padding"], **kwargs)
+    return ctx.call_module(module, inputs)

@@ -1,0 +1,151 @@
+"""keras.ops calls inside functional graphs (``keras.ops.add(x, 1.0)`` becomes a graph node).
+
+Elementwise ops keep whatever layout arrives; ops naming axes get them remapped or run on the
+Keras-ordered tensor. The op's attributes (``axes``, ``axis``) are read off the operation.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+
+import torch
+import torch.nn.functional as F
+
+from crossport.layout import Layout, canonical
+from crossport.layout.policy import Policy
+from crossport.to_torch.context import Context, Held
+from crossport.to_torch.ops.shape import flatten_held, unit_reshape
+from crossport.to_torch.registry import register_op
+
+_BINARY = {
+    "Add": operator.add, "Subtract": operator.sub, "Multiply": operator.mul,
+    "Divide": operator.truediv, "TrueDivide": operator.truediv, "Power": torch.pow,
+    "Maximum": torch.maximum, "Minimum": torch.minimum,
+}
+_UNARY = {
+    "Relu": torch.relu, "Relu6": F.relu6, "Sigmoid": torch.sigmoid, "Tanh": torch.tanh,
+    "Exp": torch.exp, "Log": torch.log, "Sqrt": torch.sqrt, "Abs": torch.abs,
+    "Negative": torch.neg, "Square": torch.square, "Silu": F.silu, "Rsqrt": torch.rsqrt,
+    "Softplus": lambda x: torch.logaddexp(x, torch.zeros_like(x)),
+    "HardSigmoid": F.hardsigmoid, "HardSilu": F.hardswish, "Gelu": None,
+}
+
+
+def _binary(name, fn):
+    def convert(ctx: Context, op, x1, x2):
+        return ctx.call_function(fn, x1, x2)
+
+    convert.__name__ = name
+    convert.__doc__ = f"keras.ops.{name.lower()}(x1, x2): elementwise, layout kept."
+    register_op(name, policy=Policy.AGNOSTIC)(convert)
+
+
+def _unary(name, fn):
+    def convert(ctx: Context, op, x):
+        if name == "Gelu":
+            return ctx.call_function(F.gelu, x, approximate="tanh" if op.approximate else "none")
+        return ctx.call_function(fn, x)
+
+    convert.__name__ = name
+    convert.__doc__ = f"keras.ops.{name.lower()}(x): elementwise, layout kept."
+    register_op(name, policy=Policy.AGNOSTIC)(convert)
+
+
+for _name, _fn in _BINARY.items():
+    _binary(_name, _fn)
+for _name, _fn in _UNARY.items():
+    _unary(_name, _fn)
+
+
+@register_op(policy=Policy.CUSTOM)
+def Transpose(ctx: Context, op, x: Held) -> Held:
+    """keras.ops.transpose(x, axes): a relabelled layout, no op (see layers' Permute)."""
+    if x.layout.flat is not None:
+        x = ctx.canonical(x)
+    axes = tuple(range(x.rank))[::-1] if op.axes is None else tuple(a % x.rank for a in op.axes)
+    inverse = [axes.index(d) for d in range(x.rank)]
+    layout = Layout(tuple(inverse[p] for p in x.layout.perm))
+    return Held(x.node, layout, tuple(x.shape[a] for a in axes))
+
+
+@register_op(policy=Policy.CUSTOM)
+def Reshape(ctx: Context, op, x: Held) -> Held:
+    """keras.ops.reshape(x, newshape): on the held tensor when only unit dims move (see layers'
+    Reshape), else on the Keras-ordered tensor."""
+    newshape = tuple(int(s) for s in op.newshape)
+    if _is_flatten(x, newshape):  # a flatten in Keras order: Dense permutes its weight
+        return flatten_held(ctx, x)
+    if -1 not in newshape:
+        held = unit_reshape(ctx, x, newshape)
+        if held is not None:
+            return held
+    x = ctx.canonical(x)
+    known = [s for s in x.shape if s is not None]
+    shape = tuple(None if s == -1 and len(known) != len(x.shape) else s for s in newshape)
+    return Held(ctx.call_method("reshape", x.node, *newshape), canonical(len(newshape)), shape)
+
+
+def _is_flatten(x: Held, newshape: tuple) -> bool:
+    if x.rank < 3 or x.layout.flat is not None or None in x.shape[1:] or len(newshape) != 2:
+        return False
+    return newshape[1] in (-1, math.prod(x.shape[1:])) and newshape[0] in (-1, x.shape[0])
+
+
+def _reduce(name, fn):
+    def convert(ctx: Context, op, x: Held) -> Held:
+        if x.layout.flat is not None:
+            x = ctx.canonical(x)
+        axes = range(x.rank) if op.axis is None else (
+            [op.axis] if isinstance(op.axis, int) else list(op.axis))
+        axes = sorted(a % x.rank for a in axes)
+        held = tuple(x.layout.axis(a) for a in axes)
+        node = ctx.call_function(fn, x.node, dim=held, keepdim=bool(op.keepdims))
+        if op.keepdims:
+            return Held(node, x.layout, tuple(1 if i in axes else s for i, s in enumerate(x.shape)))
+        layout = x.layout.without(axes)
+        return Held(node, layout, tuple(s for i, s in enumerate(x.shape) if i not in axes))
+
+    convert.__name__ = name
+    convert.__doc__ = f"keras.ops.{name.lower()}(x, axis, keepdims): held axes remapped."
+    register_op(name, policy=Policy.CUSTOM)(convert)
+
+
+_reduce("Mean", torch.mean)
+_reduce("Sum", torch.sum)
+_reduce("Max", torch.amax)
+_reduce("Min", torch.amin)
+
+
+@register_op(policy=Policy.CUSTOM, keeps_layout=True)
+def Softmax(ctx: Context, op, x: Held) -> Held:
+    """keras.ops.softmax(x, axis): torch.softmax on the held dim."""
+    if x.layout.flat is not None:
+        x = ctx.canonical(x)
+    axis = op.axis if isinstance(op.axis, int) else None
+    if axis is None:
+        x = ctx.canonical(x)
+        flat = ctx.call_method("flatten", x.node, 0)
+        node = ctx.call_method("reshape", ctx.call_function(torch.softmax, flat, 0),
+                               *[-1 if s is None else s for s in x.shape])
+        return Held(node, x.layout, x.shape)
+    return Held(ctx.call_function(torch.softmax, x.node, x.layout.axis(axis)), x.layout, x.shape)
+
+
+@register_op(policy=Policy.CANONICAL)
+def Matmul(ctx: Context, op, x1, x2):
+    """keras.ops.matmul(x1, x2) on Keras-ordered tensors."""
+    return ctx.call_function(torch.matmul, x1, x2)
+
+
+@register_op(policy=Policy.CUSTOM, keeps_layout=True)
+def Concatenate(ctx: Context, op, xs) -> Held:
+    """keras.ops.concatenate(xs, axis): torch.cat on the held dim (first input's layout)."""
+    first = xs[0] if xs[0].layout.flat is None else ctx.canonical(xs[0])
+    values = [ctx.to_layout(x, first.layout) for x in xs]
+    axis = op.axis % first.rank
+    node = ctx.call_function(torch.cat, [v.node for v in values], dim=first.layout.axis(axis))
+    shape = list(first.shape)
+    sizes = [v.shape[axis] for v in values]
+    shape[axis] = None if None in sizes else sum(sizes)
+    return Held(node, first.layout, tuple(shape))

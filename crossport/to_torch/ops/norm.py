@@ -1,0 +1,134 @@
+"""Normalization: BatchNormalization, LayerNormalization, GroupNormalization -> torch.
+
+Keras eps defaults are 1e-3 (torch 1e-5) and BN momentum is mirrored (torch = 1 - Keras),
+pitfall 5; multi-axis LayerNormalization keeps its elementwise gamma over all its axes
+(pitfall 3). Plain ``nn.BatchNormNd`` / ``nn.LayerNorm`` / ``nn.GroupNorm`` where the held
+axes allow, ``crossport.torch_layers`` otherwise.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+
+from crossport.layout.policy import Policy
+from crossport.to_torch.context import Context, Held
+from crossport.to_torch.registry import register_layer
+from crossport.torch_layers import KerasBatchNorm, KerasGroupNorm, KerasLayerNorm
+
+_BN = {2: nn.BatchNorm1d, 3: nn.BatchNorm1d, 4: nn.BatchNorm2d, 5: nn.BatchNorm3d}
+
+
+def _arr(variable) -> np.ndarray:
+    return np.asarray(variable.numpy())
+
+
+def _copy(param: torch.Tensor | None, array: np.ndarray) -> None:
+    if param is not None:
+        with torch.no_grad():
+            param.copy_(torch.from_numpy(np.ascontiguousarray(array)))
+
+
+def _axes(cfg_axis, rank: int) -> list[int]:
+    axes = cfg_axis if isinstance(cfg_axis, (list, tuple)) else [cfg_axis]
+    return sorted(int(a) % rank for a in axes)
+
+
+def _bn_supported(layer) -> str | None:
+    cfg = layer.get_config()
+    if cfg.get("renorm"):
+        return "batch renormalization (renorm=True) is not converted"
+    axis = cfg["axis"]
+    if isinstance(axis, (list, tuple)) and len(axis) != 1:
+        return f"BatchNormalization over several axes {axis} is not converted"
+    return None
+
+
+@register_layer(policy=Policy.CUSTOM, supports=_bn_supported, keeps_layout=True)
+def BatchNormalization(ctx: Context, layer, inputs: Held, **_call_kwargs) -> Held:
+    """keras.layers.BatchNormalization -> nn.BatchNorm{1,2,3}d(eps=epsilon, momentum=1-momentum).
+
+    The feature axis must be held at dim 1 for torch's BN: a channels-last axis of a rank>=3
+    tensor is laid out channels-first (the CNN case costs nothing). Without both gamma and
+    beta, torch_layers.KerasBatchNorm. Inference is identical; in training torch updates the
+    running variance with the unbiased batch variance, Keras with the biased one.
+    """
+    cfg = layer.get_config()
+    axis = _axes(cfg["axis"], inputs.rank)[0]
+    if inputs.layout.flat is not None:
+        inputs = ctx.canonical(inputs)
+    if inputs.rank >= 3 and inputs.layout.axis(axis) != 1:
+        perm = list(range(inputs.rank))  # bring the feature axis to dim 1, rest in order
+        perm.remove(axis)
+        perm.insert(1, axis)
+        inputs = ctx.to_layout(inputs, type(inputs.layout)(tuple(perm)))
+    held_axis = inputs.layout.axis(axis)
+    mean = _arr(layer.moving_mean)
+    eps, momentum = float(cfg["epsilon"]), 1.0 - float(cfg["momentum"])
+    if cfg["center"] and cfg["scale"] and held_axis == 1 and inputs.rank in _BN:
+        module = _BN[inputs.rank](mean.shape[0], eps=eps, momentum=momentum)
+    else:
+        module = KerasBatchNorm(mean.shape[0], eps, momentum, bool(cfg["center"]),
+                                bool(cfg["scale"]), held_axis)
+    _copy(module.weight, _arr(layer.gamma) if cfg["scale"] else None)
+    _copy(module.bias, _arr(layer.beta) if cfg["center"] else None)
+    _copy(module.running_mean, mean)
+    _copy(module.running_var, _arr(layer.moving_variance))
+    return Held(ctx.call_module(module, inputs.node), inputs.layout, inputs.shape)
+
+
+@register_layer(policy=Policy.CUSTOM, keeps_layout=True)
+def LayerNormalization(ctx: Context, layer, inputs: Held) -> Held:
+    """keras.layers.LayerNormalization(axis, epsilon) over the held dims of its Keras axes.
+
+    nn.LayerNorm when those dims are the trailing ones in Keras' order (gamma and beta both
+    or gamma only, no rms_scaling); otherwise torch_layers.KerasLayerNorm with the held dims
+    (ConvNeXt's channel LayerNorm on an NCHW tensor) and gamma/beta transposed to match.
+    """
+    cfg = layer.get_config()
+    if inputs.layout.flat is not None:
+        inputs = ctx.canonical(inputs)
+    keras_axes = _axes(cfg["axis"], inputs.rank)
+    held_axes = [inputs.layout.axis(a) for a in keras_axes]
+    order = list(np.argsort(held_axes))
+    sizes = tuple(inputs.shape[a] for a in keras_axes)
+    shape = tuple(sizes[i] for i in order)
+    has_gamma = cfg["scale"] or cfg.get("rms_scaling", False)
+    gamma = np.transpose(_arr(layer.gamma).reshape(sizes), order) if has_gamma else None
+    rms = bool(cfg.get("rms_scaling", False))
+    has_beta = cfg["center"] and not rms
+    beta = np.transpose(_arr(layer.beta).reshape(sizes), order) if has_beta else None
+    trailing = sorted(held_axes) == list(range(inputs.rank - len(held_axes), inputs.rank))
+    if trailing and not rms and cfg["scale"]:
+        module = nn.LayerNorm(shape, eps=float(cfg["epsilon"]), bias=bool(cfg["center"]))
+    else:
+        module = KerasLayerNorm(shape, sorted(held_axes), float(cfg["epsilon"]),
+                                bool(cfg["center"]), bool(cfg["scale"]), rms)
+    _copy(module.weight, gamma)
+    _copy(module.bias, beta)
+    return Held(ctx.call_module(module, inputs.node), inputs.layout, inputs.shape)
+
+
+@register_layer(policy=Policy.CUSTOM, keeps_layout=True)
+def GroupNormalization(ctx: Context, layer, inputs: Held) -> Held:
+    """keras.layers.GroupNormalization(groups, axis, epsilon 1e-3) -> nn.GroupNorm.
+
+    Groups are contiguous channel chunks in both frameworks; nn.GroupNorm needs the channel
+    axis held at dim 1 (torch_layers.KerasGroupNorm otherwise, or without gamma/beta both).
+    """
+    cfg = layer.get_config()
+    if inputs.layout.flat is not None:
+        inputs = ctx.canonical(inputs)
+    axis = _axes(cfg["axis"], inputs.rank)[0]
+    held_axis = inputs.layout.axis(axis)
+    channels = inputs.shape[axis]
+    groups = channels if cfg["groups"] == -1 else int(cfg["groups"])
+    if held_axis == 1 and cfg["center"] and cfg["scale"]:
+        module = nn.GroupNorm(groups, channels, eps=float(cfg["epsilon"]))
+    else:
+        module = KerasGroupNorm(groups, channels, float(cfg["epsilon"]), bool(cfg["center"]),
+                                bool(cfg["scale"]), held_axis)
+    _copy(module.weight, _arr(layer.gamma) if cfg["scale"] else None)
+    _copy(module.bias, _arr(layer.beta) if cfg["center"] else None)
+    return Held(ctx.call_module(module, inputs.node), inputs.layout, inputs.shape)

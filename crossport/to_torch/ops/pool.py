@@ -1,0 +1,85 @@
+"""Pooling: Max/AveragePooling{1,2,3}D and the global pools -> torch.
+
+``valid`` and size-independent symmetric ``same`` (stride 1, odd window) are plain
+``nn.MaxPoolNd`` / ``nn.AvgPoolNd(count_include_pad=False)`` (TF averages only the real
+elements, pitfall 11); other ``same`` pools are the torch_layers twins that pad TF's way.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from crossport.layout.policy import Policy
+from crossport.to_torch.context import Context
+from crossport.to_torch.ops.conv import symmetric_padding
+from crossport.to_torch.registry import register_layer
+from crossport.torch_layers import (
+    TFAvgPool1d,
+    TFAvgPool2d,
+    TFAvgPool3d,
+    TFMaxPool1d,
+    TFMaxPool2d,
+    TFMaxPool3d,
+)
+
+_MAX = {1: nn.MaxPool1d, 2: nn.MaxPool2d, 3: nn.MaxPool3d}
+_AVG = {1: nn.AvgPool1d, 2: nn.AvgPool2d, 3: nn.AvgPool3d}
+_TF_MAX = {1: TFMaxPool1d, 2: TFMaxPool2d, 3: TFMaxPool3d}
+_TF_AVG = {1: TFAvgPool1d, 2: TFAvgPool2d, 3: TFAvgPool3d}
+
+
+def _channels_last(layer) -> str | None:
+    if layer.get_config().get("data_format", "channels_last") != "channels_last":
+        return "data_format='channels_first' layers are not converted yet"
+    return None
+
+
+def _geometry(cfg: dict) -> tuple[tuple, tuple, tuple | None]:
+    size = tuple(cfg["pool_size"])
+    strides = tuple(cfg["strides"] or size)
+    padding = symmetric_padding({"kernel_size": size, "strides": strides,
+                                 "dilation_rate": (1,) * len(size), "padding": cfg["padding"]})
+    return size, strides, padding
+
+
+@register_layer("MaxPooling1D", "MaxPooling2D", "MaxPooling3D", policy=Policy.CHANNELS_FIRST,
+                supports=_channels_last)
+def MaxPoolingND(ctx: Context, layer, inputs):
+    """keras.layers.MaxPooling{1,2,3}D -> nn.MaxPoolNd (TF SAME pads -inf after: TFMaxPoolNd)."""
+    cfg = layer.get_config()
+    size, strides, padding = _geometry(cfg)
+    if padding is None:
+        return ctx.call_module(_TF_MAX[len(size)](size, strides, cfg["padding"]), inputs)
+    return ctx.call_module(_MAX[len(size)](size, strides, padding), inputs)
+
+
+@register_layer("AveragePooling1D", "AveragePooling2D", "AveragePooling3D",
+                policy=Policy.CHANNELS_FIRST, supports=_channels_last)
+def AveragePoolingND(ctx: Context, layer, inputs):
+    """keras.layers.AveragePooling{1,2,3}D -> nn.AvgPoolNd(count_include_pad=False).
+
+    TF's SAME average divides by the real elements only (pitfall 11).
+    """
+    cfg = layer.get_config()
+    size, strides, padding = _geometry(cfg)
+    if padding is None:
+        return ctx.call_module(_TF_AVG[len(size)](size, strides, cfg["padding"]), inputs)
+    return ctx.call_module(_AVG[len(size)](size, strides, padding, count_include_pad=False),
+                           inputs)
+
+
+@register_layer("GlobalAveragePooling1D", "GlobalAveragePooling2D", "GlobalAveragePooling3D",
+                "GlobalMaxPooling1D", "GlobalMaxPooling2D", "GlobalMaxPooling3D",
+                policy=Policy.CHANNELS_FIRST, supports=_channels_last)
+def GlobalPoolingND(ctx: Context, layer, inputs):
+    """keras.layers.Global{Average,Max}Pooling{1,2,3}D: mean/amax over the spatial dims.
+
+    ``keepdims=True`` keeps ``[N, C, 1, ...]`` (Keras ``[N, 1, ..., C]``) as the held
+    channels-first layout; without it the result is ``[N, C]`` (pitfall 2).
+    """
+    cfg = layer.get_config()
+    rank = len(ctx.input_shape)
+    dims = tuple(range(2, rank))
+    reduce = torch.mean if "Average" in type(layer).__name__ else torch.amax
+    return ctx.call_function(reduce, inputs, dim=dims, keepdim=bool(cfg["keepdims"]))

@@ -1,0 +1,168 @@
+"""Recurrent layers: LSTM, GRU, SimpleRNN, Bidirectional -> nn.LSTM / nn.GRU / nn.RNN.
+
+Keras gates LSTM ``(i, f, c, o)`` with one bias = torch's ``(i, f, g, o)`` (the bias goes to
+``bias_ih``, ``bias_hh`` is zero); GRU ``reset_after=True`` is torch's GRU with gates
+``(z, r, h)`` -> ``(r, z, n)`` (pitfall 13); ``reset_after=False`` and non-default activations
+use torch_layers' Keras twins. ``go_backwards`` flips the input and returns the reversed
+sequence as Keras does. Inputs are ``[N, T, F]`` (``batch_first``).
+"""
+
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+import torch
+from torch import nn
+
+from crossport.layout.policy import Policy
+from crossport.to_torch.context import Context
+from crossport.to_torch.registry import register_layer
+from crossport.torch_layers import KerasGRU, KerasLSTM, KerasSimpleRNN, activation_name
+from crossport.weights import (
+    gru_weights_from_keras,
+    lstm_weights_from_keras,
+    rnn_weights_from_keras,
+)
+
+_PLAIN = {"LSTM": nn.LSTM, "GRU": nn.GRU, "SimpleRNN": nn.RNN}
+_TWIN = {"LSTM": KerasLSTM, "GRU": KerasGRU, "SimpleRNN": KerasSimpleRNN}
+_RULE = {"LSTM": lstm_weights_from_keras, "GRU": gru_weights_from_keras,
+         "SimpleRNN": rnn_weights_from_keras}
+
+
+def _arr(variable) -> np.ndarray:
+    return np.asarray(variable.numpy())
+
+
+def _plain(layer) -> bool:
+    """Whether torch's cuDNN-style layer computes exactly this Keras layer."""
+    cfg = layer.get_config()
+    kind = type(layer).__name__
+    act = activation_name(cfg["activation"])
+    if kind == "SimpleRNN":
+        return act in ("tanh", "relu") and cfg["use_bias"]
+    if act != "tanh" or activation_name(cfg["recurrent_activation"]) != "sigmoid":
+        return False
+    return cfg["use_bias"] and (kind == "LSTM" or cfg["reset_after"])
+
+
+def _rnn_supported(layer) -> str | None:
+    if layer.get_config().get("stateful"):
+        return "stateful RNNs are not converted (pass initial_state instead)"
+    return None
+
+
+def _load_plain(module: nn.RNNBase, layer, suffix: str = "") -> None:
+    cell = layer.cell
+    bias = _arr(cell.bias) if cell.bias is not None else None
+    w_ih, w_hh, b_ih, b_hh = _RULE[type(layer).__name__](
+        _arr(cell.kernel), _arr(cell.recurrent_kernel), bias)
+    with torch.no_grad():
+        for name, value in (("weight_ih", w_ih), ("weight_hh", w_hh), ("bias_ih", b_ih),
+                            ("bias_hh", b_hh)):
+            target = getattr(module, f"{name}_l0{suffix}")
+            target.copy_(torch.from_numpy(np.ascontiguousarray(value)))
+
+
+def _make_plain(layer, bidirectional: bool = False) -> nn.RNNBase:
+    kind = type(layer).__name__
+    cfg = layer.get_config()
+    kwargs = {"batch_first": True, "bidirectional": bidirectional}
+    if kind == "SimpleRNN":
+        kwargs["nonlinearity"] = activation_name(cfg["activation"])
+    return _PLAIN[kind](int(layer.cell.kernel.shape[0]), int(cfg["units"]), **kwargs)
+
+
+def _initial(ctx: Context, kind: str, initial_state, bidirectional: bool = False):
+    if not initial_state:
+        return None
+    states = [s for s in initial_state]
+    if bidirectional:  # Keras: forward states then backward states -> [2, N, H] each
+        half = len(states) // 2
+        pairs = list(zip(states[:half], states[half:]))
+        states = [ctx.call_function(torch.stack, list(p)) for p in pairs]
+    else:
+        states = [ctx.call_method("unsqueeze", s, 0) for s in states]
+    return tuple(states) if kind == "LSTM" else states[0]
+
+
+def _states(ctx: Context, kind: str, hidden):
+    """Keras' returned states [h(, c)] from torch's h_n / (h_n, c_n), single direction."""
+    if kind == "LSTM":
+        parts = [ctx.call_function(operator.getitem, hidden, i) for i in (0, 1)]
+        return [ctx.call_function(operator.getitem, part, 0) for part in parts]
+    return [ctx.call_function(operator.getitem, hidden, 0)]
+
+
+@register_layer("LSTM", "GRU", "SimpleRNN", policy=Policy.CANONICAL, supports=_rnn_supported)
+def Recurrent(ctx: Context, layer, inputs, initial_state=None, **_call_kwargs):
+    """keras.layers.LSTM / GRU / SimpleRNN -> nn.LSTM / nn.GRU / nn.RNN (batch_first)."""
+    kind = type(layer).__name__
+    cfg = layer.get_config()
+    if not _plain(layer):
+        module = _TWIN[kind].from_keras(layer)
+        args = (inputs,) if initial_state is None else (inputs, list(initial_state))
+        result = ctx.call_module(module, *args)
+        if not cfg["return_state"]:
+            return result
+        return [ctx.call_function(operator.getitem, result, i)
+                for i in range(3 if kind == "LSTM" else 2)]
+    module = _make_plain(layer)
+    _load_plain(module, layer)
+    x = ctx.call_function(torch.flip, inputs, [1]) if cfg["go_backwards"] else inputs
+    state0 = _initial(ctx, kind, initial_state)
+    result = ctx.call_module(module, x) if state0 is None else ctx.call_module(module, x, state0)
+    seq = ctx.call_function(operator.getitem, result, 0)
+    out = seq if cfg["return_sequences"] else ctx.call_function(
+        operator.getitem, seq, (slice(None), -1))
+    if not cfg["return_state"]:
+        return out
+    return [out, *_states(ctx, kind, ctx.call_function(operator.getitem, result, 1))]
+
+
+def _bidirectional_supported(layer) -> str | None:
+    inner, backward = layer.forward_layer, layer.backward_layer
+    if layer.get_config()["merge_mode"] != "concat":
+        return f"Bidirectional merge_mode={layer.get_config()['merge_mode']!r}: only 'concat'"
+    if type(inner).__name__ not in _PLAIN or not (_plain(inner) and _plain(backward)):
+        return "Bidirectional over a layer torch's bidirectional RNNs do not compute exactly"
+    fwd, bwd = inner.get_config(), backward.get_config()
+    if fwd["go_backwards"] or not bwd["go_backwards"]:
+        return "Bidirectional with a custom go_backwards setup is not converted"
+    if fwd["units"] != bwd["units"] or fwd["activation"] != bwd["activation"]:
+        return "Bidirectional with different forward/backward layers is not converted"
+    return None
+
+
+@register_layer(policy=Policy.CANONICAL, supports=_bidirectional_supported)
+def Bidirectional(ctx: Context, layer, inputs, initial_state=None, **_call_kwargs):
+    """keras.layers.Bidirectional(LSTM|GRU|SimpleRNN, merge_mode='concat') -> bidirectional RNN.
+
+    Keras flips the backward sequence back before concatenating = torch's output; without
+    ``return_sequences`` Keras takes each direction's last step = torch's ``h_n``.
+    """
+    fwd, bwd = layer.forward_layer, layer.backward_layer
+    kind = type(fwd).__name__
+    cfg = fwd.get_config()
+    module = _make_plain(fwd, bidirectional=True)
+    _load_plain(module, fwd)
+    _load_plain(module, bwd, "_reverse")
+    state0 = _initial(ctx, kind, initial_state, bidirectional=True)
+    result = ctx.call_module(module, inputs) if state0 is None else \
+        ctx.call_module(module, inputs, state0)
+    hidden = ctx.call_function(operator.getitem, result, 1)
+    h_n = ctx.call_function(operator.getitem, hidden, 0) if kind == "LSTM" else hidden
+    if cfg["return_sequences"]:
+        out = ctx.call_function(operator.getitem, result, 0)
+    else:
+        out = ctx.call_function(torch.cat, [ctx.call_function(operator.getitem, h_n, 0),
+                                            ctx.call_function(operator.getitem, h_n, 1)], dim=-1)
+    if not cfg["return_state"]:
+        return out
+    if kind == "LSTM":
+        c_n = ctx.call_function(operator.getitem, hidden, 1)
+        states = [ctx.call_function(operator.getitem, t, i) for i in (0, 1) for t in (h_n, c_n)]
+    else:
+        states = [ctx.call_function(operator.getitem, h_n, i) for i in (0, 1)]
+    return [out, *states]

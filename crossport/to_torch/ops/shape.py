@@ -1,0 +1,187 @@
+"""Shape layers: Flatten, Reshape, Permute, ZeroPadding, Cropping, UpSampling.
+
+Flatten of a channels-first block is ``torch.flatten`` in C-major order and marks the result
+flat-permuted, so a following Dense permutes its weight instead (pitfall 9); anything else
+reading it gets Keras' H, W, C order back. Permute only relabels the layout (no op).
+"""
+
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+import torch
+from torch import nn
+
+from crossport.layout import FlatOrder, Layout, canonical, channels_first
+from crossport.layout.policy import Policy
+from crossport.to_torch.context import Context, Held, static
+from crossport.to_torch.registry import register_layer
+from crossport.torch_layers import METHODS, KerasUpSampling2D, TFResize
+
+
+def _channels_last(layer) -> str | None:
+    if layer.get_config().get("data_format", "channels_last") != "channels_last":
+        return "data_format='channels_first' layers are not converted yet"
+    return None
+
+
+@register_layer(policy=Policy.CUSTOM, supports=_channels_last)
+def Flatten(ctx: Context, layer, inputs: Held) -> Held:
+    """keras.layers.Flatten: a flat-permuted [N, F] when the block is held permuted."""
+    if inputs.rank <= 2 or inputs.layout.flat is not None:
+        return inputs if inputs.rank <= 2 else ctx.canonical(inputs)
+    return flatten_held(ctx, inputs)
+
+
+def flatten_held(ctx: Context, inputs: Held) -> Held:
+    """``[N, *block] -> [N, F]`` of a held block: C-major, marked flat-permuted (pitfall 9)."""
+    block = static(inputs.shape)
+    size = int(np.prod(block))
+    node = ctx.call_method("flatten", inputs.node, 1)
+    real = [d for d in inputs.layout.perm if inputs.shape[d] != 1]
+    if real == sorted(real):  # only size-1 dims are out of Keras order: the same features
+        return Held(node, canonical(2), (inputs.shape[0], size))
+    block_perm = tuple(p - 1 for p in inputs.layout.perm[1:])
+    return Held(node, Layout((0, 1), FlatOrder(block, block_perm)), (inputs.shape[0], size))
+
+
+@register_layer(policy=Policy.CUSTOM)
+def Reshape(ctx: Context, layer, inputs: Held) -> Held:
+    """keras.layers.Reshape(target_shape).
+
+    A reshape that only inserts or drops size-1 dims runs on the held tensor as it is when
+    the real dims keep their held order (squeeze-excite's ``[N, C] -> [N, 1, 1, C]`` becomes
+    ``[N, C, 1, 1]``, channels-first, no permute); others run on the Keras-ordered tensor.
+    """
+    target = tuple(int(s) for s in layer.get_config()["target_shape"])
+    out_shape = (inputs.shape[0], *target)
+    held = unit_reshape(ctx, inputs, out_shape)
+    if held is not None:
+        return held
+    inputs = ctx.canonical(inputs)
+    batch = -1 if -1 not in target else ctx.call_method("size", inputs.node, 0)
+    node = ctx.call_method("reshape", inputs.node, batch, *target)
+    return Held(node, canonical(len(out_shape)), out_shape)
+
+
+def unit_reshape(ctx: Context, inputs: Held, out_shape: tuple) -> Held | None:
+    if inputs.layout.flat is not None or -1 in out_shape[1:] or None in inputs.shape[1:]:
+        return None
+    if inputs.shape[0] is None and out_shape[0] not in (None, -1):
+        return None
+    real_in = [d for d, s in enumerate(inputs.shape) if s != 1]
+    real_out = [d for d, s in enumerate(out_shape) if s != 1]
+    if [inputs.shape[d] for d in real_in] != [out_shape[d] for d in real_out]:
+        return None
+    held_in = [real_in.index(d) for d in inputs.layout.perm if d in real_in]
+    for layout in (channels_first(len(out_shape)), canonical(len(out_shape))):
+        if [real_out.index(d) for d in layout.perm if d in real_out] == held_in:
+            sizes = [-1 if p == 0 else out_shape[p] for p in layout.perm]
+            node = ctx.call_method("reshape", inputs.node, *sizes)
+            return Held(node, layout, out_shape)
+    return None
+
+
+@register_layer(policy=Policy.CUSTOM)
+def Permute(ctx: Context, layer, inputs: Held) -> Held:
+    """keras.layers.Permute(dims): no op, only the layout label changes.
+
+    With ``held == x.permute(p)`` and ``y = x.permute(d)``: ``held == y.permute(q)``,
+    ``q[i] = inverse(d)[p[i]]``.
+    """
+    if inputs.layout.flat is not None:
+        inputs = ctx.canonical(inputs)
+    dims = (0, *(int(d) for d in layer.get_config()["dims"]))
+    inverse = np.argsort(dims)
+    layout = Layout(tuple(int(inverse[p]) for p in inputs.layout.perm))
+    shape = tuple(inputs.shape[d] for d in dims)
+    return Held(inputs.node, layout, shape)
+
+
+def _pairs(cfg_value, rank: int) -> list[tuple[int, int]]:
+    """ZeroPadding/Cropping config as one (before, after) pair per spatial dim."""
+    if isinstance(cfg_value, int):
+        return [(cfg_value, cfg_value)] * rank
+    if rank == 1 and len(cfg_value) == 2 and all(isinstance(v, int) for v in cfg_value):
+        return [(int(cfg_value[0]), int(cfg_value[1]))]  # 1D: one (before, after) pair
+    out = []
+    for v in cfg_value:
+        out.append((v, v) if isinstance(v, int) else (int(v[0]), int(v[1])))
+    return out
+
+
+@register_layer("ZeroPadding1D", "ZeroPadding2D", "ZeroPadding3D",
+                policy=Policy.CHANNELS_FIRST, supports=_channels_last)
+def ZeroPaddingND(ctx: Context, layer, inputs):
+    """keras.layers.ZeroPadding{1,2,3}D -> nn.ZeroPad{1,2,3}d (F.pad order: last dim first)."""
+    rank = len(ctx.input_shape) - 2
+    pairs = _pairs(layer.get_config()["padding"], rank)
+    flat = tuple(v for pair in reversed(pairs) for v in pair)  # pitfall 7
+    pad = {1: nn.ZeroPad1d, 2: nn.ZeroPad2d, 3: nn.ZeroPad3d}[rank]
+    return ctx.call_module(pad(flat), inputs)
+
+
+@register_layer("Cropping1D", "Cropping2D", "Cropping3D", policy=Policy.CHANNELS_FIRST,
+                supports=_channels_last)
+def CroppingND(ctx: Context, layer, inputs):
+    """keras.layers.Cropping{1,2,3}D: a slice of each spatial dim."""
+    rank = len(ctx.input_shape) - 2
+    pairs = _pairs(layer.get_config()["cropping"], rank)
+    index = (slice(None), slice(None)) + tuple(
+        slice(before, -after if after else None) for before, after in pairs)
+    return ctx.call_function(operator.getitem, inputs, index)
+
+
+@register_layer(policy=Policy.CHANNELS_FIRST, supports=_channels_last)
+def UpSampling1D(ctx: Context, layer, inputs):
+    """keras.layers.UpSampling1D(size): each step repeated ``size`` times."""
+    return ctx.call_function(torch.repeat_interleave, inputs, int(layer.get_config()["size"]),
+                             dim=2)
+
+
+def _upsampling_supported(layer) -> str | None:
+    reason = _channels_last(layer)
+    if reason is None and layer.get_config()["interpolation"] not in ("nearest", "bilinear"):
+        return (f"UpSampling2D interpolation {layer.get_config()['interpolation']!r}: "
+                "use nearest or bilinear")
+    return reason
+
+
+@register_layer(policy=Policy.CHANNELS_FIRST, supports=_upsampling_supported)
+def UpSampling2D(ctx: Context, layer, inputs):
+    """keras.layers.UpSampling2D -> nn.Upsample (nearest repeats; bilinear is TF half-pixel).
+
+    Integer-factor nearest is a pure repeat in both; TF's half-pixel bilinear upsampling is
+    torch's ``align_corners=False`` (pitfall 12). Other modes: torch_layers.KerasUpSampling2D.
+    """
+    cfg = layer.get_config()
+    size = tuple(int(s) for s in cfg["size"])
+    if cfg["interpolation"] == "nearest":
+        return ctx.call_module(nn.Upsample(scale_factor=size, mode="nearest"), inputs)
+    if cfg["interpolation"] == "bilinear":
+        return ctx.call_module(
+            nn.Upsample(scale_factor=size, mode="bilinear", align_corners=False), inputs)
+    return ctx.call_module(KerasUpSampling2D.from_keras(layer), inputs)
+
+
+def _resizing_supported(layer) -> str | None:
+    cfg = layer.get_config()
+    if cfg.get("crop_to_aspect_ratio") or cfg.get("pad_to_aspect_ratio"):
+        return "Resizing with crop/pad_to_aspect_ratio is not converted"
+    if cfg["interpolation"] not in METHODS:
+        return f"Resizing interpolation {cfg['interpolation']!r}: supported {sorted(METHODS)}"
+    return _channels_last(layer)
+
+
+@register_layer(policy=Policy.CHANNELS_FIRST, supports=_resizing_supported)
+def Resizing(ctx: Context, layer, inputs):
+    """keras.layers.Resizing -> torch_layers.TFResize (tf.image.resize's kernels, pitfall 12)."""
+    return ctx.call_module(TFResize.from_keras(layer), inputs)
+
+
+@register_layer(policy=Policy.CANONICAL)
+def RepeatVector(ctx: Context, layer, inputs):
+    """keras.layers.RepeatVector(n): ``[N, F] -> [N, n, F]`` (a copy, like Keras)."""
+    n = int(layer.get_config()["n"])
+    return ctx.call_method("repeat", ctx.call_method("unsqueeze", inputs, 1), 1, n, 1)

@@ -1,0 +1,37 @@
+"""The supported Keras layer table, generated from the reverse registry (never edited by hand).
+
+``crossport.to_keras.optable`` appends it to docs/ops.md, so one command regenerates both.
+"""
+
+from __future__ import annotations
+
+from crossport.to_torch.registry import registered_layers, registered_ops
+
+HEADER = """
+# Supported Keras layers (Keras → PyTorch)
+
+Generated from the reverse converter registry (`crossport.to_torch.registry`). Policies: see
+[architecture.md](architecture.md); plain torch modules are used wherever torch has a layer
+with identical numerics, `crossport.torch_layers` otherwise (see each converter's docstring).
+
+| Keras class | kind | policy | family | converter |
+|---|---|---|---|---|
+"""
+
+
+def rows() -> list[tuple[str, str, str, str, str]]:
+    table = []
+    for kind, registry in (("layer", registered_layers()), ("keras.ops", registered_ops())):
+        for name, conv in registry.items():
+            family = conv.fn.__module__.rsplit(".", 1)[-1]
+            table.append((name, kind, conv.policy.value, family, conv.fn.__name__))
+    return sorted(table, key=lambda r: (r[1] != "layer", r[0]))
+
+
+def markdown() -> str:
+    return HEADER + "".join(f"| `{name}` | {kind} | {policy} | {family} | `{fn}` |\n"
+                            for name, kind, policy, family, fn in rows())
+
+
+if __name__ == "__main__":
+    print(markdown(), end="")

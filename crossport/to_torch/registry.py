@@ -1,0 +1,99 @@
+"""The reverse converter table: Keras layer class (or keras.ops op) -> converter, policy.
+
+A converter is a function named after the Keras class it converts, registered with
+:func:`register_layer` (``keras.layers.*``) or :func:`register_op` (``keras.ops`` nodes in a
+functional graph; the two tables are separate because names collide, e.g. ``Add``)::
+
+    @register_layer("ReLU", policy=Policy.AGNOSTIC)
+    def ReLU(ctx, layer, inputs):
+        \"\"\"keras.layers.ReLU -> nn.ReLU (plain; max_value/threshold go to torch_layers).\"\"\"
+        return ctx.call_module(nn.ReLU(), inputs)
+
+``inputs`` is the layer's positional tensor argument (a tensor, or a list for merge layers),
+held as the policy asks (``crossport.Policy``): fx nodes for AGNOSTIC/CHANNELS_FIRST/
+CANONICAL converters, :class:`~crossport.to_torch.context.Held` values for CUSTOM ones.
+``supports(layer) -> reason | None`` rejects configurations that cannot be converted exactly;
+the pre-flight check lists every such layer at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from crossport.layout.policy import Policy
+
+SupportsFn = Callable[[object], "str | None"]
+
+
+@dataclass(frozen=True)
+class LayerConverter:
+    name: str
+    fn: Callable
+    policy: Policy
+    supports: SupportsFn | None = None
+    keeps_layout: bool = False
+
+    @property
+    def passes_layout(self) -> bool:
+        return self.policy is Policy.AGNOSTIC or self.keeps_layout
+
+    def unsupported_reason(self, layer) -> str | None:
+        return self.supports(layer) if self.supports is not None else None
+
+
+_LAYERS: dict[str, LayerConverter] = {}
+_OPS: dict[str, LayerConverter] = {}
+
+
+def _register(table: dict, names, policy, supports, override, keeps_layout):
+    def decorate(fn: Callable) -> Callable:
+        for name in names or (fn.__name__,):
+            if name in table and not override:
+                raise ValueError(f"{name} already has a converter ({table[name].fn.__name__}); "
+                                 "pass override=True to replace it")
+            table[name] = LayerConverter(name, fn, policy, supports, keeps_layout)
+        return fn
+
+    return decorate
+
+
+def register_layer(*names: str, policy: Policy, supports: SupportsFn | None = None,
+                   override: bool = False, keeps_layout: bool = False):
+    """Register the decorated function for the Keras layer classes ``names`` (default: its name)."""
+    return _register(_LAYERS, names, policy, supports, override, keeps_layout)
+
+
+def register_op(*names: str, policy: Policy, supports: SupportsFn | None = None,
+                override: bool = False, keeps_layout: bool = False):
+    """Register the decorated function for ``keras.ops`` operation classes ``names``."""
+    return _register(_OPS, names, policy, supports, override, keeps_layout)
+
+
+def lookup(operation) -> LayerConverter | None:
+    """The converter of a Keras layer or keras.ops operation instance, or None."""
+    import keras
+
+    _load_builtin_converters()
+    table = _LAYERS if isinstance(operation, keras.layers.Layer) else _OPS
+    return table.get(type(operation).__name__)
+
+
+def registered_layers() -> dict[str, LayerConverter]:
+    _load_builtin_converters()
+    return dict(_LAYERS)
+
+
+def registered_ops() -> dict[str, LayerConverter]:
+    _load_builtin_converters()
+    return dict(_OPS)
+
+
+_loaded = False
+
+
+def _load_builtin_converters() -> None:
+    global _loaded
+    if not _loaded:
+        _loaded = True
+        from crossport.to_torch import ops  # noqa: F401  (registers on import)

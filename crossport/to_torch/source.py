@@ -1,0 +1,220 @@
+"""``to_torch_source``: a converted module as readable PyTorch source plus its weights.
+
+The file defines ``class KerasModel(nn.Module)`` whose ``__init__`` builds every submodule with
+its constructor arguments and whose ``forward`` is the GraphModule's code, and
+``build_model()`` loading the state_dict saved beside it (``<file>.pt``). The written file is
+imported back, loaded strictly and compared with the module on the example inputs before
+``to_torch_source`` returns: a module it cannot write faithfully is an ``ExportError``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from crossport.errors import ExportError
+from crossport.to_torch import modules as own
+from crossport.torch_layers import conv as tf_conv
+from crossport.torch_layers import normalization as tf_norm
+from crossport.torch_layers import pooling as tf_pool
+from crossport.torch_layers import recurrent as tf_rnn
+from crossport.torch_layers import resize as tf_resize
+from crossport.torch_layers.activation import KerasActivation, KerasPReLU
+
+
+def _avg(m) -> str:
+    extra = f", divisor_override={m.divisor_override!r}" if hasattr(m, "divisor_override") else ""
+    return (f"{m.kernel_size!r}, {m.stride!r}, {m.padding!r}, ceil_mode={m.ceil_mode!r}, "
+            f"count_include_pad={m.count_include_pad!r}{extra}")
+
+
+def _rnn(m) -> str:
+    extra = f", nonlinearity={m.nonlinearity!r}" if isinstance(m, nn.RNN) else ""
+    return (f"{m.input_size}, {m.hidden_size}, batch_first={m.batch_first!r}, "
+            f"bidirectional={m.bidirectional!r}{extra}")
+
+
+def _tf_conv(m) -> str:
+    return (f"{m.in_channels}, {m.filters}, {m.kernel_size!r}, {m.strides!r}, {m.padding!r}, "
+            f"{m.dilation_rate!r}, {m.groups}, {m.bias is not None!r}, {m.activation!r}")
+
+
+def _tf_depthwise(m) -> str:
+    return (f"{m.in_channels}, {m.kernel_size!r}, {m.strides!r}, {m.padding!r}, "
+            f"{m.depth_multiplier}, {m.dilation_rate!r}, {m.bias is not None!r}, "
+            f"{m.activation!r}")
+
+
+def _tf_conv_t(m) -> str:
+    return (f"{m.weight.shape[0]}, {m.filters}, {m.kernel_size!r}, {m.strides!r}, "
+            f"{m.padding!r}, {m.output_padding!r}, {m.dilation_rate!r}, "
+            f"{m.bias is not None!r}, {m.activation!r}")
+
+
+def _keras_rnn(m) -> str:
+    extra = f", reset_after={m.reset_after!r}" if hasattr(m, "reset_after") else ""
+    return (f"{m.input_size}, {m.units}, {m.activation!r}, {m.recurrent_activation!r}, "
+            f"{m.bias is not None!r}, {m.return_sequences!r}, {m.return_state!r}, "
+            f"{m.go_backwards!r}{extra}")
+
+
+def _shape(t: torch.Tensor) -> str:
+    return f"torch.zeros({tuple(t.shape)!r})"
+
+
+# class -> constructor arguments (as source). Plain torch modules not listed use extra_repr,
+# which is their constructor call for the classes listed in _EXTRA_REPR_OK.
+_ARGS: dict[type, Callable[[nn.Module], str]] = {
+    nn.AvgPool1d: _avg, nn.AvgPool2d: _avg, nn.AvgPool3d: _avg,
+    nn.LSTM: _rnn, nn.GRU: _rnn, nn.RNN: _rnn,
+    nn.Upsample: lambda m: (f"scale_factor={m.scale_factor!r}, mode={m.mode!r}, "
+                            f"align_corners={m.align_corners!r}"),
+    tf_conv.TFConv1d: _tf_conv, tf_conv.TFConv2d: _tf_conv, tf_conv.TFConv3d: _tf_conv,
+    tf_conv.TFDepthwiseConv1d: _tf_depthwise, tf_conv.TFDepthwiseConv2d: _tf_depthwise,
+    tf_conv.TFConv1dTranspose: _tf_conv_t, tf_conv.TFConv2dTranspose: _tf_conv_t,
+    tf_conv.TFConv3dTranspose: _tf_conv_t,
+    tf_norm.KerasBatchNorm: lambda m: (f"{m.num_features}, {m.eps!r}, {m.momentum!r}, "
+                                       f"{m.bias is not None!r}, {m.weight is not None!r}, "
+                                       f"{m.axis}"),
+    tf_norm.KerasLayerNorm: lambda m: (f"{m.normalized_shape!r}, {m.axis!r}, {m.eps!r}, "
+                                       f"{m.bias is not None!r}, {m.weight is not None!r}, "
+                                       f"{m.rms_scaling!r}"),
+    tf_norm.KerasGroupNorm: lambda m: (f"{m.groups}, {m.num_channels}, {m.eps!r}, "
+                                       f"{m.bias is not None!r}, {m.weight is not None!r}, "
+                                       f"{m.axis}"),
+    tf_rnn.KerasLSTM: _keras_rnn, tf_rnn.KerasGRU: _keras_rnn, tf_rnn.KerasSimpleRNN: _keras_rnn,
+    tf_resize.TFResize: lambda m: f"{m.size!r}, {m.method!r}, {m.antialias!r}",
+    tf_resize.KerasUpSampling2D: lambda m: f"{m.size!r}, {m.interpolation!r}",
+    KerasActivation: lambda m: f"{m.name!r}, {m.axis}",
+    KerasPReLU: lambda m: f"{tuple(m.alpha.shape)!r}",
+    own.Scale: lambda m: f"{m.scale!r}, {m.offset!r}",
+    own.Standardize: lambda m: f"{_shape(m.mean)}, {_shape(m.variance)}, {m.invert!r}",
+    own.ChannelScale: lambda m: _shape(m.gamma),
+    own.KerasMultiHeadAttention: lambda m: (
+        f"{m.query.in_features}, {m.key.in_features}, {m.value.in_features}, {m.num_heads}, "
+        f"{m.key_dim}, {m.value_dim}, {m.attention_output.out_features}, "
+        f"{m.query.bias is not None!r}"),
+}
+for _cls in (tf_pool.TFMaxPool1d, tf_pool.TFMaxPool2d, tf_pool.TFMaxPool3d, tf_pool.TFAvgPool1d,
+             tf_pool.TFAvgPool2d, tf_pool.TFAvgPool3d):
+    _ARGS[_cls] = lambda m: f"{m.pool_size!r}, {m.strides!r}, {m.padding!r}"
+
+_EXTRA_REPR_OK = (
+    nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d,
+    nn.ConvTranspose3d, nn.Linear, nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.LayerNorm,
+    nn.GroupNorm, nn.Embedding, nn.MaxPool1d, nn.MaxPool2d, nn.MaxPool3d, nn.ZeroPad1d,
+    nn.ZeroPad2d, nn.ZeroPad3d, nn.ReLU, nn.ReLU6, nn.Sigmoid, nn.Tanh, nn.ELU, nn.SELU, nn.SiLU,
+    nn.GELU, nn.Hardsigmoid, nn.Hardswish, nn.Mish, nn.Softsign, nn.LogSigmoid, nn.Tanhshrink,
+    nn.Hardtanh, nn.Softmax, nn.LogSoftmax, nn.LeakyReLU,
+)
+
+
+def _constructor(module: nn.Module, path: str) -> tuple[str, str]:
+    """``(import line, constructor call)`` of one leaf module."""
+    cls = type(module)
+    if cls in _ARGS:
+        args = _ARGS[cls](module)
+    elif isinstance(module, _EXTRA_REPR_OK) and cls.__module__.startswith("torch.nn"):
+        args = module.extra_repr()
+    else:
+        raise ExportError(f"to_torch_source cannot write submodule {path!r} ({cls.__name__}); "
+                          "save the module with torch.export (.pt2) instead")
+    if cls.__module__.startswith("torch.nn"):
+        return "", f"nn.{cls.__name__}({args})"
+    return f"from {cls.__module__} import {cls.__name__}", f"{cls.__name__}({args})"
+
+
+def _init_lines(module: nn.Module) -> tuple[list[str], set[str]]:
+    lines, imports, built = [], set(), []
+    for path, sub in module.named_modules():
+        if not path or any(path.startswith(b + ".") for b in built):
+            continue  # the root, or built by its parent's constructor
+        if type(sub) is nn.Module:  # a nested Keras model: a plain container
+            lines.append(f"        self.{path} = nn.Module()")
+            continue
+        built.append(path)
+        imp, call = _constructor(sub, path)
+        if imp:
+            imports.add(imp)
+        lines.append(f"        self.{path} = {call}")
+    return lines, imports
+
+
+def source(module: torch.fx.GraphModule) -> str:
+    """The Python source of ``module`` (see the module docstring)."""
+    code = module.graph.python_code(root_module="self")
+    unknown = set(code.globals) - {"inf", "nan", "NoneType", "torch", "device", "fx_pytree",
+                                   "pytree", "operator"}
+    if unknown:
+        raise ExportError(f"to_torch_source cannot write functions {sorted(unknown)}; save the "
+                          "module with torch.export (.pt2) instead")
+    init, imports = _init_lines(module)
+    body = "\n".join("    " + line if line.strip() else line
+                     for line in code.src.strip("\n").splitlines())
+    return "\n".join([
+        '"""PyTorch port of a Keras model, written by crossport.to_torch_source."""', "",
+        "import math  # noqa: F401", "import operator  # noqa: F401", "from pathlib import Path",
+        "", "import torch", "from torch import nn", *sorted(imports), "", "",
+        "class KerasModel(nn.Module):", "    def __init__(self):", "        super().__init__()",
+        *init, "", body, "", "",
+        "def build_model(weights=Path(__file__).with_suffix('.pt')):",
+        '    """The model with the converted weights, in eval mode."""',
+        "    model = KerasModel()",
+        "    model.load_state_dict(torch.load(weights), strict=True)",
+        "    return model.eval()", ""])
+
+
+def to_torch_source(conversion_or_module, path, example_args: tuple | None = None) -> Path:
+    """Write ``path`` (PyTorch source) and ``path.with_suffix('.pt')`` (its state_dict).
+
+    Args:
+        conversion_or_module: a :class:`~crossport.to_torch.api.TorchConversion` or its module.
+        path: the ``.py`` file to write.
+        example_args: inputs for the re-check (a TorchConversion remembers its own).
+
+    Example:
+        >>> import keras, torch, crossport, tempfile, pathlib
+        >>> kmodel = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+        >>> conv = crossport.to_torch_with_report(kmodel, (torch.randn(1, 4),))
+        >>> out = crossport.to_torch_source(conv, pathlib.Path(tempfile.mkdtemp()) / "m.py")
+        >>> out.name
+        'm.py'
+    """
+    module = getattr(conversion_or_module, "module", conversion_or_module)
+    example_args = example_args or getattr(conversion_or_module, "example_args", None)
+    if not example_args:
+        raise ExportError("to_torch_source needs example_args for its re-check")
+    path = Path(path)
+    weights = path.with_suffix(".pt")
+    text = source(module)
+    path.write_text(text)
+    torch.save(module.state_dict(), weights)
+    try:
+        _recheck(path, module, example_args)
+    except Exception as exc:
+        for written in (path, weights):
+            if written.exists():
+                os.unlink(written)
+        if isinstance(exc, ExportError):
+            raise
+        raise ExportError(f"the written source does not rebuild the module: "
+                          f"{type(exc).__name__}: {exc}") from exc
+    return path
+
+
+def _recheck(path: Path, module: nn.Module, args: tuple) -> None:
+    spec = importlib.util.spec_from_file_location(f"_crossport_check_{path.stem}", path)
+    written = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(written)
+    rebuilt = written.build_model()
+    with torch.no_grad():
+        for want, got in zip(torch.utils._pytree.tree_leaves(module(*args)),
+                             torch.utils._pytree.tree_leaves(rebuilt(*args))):
+            if not torch.equal(want, got):
+                raise ExportError(f"{path}: the rebuilt module differs from the conversion "
+                                  f"(max |d| {(want - got).abs().max().item():.2e})")

@@ -1,0 +1,145 @@
+"""The reverse self-check: Keras on its own runtime vs the converted torch module.
+
+Same metric, tolerance and float64 verdict as the forward direction (docs/parity.md): the
+converted module run in float64 stands for the truth; the verdict is ``rounding`` when Keras
+(float32, TF) is about as far from it as torch float32 is. On divergence the top-level Keras
+layers' outputs are compared one by one and the first past tolerance is named.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import keras
+import numpy as np
+import torch
+
+from crossport.layout import Layout
+from crossport.parity.metrics import normalized_error, rounding_verdict
+from crossport.parity.report import NodeDivergence, ParityReport
+from crossport.parity.verify import fresh_inputs
+from crossport.to_torch.emit import EmittedModule
+from crossport.to_torch.graph import KGraph
+from crossport.weights import flat_feature_order
+
+
+def keras_arrays(args: tuple, channels_first_io: bool) -> list[np.ndarray]:
+    """torch inputs as the Keras model takes them (NCHW -> NHWC with ``channels_first_io``)."""
+    out = []
+    for t in args:
+        a = t.detach().cpu().numpy()
+        if channels_first_io and a.ndim >= 3:
+            a = np.moveaxis(a, 1, -1)
+        out.append(a)
+    return out
+
+
+def run_keras(model, args: tuple, channels_first_io: bool) -> list[np.ndarray]:
+    arrays = keras_arrays(args, channels_first_io)
+    out = model(arrays if len(arrays) > 1 else arrays[0], training=False)
+    return [np.asarray(o) for o in keras.tree.flatten(out)]
+
+
+def run_torch(module, args: tuple, channels_first_io: bool) -> list[np.ndarray]:
+    with torch.no_grad():
+        out = module(*args)
+    leaves = [t.detach().cpu().numpy() for t in keras.tree.flatten(out)]  # Keras' key order
+    if channels_first_io:
+        leaves = [np.moveaxis(a, 1, -1) if a.ndim >= 3 else a for a in leaves]
+    return leaves
+
+
+def _as_double(args: tuple) -> tuple:
+    return tuple(a.double() if a.is_floating_point() else a for a in args)
+
+
+def verify(kmodel, graph: KGraph, emitted: EmittedModule, example_args: tuple, *,
+           channels_first_io: bool, atol: float, check_inputs: int, seed: int) -> ParityReport:
+    """Compare Keras and the torch module on the example and ``check_inputs`` fresh inputs."""
+    input_sets = [example_args] + [fresh_inputs(example_args, seed + 1 + i)
+                                   for i in range(check_inputs)]
+    errors = []
+    for args in input_sets:
+        ref = run_keras(kmodel, args, channels_first_io)
+        got = run_torch(emitted.module, args, channels_first_io)
+        errors.append(max((normalized_error(r, g) for r, g in zip(ref, got)), default=0.0))
+    worst = int(np.argmax(errors))
+    report = ParityReport(max_error=errors[worst], errors=errors, atol=atol)
+    if errors[worst] > atol:
+        diagnose(report, kmodel, graph, emitted, input_sets[worst], channels_first_io)
+    return report
+
+
+def diagnose(report: ParityReport, kmodel, graph: KGraph, emitted: EmittedModule,
+             args: tuple, channels_first_io: bool) -> None:
+    """Fill in the float64 verdict and the first top-level Keras layer past tolerance."""
+    module64 = copy.deepcopy(emitted.module).double()
+    ref = run_keras(kmodel, args, channels_first_io)
+    got32 = run_torch(emitted.module, args, channels_first_io)
+    got64 = run_torch(module64, _as_double(args), channels_first_io)
+    report.keras_vs_fp64 = max(normalized_error(g, r) for g, r in zip(got64, ref))
+    report.torch_vs_fp64 = max(normalized_error(g, t) for g, t in zip(got64, got32))
+    report.verdict = rounding_verdict(report.keras_vs_fp64, report.torch_vs_fp64)
+    report.first_divergent = first_divergent(graph, emitted, module64, args, channels_first_io,
+                                             report.atol)
+
+
+class _Recorder(torch.fx.Interpreter):
+    def __init__(self, gm):
+        super().__init__(gm)
+        self.values: dict[torch.fx.Node, object] = {}
+
+    def run_node(self, n):
+        result = super().run_node(n)
+        self.values[n] = result
+        return result
+
+
+def _record(module, args) -> dict:
+    recorder = _Recorder(module)
+    with torch.no_grad():
+        recorder.run(*args)
+    return recorder.values
+
+
+def in_keras_layout(value: np.ndarray, layout: Layout) -> np.ndarray:
+    """A held torch value back in the Keras layout."""
+    if layout.flat is not None:
+        order = flat_feature_order(layout.flat.block_shape, layout.flat.block_perm)
+        out = np.empty_like(value)
+        out[..., order] = value
+        return out
+    return np.transpose(value, np.argsort(layout.perm))
+
+
+def first_divergent(graph: KGraph, emitted: EmittedModule, module64, args: tuple,
+                    channels_first_io: bool, atol: float) -> NodeDivergence | None:
+    """The first top-level Keras layer whose torch output is past ``atol`` (None if none)."""
+    checked = [(n, t) for n in graph.nodes if "." not in n.path for t in n.outputs
+               if id(t) in emitted.held]
+    if not checked:
+        return None
+    probe = keras.Model(graph.inputs, [t for _n, t in checked])
+    arrays = keras_arrays(args, channels_first_io)
+    outs = probe(arrays if len(arrays) > 1 else arrays[0], training=False)
+    outs = outs if isinstance(outs, (list, tuple)) else [outs]
+    values32 = _record(emitted.module, args)
+    nodes64 = dict(zip(emitted.module.graph.nodes, module64.graph.nodes))
+    values64 = _record(module64, _as_double(args))
+    for (knode, tensor), ref in zip(checked, outs):
+        held = emitted.held[id(tensor)]
+        got = values32.get(held.node)
+        if not isinstance(got, torch.Tensor):
+            continue
+        ref = np.asarray(ref)
+        got = in_keras_layout(got.numpy(), held.layout)
+        err = normalized_error(ref, got)
+        if err <= atol:
+            continue
+        got64 = in_keras_layout(values64[nodes64[held.node]].numpy(), held.layout)
+        keras_vs_64, torch_vs_64 = normalized_error(got64, ref), normalized_error(got64, got)
+        return NodeDivergence(
+            node=knode.path, op=knode.class_name, module_path=knode.path, source="",
+            error=err, keras_vs_fp64=keras_vs_64, torch_vs_fp64=torch_vs_64,
+            verdict=rounding_verdict(keras_vs_64, torch_vs_64))
+    return None

@@ -1,0 +1,197 @@
+"""Graph-level Keras -> torch: merges, multi-input/output, nested and shared layers, keras.ops
+nodes, recurrent layers, and the clear errors (UnsupportedLayerError, ParityError)."""
+
+import keras
+import numpy as np
+import pytest
+import torch
+
+import crossport
+from tests.to_torch.harness import assert_to_torch, chain, module_types
+
+L = keras.layers
+
+
+def _two_branch(merge):
+    inp = keras.Input((8, 8, 3))
+    a = L.Conv2D(4, 3, padding="same")(inp)
+    b = L.Conv2D(4, 1)(inp)
+    return keras.Model(inp, merge([a, b]))
+
+
+MERGES = {
+    "add": L.Add(), "subtract": L.Subtract(), "multiply": L.Multiply(),
+    "average": L.Average(), "maximum": L.Maximum(), "minimum": L.Minimum(),
+    "concat-channels": L.Concatenate(), "concat-width": L.Concatenate(axis=2),
+}
+
+
+@pytest.mark.parametrize("merge", MERGES.values(), ids=MERGES.keys())
+def test_merge(merge):
+    assert_to_torch(_two_branch(merge), max_permutes=0)
+
+
+def test_broadcast_add_of_lower_rank_tensor():
+    img, vec = keras.Input((6, 6, 4)), keras.Input((4,))
+    x = L.Conv2D(4, 1)(img)
+    y = L.Add()([x, L.Reshape((1, 1, 4))(L.Dense(4)(vec))])
+    assert_to_torch(keras.Model([img, vec], L.Conv2D(2, 1)(y)))
+
+
+def test_multi_input_multi_output_dict():
+    a, b = keras.Input((8, 8, 3), name="image"), keras.Input((5,), name="meta")
+    x = L.GlobalAveragePooling2D()(L.Conv2D(4, 3)(a))
+    y = L.Concatenate()([x, L.Dense(4)(b)])
+    model = keras.Model([a, b], {"logits": L.Dense(3)(y), "feature": x})
+    assert_to_torch(model)
+
+
+def test_nested_models_and_shared_layers():
+    inner = keras.Sequential([keras.Input((8, 8, 4)), L.Conv2D(4, 3, padding="same"),
+                              L.BatchNormalization(), L.ReLU()], name="block")
+    shared = L.Conv2D(4, 1, name="shared")
+    inp = keras.Input((8, 8, 3))
+    x = shared(L.Conv2D(4, 1)(inp))
+    x = inner(x)
+    x = shared(x)  # the same weights called twice
+    conv = assert_to_torch(keras.Model(inp, L.GlobalMaxPooling2D()(x)), max_permutes=0)
+    names = dict(conv.module.named_modules())
+    assert "block.conv2d" in " ".join(names) or any(n.startswith("block.") for n in names)
+    assert sum(1 for n in names if n == "shared") == 1
+    assert conv.module.code.count("self.shared(") == 2
+
+
+def test_nested_functional_model():
+    sub_in = keras.Input((6,))
+    sub = keras.Model(sub_in, L.Dense(4, activation="relu")(sub_in), name="sub")
+    inp = keras.Input((6,))
+    assert_to_torch(keras.Model(inp, L.Dense(2)(sub(inp))))
+
+
+def test_keras_ops_inside_functional_graph():
+    inp = keras.Input((8, 8, 3))
+    x = L.Conv2D(4, 3, padding="same")(inp)
+    x = keras.ops.relu(keras.ops.add(x, 1.0) * 0.5)
+    x = keras.ops.mean(x, axis=[1, 2])
+    x = keras.ops.softmax(keras.ops.concatenate([x, keras.ops.tanh(x)], axis=-1))
+    assert_to_torch(keras.Model(inp, x), max_permutes=0)
+
+
+def test_keras_ops_transpose_reshape_matmul():
+    inp = keras.Input((5, 6))
+    x = L.Dense(6)(inp)
+    t = keras.ops.transpose(x, (0, 2, 1))
+    y = keras.ops.matmul(x, t)
+    y = keras.ops.reshape(y, (-1, 25))
+    assert_to_torch(keras.Model(inp, y))
+
+
+RNN = {
+    "lstm-last": L.LSTM(5),
+    "lstm-seq": L.LSTM(5, return_sequences=True),
+    "lstm-state": L.LSTM(5, return_state=True),
+    "lstm-backwards": L.LSTM(5, return_sequences=True, go_backwards=True),
+    "lstm-hard-sigmoid": L.LSTM(5, recurrent_activation="hard_sigmoid"),
+    "gru-reset-after": L.GRU(5, return_sequences=True),
+    "gru-reset-before": L.GRU(5, reset_after=False, return_sequences=True),
+    "gru-state-backwards": L.GRU(5, return_state=True, go_backwards=True),
+    "simplernn": L.SimpleRNN(5, return_sequences=True),
+    "simplernn-relu-state": L.SimpleRNN(5, activation="relu", return_state=True),
+    "bilstm-seq": L.Bidirectional(L.LSTM(4, return_sequences=True)),
+    "bilstm-last": L.Bidirectional(L.LSTM(4)),
+    "bilstm-state": L.Bidirectional(L.LSTM(4, return_state=True)),
+    "bigru-seq": L.Bidirectional(L.GRU(4, return_sequences=True)),
+}
+
+
+@pytest.mark.parametrize("layer", RNN.values(), ids=RNN.keys())
+def test_recurrent(layer):
+    conv = assert_to_torch(chain((7, 6), layer))
+    kind = type(getattr(layer, "forward_layer", layer)).__name__
+    plain = {"LSTM": "LSTM", "GRU": "GRU", "SimpleRNN": "RNN"}[kind]
+    config = str(layer.get_config())
+    if "hard_sigmoid" not in config and "'reset_after': False" not in config:
+        assert plain in module_types(conv.module)
+
+
+def test_lstm_initial_state():
+    x, h, c = keras.Input((7, 6)), keras.Input((5,)), keras.Input((5,))
+    out = L.LSTM(5, return_sequences=True)(x, initial_state=[h, c])
+    assert_to_torch(keras.Model([x, h, c], out))
+
+
+def test_text_model_embedding_bilstm():
+    tokens = keras.Input((9,), dtype="int32")
+    x = L.Embedding(30, 8)(tokens)
+    x = L.Bidirectional(L.GRU(6, return_sequences=True))(x)
+    x = L.LayerNormalization()(x)
+    x = L.GlobalAveragePooling1D()(x)
+    assert_to_torch(keras.Model(tokens, L.Dense(2)(x)), int_high=30, export=True)
+
+
+def test_unsupported_layers_are_all_listed():
+    inp = keras.Input((8, 8, 3))
+    x = L.Lambda(lambda t: t * 2, name="times_two")(inp)
+    x = L.Conv2D(4, 3, data_format="channels_last")(x)
+    x = L.Lambda(lambda t: t + 1, name="plus_one")(x)
+    x = L.Embedding(5, 2, mask_zero=True, name="masked")(L.Flatten()(x))
+    model = keras.Model(inp, x)
+    with pytest.raises(crossport.UnsupportedLayerError) as err:
+        crossport.to_torch(model, (torch.randn(1, 8, 8, 3),))
+    paths = [p[0] for p in err.value.problems]
+    assert paths == ["times_two", "plus_one", "masked"]
+    assert "Lambda" in str(err.value) and "mask_zero" in str(err.value)
+
+
+def test_subclassed_model_is_unsupported():
+    class Net(keras.Model):
+        def __init__(self):
+            super().__init__()
+            self.dense = L.Dense(2)
+
+        def call(self, x):
+            return self.dense(x)
+
+    net = Net()
+    net(np.zeros((1, 3), "float32"))
+    with pytest.raises(crossport.UnsupportedLayerError, match="subclassed"):
+        crossport.to_torch(net, (torch.randn(1, 3),))
+
+
+def test_parity_error_names_first_divergent_layer(monkeypatch):
+    model = chain((8, 8, 3), L.Conv2D(4, 3, name="first"), L.BatchNormalization(name="bn"),
+                  L.Conv2D(2, 1, name="last"))
+    from tests.to_torch.harness import make_live
+    make_live(model)
+    from crossport.to_torch.ops import norm
+
+    real = norm.nn.BatchNorm2d
+
+    def wrong_eps(channels, eps, momentum):  # the classic hand-port bug: torch's eps
+        return real(channels, eps=0.5, momentum=momentum)
+
+    monkeypatch.setitem(norm._BN, 4, wrong_eps)
+    with pytest.raises(crossport.ParityError) as err:
+        crossport.to_torch(model, (torch.randn(2, 8, 8, 3),))
+    report = err.value.report
+    assert report.first_divergent.node == "bn"
+    assert report.verdict == "semantic"
+    assert "bn" in str(err.value)
+
+
+@pytest.mark.parametrize("suffix", [".keras", ".h5"])
+def test_model_file_paths(tmp_path, suffix):
+    model = keras.Sequential([keras.Input((6, 6, 2)), L.Conv2D(3, 3, padding="same"),
+                              L.GlobalAveragePooling2D(), L.Dense(2)])
+    path = tmp_path / f"model{suffix}"
+    model.save(path)
+    x = torch.randn(2, 6, 6, 2)
+    net = crossport.to_torch(str(path), (x,))
+    np.testing.assert_allclose(net(x).detach().numpy(), model(x.numpy()).numpy(), atol=1e-5)
+
+
+def test_unloadable_file_is_an_input_error(tmp_path):
+    path = tmp_path / "broken.keras"
+    path.write_text("not a model")
+    with pytest.raises(crossport.InputError, match="could not load"):
+        crossport.to_torch(str(path), (torch.randn(1, 3),))

@@ -1,0 +1,65 @@
+"""torch -> Keras (crossport.convert) -> torch (crossport.to_torch) reproduces the original
+function, and weights of layers that map 1:1 come back bit for bit."""
+
+import pytest
+import torch
+from torch import nn
+
+import crossport
+from crossport.compat import import_torchvision
+
+
+def _round_trip(net: nn.Module, x: torch.Tensor):
+    net = net.eval()
+    kmodel = crossport.convert(net, (x,))
+    back = crossport.to_torch_with_report(kmodel, (x,))  # the Keras model takes NCHW
+    with torch.no_grad():
+        for seed in (1, 2):
+            fresh = torch.randn(x.shape, generator=torch.Generator().manual_seed(seed))
+            torch.testing.assert_close(back.module(fresh), net(fresh), atol=1e-4, rtol=1e-4)
+    return back
+
+
+def _assert_weights_bit_exact(net: nn.Module, module: nn.Module) -> int:
+    mine = {name.replace(".", "_"): t for name, t in net.state_dict().items()}
+    theirs = {}
+    for name, t in module.state_dict().items():
+        owner, _, leaf = name.rpartition(".")
+        # Keras names "layer1.0.conv1" come back as layer1_0_conv1 ("0" as "_0")
+        theirs[f"{owner.replace('.', '_').lstrip('_')}_{leaf}"] = t
+    compared = 0
+    for name, t in mine.items():
+        if "num_batches_tracked" in name:
+            continue
+        assert name in theirs, f"{name} missing from {sorted(theirs)[:8]}..."
+        assert torch.equal(theirs[name], t), name
+        compared += 1
+    return compared
+
+
+def test_small_cnn_round_trip_is_exact():
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+                        nn.MaxPool2d(2), nn.Conv2d(8, 4, 3, stride=2, padding=1), nn.ReLU(),
+                        nn.Flatten(), nn.Linear(4 * 4 * 4, 5))
+    with torch.no_grad():
+        net[1].running_mean.normal_()
+        net[1].running_var.uniform_(0.5, 1.5)
+    back = _round_trip(net, torch.randn(2, 3, 16, 16))
+    assert back.report.passed and back.permutes == 0
+    assert _assert_weights_bit_exact(net, back.module) == 10
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2"])
+def test_torchvision_round_trip(name):
+    torch.manual_seed(0)
+    net = getattr(import_torchvision().models, name)()
+    for m in net.modules():
+        if isinstance(m, nn.BatchNorm2d):
+            with torch.no_grad():
+                m.running_mean.normal_(0, 0.2)
+                m.running_var.uniform_(0.5, 1.5)
+    back = _round_trip(net, torch.randn(1, 3, 64, 64))
+    assert back.permutes == 0
+    assert _assert_weights_bit_exact(net, back.module) > 50

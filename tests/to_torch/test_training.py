@@ -1,0 +1,79 @@
+"""Training parity: gradients of a loss w.r.t. inputs and every weight match TF's GradientTape,
+and the trainable parameter count equals Keras'."""
+
+import keras
+import numpy as np
+import tensorflow as tf
+import torch
+
+import crossport
+from crossport.weights import conv_weight_from_keras, dense_weight_from_keras
+from tests.to_torch.harness import make_live
+
+L = keras.layers
+
+
+class _Suffixes(dict):
+    """Look variables up by the end of their path (the model's name prefixes it)."""
+
+    def __getitem__(self, suffix):
+        (hit,) = [v for k, v in self.items() if k == suffix or k.endswith("/" + suffix)]
+        return hit
+
+
+def _grads(model, module, x):
+    xt = tf.constant(x)
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(xt)
+        loss = tf.reduce_sum(tf.square(model(xt, training=False)))
+    keras_grads = _Suffixes({v.path: g.numpy() for v, g in zip(
+        model.trainable_weights, tape.gradient(loss, model.trainable_weights))})
+    keras_dx = tape.gradient(loss, xt).numpy()
+    xs = torch.from_numpy(x).requires_grad_(True)
+    module.zero_grad()
+    (module(xs) ** 2).sum().backward()
+    torch_grads = {n: p.grad.numpy() for n, p in module.named_parameters()}
+    return keras_grads, keras_dx, torch_grads, xs.grad.numpy()
+
+
+def _close(a, b):
+    scale = max(1.0, float(np.abs(a).max()))
+    assert np.abs(a - b).max() / scale < 1e-4, np.abs(a - b).max() / scale
+
+
+def test_cnn_gradients_match_gradient_tape():
+    model = keras.Sequential([keras.Input((8, 8, 3)),
+                              L.Conv2D(4, 3, 2, padding="same", name="conv"),
+                              L.BatchNormalization(name="bn"), L.ReLU(),
+                              L.Flatten(), L.Dense(3, name="fc")])
+    make_live(model)
+    x = np.random.default_rng(0).standard_normal((2, 8, 8, 3)).astype("float32")
+    module = crossport.to_torch(model, (torch.from_numpy(x),))
+    kg, kdx, tg, tdx = _grads(model, module, x)
+    _close(kdx, tdx)
+    _close(conv_weight_from_keras(kg["conv/kernel"]), tg["conv.weight"])
+    _close(kg["conv/bias"], tg["conv.bias"])
+    _close(kg["bn/gamma"], tg["bn.weight"])
+    _close(kg["bn/beta"], tg["bn.bias"])
+    # Flatten -> Dense: the Linear weight's columns are in NCHW order (pitfall 9)
+    order = np.arange(4 * 4 * 4).reshape(4, 4, 4).transpose(2, 0, 1).ravel()
+    _close(dense_weight_from_keras(kg["fc/kernel"])[:, order], tg["fc.weight"])
+    trainable = sum(p.numel() for p in module.parameters() if p.requires_grad)
+    assert trainable == sum(int(np.prod(w.shape)) for w in model.trainable_weights)
+    # every non-trainable Keras weight is a buffer (torch BN adds its num_batches_tracked)
+    buffers = sum(b.numel() for n, b in module.named_buffers() if "num_batches" not in n)
+    assert buffers == sum(int(np.prod(w.shape)) for w in model.non_trainable_weights)
+
+
+def test_lstm_gradients_match_gradient_tape():
+    model = keras.Sequential([keras.Input((5, 4)), L.LSTM(6, name="lstm"), L.Dense(2)])
+    make_live(model)
+    x = np.random.default_rng(1).standard_normal((3, 5, 4)).astype("float32")
+    module = crossport.to_torch(model, (torch.from_numpy(x),))
+    kg, kdx, tg, tdx = _grads(model, module, x)
+    _close(kdx, tdx)
+    _close(kg["lstm/lstm_cell/kernel"].T, tg["lstm.weight_ih_l0"])
+    _close(kg["lstm/lstm_cell/recurrent_kernel"].T, tg["lstm.weight_hh_l0"])
+    # Keras' one bias feeds both torch biases: each gets the same gradient
+    _close(kg["lstm/lstm_cell/bias"], tg["lstm.bias_ih_l0"])
+    _close(kg["lstm/lstm_cell/bias"], tg["lstm.bias_hh_l0"])
