@@ -48,6 +48,24 @@ def _window_max(
     return result
 
 
+def _edge_pad(x: Any, pads: Sequence[tuple[int, int]]) -> Any:
+    """Pad each spatial axis by repeating its edge element; negative amounts crop.
+
+    For an undilated max pool this equals torch's ``-inf`` padding: a window holding a
+    padded element is contiguous and also holds the edge element it repeats (torch keeps
+    ``padding <= kernel // 2`` and starts every window inside the input or the left
+    padding). Unlike ``-inf`` it keeps the tensor's value range, which full-integer TFLite
+    quantization calibrates from (an ``-inf`` pad gave the pool a ~1e36 scale).
+    """
+    for axis, (before, after) in enumerate(pads, start=1):
+        if before < 0 or after < 0:
+            x = slice_axis(x, axis, -before if before < 0 else None, after if after < 0 else None)
+        if before > 0 or after > 0:
+            first, last = slice_axis(x, axis, 0, 1), slice_axis(x, axis, -1, None)
+            x = ops.concatenate([first] * max(before, 0) + [x] + [last] * max(after, 0), axis)
+    return x
+
+
 class _FixedPool(SpatialLayer):
     """Shared argument handling of MaxPool/AvgPool."""
 
@@ -132,11 +150,12 @@ class _MaxPoolNd(_FixedPool):
 
     def forward_channels_last(self, x: Any, training: bool | None = None) -> Any:
         pads = self._explicit_pads(x, self.dilation)
+        if all(d == 1 for d in self.dilation):
+            x = _edge_pad(x, pads)
+            return ops.max_pool(x, self.kernel_size, self.stride, padding="valid")
         if any(b or a for b, a in pads):
             # torch max pooling pads with -inf: padded elements never win
             x = pad_axes(x, [(0, 0), *pads, (0, 0)], value=float("-inf"))
-        if all(d == 1 for d in self.dilation):
-            return ops.max_pool(x, self.kernel_size, self.stride, padding="valid")
         return _window_max(x, self.kernel_size, self.stride, self.dilation)
 
     def get_config(self) -> dict:
