@@ -15,7 +15,8 @@ from pathlib import Path
 import numpy as np
 
 from crossport.errors import ExportError, InputError
-from crossport.export import formats
+from crossport.export import formats, quantize
+from crossport.export.quant_report import QuantizationReport, QuantizedLayer  # noqa: F401
 from crossport.parity import normalized_error
 from crossport.parity.verify import (
     fresh_inputs,
@@ -34,6 +35,9 @@ FORMATS = {
     "tflite": None,
     "tflite-fp16": 1e-2,
     "tflite-int8": 1e-1,
+    # full integer: gated on output SQNR instead (quantize.MIN_SQNR_DB), max error reported
+    "tflite-int8-full": None,
+    "tflite-int16x8": None,
 }
 
 
@@ -46,12 +50,17 @@ class ExportResult:
     max_error: float | None
     tolerance: float | None
     seconds: float
+    quantization: QuantizationReport | None = None  # full-integer formats: SQNR, per-op rows
 
     @property
     def passed(self) -> bool:
+        if self.quantization is not None and self.quantization.sqnr_db is not None:
+            return self.quantization.sqnr_db >= self.quantization.min_sqnr_db
         return self.max_error is None or self.max_error <= self.tolerance
 
     def summary(self) -> str:
+        if self.quantization is not None:
+            return f"{self.path}\n{self.quantization.summary()}"
         if self.max_error is None:
             return f"{self.format}: {self.path} (not re-checked)"
         return (f"{self.format}: {self.path}, re-loaded error {self.max_error:.2e} "
@@ -70,15 +79,22 @@ def infer_format(path: Path) -> str:
 
 
 def export(conversion, path: str | Path, format: str | None = None, *, check: bool = True,
-           check_inputs: int = 2) -> ExportResult:
+           check_inputs: int = 2, calibration=None, int8_io: bool = False,
+           float_layers: list[str] | tuple[str, ...] = ()) -> ExportResult:
     """Write ``conversion.model`` to ``path`` and re-check parity of the written artifact.
 
     Args:
         conversion: a :class:`crossport.Conversion` (from ``convert_with_report``).
         path: ``.keras`` file, ``.tflite`` file, or a SavedModel directory.
         format: one of ``keras``, ``saved_model``, ``tflite``, ``tflite-fp16``,
-            ``tflite-int8``; inferred from ``path`` when omitted.
+            ``tflite-int8`` (dynamic range), ``tflite-int8-full``, ``tflite-int16x8``
+            (full integer); inferred from ``path`` when omitted.
         check: re-load and compare with torch (``ExportError`` beyond the tolerance).
+        calibration: full-integer formats only: an iterable of examples (tuples of arrays
+            or tensors, or one array per example) in the conversion's input layout.
+            The file is re-checked on (up to ``check_inputs`` of) these examples.
+        int8_io: full-integer formats: integer inputs and outputs (int8, int16 for int16x8).
+        float_layers: ``tflite-int8-full``: torch module paths to keep in float.
 
     Example:
         >>> import torch, crossport, tempfile, pathlib
@@ -93,29 +109,36 @@ def export(conversion, path: str | Path, format: str | None = None, *, check: bo
     if format not in FORMATS:
         raise InputError(f"unknown format {format!r}; expected one of {sorted(FORMATS)}")
     tolerance = FORMATS[format] or conversion.options.atol
+    plan = quantize.plan(conversion, format, calibration, int8_io, float_layers)
+    report = None
     start = time.perf_counter()
     tmp = path.with_name(f".{path.name}.partial")
     _remove(tmp)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        _write(conversion.model, tmp, format)
-        error = _recheck(conversion, tmp, format, check_inputs) if check else None
-        if error is not None and error > tolerance:
+        if plan is not None:
+            report = _write_full_integer(conversion, tmp, plan, check, check_inputs)
+            error = report.max_error
+        else:
+            _write(conversion, tmp, format)
+            error = _recheck(conversion, tmp, format, check_inputs) if check else None
+        if plan is None and error is not None and error > tolerance:
             raise ExportError(
                 f"the {format} artifact re-loaded from disk differs from torch: normalized "
                 f"error {error:.2e} > {tolerance:.0e}; nothing was written to {path}")
         _remove(path)
         tmp.replace(path)
-    except ExportError:
+    except (ExportError, InputError):
         raise
     except Exception as exc:  # any writer/loader failure: report it, leave nothing behind
         raise ExportError(f"exporting {format} to {path} failed: {type(exc).__name__}: {exc}") from exc
     finally:
         _remove(tmp)
-    return ExportResult(path, format, error, tolerance, time.perf_counter() - start)
+    return ExportResult(path, format, error, tolerance, time.perf_counter() - start, report)
 
 
-def _write(model, path: Path, format: str) -> None:
+def _write(conversion, path: Path, format: str) -> None:
+    model = conversion.model
     if format == "keras":
         # Keras insists on the .keras suffix: save beside, then move into the temp name.
         staged = path.with_name(path.name + ".keras")
@@ -125,7 +148,7 @@ def _write(model, path: Path, format: str) -> None:
         formats.write_saved_model(model, path)
     else:
         quantization = {"tflite": "float32", "tflite-fp16": "float16", "tflite-int8": "int8"}
-        formats.write_tflite(model, path, quantization[format])
+        formats.write_tflite(model, path, quantization[format], conversion)
 
 
 def _loader(conversion, path: Path, format: str):
@@ -144,16 +167,46 @@ def _loader(conversion, path: Path, format: str):
 
 def _recheck(conversion, path: Path, format: str, count: int) -> float:
     run = _loader(conversion, path, format)
+    args_sets = [fresh_inputs(conversion.example_args, conversion.options.seed + 100 + i)
+                 for i in range(count)]
+    errors = [normalized_error(r, g) for r, g in _compare(conversion, run, args_sets)]
+    return float(np.max(errors)) if errors else 0.0
+
+
+def _compare(conversion, run, args_sets):
+    """``(torch, artifact)`` output leaf pairs for each set of forward arguments."""
     channels_last_io = conversion.options.channels_last_io
-    errors = []
-    for i in range(count):
-        args = fresh_inputs(conversion.example_args, conversion.options.seed + 100 + i)
+    for args in args_sets:
         structure = torch_outputs(conversion.module, args)
         flat = run(to_keras_inputs(args, channels_last_io))
         order = torch_order(conversion.model, structure)
         got = from_keras_outputs([flat[j] for j in order], channels_last_io)
-        errors.extend(normalized_error(r, g) for r, g in zip(leaves(structure), got))
-    return float(np.max(errors)) if errors else 0.0
+        yield from zip(leaves(structure), got)
+
+
+def _write_full_integer(conversion, path: Path, plan, check: bool,
+                        count: int) -> QuantizationReport:
+    """Quantize on the calibration examples; re-check the file on (the last) ``count`` of them.
+
+    The gate is the output SQNR against torch fp32 (``quantize.MIN_SQNR_DB``): quantization
+    changes the function on purpose, by an amount set by the data, not by rounding.
+    """
+    report = quantize.write_full_integer(conversion.model, path, plan, conversion)
+    report.min_sqnr_db = quantize.MIN_SQNR_DB[plan.format]
+    if not check:
+        return report
+    run = _loader(conversion, path, "tflite")
+    pairs = list(_compare(conversion, run, plan.torch_samples[-max(count, 1):]))
+    report.sqnr_db = quantize.sqnr_db(pairs)
+    report.max_error = float(max(normalized_error(r, g) for r, g in pairs))
+    if report.sqnr_db < report.min_sqnr_db:
+        raise ExportError(
+            f"the {plan.format} file re-loaded from disk is too far from torch fp32: output "
+            f"SQNR {report.sqnr_db:.1f} dB < {report.min_sqnr_db:.0f} dB (normalized max error "
+            f"{report.max_error:.2e}); nothing was written. Worst quantized ops:\n"
+            f"{report.summary(top=5)}\nKeep them in float with float_layers=[...], use "
+            "tflite-int16x8, or calibrate on more representative data.")
+    return report
 
 
 def _remove(path: Path) -> None:

@@ -61,25 +61,28 @@ def load_saved_model(path: Path) -> Runner:
     return run
 
 
-def write_tflite(model: keras.Model, path: Path, quantization: str = "float32") -> None:
-    """TFLite flatbuffer via a temporary SavedModel and the TF converter.
+def write_tflite(model: keras.Model, path: Path, quantization: str = "float32",
+                 conversion=None) -> None:
+    """TFLite flatbuffer via a temporary SavedModel and the TF converter, builtin ops only.
 
     ``float16`` stores weights as fp16; ``int8`` is dynamic-range quantisation (int8
-    weights, float activations).
+    weights, float activations). An op without a TFLite builtin is an ``ExportError``.
     """
     import tempfile
 
     import tensorflow as tf
 
+    from crossport.export.tflite import converter_from_saved_model, run_converter
+
     with tempfile.TemporaryDirectory() as tmp:
         saved = Path(tmp) / "saved_model"
         write_saved_model(model, saved)
-        converter = tf.lite.TFLiteConverter.from_saved_model(str(saved))
+        converter = converter_from_saved_model(saved)
         if quantization in ("float16", "int8"):
             converter.optimizations = [tf.lite.Optimize.DEFAULT]
         if quantization == "float16":
             converter.target_spec.supported_types = [tf.float16]
-        path.write_bytes(converter.convert())
+        path.write_bytes(run_converter(converter.convert, conversion))
 
 
 def load_tflite(path: Path, input_names: list[str], num_threads: int = 2) -> Runner:
@@ -93,11 +96,31 @@ def load_tflite(path: Path, input_names: list[str], num_threads: int = 2) -> Run
     interpreter = Interpreter(model_path=str(path), num_threads=num_threads)
     runner = interpreter.get_signature_runner("serving_default")
 
+    inputs, outputs = runner.get_input_details(), runner.get_output_details()
+
     def run(arrays):
-        outputs = runner(**dict(zip(input_names, arrays)))
-        return [np.asarray(outputs[k]) for k in sorted(outputs, key=_output_index)]
+        feed = {n: _quantize(a, inputs[n]) for n, a in zip(input_names, arrays)}
+        got = runner(**feed)
+        return [_dequantize(got[k], outputs[k]) for k in sorted(got, key=_output_index)]
 
     return run
+
+
+def _quantize(array: np.ndarray, detail: dict) -> np.ndarray:
+    """Float data for an integer (int8/int16 I/O) input: ``round(x / scale) + zero_point``."""
+    scale, zero_point = detail["quantization"]
+    if np.dtype(detail["dtype"]).kind != "i" or not scale or array.dtype.kind != "f":
+        return array
+    info = np.iinfo(detail["dtype"])
+    q = np.round(array / scale) + zero_point
+    return np.clip(q, info.min, info.max).astype(detail["dtype"])
+
+
+def _dequantize(array: np.ndarray, detail: dict) -> np.ndarray:
+    scale, zero_point = detail["quantization"]
+    if np.asarray(array).dtype.kind != "i" or not scale:
+        return np.asarray(array)
+    return ((np.asarray(array, np.float32) - zero_point) * scale).astype(np.float32)
 
 
 def _output_index(name: str):

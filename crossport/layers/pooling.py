@@ -59,7 +59,8 @@ def _edge_pad(x: Any, pads: Sequence[tuple[int, int]]) -> Any:
     """
     for axis, (before, after) in enumerate(pads, start=1):
         if before < 0 or after < 0:
-            x = slice_axis(x, axis, -before if before < 0 else None, after if after < 0 else None)
+            start, stop = -before if before < 0 else None, after if after < 0 else None
+            x = slice_axis(x, axis, start, stop)
         if before > 0 or after > 0:
             first, last = slice_axis(x, axis, 0, 1), slice_axis(x, axis, -1, None)
             x = ops.concatenate([first] * max(before, 0) + [x] + [last] * max(after, 0), axis)

@@ -52,3 +52,36 @@ def test_dynamic_batch_export_runs_at_any_batch_on_litert(tmp_path, batch):
     (x,) = random_inputs((batch, 3, 16, 16), seed=batch)
     (out,) = interpreter.get_signature_runner("serving_default")(x=x.numpy()).values()
     np.testing.assert_allclose(out, net(x).detach().numpy(), atol=1e-4, rtol=1e-4)
+
+
+class ErfBlock(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(5, 5)
+
+    def forward(self, x):
+        return torch.erf(self.fc(x))
+
+
+def test_op_without_a_tflite_builtin_is_an_export_error_naming_it(tmp_path):
+    """TF's Erf has no TFLite builtin: Flex only, which standalone LiteRT lacks."""
+    conversion = crossport.convert_with_report(ErfBlock().eval(), random_inputs((2, 5)))
+    with pytest.raises(crossport.ExportError, match=r"no TFLite builtin: Erf.*aten\.erf") as info:
+        crossport.export(conversion, tmp_path / "m.tflite")
+    assert "Flex" in str(info.value) and "test_tflite_static.py" in str(info.value)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_new_axis_indexing_needs_no_flex(tmp_path):
+    """``x[:, None]``-style indexing lowers to builtin RESHAPE/STRIDED_SLICE, batch fixed or not."""
+
+    class NewAxes(torch.nn.Module):
+        def forward(self, x):
+            return x[:, None, 1:3, None] * x[:, :, None, None, :1].sum(1, keepdim=True)
+
+    for dynamic_batch in (False, True):
+        conversion = crossport.convert_with_report(NewAxes().eval(), random_inputs((2, 5, 6)),
+                                                   dynamic_batch=dynamic_batch)
+        result = crossport.export(conversion, tmp_path / f"m{dynamic_batch}.tflite")
+        assert result.passed
+        assert "FlexStridedSlice" not in tflite_op_names(result.path)
