@@ -108,9 +108,24 @@ def _summary_table(conversion, exported) -> Table:
     if exported is not None:
         table.add_row("time: export + re-check", f"{exported.seconds:.2f} s")
         table.add_row("saved to", f"{exported.path} ({exported.format})")
-        table.add_row("re-loaded parity", f"{exported.max_error:.2e} (tolerance "
-                      f"{exported.tolerance:.0e} for {exported.format})")
+        if exported.quantization is not None:
+            _quantization_rows(table, exported.quantization)
+        else:
+            table.add_row("re-loaded parity", f"{exported.max_error:.2e} (tolerance "
+                          f"{exported.tolerance:.0e} for {exported.format})")
     return table
+
+
+def _quantization_rows(table: Table, report, top: int = 5) -> None:
+    if report.sqnr_db is not None:
+        table.add_row("output SQNR vs torch fp32", f"{report.sqnr_db:.1f} dB (at least "
+                      f"{report.min_sqnr_db:.0f} dB for {report.format}), normalized max "
+                      f"error {report.max_error:.2e}")
+    if report.float_layers:
+        table.add_row("kept in float", ", ".join(report.float_layers))
+    for i, row in enumerate(report.layers[:top]):
+        table.add_row("worst quantized ops" if i == 0 else "",
+                      f"{row.name} ({row.op}): error {row.error:.2e}")
 
 
 _STAGE_TEXT = {
@@ -121,7 +136,8 @@ _STAGE_TEXT = {
 
 
 def _run_conversion(module, args, output: Path | None, as_json: bool, format: str | None = None,
-                    emit_source: Path | None = None, **options):
+                    emit_source: Path | None = None, quantization: dict | None = None,
+                    **options):
     quiet_tensorflow()
     import crossport
 
@@ -132,7 +148,8 @@ def _run_conversion(module, args, output: Path | None, as_json: bool, format: st
                 module, args, on_stage=lambda name: status.update(_STAGE_TEXT[name]), **options)
         if output is not None:
             with console.status(f"exporting {output} and re-checking parity ..."):
-                exported = crossport.export(conversion, output, format)
+                exported = crossport.export(conversion, output, format,
+                                            **_export_options(conversion, quantization))
         if emit_source is not None:
             with console.status(f"writing {emit_source} and re-checking parity ..."):
                 source = crossport.to_source(conversion, emit_source)
@@ -145,7 +162,9 @@ def _run_conversion(module, args, output: Path | None, as_json: bool, format: st
             "boundary_transposes": conversion.boundary_transposes,
             "seconds": conversion.seconds, "output": str(output) if output else None,
             "export": {"format": exported.format, "error": exported.max_error,
-                       "tolerance": exported.tolerance} if exported else None,
+                       "tolerance": exported.tolerance,
+                       "quantization": exported.quantization.to_dict()
+                       if exported.quantization else None} if exported else None,
             "source": str(source) if source else None,
         }, indent=2))
     else:
@@ -154,6 +173,19 @@ def _run_conversion(module, args, output: Path | None, as_json: bool, format: st
             console.print(f"source: {source} (build_model(); weights beside it; rebuilt "
                           "model re-checked against torch)", highlight=False)
     return conversion
+
+
+def _export_options(conversion, quantization: dict | None) -> dict:
+    """``calibration=`` (read from --calibration), ``float_layers=``, ``int8_io=``."""
+    if not quantization:
+        return {}
+    from crossport.export.calibration import load_calibration
+
+    options = {k: v for k, v in quantization.items() if v and k != "calibration"}
+    if quantization.get("calibration") is not None:
+        options["calibration"] = load_calibration(quantization["calibration"],
+                                                  conversion.model.inputs)
+    return options
 
 
 @app.command()
@@ -184,7 +216,17 @@ def convert(
     output: Annotated[Path, typer.Option(
         "-o", "--output", help="output: .keras, .tflite, or a SavedModel directory")] = None,
     format: Annotated[str, typer.Option(
-        help="keras, saved_model, tflite, tflite-fp16, tflite-int8 (default: from -o)")] = None,
+        help="keras, saved_model, tflite, tflite-fp16, tflite-int8 (dynamic range), "
+             "tflite-int8-full, tflite-int16x8 (full integer; need --calibration) "
+             "(default: from -o)")] = None,
+    calibration: Annotated[Path, typer.Option(
+        help="full-integer formats: a folder of .npy/.npz examples (one per file) or one .npz "
+             "of stacked examples, in the model's input layout")] = None,
+    float_layer: Annotated[list[str], typer.Option(
+        help="tflite-int8-full: keep this torch module in float, repeatable "
+             "(e.g. layer3.0.conv1)")] = None,
+    int8_io: Annotated[bool, typer.Option(
+        help="full-integer formats: integer inputs and outputs")] = False,
     dynamic_batch: Annotated[bool, typer.Option(help="batch dim None in the Keras model")] = False,
     dynamic_dim: Annotated[list[str], typer.Option(
         help="a dim of run-time size, repeatable: INPUT:DIM[:NAME], INPUT a forward argument "
@@ -199,7 +241,9 @@ def convert(
     """Convert a PyTorch module to Keras and check parity; exit 0 only if it passed."""
     dynamic_dims = parse_dynamic_dims(dynamic_dim or [])
     module, args = module_and_inputs(target, weights, input)
-    _run_conversion(module.eval(), args, output, as_json, format, emit_source,
+    quantization = {"calibration": calibration, "float_layers": float_layer or [],
+                    "int8_io": int8_io}
+    _run_conversion(module.eval(), args, output, as_json, format, emit_source, quantization,
                     dynamic_batch=dynamic_batch, dynamic_dims=dynamic_dims,
                     channels_last_io=channels_last_io, atol=atol)
 

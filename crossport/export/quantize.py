@@ -184,12 +184,28 @@ def _quantized_ops(model_bytes: bytes, layer_names: list[str], module_paths: set
         model_content=model_bytes,
         experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
     tensors = {t["index"]: t["name"] for t in interpreter.get_tensor_details()}
+    all_ops = interpreter._get_ops_details()
+    produced = {out for op in all_ops for out in op["outputs"]}
     ops = []
-    for op in interpreter._get_ops_details():
+    for op in all_ops:
         for index in op["outputs"]:
-            name = tensors.get(index, "")
-            ops.append(_Op(name, keras_layers_in(name, layer_names)))
+            ops.append(_Op(tensors.get(index, ""),
+                           _op_layers(op, index, tensors, produced, layer_names)))
     return ops
+
+
+def _op_layers(op: dict, output: int, tensors: dict, produced: set, layer_names) -> list[str]:
+    """Keras layers an op computes: from its output's name, else its weights' names.
+
+    A model output is renamed after the signature (``StatefulPartitionedCall:0``), but the
+    op's constant inputs (kernel, bias) still carry the layer's scope.
+    """
+    layers = keras_layers_in(tensors.get(output, ""), layer_names)
+    if not layers:
+        constants = [tensors[i] for i in op["inputs"]
+                     if i >= 0 and i not in produced and i in tensors]
+        layers = keras_layers_in(";".join(constants), layer_names)
+    return layers
 
 
 def _denylist(ops: list[_Op], float_layers: tuple[str, ...], module_paths: set) -> list[str]:
@@ -253,6 +269,7 @@ def _layer_errors(debug_model: bytes, plan, options, layer_names,
 
 def _rows(interpreter, statistics, layer_names, module_paths) -> list[QuantizedLayer]:
     details = {t["index"]: t for t in interpreter.get_tensor_details()}
+    names = {index: t["name"] for index, t in details.items()}
     producer = {out: op for op in interpreter._get_ops_details() for out in op["outputs"]}
     produced = set(producer)
     rows = []
@@ -260,11 +277,7 @@ def _rows(interpreter, statistics, layer_names, module_paths) -> list[QuantizedL
         index = int(key.rsplit(":", 1)[1])
         tensor = details[index]
         op = producer[index]
-        layers = keras_layers_in(tensor["name"], layer_names)
-        if not layers:  # output renamed (a model output): the op's weights still carry it
-            constants = [details[i]["name"] for i in op["inputs"]
-                         if i >= 0 and i not in produced and i in details]
-            layers = keras_layers_in(";".join(constants), layer_names)
+        layers = _op_layers(op, index, names, produced, layer_names)
         params = tensor["quantization_parameters"]
         rows.append(QuantizedLayer(
             name=torch_path(layers[0], module_paths) if layers else tensor["name"],
