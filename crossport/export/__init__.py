@@ -110,6 +110,8 @@ def export(conversion, path: str | Path, format: str | None = None, *, check: bo
         raise InputError(f"unknown format {format!r}; expected one of {sorted(FORMATS)}")
     tolerance = FORMATS[format] or conversion.options.atol
     plan = quantize.plan(conversion, format, calibration, int8_io, float_layers)
+    if plan is not None:
+        tolerance = None  # gated on output SQNR: result.quantization.min_sqnr_db
     report = None
     start = time.perf_counter()
     tmp = path.with_name(f".{path.name}.partial")
