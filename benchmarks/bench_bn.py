@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 
 import common  # noqa: I001  (sets the TF environment before TF/Keras are imported)
@@ -76,7 +77,8 @@ def main() -> None:
     meta = common.run_metadata(args.runs, args.warmup, args.threads)
     lines = ["## BatchNorm lowering (TF graph, batch 1, 224x224)", "",
              f"{meta['date']}, `{meta['command']}`, {args.threads} thread(s), {args.runs} "
-             "interleaved runs; median ms (IQR). Ops: traced graph, before Grappler.", "",
+             f"interleaved runs, load average {os.getloadavg()[0]:.1f} at the end; median ms "
+             "(IQR). Ops: traced graph, before Grappler.", "",
              "| model | keras BN ms | fused BN ms | ratio | keras BN ops | fused BN ops | max diff |",
              "|---|---|---|---|---|---|---|"]
     for r in results:
