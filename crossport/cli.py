@@ -118,9 +118,24 @@ def _summary_table(conversion, exported) -> Table:
     if exported is not None:
         table.add_row("time: export + re-check", f"{exported.seconds:.2f} s")
         table.add_row("saved to", f"{exported.path} ({exported.format})")
-        table.add_row("re-loaded parity", f"{exported.max_error:.2e} (tolerance "
-                      f"{exported.tolerance:.0e} for {exported.format})")
+        if exported.quantization is not None:
+            _quantization_rows(table, exported.quantization)
+        else:
+            table.add_row("re-loaded parity", f"{exported.max_error:.2e} (tolerance "
+                          f"{exported.tolerance:.0e} for {exported.format})")
     return table
+
+
+def _quantization_rows(table: Table, report, top: int = 5) -> None:
+    if report.sqnr_db is not None:
+        table.add_row("output SQNR vs torch fp32", f"{report.sqnr_db:.1f} dB (at least "
+                      f"{report.min_sqnr_db:.0f} dB for {report.format}), normalized max "
+                      f"error {report.max_error:.2e}")
+    if report.float_layers:
+        table.add_row("kept in float", ", ".join(report.float_layers))
+    for i, row in enumerate(report.layers[:top]):
+        table.add_row("worst quantized ops" if i == 0 else "",
+                      f"{row.name} ({row.op}): error {row.error:.2e}")
 
 
 _STAGE_TEXT = {
@@ -131,7 +146,8 @@ _STAGE_TEXT = {
 
 
 def _run_conversion(module, args, output: Path | None, as_json: bool, format: str | None = None,
-                    emit_source: Path | None = None, overwrite: bool = False, **options):
+                    emit_source: Path | None = None, overwrite: bool = False,
+                    quantization: dict | None = None, **options):
     quiet_tensorflow()
     import crossport
     from crossport.codegen import stage_source
@@ -147,7 +163,8 @@ def _run_conversion(module, args, output: Path | None, as_json: bool, format: st
         with Staging(overwrite) as staging:  # every output lands, or none does
             if output is not None:
                 with console.status(f"exporting {output} and re-checking parity ..."):
-                    exported = stage_export(conversion, output, format, staging)
+                    exported = stage_export(conversion, output, format, staging,
+                                            **_export_options(conversion, quantization))
             if emit_source is not None:
                 with console.status(f"writing {emit_source} and re-checking parity ..."):
                     source = stage_source(conversion, emit_source, staging)
@@ -192,6 +209,8 @@ def _check_targets(output: Path | None, format: str | None, emit_source: Path | 
 
 _OVERWRITE_HELP = ("replace existing outputs (a file by a file, a SavedModel by a SavedModel); "
                    "without it an existing output is an error and nothing is written")
+
+
 def _export_json(exported) -> dict:
     """The export re-check as plain data: every number finite (valid JSON)."""
     recheck = exported.recheck
@@ -201,7 +220,21 @@ def _export_json(exported) -> dict:
             "mismatches": recheck.mismatches if recheck else [],
             "keras_vs_fp64": evidence.keras_vs_fp64 if evidence else None,
             "torch_vs_fp64": evidence.torch_vs_fp64 if evidence else None,
-            "verdict": evidence.verdict if evidence else None}
+            "verdict": evidence.verdict if evidence else None,
+            "quantization": exported.quantization.to_dict() if exported.quantization else None}
+
+
+def _export_options(conversion, quantization: dict | None) -> dict:
+    """``calibration=`` (read from --calibration), ``float_layers=``, ``int8_io=``."""
+    if not quantization:
+        return {}
+    from crossport.export.calibration import load_calibration
+
+    options = {k: v for k, v in quantization.items() if v and k != "calibration"}
+    if quantization.get("calibration") is not None:
+        options["calibration"] = load_calibration(quantization["calibration"],
+                                                  conversion.model.inputs)
+    return options
 
 
 @app.command()
@@ -236,7 +269,17 @@ def convert(
                                "existing folder is refused, never written into (only a "
                                "SavedModel is replaced, with --overwrite)")] = None,
     format: Annotated[str, typer.Option(
-        help="keras, saved_model, tflite, tflite-fp16, tflite-int8 (default: from -o)")] = None,
+        help="keras, saved_model, tflite, tflite-fp16, tflite-int8 (dynamic range), "
+             "tflite-int8-full, tflite-int16x8 (full integer; need --calibration) "
+             "(default: from -o)")] = None,
+    calibration: Annotated[Path, typer.Option(
+        help="full-integer formats: a folder of .npy/.npz examples (one per file) or one .npz "
+             "of stacked examples, in the model's input layout")] = None,
+    float_layer: Annotated[list[str], typer.Option(
+        help="tflite-int8-full: keep this torch module in float, repeatable "
+             "(e.g. layer3.0.conv1)")] = None,
+    int8_io: Annotated[bool, typer.Option(
+        help="full-integer formats: integer inputs and outputs")] = False,
     dynamic_batch: Annotated[bool, typer.Option(help="batch dim None in the Keras model")] = False,
     dynamic_dim: Annotated[list[str], typer.Option(
         help="a dim of run-time size, repeatable: INPUT:DIM[:NAME], INPUT a forward argument "
@@ -258,7 +301,10 @@ def convert(
     """Convert a PyTorch module to Keras and check parity; exit 0 only if it passed."""
     dynamic_dims = parse_dynamic_dims(dynamic_dim or [])
     module, args = module_and_inputs(target, weights, input)
+    quantization = {"calibration": calibration, "float_layers": float_layer or [],
+                    "int8_io": int8_io}
     _run_conversion(module.eval(), args, output, as_json, format, emit_source, overwrite,
+                    quantization,
                     dynamic_batch=dynamic_batch, dynamic_dims=dynamic_dims,
                     channels_last_io=channels_last_io, atol=atol, tolerance=tolerance)
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import warnings
 
 
 def quiet_tensorflow() -> None:
@@ -29,3 +31,16 @@ def import_torchvision():
     import torchvision
 
     return torchvision
+
+
+@contextlib.contextmanager
+def quiet_tflite_interpreter():
+    """Silence ``tf.lite.Interpreter``'s deprecation warning.
+
+    ``tf.lite.experimental.QuantizationDebugger`` (the per-layer quantization metrics) runs
+    its NumericVerify debug model on TF's own interpreter: LiteRT lacks that op.
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"\s*Warning: tf.lite.Interpreter is deprecated")
+        warnings.filterwarnings("ignore", message=r".*experimental_preserve_all_tensors")
+        yield

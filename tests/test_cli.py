@@ -209,3 +209,40 @@ def test_overwrite_replaces_every_output_together(userdir):
     assert (userdir / "m.weights.h5").is_file()
     assert not list(userdir.glob(".crossport-*")), "no staging folders left"
     assert (userdir / "README").read_text() == "my notes\n"
+def test_convert_full_integer_with_calibration_folder_and_float_layer(workdir):
+    import numpy as np
+
+    folder = workdir / "calibration"
+    folder.mkdir()
+    rng = np.random.default_rng(0)
+    for i in range(6):
+        np.save(folder / f"{i:02d}.npy", rng.standard_normal((1, 3, 8, 8)).astype("float32"))
+    result = crossport_cli("convert", "my_model.py:build", "--input", "1x3x8x8", "--json",
+                           "-o", "q.tflite", "--format", "tflite-int8-full",
+                           "--calibration", str(folder), "--float-layer", "4", cwd=workdir)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)["export"]["quantization"]
+    assert report["sqnr_db"] >= report["min_sqnr_db"]
+    assert report["float_layers"] == ["4"]
+    names = [row["name"] for row in report["layers"]]
+    assert "0" in names and "4" not in names
+    assert (workdir / "q.tflite").exists()
+
+
+def test_convert_full_integer_with_one_stacked_npz(workdir):
+    import numpy as np
+
+    examples = np.random.default_rng(1).standard_normal((5, 3, 8, 8)).astype("float32")
+    np.savez(workdir / "cal.npz", input=examples)  # rows are batch-1 examples
+    result = crossport_cli("convert", "my_model.py:build", "--input", "1x3x8x8",
+                           "-o", "q16.tflite", "--format", "tflite-int16x8",
+                           "--calibration", "cal.npz", cwd=workdir)
+    assert result.returncode == 0, result.stderr
+    assert "output SQNR" in result.stdout
+
+
+def test_full_integer_without_calibration_is_one_clear_line(workdir):
+    result = crossport_cli("convert", "my_model.py:build", "--input", "1x3x8x8",
+                           "-o", "bad.tflite", "--format", "tflite-int8-full", cwd=workdir)
+    assert result.returncode != 0 and "needs calibration" in result.stderr
+    assert "Traceback" not in result.stderr and not (workdir / "bad.tflite").exists()

@@ -15,14 +15,18 @@ from pathlib import Path
 
 from crossport.capture.borrow import borrowed
 from crossport.errors import ExportError, InputError
-from crossport.export import formats
+from crossport.export import formats, quantize
+from crossport.export.quant_report import QuantizationReport, QuantizedLayer  # noqa: F401
 from crossport.export.staging import FILE, SAVED_MODEL, Staging
+from crossport.parity import normalized_error
 from crossport.parity.accept import Recheck, recheck
 from crossport.parity.verify import (
     from_keras_outputs,
+    leaves,
     recheck_inputs,
     to_keras_inputs,
     torch_order,
+    torch_outputs,
 )
 
 # Stated tolerances (normalized max error vs torch fp32). Quantised formats change the
@@ -33,6 +37,9 @@ FORMATS = {
     "tflite": None,
     "tflite-fp16": 1e-2,
     "tflite-int8": 1e-1,
+    # full integer: gated on output SQNR instead (quantize.MIN_SQNR_DB), max error reported
+    "tflite-int8-full": None,
+    "tflite-int16x8": None,
 }
 
 
@@ -50,12 +57,17 @@ class ExportResult:
     tolerance: float | None
     seconds: float
     recheck: Recheck | None = None
+    quantization: QuantizationReport | None = None  # full-integer formats: SQNR, per-op rows
 
     @property
     def passed(self) -> bool:
+        if self.quantization is not None and self.quantization.sqnr_db is not None:
+            return self.quantization.sqnr_db >= self.quantization.min_sqnr_db
         return self.recheck is None or self.recheck.passed
 
     def summary(self) -> str:
+        if self.quantization is not None:
+            return f"{self.path}\n{self.quantization.summary()}"
         if self.max_error is None:
             return f"{self.format}: {self.path} (not re-checked)"
         return (f"{self.format}: {self.path}, re-loaded error {self.max_error:.2e} "
@@ -74,20 +86,27 @@ def infer_format(path: Path) -> str:
 
 
 def export(conversion, path: str | Path, format: str | None = None, *, check: bool = True,
-           check_inputs: int = 2, overwrite: bool = False) -> ExportResult:
+           check_inputs: int = 2, overwrite: bool = False, calibration=None,
+           int8_io: bool = False, float_layers: list[str] | tuple[str, ...] = ()) -> ExportResult:
     """Write ``conversion.model`` to ``path`` and re-check parity of the written artifact.
 
     Args:
         conversion: a :class:`crossport.Conversion` (from ``convert_with_report``).
         path: ``.keras`` file, ``.tflite`` file, or a SavedModel directory.
         format: one of ``keras``, ``saved_model``, ``tflite``, ``tflite-fp16``,
-            ``tflite-int8``; inferred from ``path`` when omitted.
+            ``tflite-int8`` (dynamic range), ``tflite-int8-full``, ``tflite-int16x8``
+            (full integer); inferred from ``path`` when omitted.
         check: re-load and compare with torch (``ExportError`` beyond the tolerance).
         check_inputs: how many fresh input sets the re-check runs.
         overwrite: replace an existing artifact at ``path`` (a file by a file, a SavedModel
             by a SavedModel; atomically for files, and the old one is kept until the new one
             passed). Without it an existing ``path`` is an ``ExportError``; a directory that
             is not a SavedModel is never replaced.
+        calibration: full-integer formats only: an iterable of examples (tuples of arrays
+            or tensors, or one array per example) in the conversion's input layout.
+            The file is re-checked on (up to ``check_inputs`` of) these examples.
+        int8_io: full-integer formats: integer inputs and outputs (int8, int16 for int16x8).
+        float_layers: ``tflite-int8-full``: torch module paths to keep in float.
 
     Example:
         >>> import torch, crossport, tempfile, pathlib
@@ -101,7 +120,8 @@ def export(conversion, path: str | Path, format: str | None = None, *, check: bo
     """
     with Staging(overwrite) as staging:
         result = stage_export(conversion, path, format, staging, check=check,
-                              check_inputs=check_inputs)
+                              check_inputs=check_inputs, calibration=calibration,
+                              int8_io=int8_io, float_layers=float_layers)
         staging.commit()
     return result
 
@@ -112,7 +132,8 @@ def target_kind(path: Path, format: str | None) -> str:
 
 
 def stage_export(conversion, path: str | Path, format: str | None, staging: Staging, *,
-                 check: bool = True, check_inputs: int = 2) -> ExportResult:
+                 check: bool = True, check_inputs: int = 2, calibration=None,
+                 int8_io: bool = False, float_layers=()) -> ExportResult:
     """Write and re-check the artifact at a temporary path claimed in ``staging``.
 
     Nothing reaches ``path`` until ``staging.commit()``; the CLI commits an export and the
@@ -123,15 +144,23 @@ def stage_export(conversion, path: str | Path, format: str | None, staging: Stag
     if format not in FORMATS:
         raise InputError(f"unknown format {format!r}; expected one of {sorted(FORMATS)}")
     tolerance = FORMATS[format] or conversion.options.atol
+    plan = quantize.plan(conversion, format, calibration, int8_io, float_layers)
+    if plan is not None:
+        tolerance = None  # gated on output SQNR: result.quantization.min_sqnr_db
+    report = None
     start = time.perf_counter()
     tmp = staging.claim(path, target_kind(path, format))
+    result = None
     try:
-        _write(conversion.model, tmp, format)
-        result = None
-        if check:
+        if plan is not None:
             with borrowed(conversion.module):  # eval mode; the user's module is left as it was
-                result = _recheck(conversion, tmp, format, check_inputs, tolerance)
-    except ExportError:
+                report = _write_full_integer(conversion, tmp, plan, check, check_inputs)
+        else:
+            _write(conversion, tmp, format)
+            if check:
+                with borrowed(conversion.module):
+                    result = _recheck(conversion, tmp, format, check_inputs, tolerance)
+    except (ExportError, InputError):
         raise
     except Exception as exc:  # any writer/loader failure: report it, leave nothing behind
         raise ExportError(f"exporting {format} to {path} failed: {type(exc).__name__}: {exc}") from exc
@@ -139,11 +168,13 @@ def stage_export(conversion, path: str | Path, format: str | None, staging: Stag
         raise ExportError(
             f"the {format} artifact re-loaded from disk differs from torch: "
             f"{result.describe()}; nothing was written to {path}")
-    return ExportResult(path, format, result.error if result else None, tolerance,
-                        time.perf_counter() - start, result)
+    error = report.max_error if report is not None else (result.error if result else None)
+    return ExportResult(path, format, error, tolerance, time.perf_counter() - start, result,
+                        report)
 
 
-def _write(model, path: Path, format: str) -> None:
+def _write(conversion, path: Path, format: str) -> None:
+    model = conversion.model
     if format == "keras":
         # Keras insists on the .keras suffix: save beside, then move into the temp name.
         staged = path.with_name(path.name + ".keras")
@@ -153,7 +184,7 @@ def _write(model, path: Path, format: str) -> None:
         formats.write_saved_model(model, path)
     else:
         quantization = {"tflite": "float32", "tflite-fp16": "float16", "tflite-int8": "int8"}
-        formats.write_tflite(model, path, quantization[format])
+        formats.write_tflite(model, path, quantization[format], conversion)
 
 
 def _loader(conversion, path: Path, format: str):
@@ -189,3 +220,38 @@ def _recheck(conversion, path: Path, format: str, count: int, tolerance: float) 
     rule = conversion.options.tolerance if FORMATS[format] is None else "atol"
     return recheck(conversion.module, input_sets, keras_leaves, tolerance, rule)
 
+
+def _compare(conversion, run, args_sets):
+    """``(torch, artifact)`` output leaf pairs for each set of forward arguments."""
+    channels_last_io = conversion.options.channels_last_io
+    for args in args_sets:
+        structure = torch_outputs(conversion.module, args)
+        flat = run(to_keras_inputs(args, channels_last_io))
+        order = torch_order(conversion.model, structure)
+        got = from_keras_outputs([flat[j] for j in order], channels_last_io)
+        yield from zip(leaves(structure), got)
+
+
+def _write_full_integer(conversion, path: Path, plan, check: bool,
+                        count: int) -> QuantizationReport:
+    """Quantize on the calibration examples; re-check the file on (the last) ``count`` of them.
+
+    The gate is the output SQNR against torch fp32 (``quantize.MIN_SQNR_DB``): quantization
+    changes the function on purpose, by an amount set by the data, not by rounding.
+    """
+    report = quantize.write_full_integer(conversion.model, path, plan, conversion)
+    report.min_sqnr_db = quantize.MIN_SQNR_DB[plan.format]
+    if not check:
+        return report
+    run = _loader(conversion, path, "tflite")
+    pairs = list(_compare(conversion, run, plan.torch_samples[-max(count, 1):]))
+    report.sqnr_db = quantize.sqnr_db(pairs)
+    report.max_error = float(max(normalized_error(r, g) for r, g in pairs))
+    if report.sqnr_db < report.min_sqnr_db:
+        raise ExportError(
+            f"the {plan.format} file re-loaded from disk is too far from torch fp32: output "
+            f"SQNR {report.sqnr_db:.1f} dB < {report.min_sqnr_db:.0f} dB (normalized max error "
+            f"{report.max_error:.2e}); nothing was written. Worst quantized ops:\n"
+            f"{report.summary(top=5)}\nKeep them in float with float_layers=[...], use "
+            "tflite-int16x8, or calibrate on more representative data.")
+    return report

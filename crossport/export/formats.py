@@ -30,8 +30,23 @@ def load_keras(path: Path) -> Runner:
 
 
 def write_saved_model(model: keras.Model, path: Path) -> None:
-    """SavedModel with a ``serving_default`` signature named after forward's arguments."""
-    model.export(str(path), format="tf_saved_model", verbose=False)
+    """SavedModel with a ``serving_default`` signature named after forward's arguments.
+
+    The signature keeps the conversion's static shapes (``None`` only where the user made a
+    dim dynamic): Keras' default export makes the batch unknown, and with an unknown batch
+    the TFLite converter keeps dilated convs as SPACE_TO_BATCH_ND/BATCH_TO_SPACE_ND pairs
+    that XNNPACK cannot fuse (deeplabv3: 10x slower).
+    """
+    model.export(str(path), format="tf_saved_model", verbose=False,
+                 input_signature=static_input_signature(model))
+
+
+def static_input_signature(model: keras.Model) -> list:
+    """The Keras model's own input shapes as TensorSpecs, in ``model.export``'s structure."""
+    import tensorflow as tf
+
+    specs = [tf.TensorSpec(tuple(t.shape), t.dtype, name=t.name) for t in model.inputs]
+    return [specs[0] if len(specs) == 1 else specs]
 
 
 def load_saved_model(path: Path) -> Runner:
@@ -46,25 +61,28 @@ def load_saved_model(path: Path) -> Runner:
     return run
 
 
-def write_tflite(model: keras.Model, path: Path, quantization: str = "float32") -> None:
-    """TFLite flatbuffer via a temporary SavedModel and the TF converter.
+def write_tflite(model: keras.Model, path: Path, quantization: str = "float32",
+                 conversion=None) -> None:
+    """TFLite flatbuffer via a temporary SavedModel and the TF converter, builtin ops only.
 
     ``float16`` stores weights as fp16; ``int8`` is dynamic-range quantisation (int8
-    weights, float activations).
+    weights, float activations). An op without a TFLite builtin is an ``ExportError``.
     """
     import tempfile
 
     import tensorflow as tf
 
+    from crossport.export.tflite import converter_from_saved_model, run_converter
+
     with tempfile.TemporaryDirectory() as tmp:
         saved = Path(tmp) / "saved_model"
         write_saved_model(model, saved)
-        converter = tf.lite.TFLiteConverter.from_saved_model(str(saved))
+        converter = converter_from_saved_model(saved)
         if quantization in ("float16", "int8"):
             converter.optimizations = [tf.lite.Optimize.DEFAULT]
         if quantization == "float16":
             converter.target_spec.supported_types = [tf.float16]
-        path.write_bytes(converter.convert())
+        path.write_bytes(run_converter(converter.convert, conversion))
 
 
 def load_tflite(path: Path, input_names: list[str], num_threads: int = 2) -> Runner:
@@ -78,13 +96,48 @@ def load_tflite(path: Path, input_names: list[str], num_threads: int = 2) -> Run
     interpreter = Interpreter(model_path=str(path), num_threads=num_threads)
     runner = interpreter.get_signature_runner("serving_default")
 
+    inputs, outputs = runner.get_input_details(), runner.get_output_details()
+
     def run(arrays):
-        outputs = runner(**dict(zip(input_names, arrays)))
-        return [np.asarray(outputs[k]) for k in sorted(outputs, key=_output_index)]
+        feed = {n: _quantize(a, inputs[n]) for n, a in zip(input_names, arrays)}
+        got = runner(**feed)
+        return [_dequantize(got[k], outputs[k]) for k in sorted(got, key=_output_index)]
 
     return run
+
+
+def _quantize(array: np.ndarray, detail: dict) -> np.ndarray:
+    """Float data for an integer (int8/int16 I/O) input: ``round(x / scale) + zero_point``."""
+    scale, zero_point = detail["quantization"]
+    if np.dtype(detail["dtype"]).kind != "i" or not scale or array.dtype.kind != "f":
+        return array
+    info = np.iinfo(detail["dtype"])
+    q = np.round(array / scale) + zero_point
+    return np.clip(q, info.min, info.max).astype(detail["dtype"])
+
+
+def _dequantize(array: np.ndarray, detail: dict) -> np.ndarray:
+    scale, zero_point = detail["quantization"]
+    if np.asarray(array).dtype.kind != "i" or not scale:
+        return np.asarray(array)
+    return ((np.asarray(array, np.float32) - zero_point) * scale).astype(np.float32)
 
 
 def _output_index(name: str):
     match = re.search(r"(\d+)$", name)
     return (int(match.group(1)) if match else 0, name)
+
+
+def tflite_op_names(path: Path) -> list[str]:
+    """The builtin op of every node of a ``.tflite`` file, in execution order.
+
+    Example:
+        >>> tflite_op_names(Path("m.tflite"))  # doctest: +SKIP
+        ['TRANSPOSE', 'CONV_2D', 'MEAN', 'FULLY_CONNECTED']
+    """
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+    interpreter = Interpreter(
+        model_path=str(path),
+        experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+    return [op["op_name"] for op in interpreter._get_ops_details()]

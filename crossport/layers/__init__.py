@@ -17,6 +17,7 @@ from crossport.layers.conv import (
     ConvTranspose2d,
     ConvTranspose3d,
 )
+from crossport.layers.fused_norm import FusedBatchNormalization
 from crossport.layers.normalization import (
     BatchNorm1d,
     BatchNorm2d,
@@ -69,6 +70,7 @@ __all__ = [
     "ConvTranspose1d",
     "ConvTranspose2d",
     "ConvTranspose3d",
+    "FusedBatchNormalization",
     "GroupNorm",
     "InstanceNorm1d",
     "InstanceNorm2d",

@@ -54,6 +54,23 @@ def _ceil_length(size: Any, kernel: int, stride: int, padding: int, dilation: in
     out = (span + stride - 1) // stride + 1
     starts_past_input = ops.cast((out - 1) * stride >= size + padding, out.dtype)
     return out - starts_past_input
+def _edge_pad(x: Any, pads: Sequence[tuple[int, int]]) -> Any:
+    """Pad each spatial axis by repeating its edge element; negative amounts crop.
+
+    For an undilated max pool this equals torch's ``-inf`` padding: a window holding a
+    padded element is contiguous and also holds the edge element it repeats (torch keeps
+    ``padding <= kernel // 2`` and starts every window inside the input or the left
+    padding). Unlike ``-inf`` it keeps the tensor's value range, which full-integer TFLite
+    quantization calibrates from (an ``-inf`` pad gave the pool a ~1e36 scale).
+    """
+    for axis, (before, after) in enumerate(pads, start=1):
+        if before < 0 or after < 0:
+            start, stop = -before if before < 0 else None, after if after < 0 else None
+            x = slice_axis(x, axis, start, stop)
+        if before > 0 or after > 0:
+            first, last = slice_axis(x, axis, 0, 1), slice_axis(x, axis, -1, None)
+            x = ops.concatenate([first] * max(before, 0) + [x] + [last] * max(after, 0), axis)
+    return x
 
 
 class _FixedPool(SpatialLayer):
@@ -142,11 +159,12 @@ class _MaxPoolNd(_FixedPool):
         if self.ceil_mode and any(size is None for size in x.shape[1:-1]):
             return self._ceil_at_run_time(x)
         pads = self._explicit_pads(x, self.dilation)
+        if all(d == 1 for d in self.dilation):
+            x = _edge_pad(x, pads)
+            return ops.max_pool(x, self.kernel_size, self.stride, padding="valid")
         if any(b or a for b, a in pads):
             # torch max pooling pads with -inf: padded elements never win
             x = pad_axes(x, [(0, 0), *pads, (0, 0)], value=float("-inf"))
-        if all(d == 1 for d in self.dilation):
-            return ops.max_pool(x, self.kernel_size, self.stride, padding="valid")
         return _window_max(x, self.kernel_size, self.stride, self.dilation)
 
     def _ceil_at_run_time(self, x: Any) -> Any:
@@ -154,10 +172,10 @@ class _MaxPoolNd(_FixedPool):
         the last partial window), pool, and keep torch's run-time output length."""
         sizes = [ops.shape(x)[axis] for axis in range(1, self.n_spatial + 1)]
         pads = [(p, p + s - 1) for p, s in zip(self.padding, self.stride)]
-        y = pad_axes(x, [(0, 0), *pads, (0, 0)], value=float("-inf"))
-        if all(d == 1 for d in self.dilation):
-            y = ops.max_pool(y, self.kernel_size, self.stride, padding="valid")
+        if all(d == 1 for d in self.dilation):  # every kept window holds the edge it repeats
+            y = ops.max_pool(_edge_pad(x, pads), self.kernel_size, self.stride, padding="valid")
         else:
+            y = pad_axes(x, [(0, 0), *pads, (0, 0)], value=float("-inf"))
             y = _window_max(y, self.kernel_size, self.stride, self.dilation)
         for axis, (size, k, s, p, d) in enumerate(
             zip(sizes, self.kernel_size, self.stride, self.padding, self.dilation), start=1

@@ -41,7 +41,7 @@ _KERAS_FAMILIES: dict[str, tuple[str, ...]] = {
     "conv_transpose": ("Conv1DTranspose", "Conv2DTranspose", "Conv3DTranspose",
                        "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d"),
     "dense": ("Dense", "EinsumDense"),
-    "norm": ("BatchNormalization", "LayerNormalization", "GroupNormalization",
+    "norm": ("BatchNormalization", "FusedBatchNormalization", "LayerNormalization", "GroupNormalization",
              "UnitNormalization", "RMSNormalization", "LayerNorm", "GroupNorm", "BatchNorm1d",
              "BatchNorm2d", "BatchNorm3d", "InstanceNorm1d", "InstanceNorm2d",
              "InstanceNorm3d"),

@@ -49,7 +49,7 @@ class TF1LayerNorm(nn.Module):
 CASES = [
     # batch norm
     case("pitfall5-batchnorm2d-eps1e-5-small-var", randomized(nn.BatchNorm2d(4)), (2, 4, 5, 6),
-         expect_layers=("BatchNormalization",)),
+         expect_layers=("FusedBatchNormalization",)),
     case("batchnorm2d-custom-eps-momentum", randomized(nn.BatchNorm2d(4, eps=1e-3, momentum=0.3)),
          (2, 4, 5, 6)),
     case("batchnorm1d-2d-input", randomized(nn.BatchNorm1d(5)), (3, 5)),

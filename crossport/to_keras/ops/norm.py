@@ -6,6 +6,7 @@ import keras
 import numpy as np
 import torch
 
+from crossport.layers.fused_norm import FusedBatchNormalization
 from crossport.layout import Layout, canonical
 from crossport.to_keras.fold import is_constant
 from crossport.to_keras.ops.shape import as_value
@@ -32,8 +33,13 @@ def _batch_norm_supports(node: torch.fx.Node) -> str | None:
 
 
 def emit_batch_norm(ctx, input, weight, bias, running_mean, running_var, momentum, eps):
-    """Keras BatchNormalization with torch's eps (Keras' default is 1e-3: pitfall 5)."""
-    layer = keras.layers.BatchNormalization(
+    """Keras BatchNormalization with torch's eps (Keras' default is 1e-3: pitfall 5).
+
+    Image BN (4-D) is crossport.layers.FusedBatchNormalization: the same layer, run by TF's
+    fused kernel, which Grappler folds into the preceding conv.
+    """
+    image = len(input.shape) == 4
+    layer = (FusedBatchNormalization if image else keras.layers.BatchNormalization)(
         axis=-1, epsilon=eps, momentum=1.0 - momentum,  # Keras momentum is mirrored
         center=bias is not None, scale=weight is not None, name=ctx.name(),
     )

@@ -1,0 +1,304 @@
+"""Full-integer TFLite (int8 or int16x8 activations, int8 per-channel weights).
+
+The TF converter calibrates activation ranges on the user's examples; for int8,
+``tf.lite.experimental.QuantizationDebugger`` then quantizes (keeping ``float_layers`` in
+float through its denylisted nodes) and measures, op by op, the error each quantized op
+introduces by itself: the float op runs on the same (dequantized) inputs beside it.
+TFLite tensor names carry the Keras layer names (``functional/layer3.0.conv1_1/...``), and
+crossport names Keras layers after torch module paths, so each row is mapped back to one.
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from crossport.compat import quiet_tflite_interpreter
+from crossport.errors import InputError
+from crossport.export.quant_report import (
+    QuantizationReport,
+    QuantizedLayer,
+    layer_error,
+    torch_path,
+)
+
+FULL_INTEGER = {"tflite-int8-full": "int8", "tflite-int16x8": "int16x8"}
+# Whole-model acceptance: output SQNR (dB) vs torch fp32 on the calibration examples.
+MIN_SQNR_DB = {"tflite-int8-full": 15.0, "tflite-int16x8": 30.0}
+# The per-op metrics run float and quantized ops side by side on TF's reference kernels:
+# a few examples measure them well and keep the export quick.
+REPORT_EXAMPLES = 4
+
+
+@dataclass
+class FullIntegerPlan:
+    """What a full-integer export needs besides the model."""
+
+    format: str
+    samples: list[list[np.ndarray]]  # Keras input arrays, one list per example
+    torch_samples: list[tuple]  # the same examples as forward's arguments
+    input_names: list[str]
+    int8_io: bool = False
+    float_layers: tuple[str, ...] = ()
+
+    @property
+    def activations(self) -> str:
+        return FULL_INTEGER[self.format]
+
+
+def plan(conversion, format: str, calibration, int8_io: bool,
+         float_layers: Iterable[str]) -> FullIntegerPlan | None:
+    """Validate the quantization arguments; ``None`` for formats that take none."""
+    float_layers = tuple(float_layers or ())
+    if format not in FULL_INTEGER:
+        given = [n for n, v in (("calibration", calibration is not None),
+                                ("int8_io", int8_io), ("float_layers", float_layers)) if v]
+        if given:
+            raise InputError(f"{', '.join(given)} only apply to the full-integer formats "
+                             f"{sorted(FULL_INTEGER)}, not {format!r}")
+        return None
+    if calibration is None:
+        raise InputError(f"format {format!r} needs calibration=: an iterable of example "
+                         "inputs (tuples of arrays, or arrays) in the conversion's input layout")
+    if format == "tflite-int16x8" and float_layers:
+        raise InputError("float_layers is supported for tflite-int8-full only (the TF "
+                         "quantizer keeps layers in float for int8 activations only)")
+    samples = calibration_samples(conversion, calibration)
+    torch_samples = [_to_torch(s, conversion) for s in samples]
+    names = [t.name for t in conversion.model.inputs]
+    return FullIntegerPlan(format, samples, torch_samples, names, bool(int8_io), float_layers)
+
+
+def calibration_samples(conversion, calibration) -> list[list[np.ndarray]]:
+    """Each example as Keras input arrays, checked against the model's input shapes."""
+    inputs = conversion.model.inputs
+    samples = []
+    for i, item in enumerate(calibration):
+        arrays = list(item) if isinstance(item, (tuple, list)) else [item]
+        arrays = [np.asarray(a.detach().cpu() if isinstance(a, torch.Tensor) else a)
+                  for a in arrays]
+        if len(arrays) != len(inputs):
+            raise InputError(f"calibration example {i} has {len(arrays)} arrays; the model "
+                             f"takes {len(inputs)} ({', '.join(t.name for t in inputs)})")
+        for a, t in zip(arrays, inputs):
+            if a.ndim != len(t.shape) or any(d is not None and d != s
+                                             for d, s in zip(t.shape, a.shape)):
+                raise InputError(f"calibration example {i}: input {t.name!r} has shape "
+                                 f"{a.shape}, the model expects {tuple(t.shape)} (None: any)")
+        samples.append([a.astype(t.dtype) for a, t in zip(arrays, inputs)])
+    if not samples:
+        raise InputError("calibration is empty: give at least one example (100+ for real use)")
+    return samples
+
+
+def _to_torch(arrays: list[np.ndarray], conversion) -> tuple:
+    """Keras-layout arrays -> forward's arguments (undoing channels-last I/O)."""
+    out = []
+    for a in arrays:
+        if conversion.options.channels_last_io and a.ndim >= 3:
+            a = np.moveaxis(a, -1, 1)
+        out.append(torch.from_numpy(np.ascontiguousarray(a)))
+    return tuple(out)
+
+
+def write_full_integer(model, path: Path, plan: FullIntegerPlan,
+                       conversion=None) -> QuantizationReport:
+    """Calibrate, quantize and write ``path``; the report's ``layers`` filled for int8."""
+    from crossport.export.formats import write_saved_model
+    from crossport.export.tflite import converter_from_saved_model, run_converter
+
+    with tempfile.TemporaryDirectory() as tmp:
+        saved = Path(tmp) / "saved_model"
+        write_saved_model(model, saved)
+        converter = converter_from_saved_model(saved, plan.activations)
+        _configure(converter, plan)
+        with quiet_tflite_interpreter():
+            if plan.activations == "int16x8":
+                path.write_bytes(run_converter(converter.convert, conversion))
+                return QuantizationReport(plan.format, layers=[], per_layer_note=(
+                    "per-layer errors are measured for tflite-int8-full only"))
+            return _quantize_with_debugger(model, converter, path, plan, conversion)
+
+
+def _configure(converter, plan: FullIntegerPlan) -> None:
+    import tensorflow as tf
+
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    converter.representative_dataset = lambda: (dict(zip(plan.input_names, s))
+                                                for s in plan.samples)
+    if plan.int8_io:
+        io_type = tf.int8 if plan.activations == "int8" else tf.int16
+        converter.inference_input_type = converter.inference_output_type = io_type
+
+
+def _quantize_with_debugger(model, converter, path, plan, conversion) -> QuantizationReport:
+    import tensorflow as tf
+
+    from crossport.export.tflite import run_converter
+
+    options = tf.lite.experimental.QuantizationDebugOptions(fully_quantize=plan.int8_io)
+    with quiet_tflite_interpreter():
+        debugger = run_converter(lambda: tf.lite.experimental.QuantizationDebugger(
+            converter=converter, debug_dataset=_dataset(plan), debug_options=options),
+            conversion)
+    layer_names = [layer.name for layer in model.layers]
+    module_paths = set(dict(conversion.module.named_modules())) if conversion else set()
+    ops = _quantized_ops(debugger.calibrated_model, layer_names, module_paths)
+    denied = _denylist(ops, plan.float_layers, module_paths)
+    if denied:
+        options = tf.lite.experimental.QuantizationDebugOptions(
+            fully_quantize=plan.int8_io, denylisted_nodes=denied)
+        with quiet_tflite_interpreter():
+            debugger.options = options
+    path.write_bytes(debugger.get_nondebug_quantized_model())
+    layers = _layer_errors(debugger.quant_model, plan, options, layer_names, module_paths)
+    return QuantizationReport(plan.format, layers=layers, float_layers=list(plan.float_layers))
+
+
+def _dataset(plan: FullIntegerPlan, interpreter_inputs: list[str] | None = None):
+    """The examples as the debugger feeds them: by position, in the interpreter's order."""
+    positions = list(range(len(plan.input_names)))
+    if interpreter_inputs is not None:
+        positions = [next(i for i, n in enumerate(plan.input_names)
+                          if name in (f"serving_default_{n}:0", n))
+                     for name in interpreter_inputs]
+    return lambda: ([sample[i] for i in positions] for sample in plan.samples[:REPORT_EXAMPLES])
+
+
+@dataclass
+class _Op:
+    output: str  # output tensor name (what the debugger's denylisted_nodes names)
+    layers: list[str]  # Keras layers fused into it, in model order
+
+
+def _quantized_ops(model_bytes: bytes, layer_names: list[str], module_paths: set) -> list[_Op]:
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+    interpreter = Interpreter(
+        model_content=model_bytes,
+        experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+    tensors = {t["index"]: t["name"] for t in interpreter.get_tensor_details()}
+    all_ops = interpreter._get_ops_details()
+    produced = {out for op in all_ops for out in op["outputs"]}
+    ops = []
+    for op in all_ops:
+        for index in op["outputs"]:
+            ops.append(_Op(tensors.get(index, ""),
+                           _op_layers(op, index, tensors, produced, layer_names)))
+    return ops
+
+
+def _op_layers(op: dict, output: int, tensors: dict, produced: set, layer_names) -> list[str]:
+    """Keras layers an op computes: from its output's name, else its weights' names.
+
+    A model output is renamed after the signature (``StatefulPartitionedCall:0``), but the
+    op's constant inputs (kernel, bias) still carry the layer's scope.
+    """
+    layers = keras_layers_in(tensors.get(output, ""), layer_names)
+    if not layers:
+        constants = [tensors[i] for i in op["inputs"]
+                     if i >= 0 and i not in produced and i in tensors]
+        layers = keras_layers_in(";".join(constants), layer_names)
+    return layers
+
+
+def _denylist(ops: list[_Op], float_layers: tuple[str, ...], module_paths: set) -> list[str]:
+    """Output tensors of the ops that compute the named torch modules."""
+    denied = []
+    for wanted in float_layers:
+        hits = [op.output for op in ops if any(
+            _within(torch_path(layer, module_paths), wanted) or layer == wanted
+            for layer in op.layers)]
+        if not hits:
+            known = sorted({torch_path(layer, module_paths) for op in ops for layer in op.layers})
+            raise InputError(f"float_layers: no quantized op computes {wanted!r}; torch "
+                             f"modules with quantized ops: {', '.join(known[:30])}")
+        denied.extend(hits)
+    return list(dict.fromkeys(denied))
+
+
+def _within(path: str, module: str) -> bool:
+    return path == module or path.startswith(module + ".")
+
+
+def keras_layers_in(tensor_name: str, layer_names: list[str]) -> list[str]:
+    """Keras layers named in a (possibly fused, ``;``-joined) TFLite tensor name.
+
+    Each part reads ``<model scope>/<layer scope>/<op>``. TF name scopes repeat a layer's
+    name with a ``_N`` suffix (``layer1.0.conv1_1``); the model's own names may end in
+    ``_N`` too (a module called twice): a scope is resolved by dropping one suffix first,
+    then none, then more.
+    """
+    known = {name: i for i, name in enumerate(layer_names)}
+    scopes = [part.split("/")[1] for part in tensor_name.split(";") if part.count("/") >= 2]
+    found = []
+    for scope in scopes:
+        candidates = [re.sub(r"_\d+$", "", scope), scope]
+        while re.search(r"_\d+$", candidates[-1]):
+            candidates.append(re.sub(r"_\d+$", "", candidates[-1]))
+        layer = next((c for c in candidates if c in known), None)
+        if layer is not None and layer not in found:
+            found.append(layer)
+    return sorted(found, key=known.get)
+
+
+def _layer_errors(debug_model: bytes, plan, options, layer_names,
+                  module_paths) -> list[QuantizedLayer]:
+    """Per quantized op: its own error vs the float op on the same inputs, worst first."""
+    import tensorflow as tf
+
+    metrics = tf.lite.experimental.QuantizationDebugOptions(
+        layer_direct_compare_metrics={"error": layer_error},
+        fully_quantize=options.fully_quantize, denylisted_nodes=options.denylisted_nodes)
+    with quiet_tflite_interpreter():
+        interpreter = tf.lite.Interpreter(model_content=debug_model)
+        inputs = [d["name"] for d in interpreter.get_input_details()]
+        debugger = tf.lite.experimental.QuantizationDebugger(
+            quant_debug_model_content=debug_model, debug_dataset=_dataset(plan, inputs),
+            debug_options=metrics)
+        debugger.run()
+    rows = _rows(interpreter, debugger.layer_statistics, layer_names, module_paths)
+    return sorted(rows, key=lambda r: -r.error)
+
+
+def _rows(interpreter, statistics, layer_names, module_paths) -> list[QuantizedLayer]:
+    details = {t["index"]: t for t in interpreter.get_tensor_details()}
+    names = {index: t["name"] for index, t in details.items()}
+    producer = {out: op for op in interpreter._get_ops_details() for out in op["outputs"]}
+    produced = set(producer)
+    rows = []
+    for key, stats in statistics.items():
+        index = int(key.rsplit(":", 1)[1])
+        tensor = details[index]
+        op = producer[index]
+        layers = _op_layers(op, index, names, produced, layer_names)
+        params = tensor["quantization_parameters"]
+        rows.append(QuantizedLayer(
+            name=torch_path(layers[0], module_paths) if layers else tensor["name"],
+            op=op["op_name"], error=float(stats["error"]),
+            rmse=float(np.sqrt(stats["mean_squared_error"])),
+            max_abs_error=float(stats["max_abs_error"]),
+            scale=float(params["scales"][0]), zero_point=int(params["zero_points"][0]),
+            fused=[torch_path(layer, module_paths) for layer in layers[1:]],
+            tensor=tensor["name"]))
+    return rows
+
+
+def sqnr_db(pairs) -> float:
+    """Signal-to-quantization-noise ratio over all ``(reference, quantized)`` float pairs."""
+    signal = noise = 0.0
+    for ref, got in pairs:
+        if np.asarray(ref).dtype.kind != "f":
+            continue
+        ref, got = np.asarray(ref, np.float64), np.asarray(got, np.float64)
+        signal += float(np.sum(ref ** 2))
+        noise += float(np.sum((ref - got) ** 2))
+    if noise == 0:
+        return float("inf")
+    return float(10 * np.log10(max(signal, 1e-300) / noise))

@@ -1,0 +1,77 @@
+"""The TF -> TFLite converter, restricted to TFLite builtin ops.
+
+Standalone LiteRT has no Flex (TF Select) delegate, so a file that needs a TF kernel would
+load nowhere it is meant to run: such an export is an :class:`ExportError` naming the ops.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+from crossport.errors import ExportError
+
+# TF op -> the torch ATen op that usually produced it, to point at the user's module
+_ATEN_OF = {"Erf": "erf", "Tan": "tan", "Atan": "atan", "Erfinv": "erfinv"}
+
+
+def converter_from_saved_model(saved: Path, ops: str = "builtins"):
+    """A ``TFLiteConverter`` limited to builtin ops (``ops``: builtins, int8 or int16x8)."""
+    import tensorflow as tf
+
+    converter = tf.lite.TFLiteConverter.from_saved_model(str(saved))
+    ops_set = {
+        "builtins": tf.lite.OpsSet.TFLITE_BUILTINS,
+        "int8": tf.lite.OpsSet.TFLITE_BUILTINS_INT8,
+        "int16x8": tf.lite.OpsSet.EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8,
+    }[ops]
+    converter.target_spec.supported_ops = [ops_set]
+    return converter
+
+
+def run_converter(convert: Callable[[], bytes], conversion=None) -> bytes:
+    """``convert()``, with a need for Flex ops turned into an ``ExportError`` naming them."""
+    try:
+        return convert()
+    except Exception as exc:
+        names = flex_ops(exc)
+        if not names:
+            raise
+        raise ExportError(flex_message(names, conversion)) from exc
+
+
+def flex_ops(exc: BaseException) -> list[str]:
+    """TF ops the converter could only keep as Flex (TF Select) ops, from its error."""
+    names = []
+    for error in getattr(exc, "errors", None) or []:
+        if "NEEDS_FLEX" in str(getattr(error, "error_code", "")) or "flex op" in str(
+                getattr(error, "error_message", "")):
+            names.append(error.operator.name.removeprefix("tf."))
+    if not names:
+        match = re.search(r"TF Select ops: ([^\n]+)", str(exc))
+        names = [n.strip() for n in match.group(1).split(",")] if match else []
+    return list(dict.fromkeys(n for n in names if n))
+
+
+def flex_message(names: list[str], conversion=None) -> str:
+    where = _torch_sources(names, conversion)
+    return (f"the TFLite file would need TF ops that have no TFLite builtin: "
+            f"{', '.join(names)}{where}. They only run with the Flex (TF Select) delegate, which "
+            "standalone LiteRT does not have, so crossport exports builtin ops only. Export "
+            "SavedModel or .keras instead, or replace the op in the torch module.")
+
+
+def _torch_sources(names: list[str], conversion) -> str:
+    """`` (from aten.erf in block.act (model.py:12: ...))`` for the ops we can trace back."""
+    exported = getattr(conversion, "exported", None)
+    if exported is None:
+        return ""
+    from crossport.capture.source import describe
+
+    found = []
+    for node in exported.graph_module.graph.nodes:
+        op = getattr(node.target, "__name__", str(node.target)).split(".")[0]
+        if node.op == "call_function" and op in {_ATEN_OF.get(n, n.lower()) for n in names}:
+            found.append(f"aten.{op} {describe(node)}")
+    return f" (from {'; '.join(found)})" if found else ""

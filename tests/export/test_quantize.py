@@ -1,0 +1,175 @@
+"""Full-integer TFLite: calibration, per-op report mapped to torch paths, selective float."""
+
+import numpy as np
+import pytest
+import torch
+
+import crossport
+from crossport.export import quantize
+from crossport.export.formats import load_tflite, tflite_op_names
+
+
+class ThreeConvs(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.body = torch.nn.Conv2d(8, 8, 3, padding=1)
+        self.head = torch.nn.Conv2d(8, 4, 3, padding=1)
+
+    def forward(self, x):
+        return self.head(self.body(self.stem(x).relu()).relu()).mean((2, 3))
+
+
+def _calibration(shape, count=8, seed=0):
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(shape).astype(np.float32) for _ in range(count)]
+
+
+def _convert(module, shape, **options):
+    torch.manual_seed(0)
+    return crossport.convert_with_report(module.eval(), (torch.randn(shape),), **options)
+
+
+@pytest.fixture(scope="module")
+def outlier():
+    """``body`` gets one output channel 60x larger: its int8 step swamps the other seven."""
+    torch.manual_seed(0)
+    net = ThreeConvs()
+    with torch.no_grad():
+        net.body.weight[5] *= 60
+    return _convert(net, (1, 3, 16, 16))
+
+
+def _litert(path, **kw):
+    from ai_edge_litert.interpreter import Interpreter
+
+    return Interpreter(model_path=str(path), **kw)
+
+
+def test_outlier_channel_conv_is_named_first(outlier, tmp_path):
+    result = crossport.export(outlier, tmp_path / "m.tflite", "tflite-int8-full",
+                              calibration=_calibration((1, 3, 16, 16)))
+    rows = result.quantization.layers
+    assert rows[0].name == "body", result.quantization.summary()
+    assert rows[0].op == "CONV_2D" and rows[0].scale > 0
+    others = [r.error for r in rows[1:]]
+    assert rows[0].error > 5 * max(others), result.quantization.summary()
+    assert {"stem", "head"} <= {r.name for r in rows}
+    assert result.passed and result.quantization.sqnr_db >= quantize.MIN_SQNR_DB[
+        "tflite-int8-full"]
+    text, data = result.summary(), result.quantization.to_dict()
+    assert "body" in text and "SQNR" in text
+    assert data["layers"][0]["name"] == "body" and "zero_point" in data["layers"][0]
+    assert '"sqnr_db"' in result.quantization.to_json()
+
+
+def test_float_layers_leaves_the_named_module_unquantized(outlier, tmp_path):
+    result = crossport.export(outlier, tmp_path / "m.tflite", "tflite-int8-full",
+                              calibration=_calibration((1, 3, 16, 16)), float_layers=["body"])
+    names = {r.name for r in result.quantization.layers}
+    assert "body" not in names and {"stem", "head"} <= names
+    assert result.quantization.float_layers == ["body"]
+    assert result.passed
+    interpreter = _litert(tmp_path / "m.tflite")
+    float_convs = [t for t in interpreter.get_tensor_details()
+                   if "body" in t["name"] and t["dtype"] == np.float32]
+    assert float_convs, "the body conv's tensors stay float32"
+
+
+def test_unknown_float_layer_is_an_input_error(outlier, tmp_path):
+    with pytest.raises(crossport.InputError, match="nope"):
+        crossport.export(outlier, tmp_path / "m.tflite", "tflite-int8-full",
+                         calibration=_calibration((1, 3, 16, 16)), float_layers=["nope"])
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_int8_io_round_trip(tmp_path):
+    net = ThreeConvs().eval()
+    conversion = _convert(net, (1, 3, 16, 16))
+    calibration = _calibration((1, 3, 16, 16))
+    result = crossport.export(conversion, tmp_path / "m.tflite", "tflite-int8-full",
+                              calibration=calibration, int8_io=True)
+    assert result.passed
+    interpreter = _litert(tmp_path / "m.tflite")
+    (inp,), (out,) = interpreter.get_input_details(), interpreter.get_output_details()
+    assert inp["dtype"] == np.int8 and out["dtype"] == np.int8
+    assert inp["quantization"][0] > 0 and out["quantization"][0] > 0
+    # quantize -> run -> dequantize by the file's own scales, against torch fp32
+    (got,) = load_tflite(tmp_path / "m.tflite", ["x"])([calibration[0]])
+    ref = net(torch.from_numpy(calibration[0])).detach().numpy()
+    assert quantize.sqnr_db([(ref, got)]) > quantize.MIN_SQNR_DB["tflite-int8-full"]
+
+
+def test_int16x8_has_int16_activations_and_passes(tmp_path):
+    conversion = _convert(ThreeConvs(), (1, 3, 16, 16))
+    result = crossport.export(conversion, tmp_path / "m.tflite", "tflite-int16x8",
+                              calibration=_calibration((1, 3, 16, 16)))
+    assert result.passed, result.summary()
+    assert result.quantization.sqnr_db >= quantize.MIN_SQNR_DB["tflite-int16x8"]
+    dtypes = {t["dtype"] for t in _litert(tmp_path / "m.tflite").get_tensor_details()}
+    assert np.int16 in dtypes
+
+
+def test_failed_sqnr_leaves_nothing(tmp_path, monkeypatch):
+    monkeypatch.setitem(quantize.MIN_SQNR_DB, "tflite-int8-full", 200.0)  # unreachable
+    conversion = _convert(ThreeConvs(), (1, 3, 16, 16))
+    with pytest.raises(crossport.ExportError, match="SQNR.*nothing was written"):
+        crossport.export(conversion, tmp_path / "m.tflite", "tflite-int8-full",
+                         calibration=_calibration((1, 3, 16, 16)))
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    ({"format": "tflite-int8-full"}, "needs calibration"),
+    ({"format": "tflite", "calibration": [np.zeros((1, 3, 16, 16), np.float32)]},
+     "calibration only apply"),
+    ({"format": "tflite-int8-full", "calibration": [np.zeros((1, 3, 8, 8), np.float32)]},
+     r"calibration example 0: input 'x' has shape \(1, 3, 8, 8\)"),
+    ({"format": "tflite-int8-full", "calibration": []}, "calibration is empty"),
+])
+def test_bad_quantization_arguments_are_input_errors(tmp_path, kwargs, match):
+    conversion = _convert(ThreeConvs(), (1, 3, 16, 16), check=False)
+    with pytest.raises(crossport.InputError, match=match):
+        crossport.export(conversion, tmp_path / "m.tflite", **kwargs)
+
+
+def test_calibration_takes_tuples_of_tensors_for_two_inputs(tmp_path):
+    class Two(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(6, 3)
+
+        def forward(self, a, b):
+            return self.fc(a) * b
+
+    torch.manual_seed(0)
+    conversion = crossport.convert_with_report(Two().eval(),
+                                               (torch.randn(2, 6), torch.randn(2, 3)))
+    calibration = [(torch.randn(2, 6), torch.randn(2, 3)) for _ in range(6)]
+    result = crossport.export(conversion, tmp_path / "m.tflite", "tflite-int8-full",
+                              calibration=calibration)
+    assert result.passed, result.summary()
+    assert [r.name for r in result.quantization.layers if r.op == "FULLY_CONNECTED"] == ["fc"]
+
+
+@pytest.mark.slow
+def test_int8_resnet18_runs_on_litert_with_xnnpack(tmp_path):
+    """Live random weights, random calibration: stated SQNR >= 15 dB (28 dB measured)."""
+    from crossport.compat import import_torchvision
+    from crossport.parity.live import make_live
+
+    torchvision = import_torchvision()
+    torch.manual_seed(0)
+    x = torch.randn(1, 3, 224, 224)
+    net = make_live(torchvision.models.resnet18(weights=None).eval(), (x,))
+    conversion = crossport.convert_with_report(net, (x,), check=False)
+    result = crossport.export(conversion, tmp_path / "r18.tflite", "tflite-int8-full",
+                              calibration=_calibration((1, 3, 224, 224), count=6))
+    assert result.passed and result.quantization.sqnr_db >= 15.0, result.summary()
+    names = {r.name for r in result.quantization.layers}
+    assert {"conv1", "layer3.0.conv1", "layer4.1.conv2", "fc"} <= names
+    interpreter = _litert(tmp_path / "r18.tflite", num_threads=1)
+    interpreter.allocate_tensors()  # XNNPACK's prepare failed on the -inf max-pool padding
+    assert "DELEGATE" in [op["op_name"] for op in interpreter._get_ops_details()]
+    assert tflite_op_names(tmp_path / "r18.tflite").count("CONV_2D") == 20
+    interpreter.invoke()
