@@ -45,7 +45,10 @@ def _bn_supported(layer) -> str | None:
     return None
 
 
-@register_layer(policy=Policy.CUSTOM, supports=_bn_supported, keeps_layout=True)
+# FusedBatchNormalization: crossport's Keras BN with TF's fused inference kernel (same
+# config, weights and function), which the forward converter emits for image BatchNorm.
+@register_layer("BatchNormalization", "FusedBatchNormalization", policy=Policy.CUSTOM,
+                supports=_bn_supported, keeps_layout=True)
 def BatchNormalization(ctx: Context, layer, inputs: Held, **_call_kwargs) -> Held:
     """keras.layers.BatchNormalization -> nn.BatchNorm{1,2,3}d(eps=epsilon, momentum=1-momentum).
 
