@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import crossport
-from crossport.to_keras.registry import lookup, register
+from crossport.to_keras.registry import replaced
 from tests.harness import assert_converts, random_inputs
 
 
@@ -67,20 +67,15 @@ def test_dynamic_batch_gives_none_and_runs_other_batches():
 def test_parity_error_names_first_diverging_layer_and_says_semantic():
     """A deliberately wrong converter must be caught, located and called semantic."""
     relu = torch.ops.aten.relu.default
-    original = lookup(relu)
 
     def leaky_by_mistake(ctx, self):
         import keras
         return keras.layers.LeakyReLU(negative_slope=0.1, name=ctx.name())(self)
 
     net = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU(), torch.nn.Conv2d(4, 2, 1))
-    register(relu, policy=original.policy, override=True)(leaky_by_mistake)
-    try:
-        with pytest.raises(crossport.ParityError) as info:
-            crossport.convert(net.eval(), random_inputs((1, 3, 10, 10)))
-    finally:
-        register(relu, policy=original.policy, supports=original.supports,
-                 override=True)(original.fn)
+    with replaced(relu, leaky_by_mistake, supports=None), \
+            pytest.raises(crossport.ParityError) as info:
+        crossport.convert(net.eval(), random_inputs((1, 3, 10, 10)))
     report = info.value.report
     assert report.verdict == "semantic"
     assert report.first_divergent.module_path == "1"
@@ -90,7 +85,8 @@ def test_parity_error_names_first_diverging_layer_and_says_semantic():
 
 def test_registering_twice_without_override_is_an_error():
     with pytest.raises(ValueError, match="already has a converter"):
-        register(torch.ops.aten.relu.default, policy=crossport.Policy.AGNOSTIC)(lambda ctx, self: self)
+        crossport.register(torch.ops.aten.relu.default,
+                           policy=crossport.Policy.AGNOSTIC)(lambda ctx, self: self)
 
 
 def test_unknown_option_is_an_input_error():

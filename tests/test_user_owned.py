@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import crossport
-from crossport.to_keras.registry import lookup, register
+from crossport.to_keras.registry import replaced
 from tests.harness import random_inputs
 
 
@@ -82,7 +82,6 @@ def test_a_warm_cache_from_another_shape_is_left_as_the_user_had_it():
 
 def test_a_failed_conversion_leaves_the_module_unchanged_and_runnable():
     relu = torch.ops.aten.relu.default
-    original = lookup(relu)
 
     def leaky_by_mistake(ctx, self):
         import keras
@@ -90,13 +89,8 @@ def test_a_failed_conversion_leaves_the_module_unchanged_and_runnable():
 
     head = _fresh_head()
     before = _state(head)
-    register(relu, policy=original.policy, override=True)(leaky_by_mistake)
-    try:
-        with pytest.raises(crossport.ParityError):
-            crossport.convert(head, random_inputs((1, 3, 6, 6)))
-    finally:
-        register(relu, policy=original.policy, supports=original.supports,
-                 override=True)(original.fn)
+    with replaced(relu, leaky_by_mistake, supports=None), pytest.raises(crossport.ParityError):
+        crossport.convert(head, random_inputs((1, 3, 6, 6)))
     assert _state(head) == before
     x = torch.randn(1, 3, 6, 6)
     out = head(x)

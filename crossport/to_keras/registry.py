@@ -14,6 +14,7 @@ as the policy asks, or as numpy arrays when they are parameters, buffers or cons
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 from collections.abc import Callable
@@ -152,6 +153,38 @@ def schema_mismatch(fn: Callable, schema) -> str | None:
     if extra:
         return f"parameters {', '.join(extra)} are not in the schema and have no default"
     return None
+
+
+@contextlib.contextmanager
+def replaced(op, fn: Callable, **options):
+    """Use ``fn`` as ``op``'s converter inside the block; the previous one comes back after.
+
+    ``options`` override the previous converter's ``policy``, ``supports``, ``dynamic`` and
+    ``keeps_layout``. For experiments and tests (a deliberately wrong converter shows what the
+    parity check reports).
+
+    Example:
+        >>> import keras, torch
+        >>> from crossport.to_keras.registry import lookup, replaced
+        >>> relu = torch.ops.aten.relu.default
+        >>> with replaced(relu, lambda ctx, self: keras.ops.relu(self)):
+        ...     lookup(relu).fn.__name__
+        '<lambda>'
+        >>> lookup(relu).fn.__name__
+        'aten_relu_default'
+    """
+    previous = _REGISTRY.get(op)
+    kept = ({"policy": previous.policy, "supports": previous.supports,
+             "dynamic": previous.dynamic, "keeps_layout": previous.keeps_layout}
+            if previous is not None else {})
+    register(op, override=True, **{**kept, **options})(fn)
+    try:
+        yield
+    finally:
+        if previous is None:
+            _REGISTRY.pop(op, None)
+        else:
+            _REGISTRY[op] = previous
 
 
 def lookup(op) -> Converter | None:

@@ -18,7 +18,7 @@ from torch import nn
 
 import crossport
 from crossport.parity import check_live, make_live
-from crossport.to_keras.registry import lookup, register
+from crossport.to_keras.registry import replaced
 from tests.harness import random_inputs
 
 aten = torch.ops.aten
@@ -27,13 +27,8 @@ aten = torch.ops.aten
 @contextlib.contextmanager
 def wrong_converter(op, fn):
     """Register ``fn`` as ``op``'s converter for the block, then restore the original."""
-    original = lookup(op)
-    register(op, policy=original.policy, override=True)(fn)
-    try:
+    with replaced(op, fn, supports=None):
         yield
-    finally:
-        register(op, policy=original.policy, supports=original.supports,
-                 override=True)(original.fn)
 
 
 def leaky_relu_by_mistake(ctx, self):
