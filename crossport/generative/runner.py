@@ -109,7 +109,8 @@ class SavedModelGenerator(SignatureGenerator):
         import tensorflow as tf
 
         self.loaded = tf.saved_model.load(str(path))
-        funcs = dict(self.loaded.signatures)
+        funcs = {name: fn for name, fn in self.loaded.signatures.items()
+                 if name == "decode" or name.startswith("prefill_")}  # not serving_default
         shape = funcs["decode"].structured_input_signature[1]["k_cache"].shape if "decode" in funcs else ()
 
         def wrap(fn):
