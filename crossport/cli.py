@@ -1,4 +1,5 @@
-"""The ``crossport`` command line: ``demo``, ``convert``, ``check``, ``ops``.
+"""The ``crossport`` command line: ``demo``, ``convert``, ``check``, ``ops``,
+``generate-export``.
 
 Every failure prints one clear line and exits non-zero; nothing is left at the output path.
 """
@@ -321,6 +322,14 @@ def ops():
         table.add_row(*row)
     console.print(table)
 
+
+def _register_generate_export() -> None:
+    from crossport.cli_generate import generate_export
+
+    app.command("generate-export")(generate_export)
+
+
+_register_generate_export()
 
 if __name__ == "__main__":
     app()

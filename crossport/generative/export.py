@@ -87,10 +87,12 @@ def export(model: torch.nn.Module, path: str | Path, prefill_lengths=(8, 32),
         >>> lm = transformers.LlamaForCausalLM(cfg).eval()
         >>> result = generative.export(lm, "llm.tflite", prefill_lengths=(4,),
         ...                            max_cache_len=32)                   # doctest: +SKIP
-        >>> generative.LiteRTGenerator("llm.tflite").generate([[1, 2, 3]], 5).shape  # doctest: +SKIP
+        >>> runner = generative.LiteRTGenerator("llm.tflite")              # doctest: +SKIP
+        >>> runner.generate([[1, 2, 3]], max_new_tokens=5).shape          # doctest: +SKIP
         (1, 8)
     """
-    path, format = Path(path), format or ("tflite" if Path(path).suffix == ".tflite" else "saved_model")
+    path = Path(path)
+    format = format or ("tflite" if path.suffix == ".tflite" else "saved_model")
     _check_arguments(format, quantize, prefill_lengths, max_cache_len)
     names = signatures.signature_names(prefill_lengths)
     seconds: dict[str, float] = {}
@@ -141,15 +143,15 @@ def _check_arguments(format, quantize, prefill_lengths, max_cache_len) -> None:
 def _convert(step: KVCacheStep, length: int, on_stage, seconds: dict):
     """Converts the step once with a dynamic chunk length (every signature reuses it)."""
     length = max(length, 2)  # torch.export specialises sizes 0 and 1
-    layers, _, heads, slots, head_dim = step.cache_shape
     gen = torch.Generator().manual_seed(0)
-    example = (torch.randint(0, step.config.vocab_size, (1, length), generator=gen, dtype=torch.int32),
+    vocab = step.config.vocab_size
+    example = (torch.randint(0, vocab, (1, length), generator=gen, dtype=torch.int32),
                torch.arange(length, dtype=torch.int32),
                torch.tensor([length - 1], dtype=torch.int32),
                torch.randn(step.cache_shape, generator=gen),
                torch.randn(step.cache_shape, generator=gen))
-    conversion = convert_with_report(step, example, on_stage=on_stage,
-                                     dynamic_dims={"tokens": {1: "chunk"}, "input_pos": {0: "chunk"}})
+    dims = {"tokens": {1: "chunk"}, "input_pos": {0: "chunk"}}
+    conversion = convert_with_report(step, example, on_stage=on_stage, dynamic_dims=dims)
     seconds.update(conversion.seconds)
     return conversion
 

@@ -27,7 +27,8 @@ class SignatureGenerator:
         self.prefill_lengths = sorted(int(m.group(1)) for name in signatures
                                       if (m := re.fullmatch(r"prefill_(\d+)", name)))
         if "decode" not in signatures or not self.prefill_lengths:
-            raise InputError(f"expected prefill_<N> and decode signatures, found {sorted(signatures)}")
+            raise InputError(f"expected prefill_<N> and decode signatures, found "
+                             f"{sorted(signatures)}")
 
     @property
     def max_cache_len(self) -> int:
@@ -98,7 +99,8 @@ class LiteRTGenerator(SignatureGenerator):
         self.interpreter = Interpreter(model_path=str(path), num_threads=num_threads)
         names = self.interpreter.get_signature_list()
         runners = {name: self.interpreter.get_signature_runner(name) for name in names}
-        shape = runners["decode"].get_input_details()["k_cache"]["shape"] if "decode" in runners else ()
+        decode = runners.get("decode")
+        shape = decode.get_input_details()["k_cache"]["shape"] if decode else ()
         super().__init__(runners, shape)
 
 
@@ -111,7 +113,8 @@ class SavedModelGenerator(SignatureGenerator):
         self.loaded = tf.saved_model.load(str(path))
         funcs = {name: fn for name, fn in self.loaded.signatures.items()
                  if name == "decode" or name.startswith("prefill_")}  # not serving_default
-        shape = funcs["decode"].structured_input_signature[1]["k_cache"].shape if "decode" in funcs else ()
+        decode = funcs.get("decode")
+        shape = decode.structured_input_signature[1]["k_cache"].shape if decode else ()
 
         def wrap(fn):
             return lambda **kw: {k: t.numpy() for k, t in fn(**kw).items()}

@@ -102,12 +102,13 @@ class KVCacheStep(nn.Module):
     def _masks(self, slots, input_pos):
         allowed = slots[None, :] <= input_pos[:, None]                 # [T, L]
         full = _additive(allowed)
-        if not self.dict_masks:
-            return full if self.window is None else _additive(_windowed(allowed, slots, input_pos, self.window))
-        masks = {"full_attention": full}
-        if self.window is not None:
-            masks["sliding_attention"] = _additive(_windowed(allowed, slots, input_pos, self.window))
-        return masks
+        local = None
+        if self.window is not None:  # HF's sliding window: p sees p - window < j <= p
+            local = _additive(allowed & (slots[None, :] > input_pos[:, None] - self.window))
+        if not self.dict_masks:  # the model applies one mask kind to every layer
+            return full if local is None else local
+        return {"full_attention": full} if local is None else {"full_attention": full,
+                                                               "sliding_attention": local}
 
     def _probe_cache_shape(self) -> tuple[int, ...]:
         """Runs the model once on two tokens to learn the cache's heads and head size."""
@@ -135,11 +136,6 @@ class KVCacheStep(nn.Module):
 
 def _additive(allowed):
     return torch.where(allowed, 0.0, torch.finfo(torch.float32).min)[None, None]
-
-
-def _windowed(allowed, slots, input_pos, window: int):
-    """HF's sliding window: position p sees slots j with p - window < j <= p."""
-    return allowed & (slots[None, :] > input_pos[:, None] - window)
 
 
 def _takes_mask_dict(lm: nn.Module) -> bool:
@@ -197,7 +193,9 @@ def _sliding_window(lm: nn.Module, kinds: set[str], max_cache_len: int) -> int |
     """The window the model's own mask code would apply, or None when it never hides a slot."""
     config = lm.config
     window = getattr(config, "sliding_window", None)
-    if window is None or window >= max_cache_len or getattr(config, "use_sliding_window", True) is False:
+    if getattr(config, "use_sliding_window", True) is False:
+        window = None
+    if window is None or window >= max_cache_len:
         return None
     if _takes_mask_dict(lm):
         return int(window) if "sliding_attention" in kinds else None

@@ -5,6 +5,7 @@ import sys
 import textwrap
 
 import numpy as np
+import pytest
 
 from crossport.generative import LiteRTGenerator
 from crossport.generative.verify import reference_generate
@@ -34,6 +35,7 @@ def run(workdir, *args):
                           cwd=workdir, capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.slow  # a subprocess that imports torch, TF and transformers, then exports
 def test_generate_export_cli(tmp_path):
     (tmp_path / "llm_model.py").write_text(MODEL_FILE)
     result = run(tmp_path, "llm_model.py:tiny_llama", "-o", "llm.tflite", "--prefill", "4,8",

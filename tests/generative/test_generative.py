@@ -117,7 +117,8 @@ def test_sliding_window_is_honoured(tmp_path):
     full = build(mistral, sliding_window=None)
     prompt = np.arange(20) % 256
     # the window changes what HF generates here, so matching it proves the mask
-    assert not np.allclose(reference_generate(lm, prompt, 3)[1], reference_generate(full, prompt, 3)[1])
+    windowed, unwindowed = (reference_generate(m, prompt, 3)[1] for m in (lm, full))
+    assert not np.allclose(windowed, unwindowed)
     path = tmp_path / "llm.tflite"
     result = export(lm, path, prefill_lengths=PREFILL, max_cache_len=CACHE, max_new_tokens=NEW)
     assert result.report.identical and result.report.max_logit_error <= 1e-4, result.summary()
@@ -186,7 +187,8 @@ def test_step_module_matches_hf_forward():
 
 @pytest.mark.parametrize("rope", [{"rope_type": "dynamic", "factor": 2.0},
                                   {"rope_type": "longrope", "short_factor": [1.0] * 8,
-                                   "long_factor": [2.0] * 8, "original_max_position_embeddings": 256}],
+                                   "long_factor": [2.0] * 8,
+                                   "original_max_position_embeddings": 256}],
                          ids=["dynamic", "longrope"])
 def test_unsupported_rope_is_a_clear_error(rope, tmp_path):
     T = _transformers()
