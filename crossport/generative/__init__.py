@@ -7,7 +7,7 @@ Example:
     >>> generative.LiteRTGenerator("llm.tflite").generate(prompt_ids, max_new_tokens=64)
 """
 
-from crossport.generative.export import GenerativeExport, export
+from crossport.generative.pipeline import GenerativeExport, export
 from crossport.generative.runner import LiteRTGenerator, SavedModelGenerator, SignatureGenerator
 from crossport.generative.step import KVCacheStep
 from crossport.generative.verify import GenerationReport, PromptCheck
