@@ -57,8 +57,9 @@ def export(model: torch.nn.Module, path: str | Path, prefill_lengths=(8, 32),
     (see :mod:`crossport.generative.signatures` for their inputs and outputs), all sharing
     one copy of the weights. The artifact is re-loaded from disk and must generate exactly
     the tokens of ``model.generate(do_sample=False)`` with per-step logits within
-    ``tolerance`` (float32); with ``quantize`` the logits error and token agreement are
-    reported instead.
+    ``tolerance`` (float32; a first difference where HF's top two logits are within twice
+    the tolerance is a rounding tie, reported); with ``quantize`` the logits error and token
+    agreement are reported instead.
 
     Args:
         model: a transformers causal LM in eval mode (float32). Not modified.

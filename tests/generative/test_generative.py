@@ -210,3 +210,17 @@ def test_bad_arguments_are_input_errors(tmp_path):
         export(lm, tmp_path / "a.tflite", prefill_lengths=(64,), max_cache_len=32)
     with pytest.raises(InputError, match="max_position_embeddings"):
         export(lm, tmp_path / "a.tflite", max_cache_len=1024)
+
+
+def test_report_tells_a_rounding_tie_from_a_difference():
+    from crossport.generative.verify import GenerationReport, PromptCheck
+
+    same = PromptCheck(3, [5, 6, 7], [5, 6, 7], 1e-6)
+    tie = PromptCheck(3, [5, 6, 7], [5, 9, 2], 1e-6, tie_margin=1e-5)
+    wrong = PromptCheck(3, [5, 6, 7], [5, 9, 2], 1e-6, tie_margin=0.3)
+    assert GenerationReport([same, tie], tolerance=1e-4).passed
+    assert not GenerationReport([same, wrong], tolerance=1e-4).passed
+    assert not GenerationReport([same], tolerance=1e-7).passed  # logits beyond tolerance
+    quantized = GenerationReport([same, wrong], tolerance=None)
+    assert quantized.passed and quantized.agreement == pytest.approx((1 + 1 / 3) / 2)
+    assert "HF top-2 gap there 3.0e-01" in quantized.summary()
