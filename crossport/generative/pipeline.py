@@ -163,11 +163,11 @@ def _generation_check(model, path: Path, format: str, quantize, step: KVCacheSte
     if prompts is None:
         prompts = default_prompts(step.config.vocab_size, prefill_lengths, step.max_cache_len,
                                   max_new_tokens)
-    eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
     report = GenerationReport(tolerance=None if quantize else tolerance)
     for prompt in prompts:
         prompt = torch.as_tensor(prompt).reshape(-1).numpy()
-        report.checks.append(check_prompt(model, generator, prompt, max_new_tokens, eos))
+        # no EOS stop: every verification prompt runs all max_new_tokens steps
+        report.checks.append(check_prompt(model, generator, prompt, max_new_tokens))
     return report
 
 

@@ -81,12 +81,17 @@ class GenerationReport:
 
 
 def reference_generate(lm, prompt: np.ndarray, max_new_tokens: int, eos_token_id=None):
-    """HF greedy generation: the new tokens and the ``[steps, vocab]`` logits of each."""
+    """HF greedy generation: the new tokens and the ``[steps, vocab]`` logits of each.
+
+    ``eos_token_id=None`` generates all ``max_new_tokens`` (HF would fill ``None`` in from
+    the model's generation config; an empty list disables stopping).
+    """
     from transformers import GenerationConfig
 
     ids = torch.as_tensor(np.asarray(prompt).reshape(1, -1), dtype=torch.long)
     config = GenerationConfig(do_sample=False, num_beams=1, max_new_tokens=max_new_tokens,
-                              eos_token_id=eos_token_id, pad_token_id=_first(eos_token_id, 0),
+                              eos_token_id=[] if eos_token_id is None else eos_token_id,
+                              pad_token_id=_first(eos_token_id, 0),
                               output_logits=True, return_dict_in_generate=True)
     with torch.no_grad():
         out = lm.generate(ids, attention_mask=torch.ones_like(ids), generation_config=config)
