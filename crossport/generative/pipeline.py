@@ -95,6 +95,8 @@ def export(model: torch.nn.Module, path: str | Path, prefill_lengths=(8, 32),
     path = Path(path)
     format = format or ("tflite" if path.suffix == ".tflite" else "saved_model")
     _check_arguments(format, quantize, prefill_lengths, max_cache_len)
+    if format == "tflite":
+        _check_flatbuffer_size(model, quantize)
     names = signatures.signature_names(prefill_lengths)
     seconds: dict[str, float] = {}
     stage = _stage_timer(seconds, on_stage)
@@ -139,6 +141,33 @@ def _check_arguments(format, quantize, prefill_lengths, max_cache_len) -> None:
     if not lengths or any(int(n) < 1 or int(n) > max_cache_len for n in lengths):
         raise InputError(f"prefill_lengths {lengths} must be non-empty, each in "
                          f"1..max_cache_len ({max_cache_len})")
+
+
+FLATBUFFER_LIMIT = 2**31  # TFLite's FlatBuffer offsets are 32-bit signed
+BYTES_PER_WEIGHT = {None: 4, "fp16": 2, "int8-weights": 1}
+
+
+def estimated_weight_bytes(model: torch.nn.Module, quantize: str | None) -> int:
+    """Bytes the weights take in the flatbuffer (tied weights once; int8 quantizes only
+    tensors of at least 1024 elements, the converter's dynamic-range threshold)."""
+    total = 0
+    for p in model.parameters():  # parameters() yields a tied tensor once
+        small = quantize == "int8-weights" and p.numel() < 1024
+        total += p.numel() * (4 if small else BYTES_PER_WEIGHT[quantize])
+    return total
+
+
+def _check_flatbuffer_size(model: torch.nn.Module, quantize: str | None) -> None:
+    need = estimated_weight_bytes(model, quantize)
+    if need < FLATBUFFER_LIMIT:
+        return
+    options = [f"quantize={q!r} (~{estimated_weight_bytes(model, q) / 1e9:.2f} GB)"
+               for q in ("fp16", "int8-weights")
+               if estimated_weight_bytes(model, q) < FLATBUFFER_LIMIT]
+    raise ExportError(
+        f"{type(model).__name__}: its weights take ~{need / 1e9:.2f} GB with quantize="
+        f"{quantize!r}, beyond TFLite's 2 GB FlatBuffer limit; use "
+        f"{' or '.join(options) if options else 'a smaller model'}, or format='saved_model'")
 
 
 def _convert(step: KVCacheStep, length: int, on_stage, seconds: dict):

@@ -224,3 +224,16 @@ def test_report_tells_a_rounding_tie_from_a_difference():
     quantized = GenerationReport([same, wrong], tolerance=None)
     assert quantized.passed and quantized.agreement == pytest.approx((1 + 1 / 3) / 2)
     assert "HF top-2 gap there 3.0e-01" in quantized.summary()
+
+
+def test_beyond_the_flatbuffer_limit_suggests_quantizing(tmp_path):
+    """A 1.1B-parameter (TinyLlama-sized) config on the meta device: sized, never allocated."""
+    T = _transformers()
+    config = T.LlamaConfig(vocab_size=32000, hidden_size=2048, intermediate_size=5632,
+                           num_hidden_layers=22, num_attention_heads=32, num_key_value_heads=4)
+    with torch.device("meta"):
+        lm = T.LlamaForCausalLM(config)
+    with pytest.raises(ExportError, match=r"4\.40 GB .*2 GB FlatBuffer limit.*"
+                                          r"quantize='int8-weights' \(~1\.10 GB\)"):
+        export(lm, tmp_path / "llm.tflite")
+    assert list(tmp_path.iterdir()) == []
