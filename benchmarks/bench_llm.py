@@ -132,6 +132,8 @@ def markdown(rows: list[dict], quick: bool) -> str:
         f"{THREADS} threads for torch eager and LiteRT (XNNPACK), fp32. Prefill: one "
         "prefill signature call on a full chunk; decode: one token with the prefilled cache. "
         "Peak RSS is the whole subprocess (torch model, conversion, TFLite converter, LiteRT).",
+        f"Load average at the end of the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} "
+        "cores (tokens/s on a loaded shared machine are noisy: compare within a row).",
         "",
         "| model | params | file MB (fp32 weights MB) | export s | peak RSS MB | greedy parity "
         "| prefill tok/s LiteRT / torch | decode tok/s LiteRT / torch |",
