@@ -60,8 +60,8 @@ def generate_export(
     format: Annotated[str, typer.Option(help="tflite or saved_model (default: from -o)")] = None,
     check: Annotated[bool, typer.Option(help="verify by greedy generation vs HF")] = True,
 ):
-    """Export an HF causal LM with prefill/decode signatures and a KV cache; verify it
-    generates exactly what HF generate does (fp32) or report the error (quantized)."""
+    """Export an HF causal LM with prefill/decode signatures and a KV cache, verified by
+    greedy generation against HF generate."""
     from crossport import cli
     from crossport.compat import quiet_tensorflow
 
