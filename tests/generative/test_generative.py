@@ -146,6 +146,50 @@ def test_int8_weights_report_error_and_agreement(tmp_path):
     assert result.bytes < 0.75 * fp32_weight_bytes(lm), result.summary()
 
 
+def qwen3(T, **kw):  # q/k RMSNorm
+    return T.Qwen3ForCausalLM(T.Qwen3Config(num_key_value_heads=2, head_dim=16, **COMMON, **kw))
+
+
+def phi3(T, **kw):  # fused qkv and gate/up projections
+    return T.Phi3ForCausalLM(T.Phi3Config(num_key_value_heads=2, pad_token_id=0, **COMMON, **kw))
+
+
+def stablelm(T, **kw):  # partial rotary: RoPE on half of each head
+    return T.StableLmForCausalLM(T.StableLmConfig(num_key_value_heads=2, partial_rotary_factor=0.5,
+                                                  **COMMON, **kw))
+
+
+def gemma3(T, **kw):  # alternating local/global with their own RoPE, q/k norms
+    return T.Gemma3ForCausalLM(T.Gemma3TextConfig(num_key_value_heads=2, head_dim=16,
+                                                  sliding_window=6, **COMMON, **kw))
+
+
+def scaled_rope(kind, **params):
+    def builder(T):
+        config = T.LlamaConfig(num_key_value_heads=2, **COMMON)
+        config.rope_parameters = {**config.rope_parameters, "rope_type": kind, **params}
+        return T.LlamaForCausalLM(config)
+    return builder
+
+
+MORE_FAMILIES = {
+    "qwen3": qwen3, "phi3": phi3, "stablelm-partial-rotary": stablelm, "gemma3": gemma3,
+    "llama3-rope": scaled_rope("llama3", factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
+                               original_max_position_embeddings=128),
+    "yarn-rope": scaled_rope("yarn", factor=4.0, original_max_position_embeddings=128),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(MORE_FAMILIES))
+def test_more_families_and_rope_variants(name, tmp_path):
+    lm = build(MORE_FAMILIES[name])
+    path = tmp_path / "llm.tflite"
+    result = export(lm, path, prefill_lengths=PREFILL, max_cache_len=CACHE, max_new_tokens=NEW)
+    assert result.report.identical and result.report.max_logit_error <= 1e-4, result.summary()
+    assert_generates_like_hf(lm, LiteRTGenerator(path), 20, 6)
+
+
 @pytest.mark.slow
 def test_saved_model_has_the_same_signatures(tmp_path):
     lm = build(qwen2)
