@@ -281,3 +281,17 @@ def test_beyond_the_flatbuffer_limit_suggests_quantizing(tmp_path):
                                           r"quantize='int8-weights' \(~1\.10 GB\)"):
         export(lm, tmp_path / "llm.tflite")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_stacked_cache_output_needs_no_transpose():
+    """Per-layer caches stacked in torch order come out canonical: no full-cache transpose."""
+    import crossport
+
+    class StackLayers(torch.nn.Module):
+        def forward(self, cache):
+            return torch.stack([cache[0] + 1, cache[1] * 2])
+
+    cache = torch.randn(2, 1, 2, 16, 8)
+    conversion = crossport.convert_with_report(StackLayers().eval(), (cache,))
+    assert conversion.report.passed
+    assert (conversion.transposes, conversion.boundary_transposes) == (0, 0)
