@@ -1,4 +1,5 @@
-"""The ``crossport`` command line: ``demo``, ``convert``, ``check``, ``ops``, ``to-torch``.
+"""The ``crossport`` command line: ``demo``, ``convert``, ``check``, ``ops``, ``to-torch``,
+``generate-export``.
 
 Every failure prints one clear line and exits non-zero; nothing is left at the output paths.
 Outputs of one command (``-o`` and ``--emit-source``) land together or not at all, and an
@@ -430,6 +431,15 @@ def ops():
 from crossport.cli_to_torch import register as _register_to_torch
 
 _register_to_torch(app)
+
+
+def _register_generate_export() -> None:
+    from crossport.cli_generate import generate_export
+
+    app.command("generate-export")(generate_export)
+
+
+_register_generate_export()
 
 if __name__ == "__main__":
     app()

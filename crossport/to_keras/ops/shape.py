@@ -223,11 +223,15 @@ def _is_empty(value) -> bool:
 
 @register(aten.stack.default, policy=Policy.CUSTOM, dynamic=True)
 def aten_stack_default(ctx, tensors, dim=0):
-    """stack(Tensor[] tensors, int dim=0) -> Tensor"""
+    """stack(Tensor[] tensors, int dim=0) -> Tensor
+
+    Canonical inputs stack at torch's dim (canonical out: no transpose for a torch-order
+    consumer such as a model output); permuted inputs get the new dim last.
+    """
     xs, layout = _harmonised(ctx, tensors)
     rank = layout.rank + 1
     dim = dim % rank
-    out_layout = layout.with_inserted(dim)
+    out_layout = canonical(rank) if layout.is_canonical else layout.with_inserted(dim)
     ctx.out_layout = out_layout
     return ops.stack(xs, axis=out_layout.axis(dim))
 

@@ -1,0 +1,176 @@
+"""Benchmark the generative export: tokens/s on LiteRT vs torch eager, conversion time, peak
+memory and file size, for small HF decoder configs (random weights).
+
+Each model runs in its own subprocess so its peak RSS (``ru_maxrss``: torch model + export
++ LiteRT) is its own. In that process, same threads for both runtimes:
+  * export: ``crossport.generative.export`` with its greedy generation check, per stage;
+  * prefill: one ``prefill_<P>`` call on ``P`` tokens vs HF eager ``model(ids)`` filling a
+    ``DynamicCache`` (median of runs) -> tokens/s;
+  * decode: ``decode`` calls vs HF eager one-token steps with the cache (median per step).
+
+Writes ``RESULTS_LLM.md`` and ``results_llm.json`` beside this file. From the repo root:
+
+    .venv/bin/python benchmarks/bench_llm.py            # small configs (~5 min on 2 cores)
+    .venv/bin/python benchmarks/bench_llm.py --quick    # smoke run: tiny configs, few runs
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(1, str(HERE.parent))
+
+THREADS = 2
+CONFIGS = {  # name -> (config class, extra config fields)
+    "llama": ("LlamaConfig", "LlamaForCausalLM", {"num_key_value_heads": 4}),
+    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", {"num_key_value_heads": 4}),
+    "gemma": ("GemmaConfig", "GemmaForCausalLM", {"num_key_value_heads": 1, "head_dim": 32}),
+}
+SMALL = dict(vocab_size=4096, hidden_size=256, intermediate_size=688, num_hidden_layers=4,
+             num_attention_heads=8, initializer_range=0.1, max_position_embeddings=1024)
+TINY = dict(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+            num_attention_heads=4, initializer_range=0.2, max_position_embeddings=512)
+
+
+def build(name: str, quick: bool):
+    import common  # noqa: F401  (env vars before torch/TF start)
+    import torch
+
+    common.load_torchvision()
+    import transformers
+
+    config_cls, model_cls, extra = CONFIGS[name]
+    base = TINY if quick else SMALL
+    if quick and extra["num_key_value_heads"] > 1:
+        extra = {**extra, "num_key_value_heads": 2}  # GQA with TINY's 4 heads
+    torch.manual_seed(0)
+    config = getattr(transformers, config_cls)(**base, **extra)
+    return getattr(transformers, model_cls)(config).eval()
+
+
+def median_seconds(fn, runs: int) -> float:
+    fn()  # warm-up
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def measure_one(name: str, quick: bool) -> dict:
+    import common
+
+    common.configure_runtime(THREADS)
+    import numpy as np
+    import torch
+    from transformers import DynamicCache
+
+    from crossport.generative import LiteRTGenerator, export
+
+    prefill, cache, runs, steps = (8, 64, 3, 8) if quick else (32, 256, 10, 64)
+    lm = build(name, quick)
+    out = Path(tempfile.mkdtemp()) / f"{name}.tflite"
+    start = time.perf_counter()
+    result = export(lm, out, prefill_lengths=(prefill,), max_cache_len=cache)
+    export_seconds = time.perf_counter() - start
+    peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    runner = LiteRTGenerator(out, num_threads=THREADS)
+    ids = np.random.default_rng(0).integers(0, lm.config.vocab_size, size=prefill)
+    k = v = np.zeros(runner.cache_shape, np.float32)
+
+    def litert_prefill():
+        return runner.prefill(ids, k, v)
+
+    _, k1, v1 = litert_prefill()
+    decode = runner.signatures["decode"]
+    litert_decode = median_seconds(lambda: decode(
+        tokens=np.array([[1]], np.int32), input_pos=np.array([prefill], np.int32),
+        k_cache=k1, v_cache=v1), steps)
+    torch_ids = torch.as_tensor(ids[None])
+
+    def torch_prefill():
+        with torch.no_grad():
+            return lm(torch_ids, past_key_values=DynamicCache(config=lm.config), use_cache=True)
+
+    filled = torch_prefill().past_key_values
+    step_ids = torch.tensor([[1]])
+
+    def torch_decode():
+        with torch.no_grad():
+            lm(step_ids, past_key_values=filled, use_cache=True)
+            filled.crop(-1)  # drop the step just added: same cache length every run
+
+    return {
+        "model": name, "params": sum(p.numel() for p in lm.parameters()),
+        "prefill": prefill, "cache": cache, "file_mb": result.bytes / 1e6,
+        "weights_mb": 4 * sum(p.numel() for p in lm.parameters()) / 1e6,
+        "export_s": export_seconds, "stages": result.seconds, "peak_rss_mb": peak_rss / 1e6,
+        "identical": result.report.identical, "logit_error": result.report.max_logit_error,
+        "litert_prefill_tps": prefill / median_seconds(litert_prefill, runs),
+        "torch_prefill_tps": prefill / median_seconds(torch_prefill, runs),
+        "litert_decode_tps": 1 / litert_decode,
+        "torch_decode_tps": 1 / median_seconds(torch_decode, steps),
+    }
+
+
+def markdown(rows: list[dict], quick: bool) -> str:
+    lines = [
+        "# Generative export (benchmarks/bench_llm.py)", "",
+        f"{'Tiny (smoke)' if quick else 'Small'} HF decoder configs, random weights, batch 1, "
+        f"{THREADS} threads for torch eager and LiteRT (XNNPACK), fp32. Prefill: one "
+        "prefill signature call on a full chunk; decode: one token with the prefilled cache. "
+        "Peak RSS is the whole subprocess (torch model, conversion, TFLite converter, LiteRT).",
+        f"Load average at the end of the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} "
+        "cores (tokens/s on a loaded shared machine are noisy: compare within a row).",
+        "",
+        "| model | params | file MB (fp32 weights MB) | export s | peak RSS MB | greedy parity "
+        "| prefill tok/s LiteRT / torch | decode tok/s LiteRT / torch |",
+        "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(
+            f"| {r['model']} | {r['params'] / 1e6:.2f} M | "
+            f"{r['file_mb']:.2f} ({r['weights_mb']:.2f}) "
+            f"| {r['export_s']:.1f} | {r['peak_rss_mb']:.0f} | "
+            f"{'identical' if r['identical'] else 'DIFFERENT'}, {r['logit_error']:.1e} | "
+            f"{r['litert_prefill_tps']:.0f} / {r['torch_prefill_tps']:.0f} | "
+            f"{r['litert_decode_tps']:.0f} / {r['torch_decode_tps']:.0f} |")
+    stages = ", ".join(f"{k} {v:.1f}s" for k, v in rows[0]["stages"].items()) if rows else ""
+    lines += ["", f"Export stages ({rows[0]['model']}): {stages}." if rows else "",
+              "", "Not measured here: the 1.1B-parameter (TinyLlama-sized) config."]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--one", help=argparse.SUPPRESS)  # child process: one model
+    args = parser.parse_args()
+    if args.one:
+        print(json.dumps(measure_one(args.one, args.quick)))
+        return
+    rows = []
+    for name in CONFIGS:
+        cmd = [sys.executable, __file__, "--one", name] + (["--quick"] if args.quick else [])
+        done = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ))
+        if done.returncode != 0:
+            raise SystemExit(f"{name} failed:\n{done.stderr[-3000:]}")
+        rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
+        print(rows[-1], flush=True)
+    (HERE / "results_llm.json").write_text(json.dumps(rows, indent=2))
+    (HERE / "RESULTS_LLM.md").write_text(markdown(rows, args.quick))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,122 @@
+"""Greedy generation over the exported signatures (LiteRT interpreter or a SavedModel).
+
+The loop is what an app does on a device: prefill the prompt in chunks of the prefill
+lengths (the last chunk padded to the smallest length that holds it), then one ``decode``
+call per new token, feeding the cache outputs back as inputs.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+
+from crossport.errors import InputError
+
+
+class SignatureGenerator:
+    """Greedy generation over ``{name: callable(**inputs) -> {name: array}}`` signatures.
+
+    Subclasses only load the signatures; see :class:`LiteRTGenerator`.
+    """
+
+    def __init__(self, signatures: dict, cache_shape: tuple[int, ...]):
+        self.signatures = signatures
+        self.cache_shape = tuple(int(s) for s in cache_shape)
+        self.prefill_lengths = sorted(int(m.group(1)) for name in signatures
+                                      if (m := re.fullmatch(r"prefill_(\d+)", name)))
+        if "decode" not in signatures or not self.prefill_lengths:
+            raise InputError(f"expected prefill_<N> and decode signatures, found "
+                             f"{sorted(signatures)}")
+
+    @property
+    def max_cache_len(self) -> int:
+        return self.cache_shape[3]
+
+    def generate(self, prompt_ids, max_new_tokens: int = 64, eos_token_id=None,
+                 return_logits: bool = False):
+        """Greedy decoding: returns ``[1, prompt + new]`` int64 ids like HF ``generate``.
+
+        Args:
+            prompt_ids: ``[1, n]`` or ``[n]`` token ids (numpy, torch or a list).
+            max_new_tokens: at most this many new tokens.
+            eos_token_id: an id or list of ids that end generation (kept in the output).
+            return_logits: also return the ``[steps, vocab]`` logits of each new token.
+        """
+        prompt = np.asarray(prompt_ids, dtype=np.int64).reshape(-1)
+        if prompt.size == 0:
+            raise InputError("the prompt is empty")
+        if prompt.size + max_new_tokens > self.max_cache_len:
+            raise InputError(f"prompt ({prompt.size}) + max_new_tokens ({max_new_tokens}) exceeds "
+                             f"the cache length {self.max_cache_len} the model was exported with")
+        stops = set(np.atleast_1d(eos_token_id).tolist()) if eos_token_id is not None else set()
+        k = np.zeros(self.cache_shape, np.float32)
+        v = np.zeros(self.cache_shape, np.float32)
+        logits, k, v = self.prefill(prompt, k, v)
+        tokens, steps = list(prompt), []
+        for _ in range(max_new_tokens):
+            steps.append(logits)
+            token = int(np.argmax(logits))
+            tokens.append(token)
+            if token in stops or len(steps) == max_new_tokens:
+                break
+            out = self.signatures["decode"](
+                tokens=np.array([[token]], np.int32),
+                input_pos=np.array([len(tokens) - 1], np.int32), k_cache=k, v_cache=v)
+            logits, k, v = out["logits"][0], out["k_cache"], out["v_cache"]
+        ids = np.array([tokens], dtype=np.int64)
+        return (ids, np.stack(steps)) if return_logits else ids
+
+    def prefill(self, prompt: np.ndarray, k, v):
+        """Writes ``prompt`` into the cache chunk by chunk; the logits after its last token."""
+        start = 0
+        while start < prompt.size:
+            chunk = prompt[start:start + self.prefill_lengths[-1]]
+            length = next(n for n in self.prefill_lengths if n >= chunk.size)
+            tokens = np.zeros((1, length), np.int32)
+            tokens[0, :chunk.size] = chunk
+            out = self.signatures[f"prefill_{length}"](
+                tokens=tokens, input_pos=np.arange(start, start + length, dtype=np.int32),
+                last_index=np.array([chunk.size - 1], np.int32), k_cache=k, v_cache=v)
+            k, v = out["k_cache"], out["v_cache"]
+            start += chunk.size
+        return out["logits"][0], k, v
+
+
+class LiteRTGenerator(SignatureGenerator):
+    """Greedy generation on the LiteRT interpreter from a generative ``.tflite``.
+
+    Example:
+        >>> runner = LiteRTGenerator("llm.tflite")                   # doctest: +SKIP
+        >>> runner.generate([[1, 5, 7]], max_new_tokens=8).shape    # doctest: +SKIP
+        (1, 11)
+    """
+
+    def __init__(self, path: str | Path, num_threads: int = 2):
+        from ai_edge_litert.interpreter import Interpreter
+
+        self.interpreter = Interpreter(model_path=str(path), num_threads=num_threads)
+        names = self.interpreter.get_signature_list()
+        runners = {name: self.interpreter.get_signature_runner(name) for name in names}
+        decode = runners.get("decode")
+        shape = decode.get_input_details()["k_cache"]["shape"] if decode else ()
+        super().__init__(runners, shape)
+
+
+class SavedModelGenerator(SignatureGenerator):
+    """The same loop over a generative SavedModel's signatures (TF runtime)."""
+
+    def __init__(self, path: str | Path):
+        import tensorflow as tf
+
+        self.loaded = tf.saved_model.load(str(path))
+        funcs = {name: fn for name, fn in self.loaded.signatures.items()
+                 if name == "decode" or name.startswith("prefill_")}  # not serving_default
+        decode = funcs.get("decode")
+        shape = decode.structured_input_signature[1]["k_cache"].shape if decode else ()
+
+        def wrap(fn):
+            return lambda **kw: {k: t.numpy() for k, t in fn(**kw).items()}
+
+        super().__init__({name: wrap(fn) for name, fn in funcs.items()}, tuple(shape))

@@ -1,0 +1,97 @@
+"""The Keras/TF side: one converted step model behind several named signatures.
+
+Every signature (``prefill_<N>``, ``decode``) calls the same Keras model at a fixed chunk
+length, so its variables are tracked once and the TFLite converter writes each weight
+buffer once (measured: three signatures add a few KB of graph, not a second copy).
+
+Signature inputs and outputs (batch 1; ``L`` = max_cache_len; cache shape
+``[layers, 1, kv_heads, L, head_dim]``):
+
+=============  =========================  =====================================================
+name           dtype / shape              meaning
+=============  =========================  =====================================================
+tokens         int32 ``[1, N]``           token ids; a shorter prompt is padded (any id)
+input_pos      int32 ``[N]``              cache position of each token, e.g. ``start + 0..N-1``
+last_index     int32 ``[1]``              (prefill only) index in the chunk of the last real token
+k_cache        float32 cache shape        keys written so far (zeros at the start)
+v_cache        float32 cache shape        values written so far
+logits (out)   float32 ``[1, vocab]``     next-token logits after ``tokens[last_index]``
+k_cache (out)  float32 cache shape        the cache with this chunk written in; feed it back
+v_cache (out)  float32 cache shape        idem
+=============  =========================  =====================================================
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+import keras
+
+QUANTIZE = (None, "int8-weights", "fp16")
+INPUTS = ("tokens", "input_pos", "last_index", "k_cache", "v_cache")
+
+
+def signature_names(prefill_lengths) -> dict[str, int]:
+    """``{"prefill_8": 8, ..., "decode": 1}``: signature name -> chunk length."""
+    names = {f"prefill_{n}": int(n) for n in sorted(set(prefill_lengths))}
+    names["decode"] = 1
+    return names
+
+
+def build_archive(model: keras.Model, prefill_lengths, cache_shape) -> keras.export.ExportArchive:
+    """An ExportArchive tracking ``model`` once, with one endpoint per signature."""
+    import tensorflow as tf
+
+    archive = keras.export.ExportArchive()
+    archive.track(model)
+    for name, length in signature_names(prefill_lengths).items():
+        prefill = name != "decode"
+        spec = [tf.TensorSpec([1, length], tf.int32, name="tokens"),
+                tf.TensorSpec([length], tf.int32, name="input_pos")]
+        if prefill:
+            spec.append(tf.TensorSpec([1], tf.int32, name="last_index"))
+        spec += [tf.TensorSpec(cache_shape, tf.float32, name="k_cache"),
+                 tf.TensorSpec(cache_shape, tf.float32, name="v_cache")]
+        archive.add_endpoint(name, _endpoint(model, prefill), input_signature=spec)
+    return archive
+
+
+def _endpoint(model: keras.Model, prefill: bool):
+    import tensorflow as tf
+
+    def step(tokens, input_pos, last_index, k_cache, v_cache):
+        logits, keys, values = model([tokens, input_pos, last_index, k_cache, v_cache],
+                                     training=False)
+        return {"logits": logits, "k_cache": keys, "v_cache": values}
+
+    if prefill:
+        return step
+
+    def decode(tokens, input_pos, k_cache, v_cache):
+        return step(tokens, input_pos, tf.zeros([1], tf.int32), k_cache, v_cache)
+
+    return decode
+
+
+def write_saved_model(archive, path: Path) -> None:
+    archive.write_out(str(path), verbose=False)
+
+
+def write_tflite(archive, path: Path, names, quantize: str | None) -> None:
+    """One flatbuffer holding every signature; ``quantize`` as in :func:`export`."""
+    import tensorflow as tf
+
+    staging = Path(tempfile.mkdtemp(prefix="crossport-llm-"))
+    try:
+        write_saved_model(archive, staging / "saved_model")
+        converter = tf.lite.TFLiteConverter.from_saved_model(str(staging / "saved_model"),
+                                                             signature_keys=list(names))
+        if quantize is not None:
+            converter.optimizations = [tf.lite.Optimize.DEFAULT]  # int8 weights, float math
+        if quantize == "fp16":
+            converter.target_spec.supported_types = [tf.float16]
+        path.write_bytes(converter.convert())
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)

@@ -1,0 +1,209 @@
+"""The torch side of a generative export: one forward step of an HF causal LM with an
+explicit, functional KV cache.
+
+``KVCacheStep(lm, max_cache_len)`` computes, for a chunk of ``T`` tokens at cache positions
+``input_pos``, the logits of the token at ``last_index`` and the whole updated cache. The
+same module serves prefill (``T`` = a prefill length, padded and masked) and decode
+(``T = 1``): it is converted once with a dynamic ``T`` and every signature calls the one
+Keras model, so the weights are written once.
+
+The cache is a static tensor per k/v, ``[layers, batch, kv_heads, max_cache_len, head_dim]``.
+Writing it and masking it use only ops crossport converts already: a one-hot ``[L, T]``
+matrix of the positions places the new keys (``matmul``: each row has one 1, so values are
+copied exactly) and ``where`` keeps the old rows; the attention mask lets position ``p``
+attend to cache slots ``j <= p`` (and ``p - j < window`` on sliding-window layers). Cache
+slots beyond the last written position hold stale values the mask never lets through, which
+is why padding a prompt is harmless: a pad's slot is overwritten before it is ever attended.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import torch
+from torch import nn
+
+from crossport.errors import InputError, UnsupportedOpError
+
+# RoPE types whose frequencies are fixed at construction (a buffer + a scale): the export
+# reproduces them exactly. "dynamic" and "longrope" recompute frequencies from the sequence
+# length seen at run time, which a static-shape export cannot follow.
+STATIC_ROPE_TYPES = ("default", "linear", "llama3", "yarn", "proportional")
+MASK_KINDS = ("full_attention", "sliding_attention")
+
+
+class _FunctionalCache:
+    """Duck-types the part of transformers' ``Cache`` the attention layers call: ``update``
+    returns the layer's whole cache with this chunk written in, and records it as output."""
+
+    def __init__(self, k_cache, v_cache, place, written):
+        self.k_cache, self.v_cache = k_cache, v_cache
+        self.place, self.written = place, written
+        self.keys: dict[int, torch.Tensor] = {}
+        self.values: dict[int, torch.Tensor] = {}
+
+    def update(self, key_states, value_states, layer_idx, cache_kwargs=None):
+        self.keys[layer_idx] = self._write(self.k_cache[layer_idx], key_states)
+        self.values[layer_idx] = self._write(self.v_cache[layer_idx], value_states)
+        return self.keys[layer_idx], self.values[layer_idx]
+
+    def _write(self, cache, states):
+        return torch.where(self.written, torch.matmul(self.place.to(states.dtype), states), cache)
+
+    def stacked(self, layers: int):
+        missing = [i for i in range(layers) if i not in self.keys]
+        if missing:
+            raise UnsupportedOpError(
+                f"decoder layers {missing} did not write the KV cache (shared or absent KV "
+                "layers are not supported by the generative export yet)")
+        return (torch.stack([self.keys[i] for i in range(layers)]),
+                torch.stack([self.values[i] for i in range(layers)]))
+
+
+class KVCacheStep(nn.Module):
+    """``forward(tokens, input_pos, last_index, k_cache, v_cache) -> (logits, k_cache, v_cache)``.
+
+    Args of forward:
+        tokens: int32 ``[1, T]`` token ids (pads after the real tokens are allowed).
+        input_pos: int32 ``[T]`` cache positions of the tokens (distinct, increasing).
+        last_index: int32 ``[1]`` index in the chunk whose logits are returned.
+        k_cache, v_cache: float32 ``[layers, 1, kv_heads, max_cache_len, head_dim]``.
+
+    Example:
+        >>> import torch, transformers
+        >>> cfg = transformers.LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64,
+        ...     num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1)
+        >>> step = KVCacheStep(transformers.LlamaForCausalLM(cfg).eval(), max_cache_len=16)
+        >>> step.cache_shape
+        (1, 1, 1, 16, 16)
+    """
+
+    def __init__(self, lm: nn.Module, max_cache_len: int):
+        super().__init__()
+        self.lm = lm
+        self.max_cache_len = int(max_cache_len)
+        self.config = lm.config
+        self.window = check_supported(lm, self.max_cache_len)
+        self.dict_masks = _takes_mask_dict(lm)
+        self._keeps_logits = "logits_to_keep" in inspect.signature(lm.forward).parameters
+        self.cache_shape = self._probe_cache_shape()
+
+    def forward(self, tokens, input_pos, last_index, k_cache, v_cache):
+        slots = torch.arange(self.max_cache_len, dtype=input_pos.dtype)
+        place = slots[:, None] == input_pos[None, :]                    # [L, T]
+        cache = _FunctionalCache(k_cache, v_cache, place, place.any(-1)[:, None])
+        out = self.lm(input_ids=tokens, position_ids=input_pos[None], past_key_values=cache,
+                      attention_mask=self._masks(slots, input_pos), use_cache=True,
+                      **({"logits_to_keep": last_index} if self._keeps_logits else {}))
+        logits = out.logits if self._keeps_logits else out.logits.index_select(1, last_index)
+        keys, values = cache.stacked(self.config.num_hidden_layers)
+        return logits[:, 0], keys, values
+
+    def _masks(self, slots, input_pos):
+        allowed = slots[None, :] <= input_pos[:, None]                 # [T, L]
+        full = _additive(allowed)
+        local = None
+        if self.window is not None:  # HF's sliding window: p sees p - window < j <= p
+            local = _additive(allowed & (slots[None, :] > input_pos[:, None] - self.window))
+        if not self.dict_masks:  # the model applies one mask kind to every layer
+            return full if local is None else local
+        return {"full_attention": full} if local is None else {"full_attention": full,
+                                                               "sliding_attention": local}
+
+    def _probe_cache_shape(self) -> tuple[int, ...]:
+        """Runs the model once on two tokens to learn the cache's heads and head size."""
+        shapes = {}
+
+        class Probe:
+            def update(_, key_states, value_states, layer_idx, cache_kwargs=None):
+                shapes[layer_idx] = tuple(key_states.shape)
+                return key_states, value_states
+
+        tokens, positions = torch.zeros(1, 2, dtype=torch.long), torch.arange(2)
+        mask = _additive(torch.tril(torch.ones(2, 2, dtype=torch.bool)))
+        masks = {kind: mask for kind in MASK_KINDS} if self.dict_masks else mask
+        with torch.no_grad():
+            self.lm(input_ids=tokens, position_ids=positions[None], attention_mask=masks,
+                    past_key_values=Probe(), use_cache=True)
+        kinds = {(s[1], s[3]) for s in shapes.values()}
+        if len(kinds) != 1 or len(shapes) != self.config.num_hidden_layers:
+            raise UnsupportedOpError(
+                f"{type(self.lm).__name__}: the layers' KV caches differ in heads/head size or "
+                f"are shared ({shapes}); one stacked cache tensor cannot hold them")
+        heads, head_dim = kinds.pop()
+        return (len(shapes), 1, heads, self.max_cache_len, head_dim)
+
+
+def _additive(allowed):
+    return torch.where(allowed, 0.0, torch.finfo(torch.float32).min)[None, None]
+
+
+def _takes_mask_dict(lm: nn.Module) -> bool:
+    """Whether the base model accepts ``{layer_type: mask}`` (alternating local/global)."""
+    return "causal_mask_mapping" in _base_source(lm)
+
+
+def rope_types(config) -> set[str]:
+    """Every RoPE type a config names (top level or per layer type)."""
+    params = getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None) or {}
+    found = set()
+    if isinstance(params, dict):
+        if "rope_type" in params or "type" in params:
+            found.add(params.get("rope_type", params.get("type")))
+        found |= {p.get("rope_type", p.get("type", "default")) for p in params.values()
+                  if isinstance(p, dict)}
+    return found or {"default"}
+
+
+def check_supported(lm: nn.Module, max_cache_len: int) -> int | None:
+    """Refuses what the export cannot reproduce, by name; returns the sliding window or None.
+
+    Raises:
+        UnsupportedOpError: a data-dependent RoPE type, an unsupported attention kind, or an
+            encoder-decoder model.
+        InputError: not a float32 causal LM, or a cache longer than the model's positions.
+    """
+    config = getattr(lm, "config", None)
+    name = type(lm).__name__
+    if config is None or getattr(config, "is_encoder_decoder", False):
+        raise InputError(f"{name}: expected a transformers causal LM (AutoModelForCausalLM); "
+                         "encoder-decoder models are not supported by the generative export")
+    dtypes = {p.dtype for p in lm.parameters()}
+    if dtypes != {torch.float32}:
+        raise InputError(f"{name} has {sorted(map(str, dtypes))} parameters; the export starts "
+                         "from float32 (call model.float(); use quantize= for a smaller file)")
+    bad = sorted(t for t in rope_types(config) if t not in STATIC_ROPE_TYPES)
+    if bad:
+        raise UnsupportedOpError(
+            f"{name}: RoPE type {', '.join(map(repr, bad))} is not supported by the generative "
+            f"export: it recomputes its frequencies from the run-time sequence length. "
+            f"Supported: {', '.join(STATIC_ROPE_TYPES)}")
+    kinds = set(getattr(config, "layer_types", None) or ["full_attention"])
+    if kinds - set(MASK_KINDS):
+        raise UnsupportedOpError(f"{name}: attention layer types {sorted(kinds - set(MASK_KINDS))} "
+                                 f"are not supported by the generative export ({MASK_KINDS} are)")
+    limit = getattr(config, "max_position_embeddings", None)
+    if limit is not None and max_cache_len > limit:
+        raise InputError(f"max_cache_len={max_cache_len} exceeds {name}'s "
+                         f"max_position_embeddings={limit}")
+    return _sliding_window(lm, kinds, max_cache_len)
+
+
+def _sliding_window(lm: nn.Module, kinds: set[str], max_cache_len: int) -> int | None:
+    """The window the model's own mask code would apply, or None when it never hides a slot."""
+    config = lm.config
+    window = getattr(config, "sliding_window", None)
+    if getattr(config, "use_sliding_window", True) is False:
+        window = None
+    if window is None or window >= max_cache_len:
+        return None
+    if _takes_mask_dict(lm):
+        return int(window) if "sliding_attention" in kinds else None
+    return int(window) if "create_sliding_window_causal_mask" in _base_source(lm) else None
+
+
+def _base_source(lm: nn.Module) -> str:
+    try:
+        return inspect.getsource(type(getattr(lm, "model", lm)).forward)
+    except (OSError, TypeError):
+        return ""

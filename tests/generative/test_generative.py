@@ -1,0 +1,297 @@
+"""Generative export: greedy generation on LiteRT against HF ``generate(do_sample=False)``.
+
+Tiny configs (hidden 64, 2 layers, 4 heads, vocab 256) with a large ``initializer_range`` so
+next-token logits are far from ties (checked: a near-tie would make token identity luck).
+Every export re-checks itself by generation; the tests also run the file themselves on a
+prompt the export never saw.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from crossport.compat import import_torchvision
+from crossport.errors import ExportError, InputError, UnsupportedOpError
+from crossport.generative import KVCacheStep, LiteRTGenerator, SavedModelGenerator, export
+from crossport.generative.verify import reference_generate
+
+COMMON = dict(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+              num_attention_heads=4, initializer_range=0.2, max_position_embeddings=512)
+PREFILL, CACHE, NEW = (4, 16), 64, 10
+
+
+def _transformers():
+    import_torchvision()  # transformers imports torchvision; make it importable on CPU torch
+    import transformers
+
+    return transformers
+
+
+def llama(T, **kw):  # GQA: 4 query heads share 2 KV heads
+    return T.LlamaForCausalLM(T.LlamaConfig(num_key_value_heads=2, **COMMON, **kw))
+
+
+def qwen2(T, **kw):  # q/k/v biases
+    return T.Qwen2ForCausalLM(T.Qwen2Config(num_key_value_heads=2, **COMMON, **kw))
+
+
+def gemma(T, **kw):  # MQA, tied embeddings, scaled embeddings, GELU-tanh MLP
+    return T.GemmaForCausalLM(T.GemmaConfig(num_key_value_heads=1, head_dim=16, **COMMON, **kw))
+
+
+def mistral(T, **kw):
+    return T.MistralForCausalLM(T.MistralConfig(num_key_value_heads=2, **COMMON, **kw))
+
+
+def gemma2(T, **kw):  # alternating sliding/global layers, attention and final soft-capping
+    return T.Gemma2ForCausalLM(T.Gemma2Config(num_key_value_heads=2, head_dim=16, **COMMON, **kw))
+
+
+def build(builder, **kw):
+    torch.manual_seed(0)
+    return builder(_transformers(), **kw).eval()
+
+
+def fp32_weight_bytes(lm) -> int:
+    return 4 * sum(p.numel() for p in lm.parameters())  # tied weights counted once
+
+
+def min_margin(logits: np.ndarray) -> float:
+    """Smallest gap between the best and second-best logit over the steps."""
+    top2 = np.sort(logits, axis=-1)[:, -2:]
+    return float(np.min(top2[:, 1] - top2[:, 0]))
+
+
+def assert_generates_like_hf(lm, generator, length: int, seed: int):
+    prompt = np.random.default_rng(seed).integers(0, lm.config.vocab_size, size=length)
+    eos = lm.generation_config.eos_token_id
+    ref_new, ref_logits = reference_generate(lm, prompt, NEW, eos)
+    ids, logits = generator.generate(prompt[None], NEW, eos, return_logits=True)
+    assert min_margin(ref_logits) > 1e-3, "near-tie logits: the token check would be luck"
+    assert ids[0, :length].tolist() == prompt.tolist()
+    assert ids[0, length:].tolist() == ref_new
+    scale = max(1.0, float(np.abs(ref_logits).max()))
+    assert np.abs(logits - ref_logits).max() / scale <= 1e-4
+
+
+@pytest.mark.parametrize("builder", [llama, qwen2, gemma], ids=["llama", "qwen2", "gemma"])
+def test_greedy_parity_on_litert(builder, tmp_path):
+    lm = build(builder)
+    path = tmp_path / "llm.tflite"
+    result = export(lm, path, prefill_lengths=PREFILL, max_cache_len=CACHE, max_new_tokens=NEW)
+    assert result.report.identical and result.report.max_logit_error <= 1e-4, result.summary()
+    assert len(result.report.checks) == 3  # short (padded), exact prefill length, two chunks
+    # weights written once although three signatures use them
+    assert result.bytes < 1.5 * fp32_weight_bytes(lm), result.summary()
+    runner = LiteRTGenerator(path)
+    assert sorted(runner.signatures) == ["decode", "prefill_16", "prefill_4"]
+    for length, seed in ((7, 1), (20, 2)):  # prompts the export's own check never saw
+        assert_generates_like_hf(lm, runner, length, seed)
+
+
+def test_signature_contract(tmp_path):
+    """The names, shapes and dtypes documented for app developers."""
+    lm = build(llama)
+    path = tmp_path / "llm.tflite"
+    export(lm, path, prefill_lengths=(4,), max_cache_len=32, check=False)
+    runner = LiteRTGenerator(path)
+    cache = [2, 1, 2, 32, 16]  # layers, batch, kv heads, max_cache_len, head_dim
+    prefill = runner.signatures["prefill_4"]
+    shapes = {k: (v["shape"].tolist(), v["dtype"]) for k, v in prefill.get_input_details().items()}
+    assert shapes == {"tokens": ([1, 4], np.int32), "input_pos": ([4], np.int32),
+                      "last_index": ([1], np.int32), "k_cache": (cache, np.float32),
+                      "v_cache": (cache, np.float32)}
+    decode = runner.signatures["decode"]
+    assert sorted(decode.get_input_details()) == ["input_pos", "k_cache", "tokens", "v_cache"]
+    outputs = {k: (v["shape"].tolist(), v["dtype"]) for k, v in decode.get_output_details().items()}
+    assert outputs == {"logits": ([1, 256], np.float32), "k_cache": (cache, np.float32),
+                       "v_cache": (cache, np.float32)}
+    with pytest.raises(InputError, match="exceeds the cache length 32"):
+        runner.generate([[1, 2, 3]], max_new_tokens=30)
+
+
+def test_sliding_window_is_honoured(tmp_path):
+    lm = build(mistral, sliding_window=6)
+    full = build(mistral, sliding_window=None)
+    prompt = np.arange(20) % 256
+    # the window changes what HF generates here, so matching it proves the mask
+    windowed, unwindowed = (reference_generate(m, prompt, 3)[1] for m in (lm, full))
+    assert not np.allclose(windowed, unwindowed)
+    path = tmp_path / "llm.tflite"
+    result = export(lm, path, prefill_lengths=PREFILL, max_cache_len=CACHE, max_new_tokens=NEW)
+    assert result.report.identical and result.report.max_logit_error <= 1e-4, result.summary()
+    assert_generates_like_hf(lm, LiteRTGenerator(path), 20, 3)
+
+
+@pytest.mark.slow
+def test_alternating_local_global_and_softcapping(tmp_path):
+    lm = build(gemma2, sliding_window=6)
+    path = tmp_path / "llm.tflite"
+    result = export(lm, path, prefill_lengths=PREFILL, max_cache_len=CACHE, max_new_tokens=NEW)
+    assert result.report.identical and result.report.max_logit_error <= 1e-4, result.summary()
+    assert_generates_like_hf(lm, LiteRTGenerator(path), 20, 4)
+
+
+def test_int8_weights_report_error_and_agreement(tmp_path):
+    lm = build(llama)
+    path = tmp_path / "llm.tflite"
+    result = export(lm, path, prefill_lengths=PREFILL, max_cache_len=CACHE,
+                    quantize="int8-weights", max_new_tokens=NEW)
+    report = result.report
+    assert report.tolerance is None and report.passed  # reported, not enforced
+    assert 0.0 < report.max_logit_error < 0.5, report.summary()  # changed, but not broken
+    assert 0.0 <= report.agreement <= 1.0 and "agreement" in report.summary()
+    assert result.bytes < 0.75 * fp32_weight_bytes(lm), result.summary()
+
+
+def qwen3(T, **kw):  # q/k RMSNorm
+    return T.Qwen3ForCausalLM(T.Qwen3Config(num_key_value_heads=2, head_dim=16, **COMMON, **kw))
+
+
+def phi3(T, **kw):  # fused qkv and gate/up projections
+    return T.Phi3ForCausalLM(T.Phi3Config(num_key_value_heads=2, pad_token_id=0, **COMMON, **kw))
+
+
+def stablelm(T, **kw):  # partial rotary: RoPE on half of each head
+    return T.StableLmForCausalLM(T.StableLmConfig(num_key_value_heads=2, partial_rotary_factor=0.5,
+                                                  **COMMON, **kw))
+
+
+def gemma3(T, **kw):  # alternating local/global with their own RoPE, q/k norms
+    return T.Gemma3ForCausalLM(T.Gemma3TextConfig(num_key_value_heads=2, head_dim=16,
+                                                  sliding_window=6, **COMMON, **kw))
+
+
+def scaled_rope(kind, **params):
+    def builder(T):
+        config = T.LlamaConfig(num_key_value_heads=2, **COMMON)
+        config.rope_parameters = {**config.rope_parameters, "rope_type": kind, **params}
+        return T.LlamaForCausalLM(config)
+    return builder
+
+
+MORE_FAMILIES = {
+    "qwen3": qwen3, "phi3": phi3, "stablelm-partial-rotary": stablelm, "gemma3": gemma3,
+    "llama3-rope": scaled_rope("llama3", factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
+                               original_max_position_embeddings=128),
+    "yarn-rope": scaled_rope("yarn", factor=4.0, original_max_position_embeddings=128),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(MORE_FAMILIES))
+def test_more_families_and_rope_variants(name, tmp_path):
+    lm = build(MORE_FAMILIES[name])
+    path = tmp_path / "llm.tflite"
+    result = export(lm, path, prefill_lengths=PREFILL, max_cache_len=CACHE, max_new_tokens=NEW)
+    assert result.report.identical and result.report.max_logit_error <= 1e-4, result.summary()
+    assert_generates_like_hf(lm, LiteRTGenerator(path), 20, 6)
+
+
+@pytest.mark.slow
+def test_saved_model_has_the_same_signatures(tmp_path):
+    lm = build(qwen2)
+    path = tmp_path / "llm_saved_model"
+    result = export(lm, path, prefill_lengths=PREFILL, max_cache_len=CACHE, format="saved_model",
+                    max_new_tokens=NEW)
+    assert result.report.identical, result.summary()
+    runner = SavedModelGenerator(path)
+    assert sorted(runner.signatures) == ["decode", "prefill_16", "prefill_4"]
+    assert_generates_like_hf(lm, runner, 9, 5)
+
+
+@pytest.mark.slow
+def test_failed_check_leaves_nothing(tmp_path):
+    lm = build(llama)
+    path = tmp_path / "llm.tflite"
+    with pytest.raises(ExportError, match="does not generate what LlamaForCausalLM.generate does"):
+        export(lm, path, prefill_lengths=(4,), max_cache_len=32, tolerance=0.0, max_new_tokens=4)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_step_module_matches_hf_forward():
+    """The functional cache in torch: prefill (padded) then decode equal HF's full forward."""
+    lm = build(qwen2)
+    step = KVCacheStep(lm, max_cache_len=16).eval()
+    ids = torch.randint(0, 256, (1, 7), generator=torch.Generator().manual_seed(0))
+    k = v = torch.zeros(step.cache_shape)
+    tokens = torch.zeros(1, 8, dtype=torch.int32)
+    tokens[0, :6] = ids[0, :6]  # 6 real tokens padded to 8
+    with torch.no_grad():
+        ref = lm(ids).logits[0]
+        logits, k, v = step(tokens, torch.arange(8, dtype=torch.int32),
+                            torch.tensor([5], dtype=torch.int32), k, v)
+        torch.testing.assert_close(logits[0], ref[5], rtol=1e-5, atol=1e-5)
+        logits, k, v = step(ids[:, 6:].int(), torch.tensor([6], dtype=torch.int32),
+                            torch.tensor([0], dtype=torch.int32), k, v)
+        torch.testing.assert_close(logits[0], ref[6], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("rope", [{"rope_type": "dynamic", "factor": 2.0},
+                                  {"rope_type": "longrope", "short_factor": [1.0] * 8,
+                                   "long_factor": [2.0] * 8,
+                                   "original_max_position_embeddings": 256}],
+                         ids=["dynamic", "longrope"])
+def test_unsupported_rope_is_a_clear_error(rope, tmp_path):
+    T = _transformers()
+    config = T.LlamaConfig(num_key_value_heads=2, **COMMON)
+    config.rope_parameters = {**config.rope_parameters, **rope}
+    lm = T.LlamaForCausalLM(config).eval()
+    with pytest.raises(UnsupportedOpError, match=f"RoPE type '{rope['rope_type']}'"):
+        export(lm, tmp_path / "llm.tflite", prefill_lengths=(4,), max_cache_len=32)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_bad_arguments_are_input_errors(tmp_path):
+    lm = build(llama)
+    with pytest.raises(InputError, match="quantize='int4'"):
+        export(lm, tmp_path / "a.tflite", quantize="int4")
+    with pytest.raises(InputError, match="TFLite only"):
+        export(lm, tmp_path / "a", quantize="fp16", format="saved_model")
+    with pytest.raises(InputError, match="prefill_lengths"):
+        export(lm, tmp_path / "a.tflite", prefill_lengths=(64,), max_cache_len=32)
+    with pytest.raises(InputError, match="max_position_embeddings"):
+        export(lm, tmp_path / "a.tflite", max_cache_len=1024)
+
+
+def test_report_tells_a_rounding_tie_from_a_difference():
+    from crossport.generative.verify import GenerationReport, PromptCheck
+
+    same = PromptCheck(3, [5, 6, 7], [5, 6, 7], 1e-6)
+    tie = PromptCheck(3, [5, 6, 7], [5, 9, 2], 1e-6, tie_margin=1e-5)
+    wrong = PromptCheck(3, [5, 6, 7], [5, 9, 2], 1e-6, tie_margin=0.3)
+    assert GenerationReport([same, tie], tolerance=1e-4).passed
+    assert not GenerationReport([same, wrong], tolerance=1e-4).passed
+    assert not GenerationReport([same], tolerance=1e-7).passed  # logits beyond tolerance
+    quantized = GenerationReport([same, wrong], tolerance=None)
+    assert quantized.passed and quantized.agreement == pytest.approx((1 + 1 / 3) / 2)
+    assert "HF top-2 gap there 3.0e-01" in quantized.summary()
+
+
+def test_beyond_the_flatbuffer_limit_suggests_quantizing(tmp_path):
+    """A 1.1B-parameter (TinyLlama-sized) config on the meta device: sized, never allocated."""
+    T = _transformers()
+    config = T.LlamaConfig(vocab_size=32000, hidden_size=2048, intermediate_size=5632,
+                           num_hidden_layers=22, num_attention_heads=32, num_key_value_heads=4)
+    with torch.device("meta"):
+        lm = T.LlamaForCausalLM(config)
+    with pytest.raises(ExportError, match=r"4\.40 GB .*2 GB FlatBuffer limit.*"
+                                          r"quantize='int8-weights' \(~1\.10 GB\)"):
+        export(lm, tmp_path / "llm.tflite")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_stacked_cache_output_needs_no_transpose():
+    """Per-layer caches stacked in torch order come out canonical: no full-cache transpose."""
+    import crossport
+
+    class StackLayers(torch.nn.Module):
+        def forward(self, cache):
+            return torch.stack([cache[0] + 1, cache[1] * 2])
+
+    cache = torch.randn(2, 1, 2, 16, 8)
+    conversion = crossport.convert_with_report(StackLayers().eval(), (cache,))
+    assert conversion.report.passed
+    assert (conversion.transposes, conversion.boundary_transposes) == (0, 0)
