@@ -30,8 +30,24 @@ def load_keras(path: Path) -> Runner:
 
 
 def write_saved_model(model: keras.Model, path: Path) -> None:
-    """SavedModel with a ``serving_default`` signature named after forward's arguments."""
+    """SavedModel with a ``serving_default`` signature named after forward's arguments.
+
+    A TF signature returns one tensor, a list or a dict of tensors: nested outputs (YOLO's
+    ``(boxes, {"scores": ..., "feats": [...]})``) are served flat, in Keras' flat order,
+    which is the order the loaders return in any case.
+    """
+    if _is_nested(model.output):
+        model = keras.Model(model.input, keras.tree.flatten(model.output), name=model.name)
     model.export(str(path), format="tf_saved_model", verbose=False)
+
+
+def _is_nested(output) -> bool:
+    """Whether a container of outputs holds another container."""
+    if isinstance(output, dict):
+        return any(keras.tree.is_nested(v) for v in output.values())
+    if isinstance(output, (list, tuple)):
+        return any(keras.tree.is_nested(v) for v in output)
+    return False
 
 
 def load_saved_model(path: Path) -> Runner:
