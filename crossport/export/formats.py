@@ -36,7 +36,13 @@ def write_saved_model(model: keras.Model, path: Path) -> None:
     dim dynamic): Keras' default export makes the batch unknown, and with an unknown batch
     the TFLite converter keeps dilated convs as SPACE_TO_BATCH_ND/BATCH_TO_SPACE_ND pairs
     that XNNPACK cannot fuse (deeplabv3: 10x slower).
+
+    A TF signature returns one tensor, a list or a dict of tensors: nested outputs (YOLO's
+    ``(boxes, {"scores": ..., "feats": [...]})``) are served flat, in Keras' flat order,
+    which is the order the loaders return in any case.
     """
+    if _is_nested(model.output):
+        model = keras.Model(model.input, keras.tree.flatten(model.output), name=model.name)
     model.export(str(path), format="tf_saved_model", verbose=False,
                  input_signature=static_input_signature(model))
 
@@ -47,6 +53,15 @@ def static_input_signature(model: keras.Model) -> list:
 
     specs = [tf.TensorSpec(tuple(t.shape), t.dtype, name=t.name) for t in model.inputs]
     return [specs[0] if len(specs) == 1 else specs]
+
+
+def _is_nested(output) -> bool:
+    """Whether a container of outputs holds another container."""
+    if isinstance(output, dict):
+        return any(keras.tree.is_nested(v) for v in output.values())
+    if isinstance(output, (list, tuple)):
+        return any(keras.tree.is_nested(v) for v in output)
+    return False
 
 
 def load_saved_model(path: Path) -> Runner:

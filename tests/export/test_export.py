@@ -159,3 +159,26 @@ def test_a_failed_commit_rolls_every_output_back(tmp_path, monkeypatch):
             staging.commit()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt"]
     assert (tmp_path / "a.txt").read_text() == "old a"
+class NestedOut(torch.nn.Module):
+    """A detection head's output: ``(decoded, {"scores": ..., "feats": [map, map]})``."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3, padding=1)
+        self.down = torch.nn.Conv2d(4, 4, 3, stride=2, padding=1)
+
+    def forward(self, x):
+        a = self.conv(x)
+        b = self.down(a)
+        decoded = torch.cat([a.flatten(2), b.flatten(2)], 2).sigmoid()
+        return decoded, {"scores": b.mean((2, 3)), "feats": [a, b]}
+
+
+@pytest.mark.parametrize("fmt,name", [("keras", "m.keras"), ("saved_model", "saved"),
+                                      ("tflite", "m.tflite")])
+def test_nested_outputs_round_trip(tmp_path, fmt, name):
+    """A TF signature cannot return a tuple holding a dict of lists: served flat instead."""
+    conversion = crossport.convert_with_report(NestedOut().eval(), random_inputs((1, 3, 8, 10)),
+                                               channels_last_io=True)
+    result = crossport.export(conversion, tmp_path / name, fmt)
+    assert result.passed and result.max_error <= 1e-5
