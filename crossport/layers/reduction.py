@@ -21,11 +21,11 @@ from keras import ops
 BLOCK = 16  # rows left to a plain running sum after the pairwise folds
 
 
-def _pairwise_axis_sum(x: Any, axis: int) -> Any:
-    """Sum over one outer ``axis`` (kept as size 1): halves added until ``BLOCK`` rows."""
+def _fold_pairwise(x: Any, axis: int) -> Any:
+    """``x`` with a long ``axis`` folded in halves (pairwise sums) down to ``BLOCK`` rows."""
     n = x.shape[axis]
     if n is None or n <= BLOCK:
-        return ops.sum(x, axis=axis, keepdims=True)
+        return x
     folds = math.ceil(math.log2(n / BLOCK))
     padded = math.ceil(n / 2 ** folds) * 2 ** folds
     if padded != n:  # zeros do not change the sum
@@ -35,7 +35,22 @@ def _pairwise_axis_sum(x: Any, axis: int) -> Any:
     for _ in range(folds):
         low, high = ops.split(x, 2, axis=axis)
         x = ops.add(low, high)
-    return ops.sum(x, axis=axis, keepdims=True)
+    return x
+
+
+def _pairwise_axis_sum(x: Any, axis: int) -> Any:
+    """Sum over one outer ``axis`` (kept as size 1): halves added until ``BLOCK`` rows."""
+    return ops.sum(_fold_pairwise(x, axis), axis=axis, keepdims=True)
+
+
+def _pairwise_axis_mean(x: Any, axis: int) -> Any:
+    """Mean over one outer ``axis`` (kept as size 1). A short axis is one ``mean`` op (what
+    TFLite and its quantizers handle best); a long one is folded pairwise first."""
+    n = x.shape[axis]
+    folded = _fold_pairwise(x, axis)
+    mean = ops.mean(folded, axis=axis, keepdims=True)
+    rows = folded.shape[axis]
+    return mean if rows == n else ops.multiply(mean, ops.cast(rows / n, mean.dtype))
 
 
 def stable_sum(x: Any, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Any:
@@ -71,10 +86,11 @@ def stable_mean(x: Any, axis: int | Sequence[int] | None = None, keepdims: bool 
     rank = len(x.shape)
     axes = range(rank) if axis is None else [axis] if isinstance(axis, int) else axis
     axes = sorted({a % rank for a in axes})
-    static = [a for a in axes if x.shape[a] is not None]
-    dynamic = [a for a in axes if x.shape[a] is None]  # summed by TF directly anyway
-    total = stable_sum(x, static, keepdims=True)
-    y = ops.divide(total, ops.cast(math.prod(x.shape[a] for a in static), total.dtype))
-    if dynamic:
-        y = ops.mean(y, axis=tuple(dynamic), keepdims=True)
+    if not axes:
+        return x
+    # means of equal-sized groups: the mean over the inner axes, then one outer axis at a time
+    inner = [a for a in axes if all(b in axes for b in range(a, rank))]
+    y = ops.mean(x, axis=tuple(inner), keepdims=True) if inner else x
+    for a in sorted(set(axes) - set(inner), reverse=True):
+        y = _pairwise_axis_mean(y, a)
     return y if keepdims else ops.squeeze(y, axis=tuple(axes))
