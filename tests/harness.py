@@ -39,7 +39,7 @@ def assert_converts(module: torch.nn.Module, args, *, atol: float = 1e-5,
     channels_last_io = options.get("channels_last_io", False)
     for seed, inputs in enumerate([args, fresh_inputs(args, 1234)]):
         with torch.no_grad():
-            ref = module(*inputs)
+            ref = module(*(x.clone() for x in inputs))  # forward may write to its inputs
         got = conversion.model(_keras_args(inputs, channels_last_io), training=False)
         _compare(ref, got, atol, channels_last_io, inputs, conversion)
     layer_types = {type(layer).__name__ for layer in conversion.model.layers}

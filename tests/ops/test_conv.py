@@ -6,6 +6,7 @@ pitfalls.md items 1 (grouped/depthwise), 4 (TF SAME is asymmetric), 8 (NCHW vs N
 
 from __future__ import annotations
 
+import keras
 import pytest
 import torch
 from torch import nn
@@ -65,6 +66,12 @@ CASES = [
          (1, 3, 9, 9), expect_layers=("DepthwiseConv2D",)),
     case("pitfall1-conv2d-depthwise-dilation2", seeded(lambda: C2(4, 4, 3, groups=4, dilation=2)),
          (1, 4, 9, 9), expect_layers=("DepthwiseConv2D",)),
+    case("pitfall1-conv2d-depthwise-unequal-strides",
+         seeded(lambda: C2(4, 8, 3, groups=4, stride=(1, 2), padding=1)), (2, 4, 9, 10),
+         expect_layers=("DepthwiseConv2D",)),
+    case("pitfall1-conv2d-depthwise-strides-2-3-dilation2",
+         seeded(lambda: C2(4, 4, 3, groups=4, stride=(2, 3), dilation=2)), (1, 4, 13, 14),
+         expect_layers=("DepthwiseConv2D",)),
     case("conv2d-padmode-zeros-explicit", seeded(lambda: C2(3, 4, 3, padding=1,
                                                            padding_mode="zeros")), (1, 3, 6, 7)),
     case("conv2d-padmode-reflect", seeded(lambda: C2(3, 4, 3, padding=1, padding_mode="reflect")),
@@ -112,4 +119,7 @@ CASES = [
 
 @pytest.mark.parametrize("module, shapes, kwargs", CASES)
 def test_conv(module, shapes, kwargs):
-    assert_converts(module, inputs(shapes), **kwargs)
+    conversion = assert_converts(module, inputs(shapes), **kwargs)
+    for layer in conversion.model.layers:  # TF's depthwise kernel without oneDNN needs them equal
+        if isinstance(layer, keras.layers.DepthwiseConv2D):
+            assert len(set(layer.strides)) == 1, f"{layer.name}: strides {layer.strides}"

@@ -137,6 +137,11 @@ CASES = [
     case("add-conv-output-to-permuted-branch", nn.Sequential(
         nn.Conv2d(3, 4, 3), Fn(lambda x: x + x.transpose(2, 3))), (1, 3, 6, 6),
          max_transposes=None),
+    case("bool-and-or", Fn(lambda a, b: ((a > 0) & (b > 0)) | (a > 1)), [(2, 3), (2, 3)]),
+    case("bool-plus-bool-is-or", Fn(lambda a, b: (a > 0) + (b > 0)), [(2, 3), (2, 3)]),
+    case("bool-times-bool-is-and", Fn(lambda a, b: (a > 0) * (b > 0)), [(2, 3), (2, 3)]),
+    case("float-times-bool-mask", Fn(lambda a: a * (a > 0)), (2, 3, 4)),
+    case("bool-plus-int", Fn(lambda a: (a > 0) + torch.ones_like(a, dtype=torch.int64)), (2, 3)),
     # keras.ops.add on TF turns x + y into bias_add when y squeezes to a vector as long as
     # x's dim 1 or last dim, without checking which axis y runs along
     case("keras-biasadd-trap-param-along-height-square", nn.Sequential(

@@ -31,6 +31,8 @@ class Attention(nn.Module):
 CASES = [
     case("pitfall10-linear-2d", seeded(lambda: nn.Linear(6, 4)), (3, 6)),
     case("linear-nobias", seeded(lambda: nn.Linear(6, 4, bias=False)), (3, 6)),
+    case("linear-1d-input", seeded(lambda: nn.Linear(6, 4)), (6,)),
+    case("linear-1d-input-nobias", seeded(lambda: nn.Linear(6, 4, bias=False)), (6,)),
     case("linear-3d-input", seeded(lambda: nn.Linear(6, 4)), (2, 5, 6)),
     case("linear-4d-input", seeded(lambda: nn.Linear(5, 3)), (2, 3, 4, 5)),
     case("pitfall9-conv-flatten-linear", seeded(lambda: nn.Sequential(

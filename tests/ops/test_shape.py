@@ -30,6 +30,19 @@ def flatten_linear(features, out=5):
     return nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.Flatten(), nn.Linear(features, out))
 
 
+class FlatConvWith(nn.Module):
+    """``op(flatten(conv(x), 1), y)``: features in channels-last block order meet a tensor in
+    torch order (the flat layout goes back to torch order once)."""
+
+    def __init__(self, op, c_out):
+        super().__init__()
+        torch.manual_seed(0)
+        self.op, self.conv = op, nn.Conv2d(3, c_out, 3)
+
+    def forward(self, x, y):
+        return self.op(torch.flatten(self.conv(x), 1), y)
+
+
 class SplitCat(nn.Module):
     def forward(self, x):
         a, b = torch.split(x, [1, 3], dim=1)
@@ -132,6 +145,10 @@ CASES = [
         nn.Conv2d(3, 1, 3), Fn(lambda x: x.expand(-1, 4, -1, -1)), nn.Conv2d(4, 2, 1)),
          (1, 3, 6, 6)),
     case("slice-end-past-size-and-negative-start", Fn(lambda x: x[:, -3:100, 1:]), (2, 5, 4)),
+    case("flatten-after-conv-plus-input", FlatConvWith(torch.add, 4), [(2, 3, 5, 5), (2, 36)],
+         max_transposes=1),
+    case("flatten-after-conv-times-vector-input", FlatConvWith(torch.mul, 2),
+         [(2, 3, 4, 5), (12,)], max_transposes=1),
     case("softmax-after-flatten", nn.Sequential(
         nn.Conv2d(3, 2, 3), nn.Flatten(), nn.Softmax(-1)), (2, 3, 4, 5)),
     case("mean-after-flatten", nn.Sequential(

@@ -44,7 +44,10 @@ def aten_add_tensor(ctx, self, other, alpha=1):
     """add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor
 
     Keras' TF add may silently become bias_add on the wrong axis: keras_add avoids it.
+    bool + bool is a logical or in torch; TF has no bool add.
     """
+    if ctx.out_dtype == torch.bool:
+        return ops.logical_or(self, other) if alpha else ops.cast(self, "bool")
     return keras_add(self, _scaled(other, alpha))
 
 
@@ -62,7 +65,12 @@ def aten_rsub_scalar(ctx, self, other, alpha=1):
 
 @register(aten.mul.Tensor, aten.mul_.Tensor, aten.mul.Scalar, policy=Policy.AGNOSTIC)
 def aten_mul_tensor(ctx, self, other):
-    """mul.Tensor(Tensor self, Tensor other) -> Tensor"""
+    """mul.Tensor(Tensor self, Tensor other) -> Tensor
+
+    bool * bool is a logical and in torch; TF has no bool multiply.
+    """
+    if ctx.out_dtype == torch.bool:
+        return ops.logical_and(self, other)
     return ops.multiply(self, other)
 
 

@@ -192,8 +192,11 @@ def _on_last_axis(ctx, self, dim, fn):
 
 
 def _top_k(x, k, largest):
-    if x.dtype == "bool":
-        x = ops.cast(x, "int32")
+    """top_k on bool and unsigned keys too (TF negates neither): as int32, values cast back."""
+    dtype = x.dtype
+    if dtype == "bool" or dtype.startswith("uint"):
+        values, indices = _top_k(ops.cast(x, "int32"), k, largest)
+        return ops.cast(values, dtype), indices
     if largest:
         return ops.top_k(x, k, sorted=True)
     values, indices = ops.top_k(ops.negative(x), k, sorted=True)
