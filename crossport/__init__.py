@@ -8,10 +8,14 @@ Example:
     TensorShape([1, 8, 16, 16])
 """
 
+# Registers every Keras layer crossport writes, so keras.models.load_model("m.keras") works
+# after `import crossport` alone (registration is the only effect of the import).
+from crossport import layers  # noqa: F401  (isort: keep first: registration)
 from crossport.api import Conversion, convert, convert_with_report
 from crossport.codegen import to_source
 from crossport.errors import (
     CaptureError,
+    ConversionError,
     CrossportError,
     ExportError,
     InputError,
@@ -27,6 +31,7 @@ from crossport.weights.transfer import transfer_weights
 __all__ = [
     "CaptureError",
     "Conversion",
+    "ConversionError",
     "ConvertOptions",
     "CrossportError",
     "ExportError",

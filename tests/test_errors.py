@@ -124,7 +124,8 @@ except crossport.UnsupportedOpError as exc:
 def test_unsupported_op_in_root_forward_names_file_and_line():
     with pytest.raises(crossport.UnsupportedOpError) as info:
         crossport.convert(RootOp().eval(), random_inputs((2, 3)))
-    assert re.search(r"in <root module> \(\S*test_errors.py:\d+: return torch.cumprod", str(info.value))
+    assert re.search(r"in <root module> \(\S*test_errors.py:\d+: return torch.cumprod",
+                     str(info.value))
 
 
 @pytest.mark.parametrize("where", ["stdin", "torch-named-dir"])
@@ -218,7 +219,8 @@ class Returns(torch.nn.Module):
 @pytest.mark.parametrize("extra", [lambda x: None, lambda x: 3, lambda x: "label",
                                    lambda x: x.shape[1]], ids=["none", "int", "str", "size"])
 def test_non_tensor_outputs_are_refused_clearly(extra):
-    with pytest.raises(crossport.UnsupportedOpError, match="model output 1 is .*returns tensors only"):
+    with pytest.raises(crossport.UnsupportedOpError,
+                       match="model output 1 is .*returns tensors only"):
         crossport.convert(Returns(extra).eval(), random_inputs((2, 3)))
 
 

@@ -162,7 +162,8 @@ def _capture_message(module: torch.nn.Module, exc: Exception, args: tuple = ()) 
         hint = ("torch.export cannot trace this code although the module runs on the example "
                 "inputs: see the torch.export documentation for the construct at that line, "
                 "or move it out of forward.")
-    return f"torch.export could not capture {name}{where}: {type(exc).__name__}: {first_line}\n{hint}"
+    return (f"torch.export could not capture {name}{where}: {type(exc).__name__}: "
+            f"{first_line}\n{hint}")
 
 
 def _is_library_frame(filename: str) -> bool:

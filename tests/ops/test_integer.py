@@ -18,6 +18,10 @@ def ints(shape, low=-9, high=10, seed=0, dtype=torch.int64):
                          dtype=dtype)
 
 
+def randn(*shape):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(0))
+
+
 def nonzero(shape, seed=1):
     """A divisor buffer with both signs and no zeros (fresh inputs could hold zeros)."""
     x = ints(shape, -5, 5, seed)
@@ -45,14 +49,14 @@ CASES = [
          lambda: (ints((3, 5)),)),
     case("int-add-mul-sub", Fn(lambda a, b: a * 3 - b + 1), lambda: (ints((2, 4)), ints((2, 4), seed=2))),
     case("int32-input", Fn(lambda a: a * 2 + 1), lambda: (ints((2, 4), dtype=torch.int32),)),
-    case("int16-input", Fn(lambda a: a * 2 + 1), lambda: (ints((2, 4), dtype=torch.int16),)),
-    case("uint8-input", Fn(lambda a: a.float() / 255), lambda: (ints((2, 4), 0, 255, dtype=torch.uint8),)),
-    case("cast-float-to-int8", Fn(lambda x: (x * 30).to(torch.int8)),
-         lambda: (torch.randn(3, 4, generator=torch.Generator().manual_seed(0)),)),
+    case("int16-input", Fn(lambda a: a * 2 + 1),
+         lambda: (ints((2, 4), dtype=torch.int16),)),
+    case("uint8-input", Fn(lambda a: a.float() / 255),
+         lambda: (ints((2, 4), 0, 255, dtype=torch.uint8),)),
+    case("cast-float-to-int8", Fn(lambda x: (x * 30).to(torch.int8)), lambda: (randn(3, 4),)),
     case("cast-float-to-uint8", Fn(lambda x: (x * 30).abs().to(torch.uint8)),
-         lambda: (torch.randn(3, 4, generator=torch.Generator().manual_seed(0)),)),
-    case("cast-float-to-int16", Fn(lambda x: (x * 300).to(torch.int16)),
-         lambda: (torch.randn(3, 4, generator=torch.Generator().manual_seed(0)),)),
+         lambda: (randn(3, 4),)),
+    case("cast-float-to-int16", Fn(lambda x: (x * 300).to(torch.int16)), lambda: (randn(3, 4),)),
     case("forward-writes-to-its-input", Fn(lambda a: a.add_(1) * 2), lambda: (ints((2, 4)),)),
     case("cast-int-to-float", Fn(lambda a: a.float() * 0.5), lambda: (ints((2, 4)),)),
     case("cast-float-to-int-truncates", Fn(lambda x: (x * 3).long()),
