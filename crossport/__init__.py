@@ -8,6 +8,9 @@ Example:
     TensorShape([1, 8, 16, 16])
 """
 
+from crossport.compat import import_tensorflow_quietly
+
+import_tensorflow_quietly()  # before Keras: TF's library-loading lines are not shown
 # Registers every Keras layer crossport writes, so keras.models.load_model("m.keras") works
 # after `import crossport` alone (registration is the only effect of the import).
 from crossport import layers  # noqa: F401  (isort: keep first: registration)
