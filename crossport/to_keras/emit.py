@@ -8,6 +8,7 @@ the arguments to the ATen schema by name and records what the converter returns.
 from __future__ import annotations
 
 import operator
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -161,6 +162,8 @@ class Emitter:
             container, index = node.args
             return self.values[container][index]
         converter = lookup(node.target)
+        for observe in _CONVERTER_OBSERVERS:
+            observe(converter)
         if not hasattr(node.target, "_schema"):  # Python callables (SymInt arithmetic)
             args = [self._resolve(a) for a in node.args]
             ctx = NodeContext(node, self.names, self.transposes, self.constants, self.sizes)
@@ -229,6 +232,30 @@ class Emitter:
             value = TensorValue(x, canonical(rank), (1,) * (rank - value.rank) + tuple(value.shape),
                                 value.dtype)
         return self.transposes.to_layout(value, target)
+
+
+_CONVERTER_OBSERVERS: list = []
+
+
+@contextmanager
+def converters_ran() -> Iterator[Counter]:
+    """Count, by function name, the converters that run inside the block.
+
+    Example:
+        >>> import torch, crossport
+        >>> from crossport.to_keras.emit import converters_ran
+        >>> with converters_ran() as ran:
+        ...     _ = crossport.convert(torch.nn.Linear(3, 2).eval(), (torch.randn(1, 3),))
+        >>> ran["aten_linear_default"]
+        1
+    """
+    seen: Counter = Counter()
+    observer = lambda converter: seen.update([converter.fn.__name__])  # noqa: E731
+    _CONVERTER_OBSERVERS.append(observer)
+    try:
+        yield seen
+    finally:
+        _CONVERTER_OBSERVERS.remove(observer)
 
 
 def _not_a_tensor_output(index: int, arg, value) -> str:

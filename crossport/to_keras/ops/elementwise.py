@@ -195,14 +195,14 @@ _BINARY = {
 }
 
 
-def _register_table(table: dict, arity: int) -> None:
+def _register_table(table: dict, arity: int, supports=None) -> None:
     for op, fn in table.items():
         def convert(ctx, self, other=None, _fn=fn):
             return _fn(self) if arity == 1 else _fn(self, other)
 
         convert.__name__ = f"aten_{op.__name__.replace('.', '_')}"
         convert.__doc__ = str(op._schema)
-        register(op, policy=Policy.AGNOSTIC)(convert)
+        register(op, policy=Policy.AGNOSTIC, supports=supports)(convert)
 
 
 def _bitwise_supports(node):
@@ -214,9 +214,8 @@ def _bitwise_supports(node):
 
 _register_table(_UNARY, 1)
 _register_table({k: v for k, v in _BINARY.items() if "bitwise" not in str(k)}, 2)
-for _op in (aten.bitwise_and.Tensor, aten.bitwise_or.Tensor):
-    register(_op, policy=Policy.AGNOSTIC, supports=_bitwise_supports)(
-        lambda ctx, self, other, _fn=_BINARY[_op]: _fn(self, other))
+_register_table({k: v for k, v in _BINARY.items() if "bitwise" in str(k)}, 2,
+                supports=_bitwise_supports)
 
 
 @register(aten.round.default, policy=Policy.AGNOSTIC)
