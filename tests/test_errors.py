@@ -257,3 +257,19 @@ def test_forward_writing_to_its_input_converts_and_leaves_the_callers_tensor_alo
 def test_bfloat16_input_is_a_clear_error():
     with pytest.raises(crossport.UnsupportedOpError, match="bfloat16.*module.float"):
         crossport.convert(torch.nn.ReLU(), (torch.randn(2, 3).bfloat16(),))
+
+
+def test_a_buffer_returned_as_an_output_is_a_constant_output():
+    class WithAnchors(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("anchors", torch.randn(4, 2))
+
+        def forward(self, x):
+            return x.relu(), self.anchors * 2
+
+    module = WithAnchors().eval()
+    x = random_inputs((2, 3))[0]
+    relu, anchors = crossport.convert(module, (x,))(x.numpy())
+    np.testing.assert_allclose(anchors, module.anchors.numpy() * 2)
+    np.testing.assert_allclose(relu, x.relu().numpy())

@@ -147,6 +147,8 @@ class Emitter:
             if spec.kind is not OutputKind.USER_OUTPUT:
                 continue
             value = self.values.get(arg) if isinstance(arg, torch.fx.Node) else arg
+            if isinstance(value, np.ndarray) and isinstance(arg, torch.fx.Node):
+                value = self._constant_output(arg, value)  # a buffer, or folded from one
             if not isinstance(value, TensorValue):
                 raise UnsupportedOpError(_not_a_tensor_output(len(flat), arg, value))
             rank = value.rank
@@ -155,6 +157,14 @@ class Emitter:
             flat.append(self.transposes.to_layout(value, want))
             self.boundary += self.transposes.count - before
         return pytree.tree_unflatten(flat, self.ep.call_spec.out_spec)
+
+    def _constant_output(self, node: torch.fx.Node, array: np.ndarray) -> TensorValue:
+        from crossport.layers import Constant
+
+        tensor = Constant(array, name=self.names.unique(f"{node.name}_output"))(
+            self.constants["__anchor__"])
+        val = node.meta["val"]
+        return TensorValue(tensor, canonical(array.ndim), tuple(val.shape), val.dtype)
 
     # -- one op ---------------------------------------------------------------------------
     def _call(self, node: torch.fx.Node):
@@ -259,9 +269,7 @@ def converters_ran() -> Iterator[Counter]:
 
 
 def _not_a_tensor_output(index: int, arg, value) -> str:
-    if isinstance(arg, torch.fx.Node) and isinstance(value, np.ndarray):
-        what = f"a constant tensor computed from no input ({arg.name})"
-    elif isinstance(arg, torch.fx.Node) or isinstance(value, (torch.SymInt, torch.SymFloat)):
+    if isinstance(arg, torch.fx.Node) or isinstance(value, (torch.SymInt, torch.SymFloat)):
         what = f"a Python number computed from shapes ({arg.name})"
     else:
         what = f"the Python value {value!r}"
