@@ -167,6 +167,8 @@ def _capture_message(module: torch.nn.Module, exc: Exception, args: tuple = ()) 
 
 
 def _is_library_frame(filename: str) -> bool:
+    if filename.startswith(("<string>", "<eval_with_key")):  # code torch generates
+        return True
     path = os.path.abspath(filename)
     return path.startswith(_TORCH_DIR) or path.startswith(_CROSSPORT_DIR)
 

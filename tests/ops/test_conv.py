@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from tests.harness import assert_converts
-from tests.ops.opcases import case, inputs
+from tests.ops.opcases import Fn, case, inputs
 
 
 def seeded(factory):
@@ -27,7 +27,8 @@ PAD_INPUT_TRANSPOSE = 0
 
 CASES = [
     # 1d
-    case("conv1d-basic", seeded(lambda: C1(3, 5, 3)), (2, 3, 11)),
+    case("conv1d-basic", seeded(lambda: C1(3, 5, 3)), (2, 3, 11),
+         expect_converters=("aten_conv_nd",)),
     case("conv1d-stride2-pad2", seeded(lambda: C1(3, 4, 5, stride=2, padding=2)), (1, 3, 12)),
     case("conv1d-same-evenkernel", seeded(lambda: C1(3, 4, 4, padding="same")), (1, 3, 9)),
     case("conv1d-dilation2-valid", seeded(lambda: C1(3, 4, 3, dilation=2, padding="valid")),
@@ -114,6 +115,10 @@ CASES = [
          (2, 3, 9, 10), dynamic_batch=True),
     case("conv2d-channels-last-io", seeded(lambda: nn.Sequential(
         C2(3, 6, 3, padding=1), C2(6, 6, 3, groups=6))), (1, 3, 8, 8), channels_last_io=True),
+    case("aten-convolution-called-directly", seeded(lambda: Fn(
+        lambda m, x: torch.convolution(x, m.w, m.b, [2, 1], [1, 0], [1, 1], False, [0, 0], 1),
+        w=torch.randn(4, 3, 3, 3), b=torch.randn(4))), (1, 3, 7, 6),
+         expect_converters=("aten_convolution_default",)),
 ]
 
 
