@@ -11,7 +11,7 @@ import keras
 import torch
 
 from crossport.capture import capture, input_names, normalize_example_args
-from crossport.errors import InputError, ParityError
+from crossport.errors import ConversionError, CrossportError, InputError, ParityError
 from crossport.options import ConvertOptions
 from crossport.parity import ParityReport, verify
 from crossport.to_keras.emit import Emitter
@@ -102,7 +102,7 @@ def convert_with_report(module: torch.nn.Module, example_args, options: ConvertO
         emitted = Emitter(exported, input_names(module, len(args)), opts).emit()
     report = None
     if opts.check:
-        with stage("verify"):
+        with stage("verify"), _running_keras(module):
             report = verify(module, exported, emitted, args, opts)
         if not report.passed:
             raise ParityError(
@@ -112,6 +112,22 @@ def convert_with_report(module: torch.nn.Module, example_args, options: ConvertO
     internal = emitted.transposes - emitted.boundary_transposes
     return Conversion(emitted.model, report, exported, internal, emitted.boundary_transposes,
                       stage.seconds, module, args, opts)
+
+
+@contextmanager
+def _running_keras(module: torch.nn.Module):
+    """A converted model that fails when run (a TF kernel rejecting a dtype, ...) is a
+    ``ConversionError``, not TensorFlow's exception."""
+    try:
+        yield
+    except CrossportError:
+        raise
+    except Exception as exc:  # TF/Keras raise many types at run time
+        detail = " ".join(str(exc).split())[:300]
+        raise ConversionError(
+            f"checking the Keras model converted from {type(module).__name__} against torch "
+            f"failed (it builds, but running it raised {type(exc).__name__}: {detail}). This "
+            "is a crossport bug: please report it with this message.") from exc
 
 
 def convert(module: torch.nn.Module, example_args, options: ConvertOptions | None = None,

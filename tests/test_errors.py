@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import keras
 import numpy as np
 import pytest
 import torch
@@ -273,3 +274,18 @@ def test_a_buffer_returned_as_an_output_is_a_constant_output():
     relu, anchors = crossport.convert(module, (x,))(x.numpy())
     np.testing.assert_allclose(anchors, module.anchors.numpy() * 2)
     np.testing.assert_allclose(relu, x.relu().numpy())
+
+
+def test_a_model_that_builds_but_fails_when_run_is_a_conversion_error():
+    """TF rejects a bool add only at run time: the check's run is wrapped too."""
+    def crossport_test_bool_add(ctx, x):
+        as_bool = keras.ops.cast(x, "bool")
+        return keras.ops.cast(keras.ops.add(as_bool, as_bool), "float32")
+
+    op = torch.ops.crossport_test.explodes.default
+    crossport.register(op, policy=crossport.Policy.AGNOSTIC, override=True)(crossport_test_bool_add)
+    try:
+        with pytest.raises(crossport.ConversionError, match="running it raised"):
+            crossport.convert(CallsExplodes().eval(), random_inputs((2, 3)))
+    finally:
+        del _REGISTRY[op]

@@ -77,8 +77,10 @@ class Emitter:
                     self.values[node] = self._call(node)
                 elif node.op == "get_attr":
                     self.values[node] = _numpy(getattr(self.ep.graph_module, node.target))
-        outputs = self._outputs()
-        model = keras.Model(inputs=inputs if len(inputs) > 1 else inputs[0], outputs=outputs)
+        with converting(next(n for n in self.graph.nodes if n.op == "output")):
+            outputs = self._outputs()
+            model = keras.Model(inputs=inputs if len(inputs) > 1 else inputs[0],
+                                outputs=outputs)
         node_values = {
             n.name: (v.tensor, v.layout) for n, v in self.values.items()
             if isinstance(v, TensorValue) and n.op != "placeholder"
