@@ -1,6 +1,7 @@
 """Fuzz: small random torch modules from a menu of ops, shapes and dtypes.
 
-The only acceptable outcomes are "converts and matches torch" (checked here with plain
+Inputs are float32 or int64; steps may turn them into int64 or bool tensors. The only
+acceptable outcomes are "converts and matches torch" (checked here with plain
 numpy, independently of crossport's own parity code) or a ``CrossportError``. Any other
 exception leaving ``crossport.convert`` fails the test. Seeded (``derandomize``) and bounded;
 the larger budget is marked slow.
@@ -12,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 from torch import nn
 
@@ -48,9 +49,11 @@ def elementwise_step(draw, shape):
         "relu": torch.relu, "sigmoid": torch.sigmoid, "tanh": torch.tanh, "gelu": F.gelu,
         "abs": torch.abs, "neg": torch.neg, "exp-clamped": lambda x: torch.exp(x.clamp(-4, 4)),
         "sqrt-abs": lambda x: torch.sqrt(x.abs() + 0.5), "affine": lambda x: x * 2.5 - 1,
-        "clamp": lambda x: x.clamp(-0.5, 0.7), "leaky-where": lambda x: torch.where(x > 0, x, 0.1 * x),
+        "clamp": lambda x: x.clamp(-0.5, 0.7),
+        "leaky-where": lambda x: torch.where(x > 0, x, 0.1 * x),
         "square-plus-self": lambda x: x * x + x, "reciprocal": lambda x: 1 / (x.abs() + 1),
-        "bool-mask-mul": lambda x: x * (x > 0.2), "bool-logic": lambda x: ((x > 0) & (x < 1)).float(),
+        "bool-mask-mul": lambda x: x * (x > 0.2),
+        "bool-logic": lambda x: ((x > 0) & (x < 1)).float(),
         "int-floor-div": lambda x: ((x * 4).floor().long() // 3).float(),
         "int-remainder": lambda x: ((x * 4).floor().long() % 3).float(),
     }
@@ -126,9 +129,11 @@ def layer_step(draw, shape):
     last = shape[-1]
     if kind == "linear":
         out = draw(st.integers(1, 6))
-        return Step(f"linear-{last}-{out}", lambda m, x: m(x), _seeded(lambda: nn.Linear(last, out), seed))
+        return Step(f"linear-{last}-{out}", lambda m, x: m(x),
+                    _seeded(lambda: nn.Linear(last, out), seed))
     if kind == "layernorm":
-        return Step(f"layernorm-{last}", lambda m, x: m(x), _seeded(lambda: nn.LayerNorm(last), seed))
+        return Step(f"layernorm-{last}", lambda m, x: m(x),
+                    _seeded(lambda: nn.LayerNorm(last), seed))
     if kind in ("conv2d", "conv1d"):
         n = 2 if kind == "conv2d" else 1
         groups = draw(st.sampled_from([g for g in (1, 2, channels) if channels % g == 0]))
@@ -151,7 +156,8 @@ def layer_step(draw, shape):
                              count_include_pad=draw(st.booleans())))
         return Step(f"{kind}-k{k}-p{padding}-ceil{ceil}", lambda m, x: m(x), pool)
     if kind == "batchnorm2d":
-        return Step("batchnorm2d", lambda m, x: m(x), _seeded(lambda: nn.BatchNorm2d(channels), seed))
+        return Step("batchnorm2d", lambda m, x: m(x),
+                    _seeded(lambda: nn.BatchNorm2d(channels), seed))
     if kind == "groupnorm":
         groups = draw(st.sampled_from([g for g in (1, 2, channels) if channels % g == 0]))
         return Step(f"groupnorm-{groups}", lambda m, x: m(x),
@@ -169,7 +175,8 @@ def programs(draw):
     """(module, example input): 1-4 steps valid on the running shape (checked eagerly)."""
     rank = draw(st.integers(2, 4))
     shape = [draw(st.integers(1, 2))] + [draw(st.integers(2, 6)) for _ in range(rank - 1)]
-    x = torch.randn(shape, generator=torch.Generator().manual_seed(draw(st.integers(0, 999))))
+    dtype = draw(st.sampled_from([torch.float32, torch.float32, torch.int64]))
+    x = random_input(shape, dtype, draw(st.integers(0, 999)))
     steps = []
     for _ in range(draw(st.integers(1, 4))):
         family = draw(st.sampled_from([elementwise_step, dim_step, shape_step, layer_step]))
@@ -179,25 +186,36 @@ def programs(draw):
         try:
             with torch.no_grad():
                 y = step.eval()(x)
-        except (RuntimeError, ValueError, IndexError):  # torch rejects it (e.g. reflect pad wider than the input)
+        except (RuntimeError, ValueError, IndexError):  # torch rejects it (reflect pad too wide)
             continue
-        if y.dtype != torch.float32 or y.ndim == 0 or y.numel() > 4096:
+        if y.dtype not in (torch.float32, torch.int64, torch.bool) or y.ndim == 0 or (
+                y.numel() > 4096):
             continue
         steps.append(step)
         x = y
     assume(steps)
     module = nn.Sequential(*steps).eval()
-    return module, torch.randn(shape, generator=torch.Generator().manual_seed(7))
+    return module, random_input(shape, dtype, 7)
+
+
+def random_input(shape, dtype, seed: int) -> torch.Tensor:
+    gen = torch.Generator().manual_seed(seed)
+    if dtype.is_floating_point:
+        return torch.randn(shape, generator=gen, dtype=dtype)
+    return torch.randint(-5, 6, shape, generator=gen, dtype=dtype)
 
 
 def _matches(module: nn.Module, model, x: torch.Tensor) -> None:
     """Independent check: numpy comparison of Keras and torch on two input draws."""
-    for seed in (0, 1):
-        inp = x if seed == 0 else torch.randn(x.shape, generator=torch.Generator().manual_seed(11))
+    for inp in (x, random_input(tuple(x.shape), x.dtype, 11)):
         with torch.no_grad():
             ref = module(inp.clone()).numpy()
         got = np.asarray(model(inp.numpy()))
         assert got.shape == ref.shape, f"shape {got.shape} != torch {ref.shape}\n{module}"
+        if ref.dtype.kind in "biu":
+            assert got.dtype.kind in "biu", f"dtype {got.dtype} != torch {ref.dtype}\n{module}"
+            np.testing.assert_array_equal(got, ref, err_msg=str(module))
+            continue
         scale = max(1.0, float(np.abs(ref).max()))
         worst = float(np.abs(got.astype(np.float64) - ref).max()) / scale
         assert worst <= 1e-4, f"max error {worst:.2e} (relative to {scale:.2f})\n{module}"
@@ -207,8 +225,10 @@ def _run(program) -> None:
     module, x = program
     try:
         model = crossport.convert(module, (x,), check=False)
-    except crossport.CrossportError:
+    except crossport.CrossportError as exc:
+        event(f"refused: {type(exc).__name__}")
         return  # a clear, deliberate refusal is an acceptable outcome
+    event("converted")
     _matches(module, model, x)
 
 
@@ -217,7 +237,7 @@ COMMON = dict(deadline=None, derandomize=True, database=None,
                                      HealthCheck.data_too_large])
 
 
-@settings(max_examples=30, **COMMON)
+@settings(max_examples=25, **COMMON)
 @given(programs())
 def test_random_modules_convert_at_parity_or_raise_a_crossport_error(program):
     _run(program)
