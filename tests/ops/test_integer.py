@@ -59,6 +59,9 @@ CASES = [
     case("cast-float-to-uint8", Fn(lambda x: (x * 30).abs().to(torch.uint8)),
          lambda: (randn(3, 4),)),
     case("cast-float-to-int16", Fn(lambda x: (x * 300).to(torch.int16)), lambda: (randn(3, 4),)),
+    case("int-math-promotes-to-float", Fn(
+        lambda a: 1 / (a.abs() + 1) + torch.sqrt(a.abs()) + torch.exp(a.clamp(-3, 3))
+        + torch.atan2(a, a.abs() + 1)), lambda: (ints((3, 5)),)),
     case("forward-writes-to-its-input", Fn(lambda a: a.add_(1) * 2), lambda: (ints((2, 4)),)),
     case("cast-int-to-float", Fn(lambda a: a.float() * 0.5), lambda: (ints((2, 4)),)),
     case("cast-float-to-int-truncates", Fn(lambda x: (x * 3).long()),

@@ -195,9 +195,21 @@ _BINARY = {
 }
 
 
+def _float_operand(x, dtype: str):
+    """An integer/bool operand of a float-valued op in the op's float dtype (torch promotes;
+    TF has no float math kernels for integers, e.g. Reciprocal on int64)."""
+    kind = getattr(getattr(x, "dtype", None), "name", None) or str(getattr(x, "dtype", ""))
+    if kind and not kind.startswith(("float", "bfloat")):
+        return ops.cast(x, dtype)
+    return x
+
+
 def _register_table(table: dict, arity: int, supports=None) -> None:
     for op, fn in table.items():
         def convert(ctx, self, other=None, _fn=fn):
+            if ctx.out_dtype.is_floating_point:  # sqrt/exp/reciprocal/atan2 of integers
+                want = keras_dtype(ctx.out_dtype)
+                self, other = _float_operand(self, want), _float_operand(other, want)
             return _fn(self) if arity == 1 else _fn(self, other)
 
         convert.__name__ = f"aten_{op.__name__.replace('.', '_')}"
