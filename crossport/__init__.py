@@ -8,10 +8,17 @@ Example:
     TensorShape([1, 8, 16, 16])
 """
 
+from crossport.compat import import_tensorflow_quietly
+
+import_tensorflow_quietly()  # before Keras: TF's library-loading lines are not shown
+# Registers every Keras layer crossport writes, so keras.models.load_model("m.keras") works
+# after `import crossport` alone (registration is the only effect of the import).
+from crossport import layers  # noqa: F401  (isort: keep first: registration)
 from crossport.api import Conversion, convert, convert_with_report
 from crossport.codegen import to_source
 from crossport.errors import (
     CaptureError,
+    ConversionError,
     CrossportError,
     ExportError,
     InputError,
@@ -31,6 +38,7 @@ from crossport.weights.transfer import transfer_weights
 __all__ = [
     "CaptureError",
     "Conversion",
+    "ConversionError",
     "ConvertOptions",
     "CrossportError",
     "ExportError",

@@ -12,7 +12,7 @@ import torch
 
 from crossport.capture import capture, input_names, normalize_example_args
 from crossport.capture.borrow import borrowed, warn_if_training
-from crossport.errors import InputError, ParityError
+from crossport.errors import ConversionError, CrossportError, InputError, ParityError
 from crossport.options import ConvertOptions
 from crossport.parity import ParityReport, verify
 from crossport.to_keras.emit import Emitter
@@ -108,7 +108,7 @@ def convert_with_report(module: torch.nn.Module, example_args, options: ConvertO
         emitted = Emitter(exported, input_names(module, len(args)), opts).emit()
     report = None
     if opts.check:
-        with stage("verify"), borrowed(module):  # eval mode; the module is left as it was
+        with stage("verify"), borrowed(module), _running_keras(module):  # module left as it was
             report = verify(module, exported, emitted, args, opts)
         if not report.passed:
             raise ParityError(
@@ -118,6 +118,22 @@ def convert_with_report(module: torch.nn.Module, example_args, options: ConvertO
     internal = emitted.transposes - emitted.boundary_transposes
     return Conversion(emitted.model, report, exported, internal, emitted.boundary_transposes,
                       stage.seconds, module, args, opts)
+
+
+@contextmanager
+def _running_keras(module: torch.nn.Module):
+    """A converted model that fails when run (a TF kernel rejecting a dtype, ...) is a
+    ``ConversionError``, not TensorFlow's exception."""
+    try:
+        yield
+    except CrossportError:
+        raise
+    except Exception as exc:  # TF/Keras raise many types at run time
+        detail = " ".join(str(exc).split())[:300]
+        raise ConversionError(
+            f"checking the Keras model converted from {type(module).__name__} against torch "
+            f"failed (it builds, but running it raised {type(exc).__name__}: {detail}). This "
+            "is a crossport bug: please report it with this message.") from exc
 
 
 def convert(module: torch.nn.Module, example_args, options: ConvertOptions | None = None,

@@ -1,9 +1,10 @@
 """The ``crossport`` command line: ``demo``, ``convert``, ``check``, ``ops``, ``to-torch``,
 ``generate-export``.
 
-Every failure prints one clear line and exits non-zero; nothing is left at the output paths.
-Outputs of one command (``-o`` and ``--emit-source``) land together or not at all, and an
-existing file or SavedModel is replaced only with ``--overwrite``.
+Every failure prints one clear line on stderr and exits non-zero; nothing is left at the
+output paths. Outputs of one command (``-o`` and ``--emit-source``) land together or not at
+all, and an existing file or SavedModel is replaced only with ``--overwrite``. ``--debug``
+adds the traceback and keeps TensorFlow's and torch's log noise.
 """
 
 from __future__ import annotations
@@ -13,19 +14,22 @@ import importlib.util
 import json
 import re
 import sys
+import traceback
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
-from crossport.compat import quiet_tensorflow
+from crossport.compat import quiet_tensorflow, quiet_warnings
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Port PyTorch models to Keras 3 with proven numerical parity.")
 console = Console()
-err_console = Console(stderr=True)
+err_console = Console(stderr=True, soft_wrap=True)  # soft_wrap: never break an error line
+_debug = False
 
 _DTYPES = {"float32": "float32", "float": "float32", "int64": "int64", "long": "int64",
            "int32": "int32", "bool": "bool"}
@@ -53,10 +57,60 @@ def parse_input_spec(spec: str):
     return dtype, tuple(int(d) for d in match.group(2).split("x")), high
 
 
+def _error_line(message: str) -> None:
+    """``error: message`` as one line (whitespace and newlines collapsed), markup-free."""
+    err_console.print(Text.assemble(("error:", "bold red"), " ", " ".join(message.split())),
+                      highlight=False)
+
+
 def _fail(message: str, code: int = 1):
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False,
-                      soft_wrap=True)  # one line, however narrow the terminal
+    if _debug and sys.exc_info()[1] is not None:
+        traceback.print_exc()
+    _error_line(message)
     raise typer.Exit(code)
+
+
+@app.callback()
+def _global_options(
+    debug: Annotated[bool, typer.Option(
+        "--debug", help="show tracebacks and TensorFlow/torch logs on errors")] = False,
+):
+    """Port PyTorch models to Keras 3 with proven numerical parity."""
+    global _debug
+    _debug = _debug or debug
+    if not _debug:
+        quiet_warnings()
+        quiet_tensorflow()
+
+
+def main() -> None:
+    """The console entry point: one error line, tracebacks only with ``--debug``.
+
+    ``--debug`` is accepted anywhere on the command line. Usage errors and unexpected
+    exceptions (crossport bugs) are one line too.
+    """
+    global _debug
+    args = sys.argv[1:]
+    _debug = "--debug" in args
+    args = [a for a in args if a != "--debug"]
+    if not args:
+        app(args=["--help"])
+    try:
+        code = app(args=args, prog_name="crossport", standalone_mode=False)
+    except typer.Abort:
+        _error_line("aborted")
+        sys.exit(1)
+    except typer.TyperException as exc:  # malformed options: click's message, one line
+        message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+        _error_line(f"{message} (see crossport {' '.join(args[:1])} --help)")
+        sys.exit(getattr(exc, "exit_code", 2))
+    except Exception as exc:  # a crossport bug: still one line, the traceback with --debug
+        if _debug:
+            traceback.print_exc()
+        _error_line(f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for "
+                    "the traceback and please report it)")
+        sys.exit(2)
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 def load_callable(target: str):
@@ -442,4 +496,4 @@ def _register_generate_export() -> None:
 _register_generate_export()
 
 if __name__ == "__main__":
-    app()
+    main()

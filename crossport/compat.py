@@ -3,13 +3,62 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
+import sys
 import warnings
 
 
+def import_tensorflow_quietly() -> None:
+    """Import TensorFlow without the lines its libraries print while loading.
+
+    The absl and oneDNN start-up lines ("All log messages before absl::InitializeLog() ...")
+    are written before any logging setting applies, so file descriptor 2 points at
+    /dev/null during the import (Python exceptions still propagate). Nothing else changes:
+    no environment variable, logger or warning filter. Skipped when TensorFlow is already
+    imported or the user asked for its logs (``TF_CPP_MIN_LOG_LEVEL=0``).
+    """
+    if "tensorflow" in sys.modules or os.environ.get("TF_CPP_MIN_LOG_LEVEL") == "0":
+        return
+    with _stderr_fd_silenced():
+        import tensorflow  # noqa: F401
+
+
 def quiet_tensorflow() -> None:
-    """Silence TensorFlow's C++ start-up logging (call before TensorFlow is imported)."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    """Silence TensorFlow's logging for a command-line run: C++ log level, absl and TF's
+    Python loggers limited to errors (a library must not do this to its caller)."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    import_tensorflow_quietly()
+    import absl.logging
+    import tensorflow as tf
+
+    absl.logging.set_verbosity(absl.logging.ERROR)
+    tf.get_logger().setLevel("ERROR")
+
+
+@contextlib.contextmanager
+def _stderr_fd_silenced():
+    sys.stderr.flush()
+    saved = os.dup(2)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+
+
+def quiet_warnings() -> None:
+    """Hide the deprecation and user warnings torch and Keras print during a conversion,
+    and torch's own error logs of failures crossport reports itself (command line only: a
+    library must not change its caller's warning filters or loggers)."""
+    for category in (FutureWarning, DeprecationWarning):
+        warnings.filterwarnings("ignore", category=category)
+    for module in (r"torch(\.|$)", r"keras(\.|$)", r"tensorflow(\.|$)"):
+        warnings.filterwarnings("ignore", category=UserWarning, module=module)
+    logging.getLogger("torch").setLevel(logging.CRITICAL)
 
 
 def import_torchvision():

@@ -27,6 +27,19 @@ class UnsupportedOpError(CrossportError):
         self.problems = problems or []
 
 
+class ConversionError(CrossportError):
+    """A converter failed on a node: the message names the node, op, module path and line.
+
+    The original exception is chained as ``__cause__`` (``crossport convert --debug`` shows
+    its traceback). Errors raised on purpose (other ``CrossportError``\ s) are not wrapped.
+    """
+
+    def __init__(self, message: str, node: str = "", op: str = ""):
+        super().__init__(message)
+        self.node = node
+        self.op = op
+
+
 class ParityError(CrossportError):
     """The converted model does not compute what the torch module computes."""
 

@@ -11,6 +11,9 @@ on the last axis or time-major: top_k, softmax on another axis, recurrent scans)
 
 from __future__ import annotations
 
+import json
+import os
+
 import torch
 from torch.utils import _pytree as pytree
 
@@ -18,6 +21,7 @@ import crossport
 from crossport.parity.compare import compare_outputs
 from crossport.parity.graph import graph_transposes
 from crossport.parity.verify import fresh_inputs, run_keras
+from crossport.to_keras.emit import converters_ran
 
 
 def random_inputs(shapes, seed: int = 0, dtype=torch.float32) -> tuple:
@@ -30,15 +34,24 @@ def random_inputs(shapes, seed: int = 0, dtype=torch.float32) -> tuple:
 
 def assert_converts(module: torch.nn.Module, args, *, atol: float = 1e-5,
                     expect_layers: tuple[str, ...] = (), max_transposes: int | None = 0,
-                    kernel_transposes: bool = False, **options) -> crossport.Conversion:
-    """Convert ``module`` and assert the Keras model computes what torch computes."""
+                    kernel_transposes: bool = False, expect_converters: tuple[str, ...] = (),
+                    **options) -> crossport.Conversion:
+    """Convert ``module`` and assert the Keras model computes what torch computes.
+
+    ``expect_converters`` names converter functions (``aten_conv_nd``) that must have run:
+    tests/ops/test_coverage.py checks that every registered converter is named by a row.
+    """
     module = module.eval()
     args = args if isinstance(args, tuple) else (args,)
-    conversion = crossport.convert_with_report(module, args, check=False, **options)
+    with converters_ran() as ran:
+        conversion = crossport.convert_with_report(module, args, check=False, **options)
+    _log_converters(ran)
+    missing = [name for name in expect_converters if name not in ran]
+    assert not missing, f"expected converters {missing} to run; ran {sorted(ran)}"
     channels_last_io = options.get("channels_last_io", False)
     for seed, inputs in enumerate([args, fresh_inputs(args, 1234)]):
         with torch.no_grad():
-            ref = module(*inputs)
+            ref = module(*(x.clone() for x in inputs))  # forward may write to its inputs
         got = conversion.model(_keras_args(inputs, channels_last_io), training=False)
         _compare(ref, got, atol, channels_last_io, inputs, conversion)
     layer_types = {type(layer).__name__ for layer in conversion.model.layers}
@@ -53,6 +66,15 @@ def assert_converts(module: torch.nn.Module, args, *, atol: float = 1e-5,
         assert in_graph <= max_transposes, (
             f"{in_graph} transposes in the TF graph (at most {max_transposes})")
     return conversion
+
+
+def _log_converters(ran) -> None:
+    """With ``CROSSPORT_CONVERTER_LOG=path``, append ``{test id: converters}`` to path (to
+    find a row for each converter when adding ``expect_converters``)."""
+    path = os.environ.get("CROSSPORT_CONVERTER_LOG")
+    if path:
+        with open(path, "a") as log:
+            log.write(json.dumps({os.environ.get("PYTEST_CURRENT_TEST", "?"): sorted(ran)}) + "\n")
 
 
 def _keras_args(inputs, channels_last_io):

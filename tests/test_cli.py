@@ -42,6 +42,29 @@ MODEL_FILE = textwrap.dedent("""
             def forward(self, x):
                 return torch.cumprod(x, 1)
         return Cumulative()
+
+    def wrong_features():
+        return torch.nn.Sequential(torch.nn.Linear(4, 3))
+
+    def converter_crashes():
+        import crossport
+
+        @torch.library.custom_op("cli_test::boom", mutates_args=())
+        def boom(x: torch.Tensor) -> torch.Tensor:
+            return x.clone()
+
+        @boom.register_fake
+        def _(x):
+            return torch.empty_like(x)
+
+        @crossport.register(torch.ops.cli_test.boom.default, policy=crossport.Policy.AGNOSTIC)
+        def cli_test_boom_default(ctx, x):
+            raise KeyError("no such layout")
+
+        class Boom(torch.nn.Module):
+            def forward(self, x):
+                return boom(x) + 1
+        return Boom()
 """)
 
 
@@ -118,6 +141,12 @@ BAD_INPUTS = {
                        "aten.cumprod.default"),
     "unwritable-output": (["my_model.py:build", "--input", "1x3x8x8", "-o",
                            "blocker/m.keras"], "ExportError"),
+    "model-fails-on-inputs": (["my_model.py:wrong_features", "--input", "2x5"],
+                              "CaptureError: Sequential raised RuntimeError"),
+    "converter-crashes": (["my_model.py:converter_crashes", "--input", "2x5"],
+                          "ConversionError: converting node 'boom'"),
+    "unknown-option": (["my_model.py:build", "--input", "1x3x8x8", "--bogus"],
+                       "No such option: --bogus"),
 }
 
 
@@ -130,9 +159,17 @@ def test_bad_input_is_one_clear_line_and_nonzero_exit(workdir, case):
     result = crossport_cli("convert", *args, cwd=workdir)
     assert result.returncode != 0
     assert expected in result.stderr, result.stderr
-    assert "Traceback" not in result.stderr
+    assert len(result.stderr.splitlines()) == 1, f"one line on stderr:\n{result.stderr}"
     assert set(workdir.rglob("*")) - before <= {workdir / "__pycache__"} | set(
         (workdir / "__pycache__").rglob("*")), "nothing written"
+
+
+def test_debug_shows_the_traceback_of_an_internal_error(workdir):
+    result = crossport_cli("convert", "my_model.py:converter_crashes", "--input", "2x5",
+                           "--debug", cwd=workdir)
+    assert result.returncode == 1
+    assert "Traceback" in result.stderr and "KeyError: 'no such layout'" in result.stderr
+    assert result.stderr.splitlines()[-1].startswith("error: ConversionError")
 
 
 def test_ops_lists_the_table(workdir):

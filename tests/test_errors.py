@@ -1,10 +1,18 @@
 """Bad input gives one clear CrossportError naming what and where."""
 
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import keras
 import numpy as np
 import pytest
 import torch
 
 import crossport
+from crossport.to_keras.registry import _REGISTRY
 from tests.harness import random_inputs
 
 
@@ -70,3 +78,218 @@ def test_training_mode_batchnorm_is_converted_in_eval_semantics():
     assert net.training and net[1].training, "the caller's training flags are restored"
     expected = net.eval()(x[0]).detach().numpy()  # running statistics, not batch statistics
     np.testing.assert_allclose(np.asarray(model(x[0].numpy())), expected, atol=1e-5)
+
+
+# -- capture failures: the data-dependent hint only where it applies ------------------------
+
+class WrongFeatureCount(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 3)
+
+    def forward(self, x):
+        return self.fc(x) * 2
+
+
+def test_shape_error_of_the_model_says_it_fails_on_the_inputs_without_the_control_flow_hint():
+    with pytest.raises(crossport.CaptureError) as info:
+        crossport.convert(WrongFeatureCount().eval(), random_inputs((2, 5)))
+    message = str(info.value)
+    assert "when run on the example inputs" in message
+    assert "test_errors.py" in message and "self.fc(x) * 2" in message
+    assert "control flow" not in message
+
+
+def test_data_dependent_branch_gets_the_control_flow_hint():
+    with pytest.raises(crossport.CaptureError, match="data-dependent Python control flow"):
+        crossport.convert(DataDependentBranch().eval(), random_inputs((1, 3, 4, 4)))
+
+
+# -- locations: file:line also for ops in the root module's forward -------------------------
+
+class RootOp(torch.nn.Module):
+    def forward(self, x):
+        return torch.cumprod(x, 1)
+
+
+ROOT_OP_SOURCE = '''
+import torch, crossport
+
+class RootOp(torch.nn.Module):
+    def forward(self, x):
+        return torch.cumprod(x, 1)
+
+try:
+    crossport.convert(RootOp().eval(), (torch.randn(2, 3),))
+except crossport.UnsupportedOpError as exc:
+    print(exc)
+'''
+
+
+def test_unsupported_op_in_root_forward_names_file_and_line():
+    with pytest.raises(crossport.UnsupportedOpError) as info:
+        crossport.convert(RootOp().eval(), random_inputs((2, 3)))
+    assert re.search(r"in <root module> \(\S*test_errors.py:\d+: return torch.cumprod",
+                     str(info.value))
+
+
+@pytest.mark.parametrize("where", ["stdin", "torch-named-dir"])
+def test_root_op_location_from_stdin_or_a_directory_named_torch(where, tmp_path):
+    """Code without a file (stdin) still has a line; a user path containing /torch/ is the
+    user's, not torch's."""
+    env = {**os.environ, "PYTHONPATH": str(Path(crossport.__file__).parents[1])}
+    if where == "stdin":
+        result = subprocess.run([sys.executable, "-"], input=ROOT_OP_SOURCE, text=True,
+                                capture_output=True, env=env, timeout=300)
+        assert "in <root module> (<stdin>:6)" in result.stdout, result.stdout + result.stderr
+    else:
+        script = tmp_path / "torch" / "model.py"
+        script.parent.mkdir()
+        script.write_text(ROOT_OP_SOURCE)
+        result = subprocess.run([sys.executable, str(script)], text=True, capture_output=True,
+                                env=env, timeout=300)
+        assert f"({script}:6: return torch.cumprod(x, 1))" in result.stdout, (
+            result.stdout + result.stderr)
+
+
+# -- a converter's own failure is one ConversionError naming node, op, module and line ------
+
+@torch.library.custom_op("crossport_test::explodes", mutates_args=())
+def explodes(x: torch.Tensor) -> torch.Tensor:
+    return x.clone()
+
+
+@explodes.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+class CallsExplodes(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.block = torch.nn.Sequential(torch.nn.Linear(3, 3))
+
+    def forward(self, x):
+        return explodes(self.block(x))
+
+
+@pytest.fixture
+def exploding_converter():
+    def crossport_test_explodes_default(ctx, x):
+        raise IndexError("tuple index out of range")
+
+    crossport.register(torch.ops.crossport_test.explodes.default,
+                       policy=crossport.Policy.AGNOSTIC)(crossport_test_explodes_default)
+    yield
+    del _REGISTRY[torch.ops.crossport_test.explodes.default]
+
+
+def test_exception_inside_a_converter_is_a_conversion_error(exploding_converter):
+    with pytest.raises(crossport.ConversionError) as info:
+        crossport.convert(CallsExplodes().eval(), random_inputs((2, 3)))
+    message = str(info.value)
+    assert "crossport_test.explodes.default" in message
+    assert "crossport_test_explodes_default" in message
+    assert "IndexError: tuple index out of range" in message
+    assert "test_errors.py" in message and "explodes(self.block(x))" in message
+    assert isinstance(info.value.__cause__, IndexError)
+    assert info.value.op == "crossport_test.explodes.default"
+
+
+def test_crossport_errors_raised_by_a_converter_pass_through_unchanged():
+    def crossport_test_refuses(ctx, x):
+        raise ctx.unsupported("not today")
+
+    op = torch.ops.crossport_test.explodes.default
+    crossport.register(op, policy=crossport.Policy.AGNOSTIC, override=True)(crossport_test_refuses)
+    try:
+        with pytest.raises(crossport.UnsupportedOpError, match="not today") as info:
+            crossport.convert(CallsExplodes().eval(), random_inputs((2, 3)))
+        assert not isinstance(info.value, crossport.ConversionError)
+    finally:
+        del _REGISTRY[op]
+
+
+# -- outputs and state a Keras model cannot have ---------------------------------------------
+
+class Returns(torch.nn.Module):
+    def __init__(self, extra):
+        super().__init__()
+        self.extra = extra
+
+    def forward(self, x):
+        return x * 2, self.extra(x)
+
+
+@pytest.mark.parametrize("extra", [lambda x: None, lambda x: 3, lambda x: "label",
+                                   lambda x: x.shape[1]], ids=["none", "int", "str", "size"])
+def test_non_tensor_outputs_are_refused_clearly(extra):
+    with pytest.raises(crossport.UnsupportedOpError,
+                       match="model output 1 is .*returns tensors only"):
+        crossport.convert(Returns(extra).eval(), random_inputs((2, 3)))
+
+
+class CountsCalls(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("calls", torch.zeros(3))
+
+    def forward(self, x):
+        self.calls.add_(1)
+        return x + self.calls
+
+
+def test_forward_updating_a_buffer_is_refused_and_the_buffer_untouched():
+    module = CountsCalls().eval()
+    with pytest.raises(crossport.UnsupportedOpError, match="'calls' in place.*self.calls.add_"):
+        crossport.convert(module, random_inputs((2, 3)))
+    assert torch.equal(module.calls, torch.zeros(3))
+
+
+def test_forward_writing_to_its_input_converts_and_leaves_the_callers_tensor_alone():
+    class AddsInPlace(torch.nn.Module):
+        def forward(self, x):
+            x.mul_(3)
+            return x + 1
+
+    x = random_inputs((2, 3))[0]
+    before = x.clone()
+    model = crossport.convert(AddsInPlace().eval(), (x,))
+    assert torch.equal(x, before)
+    np.testing.assert_allclose(model(before.numpy()), before.numpy() * 3 + 1, rtol=1e-6)
+
+
+def test_bfloat16_input_is_a_clear_error():
+    with pytest.raises(crossport.UnsupportedOpError, match="bfloat16.*module.float"):
+        crossport.convert(torch.nn.ReLU(), (torch.randn(2, 3).bfloat16(),))
+
+
+def test_a_buffer_returned_as_an_output_is_a_constant_output():
+    class WithAnchors(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("anchors", torch.randn(4, 2))
+
+        def forward(self, x):
+            return x.relu(), self.anchors * 2
+
+    module = WithAnchors().eval()
+    x = random_inputs((2, 3))[0]
+    relu, anchors = crossport.convert(module, (x,))(x.numpy())
+    np.testing.assert_allclose(anchors, module.anchors.numpy() * 2)
+    np.testing.assert_allclose(relu, x.relu().numpy())
+
+
+def test_a_model_that_builds_but_fails_when_run_is_a_conversion_error():
+    """TF rejects a bool add only at run time: the check's run is wrapped too."""
+    def crossport_test_bool_add(ctx, x):
+        as_bool = keras.ops.cast(x, "bool")
+        return keras.ops.cast(keras.ops.add(as_bool, as_bool), "float32")
+
+    op = torch.ops.crossport_test.explodes.default
+    crossport.register(op, policy=crossport.Policy.AGNOSTIC, override=True)(crossport_test_bool_add)
+    try:
+        with pytest.raises(crossport.ConversionError, match="running it raised"):
+            crossport.convert(CallsExplodes().eval(), random_inputs((2, 3)))
+    finally:
+        del _REGISTRY[op]

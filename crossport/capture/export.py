@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import inspect
+import os
 import traceback
 
 import torch
+from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
 from crossport.capture.borrow import borrowed
 from crossport.capture.recurrent import opaque_recurrent_ops
 from crossport.errors import CaptureError, InputError
 from crossport.options import ConvertOptions
+
+_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
+_CROSSPORT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
 def normalize_example_args(example_args) -> tuple:
@@ -129,7 +134,7 @@ def capture(module: torch.nn.Module, args: tuple, options: ConvertOptions,
                 strict=options.strict_export,
             )
     except Exception as exc:  # torch raises many unrelated types here; all mean "no capture"
-        raise CaptureError(_capture_message(module, exc)) from exc
+        raise CaptureError(_capture_message(module, exc, args)) from exc
     table = torch.export.default_decompositions()
     for op in keep_ops:
         if op in table:
@@ -140,17 +145,49 @@ def capture(module: torch.nn.Module, args: tuple, options: ConvertOptions,
         raise CaptureError(f"decomposing the captured graph failed: {exc}") from exc
 
 
-def _capture_message(module: torch.nn.Module, exc: Exception) -> str:
+_DATA_DEPENDENT = ("data-dependent", "data dependent", "dynamic control flow")
+
+
+def _capture_message(module: torch.nn.Module, exc: Exception, args: tuple = ()) -> str:
+    """What torch.export's failure means: data-dependent control flow, a dim that cannot
+    be dynamic, or an error of the module itself (it fails on the example inputs)."""
     first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     frames = [f for f in traceback.extract_tb(exc.__traceback__)
-              if "/torch/" not in f.filename and "/crossport/" not in f.filename]
+              if not _is_library_frame(f.filename)]
     where = f" at {frames[-1].filename}:{frames[-1].lineno} ({frames[-1].line})" if frames else ""
+    name = type(module).__name__
     if "Constraints violated" in first_line:
         hint = ("a dim marked dynamic is fixed by the model (or equal to another dim): "
                 "convert with that dim static, or make the model shape-generic there.")
-    else:
+    elif isinstance(exc, GuardOnDataDependentSymNode) or any(
+            marker in str(exc).lower() for marker in _DATA_DEPENDENT):
         hint = ("crossport converts what torch.export captures: data-dependent Python "
                 "control flow (an `if` or loop on tensor values) must become torch.cond / "
                 "tensor ops, or be moved out of forward.")
-    return (f"torch.export could not capture {type(module).__name__}{where}: "
-            f"{type(exc).__name__}: {first_line}\n{hint}")
+    elif args and _fails_eagerly(module, args):
+        return (f"{name} raised {type(exc).__name__}: {first_line}{where} when run on the "
+                "example inputs (it fails without crossport too): give example inputs of "
+                "the shapes and dtypes forward expects, or fix the module.")
+    else:
+        hint = ("torch.export cannot trace this code although the module runs on the example "
+                "inputs: see the torch.export documentation for the construct at that line, "
+                "or move it out of forward.")
+    return (f"torch.export could not capture {name}{where}: {type(exc).__name__}: "
+            f"{first_line}\n{hint}")
+
+
+def _is_library_frame(filename: str) -> bool:
+    if filename.startswith(("<string>", "<eval_with_key")):  # code torch generates
+        return True
+    path = os.path.abspath(filename)
+    return path.startswith(_TORCH_DIR) or path.startswith(_CROSSPORT_DIR)
+
+
+def _fails_eagerly(module: torch.nn.Module, args: tuple) -> bool:
+    """Whether ``module`` raises on (copies of) ``args`` without torch.export."""
+    try:
+        with torch.no_grad():
+            module(*(a.clone() for a in args))
+    except Exception:  # any failure of the user's own forward counts
+        return True
+    return False

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import inspect
+import os
 import re
+import sys
 
+import torch
 import torch.fx
 
-_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)\n\s*(.*)')
+# A traceback frame; the code line is absent for code without a file (stdin, exec).
+_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)(?:\n(?!\s*File ")\s*(.*))?')
+# torch's own frames, by install directory: a user path may contain "/torch/" too.
+_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
 
 
 def module_path(node: torch.fx.Node) -> str:
@@ -36,15 +43,40 @@ def source_line(node: torch.fx.Node) -> str:
     """``file:line: code`` of the innermost frame outside torch itself, or ''."""
     trace = node.meta.get("stack_trace") or ""
     frames = _FRAME.findall(trace)
-    user = [f for f in frames if "/torch/" not in f[0]]
+    user = [f for f in frames if not os.path.abspath(f[0]).startswith(_TORCH_DIR)]
     if not user:
         return ""
     filename, line, _fn, code = user[-1]
-    return f"{filename}:{line}: {code.strip()}"
+    return f"{filename}:{line}" + (f": {code.strip()}" if code.strip() else "")
+
+
+def forward_location(node: torch.fx.Node) -> str:
+    """``file:line`` of the ``forward`` of the module that ran ``node`` (when the node
+    carries no stack trace), or ''."""
+    stack = node.meta.get("nn_module_stack") or {}
+    if not stack:
+        return ""
+    _path, type_name = list(stack.values())[-1]
+    cls = type_name if isinstance(type_name, type) else _find_class(str(type_name))
+    forward = getattr(cls, "forward", None)
+    try:
+        filename = inspect.getsourcefile(forward)
+        _lines, first = inspect.getsourcelines(forward)
+    except (TypeError, OSError):
+        return ""
+    return f"{filename}:{first}: forward of {cls.__name__}" if filename else ""
+
+
+def _find_class(qualified: str):
+    module_name, _, name = qualified.rpartition(".")
+    obj = sys.modules.get(module_name)
+    for part in name.split("."):
+        obj = getattr(obj, part, None)
+    return obj if isinstance(obj, type) else None
 
 
 def describe(node: torch.fx.Node) -> str:
     """One phrase locating ``node`` for error messages."""
     path = module_path(node) or "<root module>"
-    line = source_line(node)
+    line = source_line(node) or forward_location(node)
     return f"in {path}" + (f" ({line})" if line else "")

@@ -125,8 +125,9 @@ def run_keras(model: keras.Model, args: tuple, channels_last_io: bool,
 
 
 def torch_outputs(module: torch.nn.Module, args: tuple):
+    """``module(*args)`` on copies: a forward that writes to its inputs leaves ours intact."""
     with torch.no_grad():
-        return module(*args)
+        return module(*(a.clone() for a in args))
 
 
 def leaves(out) -> list[np.ndarray]:

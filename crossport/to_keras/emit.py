@@ -8,15 +8,19 @@ the arguments to the ATen schema by name and records what the converter returns.
 from __future__ import annotations
 
 import operator
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import keras
 import numpy as np
 import torch
+from torch.export.graph_signature import OutputKind
 from torch.utils import _pytree as pytree
 
 from crossport.capture import describe
-from crossport.errors import DynamicDimError, UnsupportedOpError
+from crossport.errors import ConversionError, CrossportError, DynamicDimError, UnsupportedOpError
 from crossport.layout import Layout, canonical, channels_last
 from crossport.layout.assign import preferred_channels_last
 from crossport.options import ConvertOptions
@@ -37,6 +41,7 @@ from crossport.to_keras.values import (
     constant_in_layout,
     is_symbolic,
     keras_dtype,
+    unsupported_dtype,
 )
 
 
@@ -76,14 +81,17 @@ class Emitter:
                       symbols=input_symbols(self.ep, self.input_names))
         inputs = self._inputs()
         for node in self.graph.nodes:
-            if node in self.folded:
-                self.values[node] = evaluate(node, self.values)
-            elif node.op == "call_function":
-                self.values[node] = self._call(node)
-            elif node.op == "get_attr":
-                self.values[node] = _numpy(getattr(self.ep.graph_module, node.target))
-        outputs = self._outputs()
-        model = keras.Model(inputs=inputs if len(inputs) > 1 else inputs[0], outputs=outputs)
+            with converting(node):
+                if node in self.folded:
+                    self.values[node] = evaluate(node, self.values)
+                elif node.op == "call_function":
+                    self.values[node] = self._call(node)
+                elif node.op == "get_attr":
+                    self.values[node] = _numpy(getattr(self.ep.graph_module, node.target))
+        with converting(next(n for n in self.graph.nodes if n.op == "output")):
+            outputs = self._outputs()
+            model = keras.Model(inputs=inputs if len(inputs) > 1 else inputs[0],
+                                outputs=outputs)
         node_values = {
             n.name: (v.tensor, v.layout) for n, v in self.values.items()
             if isinstance(v, TensorValue) and n.op != "placeholder"
@@ -136,15 +144,26 @@ class Emitter:
         return keras_input, value
 
     def _outputs(self):
+        """The user outputs in the requested layout. A mutated input is not an output (the
+        caller's arrays stay as they are); a mutated buffer or parameter is state the
+        stateless Keras model cannot keep: refused."""
         out_node = next(n for n in self.graph.nodes if n.op == "output")
         flat = []
-        for arg in out_node.args[0]:
-            value = self.values[arg]
-            if not isinstance(value, TensorValue):
+        for spec, arg in zip(self.ep.graph_signature.output_specs, out_node.args[0]):
+            if spec.kind in (OutputKind.BUFFER_MUTATION, OutputKind.PARAMETER_MUTATION):
                 raise UnsupportedOpError(
-                    f"model output {arg.name!r} is not a tensor computed by the graph "
-                    "(a constant or Python value); return tensors only."
-                )
+                    f"forward updates {spec.target!r} in place "
+                    f"{describe(arg) if isinstance(arg, torch.fx.Node) else ''}: a buffer or "
+                    "parameter changed by forward is state across calls, which a Keras "
+                    "functional model does not keep. Compute the new value without writing "
+                    "it to the module (or return it as an output).")
+            if spec.kind is not OutputKind.USER_OUTPUT:
+                continue
+            value = self.values.get(arg) if isinstance(arg, torch.fx.Node) else arg
+            if isinstance(value, np.ndarray) and isinstance(arg, torch.fx.Node):
+                value = self._constant_output(arg, value)  # a buffer, or folded from one
+            if not isinstance(value, TensorValue):
+                raise UnsupportedOpError(_not_a_tensor_output(len(flat), arg, value))
             rank = value.rank
             want = channels_last(rank) if self.options.channels_last_io else canonical(rank)
             before = self.transposes.count
@@ -152,12 +171,22 @@ class Emitter:
             self.boundary += self.transposes.count - before
         return pytree.tree_unflatten(flat, self.ep.call_spec.out_spec)
 
+    def _constant_output(self, node: torch.fx.Node, array: np.ndarray) -> TensorValue:
+        from crossport.layers import Constant
+
+        tensor = Constant(array, name=self.names.unique(f"{node.name}_output"))(
+            self.constants["__anchor__"])
+        val = node.meta["val"]
+        return TensorValue(tensor, canonical(array.ndim), tuple(val.shape), val.dtype)
+
     # -- one op ---------------------------------------------------------------------------
     def _call(self, node: torch.fx.Node):
         if node.target is operator.getitem:
             container, index = node.args
             return self.values[container][index]
         converter = lookup(node.target)
+        for observe in _CONVERTER_OBSERVERS:
+            observe(converter)
         if not hasattr(node.target, "_schema"):  # Python callables (SymInt arithmetic)
             args = [self._resolve(a) for a in node.args]
             ctx = NodeContext(node, self.names, self.transposes, self.constants, self.sizes)
@@ -206,6 +235,9 @@ class Emitter:
             return "canonical"
         lead = max((v for _k, v in tensors), key=lambda v: v.rank)
         target = lead.layout if lead.rank == out_rank else canonical(out_rank)
+        if target.flat is not None and any(v.layout != target for _k, v in tensors):
+            # features in block order meet a tensor in torch order: back to torch order
+            target = canonical(out_rank)
         for key, value in list(resolved.items()):
             if isinstance(value, TensorValue):
                 resolved[key] = self._broadcast_to_layout(value, target, out_rank)
@@ -223,6 +255,67 @@ class Emitter:
             value = TensorValue(x, canonical(rank), (1,) * (rank - value.rank) + tuple(value.shape),
                                 value.dtype)
         return self.transposes.to_layout(value, target)
+
+
+_CONVERTER_OBSERVERS: list = []
+
+
+@contextmanager
+def converters_ran() -> Iterator[Counter]:
+    """Count, by function name, the converters that run inside the block.
+
+    Example:
+        >>> import torch, crossport
+        >>> from crossport.to_keras.emit import converters_ran
+        >>> with converters_ran() as ran:
+        ...     _ = crossport.convert(torch.nn.Linear(3, 2).eval(), (torch.randn(1, 3),))
+        >>> ran["aten_linear_default"]
+        1
+    """
+    seen: Counter = Counter()
+    observer = lambda converter: seen.update([converter.fn.__name__])
+    _CONVERTER_OBSERVERS.append(observer)
+    try:
+        yield seen
+    finally:
+        _CONVERTER_OBSERVERS.remove(observer)
+
+
+def _not_a_tensor_output(index: int, arg, value) -> str:
+    if isinstance(arg, torch.fx.Node) or isinstance(value, (torch.SymInt, torch.SymFloat)):
+        what = f"a Python number computed from shapes ({arg.name})"
+    else:
+        what = f"the Python value {value!r}"
+    return (f"model output {index} is {what}; a Keras model returns tensors only. Return "
+            "tensors from forward (torch.tensor(...) or a tensor op on the input), or wrap "
+            "the module to drop the non-tensor outputs.")
+
+
+@contextmanager
+def converting(node: torch.fx.Node) -> Iterator[None]:
+    """Re-raise any exception but a ``CrossportError`` as a ``ConversionError`` naming the
+    node, its op, module path and source line (as ``torch.fx.Interpreter.run_node`` does)."""
+    try:
+        yield
+    except CrossportError:
+        raise
+    except Exception as exc:  # a converter's own failure: any type, wrapped once here
+        raise conversion_error(node, exc) from exc
+
+
+def conversion_error(node: torch.fx.Node, exc: Exception) -> ConversionError:
+    op = str(node.target) if node.op == "call_function" else node.op
+    converter = lookup(node.target) if node.op == "call_function" else None
+    by = f" by {converter.fn.__name__}" if converter is not None else ""
+    detail = " ".join(str(exc).split())
+    if len(detail) > 300:
+        detail = detail[:300] + " ..."
+    return ConversionError(
+        f"converting node {node.name!r} ({op}){by} {describe(node)} failed: "
+        f"{type(exc).__name__}: {detail}. This is a case crossport's converter does not "
+        "handle: please report it with this message (crossport.register(..., "
+        "override=True) can replace the converter meanwhile).",
+        node=node.name, op=op)
 
 
 def _runtime_scalar(ctx: NodeContext, value, node: torch.fx.Node):
@@ -299,6 +392,10 @@ def check_dynamic(graph: torch.fx.Graph, skip=frozenset(), symbols: dict | None 
         "or --dynamic-dim on the command line), or change the model there.",
         problems=[{"op": op, "reason": r, "where": w} for (op, r), w in problems.items()],
     )
+def _dtype_reason(node: torch.fx.Node) -> str | None:
+    vals = pytree.tree_leaves(node.meta.get("val"))
+    reasons = [unsupported_dtype(v.dtype) for v in vals if isinstance(v, torch.Tensor)]
+    return next((r for r in reasons if r), None)
 
 
 def check_supported(graph: torch.fx.Graph, skip=frozenset()) -> None:
@@ -307,9 +404,14 @@ def check_supported(graph: torch.fx.Graph, skip=frozenset()) -> None:
     Nodes in ``skip`` (folded to constants at conversion time) need no converter.
     """
     problems: dict[tuple[str, str], list[str]] = {}
-    for node in _converted_nodes(graph, skip):
+    for node in graph.nodes:
+        if node.op == "placeholder" and (reason := _dtype_reason(node)):
+            problems.setdefault((f"input {node.name}", reason), []).append("forward argument")
+        if node.op != "call_function" or node.target is operator.getitem or node in skip:
+            continue
         converter = lookup(node.target)
         reason = "no converter" if converter is None else converter.unsupported_reason(node)
+        reason = reason or _dtype_reason(node)
         if reason:
             problems.setdefault((str(node.target), reason), []).append(describe(node))
     if problems:

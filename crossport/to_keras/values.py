@@ -14,8 +14,20 @@ from crossport.weights import flat_feature_order
 _TORCH_TO_KERAS_DTYPE = {
     torch.float32: "float32", torch.float64: "float64", torch.float16: "float16",
     torch.int64: "int64", torch.int32: "int32", torch.int8: "int8", torch.bool: "bool",
-    torch.uint8: "uint8",
+    torch.uint8: "uint8", torch.int16: "int16",
 }
+
+
+def unsupported_dtype(dtype) -> str | None:
+    """Why a tensor of ``dtype`` cannot be converted, or None."""
+    if not isinstance(dtype, torch.dtype) or dtype in _TORCH_TO_KERAS_DTYPE:
+        return None
+    if dtype == torch.bfloat16:
+        return ("bfloat16 tensors: TF rounds bfloat16 intermediates differently from torch, "
+                "so parity cannot be proven; convert the module in float32 (module.float()) "
+                "and use reduced precision at export (format tflite-fp16)")
+    return (f"{dtype} tensors (supported: "
+            f"{', '.join(str(d).removeprefix('torch.') for d in _TORCH_TO_KERAS_DTYPE)})")
 
 
 def keras_dtype(dtype: torch.dtype) -> str:

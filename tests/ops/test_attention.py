@@ -105,7 +105,8 @@ CASES = [
     case("sdpa-causal-rectangular", sdpa(is_causal=True), qkv(lq=4, lk=6)),
     case("sdpa-scale", sdpa(scale=0.3), qkv()),
     case("sdpa-rank3", sdpa(), lambda: (floats((2, 5, 4)), floats((2, 6, 4), 1), floats((2, 6, 3), 2))),
-    case("sdpa-bool-mask", with_mask(BOOL_MASK), qkv()),
+    case("sdpa-bool-mask", with_mask(BOOL_MASK), qkv(),
+         expect_converters=("aten_scaled_dot_product_attention_default",)),
     case("sdpa-bool-mask-fully-masked-row", with_mask(torch.tensor([[True] * 6, [False] * 6] * 2
                                                                    + [[True] * 6])), qkv()),
     case("sdpa-float-mask-broadcast", with_mask(FLOAT_MASK), qkv()),

@@ -6,12 +6,13 @@ pitfalls.md items 1 (grouped/depthwise), 4 (TF SAME is asymmetric), 8 (NCHW vs N
 
 from __future__ import annotations
 
+import keras
 import pytest
 import torch
 from torch import nn
 
 from tests.harness import assert_converts
-from tests.ops.opcases import case, inputs
+from tests.ops.opcases import Fn, case, inputs
 
 
 def seeded(factory):
@@ -26,7 +27,8 @@ PAD_INPUT_TRANSPOSE = 0
 
 CASES = [
     # 1d
-    case("conv1d-basic", seeded(lambda: C1(3, 5, 3)), (2, 3, 11)),
+    case("conv1d-basic", seeded(lambda: C1(3, 5, 3)), (2, 3, 11),
+         expect_converters=("aten_conv_nd",)),
     case("conv1d-stride2-pad2", seeded(lambda: C1(3, 4, 5, stride=2, padding=2)), (1, 3, 12)),
     case("conv1d-same-evenkernel", seeded(lambda: C1(3, 4, 4, padding="same")), (1, 3, 9)),
     case("conv1d-dilation2-valid", seeded(lambda: C1(3, 4, 3, dilation=2, padding="valid")),
@@ -65,6 +67,12 @@ CASES = [
          (1, 3, 9, 9), expect_layers=("DepthwiseConv2D",)),
     case("pitfall1-conv2d-depthwise-dilation2", seeded(lambda: C2(4, 4, 3, groups=4, dilation=2)),
          (1, 4, 9, 9), expect_layers=("DepthwiseConv2D",)),
+    case("pitfall1-conv2d-depthwise-unequal-strides",
+         seeded(lambda: C2(4, 8, 3, groups=4, stride=(1, 2), padding=1)), (2, 4, 9, 10),
+         expect_layers=("DepthwiseConv2D",)),
+    case("pitfall1-conv2d-depthwise-strides-2-3-dilation2",
+         seeded(lambda: C2(4, 4, 3, groups=4, stride=(2, 3), dilation=2)), (1, 4, 13, 14),
+         expect_layers=("DepthwiseConv2D",)),
     case("conv2d-padmode-zeros-explicit", seeded(lambda: C2(3, 4, 3, padding=1,
                                                            padding_mode="zeros")), (1, 3, 6, 7)),
     case("conv2d-padmode-reflect", seeded(lambda: C2(3, 4, 3, padding=1, padding_mode="reflect")),
@@ -107,9 +115,16 @@ CASES = [
          (2, 3, 9, 10), dynamic_batch=True),
     case("conv2d-channels-last-io", seeded(lambda: nn.Sequential(
         C2(3, 6, 3, padding=1), C2(6, 6, 3, groups=6))), (1, 3, 8, 8), channels_last_io=True),
+    case("aten-convolution-called-directly", seeded(lambda: Fn(
+        lambda m, x: torch.convolution(x, m.w, m.b, [2, 1], [1, 0], [1, 1], False, [0, 0], 1),
+        w=torch.randn(4, 3, 3, 3), b=torch.randn(4))), (1, 3, 7, 6),
+         expect_converters=("aten_convolution_default",)),
 ]
 
 
 @pytest.mark.parametrize("module, shapes, kwargs", CASES)
 def test_conv(module, shapes, kwargs):
-    assert_converts(module, inputs(shapes), **kwargs)
+    conversion = assert_converts(module, inputs(shapes), **kwargs)
+    for layer in conversion.model.layers:  # TF's depthwise kernel without oneDNN needs them equal
+        if isinstance(layer, keras.layers.DepthwiseConv2D):
+            assert len(set(layer.strides)) == 1, f"{layer.name}: strides {layer.strides}"

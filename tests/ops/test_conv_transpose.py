@@ -19,7 +19,8 @@ T1, T2, T3 = nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d
 
 CASES = [
     case("convtranspose1d-basic-keras-exact", seeded(lambda: T1(4, 3, 3)), (2, 4, 7),
-         expect_layers=("Conv1DTranspose",)),
+         expect_layers=("Conv1DTranspose",),
+         expect_converters=("aten_conv_transpose2d_input",)),
     case("convtranspose1d-stride2-pad1-outpad1", seeded(lambda: T1(4, 3, 3, stride=2, padding=1,
                                                                    output_padding=1)), (1, 4, 6),
          expect_layers=("ConvTranspose1d",)),

@@ -18,6 +18,10 @@ def ints(shape, low=-9, high=10, seed=0, dtype=torch.int64):
                          dtype=dtype)
 
 
+def randn(*shape):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(0))
+
+
 def nonzero(shape, seed=1):
     """A divisor buffer with both signs and no zeros (fresh inputs could hold zeros)."""
     x = ints(shape, -5, 5, seed)
@@ -35,30 +39,51 @@ CASES = [
     case("pitfall15-div-trunc", by_divisor(lambda a, b: torch.div(a, b, rounding_mode="trunc")),
          lambda: (ints((3, 5)),)),
     case("pitfall15-div-floor-mode", by_divisor(lambda a, b: torch.div(a, b, rounding_mode="floor")),
-         lambda: (ints((3, 5)),)),
+         lambda: (ints((3, 5)),),
+         expect_converters=("aten_div_tensor_mode",)),
     case("div-true-ints-give-float", by_divisor(lambda a, b: a / b),
          lambda: (ints((3, 5)),)),
     case("pitfall15-remainder-negatives", Fn(lambda a: a % 4), lambda: (ints((3, 5)),)),
     case("pitfall15-remainder-negative-divisor", by_divisor(lambda a, b: torch.remainder(a, b)),
          lambda: (ints((3, 5)),)),
     case("pitfall15-fmod-sign-of-dividend", by_divisor(lambda a, b: torch.fmod(a, b)),
-         lambda: (ints((3, 5)),)),
+         lambda: (ints((3, 5)),),
+         expect_converters=("aten_fmod_tensor",)),
     case("int-add-mul-sub", Fn(lambda a, b: a * 3 - b + 1), lambda: (ints((2, 4)), ints((2, 4), seed=2))),
     case("int32-input", Fn(lambda a: a * 2 + 1), lambda: (ints((2, 4), dtype=torch.int32),)),
+    case("int16-input", Fn(lambda a: a * 2 + 1),
+         lambda: (ints((2, 4), dtype=torch.int16),)),
+    case("uint8-input", Fn(lambda a: a.float() / 255),
+         lambda: (ints((2, 4), 0, 255, dtype=torch.uint8),)),
+    case("cast-float-to-int8", Fn(lambda x: (x * 30).to(torch.int8)), lambda: (randn(3, 4),)),
+    case("cast-float-to-uint8", Fn(lambda x: (x * 30).abs().to(torch.uint8)),
+         lambda: (randn(3, 4),)),
+    case("cast-float-to-int16", Fn(lambda x: (x * 300).to(torch.int16)), lambda: (randn(3, 4),)),
+    case("int-math-promotes-to-float", Fn(
+        lambda a: 1 / (a.abs() + 1) + torch.sqrt(a.abs()) + torch.exp(a.clamp(-3, 3))
+        + torch.atan2(a, a.abs() + 1)), lambda: (ints((3, 5)),)),
+    case("forward-writes-to-its-input", Fn(lambda a: a.add_(1) * 2), lambda: (ints((2, 4)),)),
     case("cast-int-to-float", Fn(lambda a: a.float() * 0.5), lambda: (ints((2, 4)),)),
     case("cast-float-to-int-truncates", Fn(lambda x: (x * 3).long()),
-         lambda: (torch.randn(3, 4, generator=torch.Generator().manual_seed(0)),)),
+         lambda: (torch.randn(3, 4, generator=torch.Generator().manual_seed(0)),),
+         expect_converters=("aten_assert_tensor_metadata_default", "aten_to_copy_default")),
     case("cast-bool-to-int-sum", Fn(lambda a: (a > 0).long().sum(-1)), lambda: (ints((3, 5)),)),
     case("int-comparisons", Fn(lambda a, b: (a >= b) | (a == 0)),
-         lambda: (ints((3, 5)), ints((3, 5), seed=3))),
-    case("int-sum-to-int64", Fn(lambda a: a.sum(1)), lambda: (ints((3, 5), dtype=torch.int32),)),
+         lambda: (ints((3, 5)), ints((3, 5), seed=3)),
+         expect_converters=("aten_eq_Scalar", "aten_ge_Tensor")),
+    case("int-sum-to-int64", Fn(lambda a: a.sum(1)), lambda: (ints((3, 5), dtype=torch.int32),),
+         expect_converters=("aten_sum_dim_intlist",)),
     case("int-max-min-clamp", Fn(lambda a, b: torch.maximum(a, b).clamp(-3, 4)),
-         lambda: (ints((3, 5)), ints((3, 5), seed=4))),
-    case("int-abs-neg", Fn(lambda a: -a.abs()), lambda: (ints((3, 5)),)),
+         lambda: (ints((3, 5)), ints((3, 5), seed=4)),
+         expect_converters=("aten_maximum_default",)),
+    case("int-abs-neg", Fn(lambda a: -a.abs()), lambda: (ints((3, 5)),),
+         expect_converters=("aten_abs_default", "aten_neg_default")),
     case("pitfall15-floor-div-float", Fn(lambda x: x // 0.3),
-         lambda: (torch.randn(3, 4, generator=torch.Generator().manual_seed(0)),)),
+         lambda: (torch.randn(3, 4, generator=torch.Generator().manual_seed(0)),),
+         expect_converters=("aten_floor_divide_default",)),
     case("pitfall15-remainder-float-negative", Fn(lambda x: x % 0.7),
-         lambda: (torch.randn(3, 4, generator=torch.Generator().manual_seed(0)),)),
+         lambda: (torch.randn(3, 4, generator=torch.Generator().manual_seed(0)),),
+         expect_converters=("aten_remainder_tensor",)),
 ]
 
 

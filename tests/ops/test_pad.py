@@ -41,7 +41,8 @@ CASES = [
     case("zeropad2d-module", nn.ZeroPad2d((1, 2, 3, 0)), (1, 3, 5, 6)),
     case("reflectionpad2d-module", nn.ReflectionPad2d(2), (1, 3, 5, 6)),
     case("replicationpad1d-module", nn.ReplicationPad1d((3, 1)), (1, 3, 6)),
-    case("circularpad2d-module", nn.CircularPad2d((1, 0, 2, 1)), (1, 3, 5, 6)),
+    case("circularpad2d-module", nn.CircularPad2d((1, 0, 2, 1)), (1, 3, 5, 6),
+         expect_converters=("aten_pad_default",)),
     case("constantpad3d-module", nn.ConstantPad3d((1, 0, 2, 1, 0, 1), 0.25), (1, 2, 3, 4, 5)),
     case("pad-after-conv-channels-last-constant",
          conv_then(lambda x: F.pad(x, (1, 2, 2, 1))), (1, 3, 8, 9)),
@@ -58,15 +59,19 @@ CASES = [
     case("pad-channels-last-io", conv_then(lambda x: F.pad(x, (1, 0, -1, 2), mode="replicate")),
          (1, 3, 8, 9), channels_last_io=True),
     case("aten-constant-pad-nd", Fn(lambda x: torch.ops.aten.constant_pad_nd(x, [1, 2, 0, 1], 0.5)),
-         (1, 3, 5, 6)),
+         (1, 3, 5, 6),
+         expect_converters=("aten_constant_pad_nd_default",)),
     case("aten-reflection-pad2d", Fn(lambda x: torch.ops.aten.reflection_pad2d(x, [1, 2, 2, 0])),
          (1, 3, 5, 6)),
     case("aten-reflection-pad1d", Fn(lambda x: torch.ops.aten.reflection_pad1d(x, [2, 1])),
-         (1, 3, 6)),
+         (1, 3, 6),
+         expect_converters=("aten_reflection_pad2d_default",)),
     case("aten-replication-pad3d", Fn(lambda x: torch.ops.aten.replication_pad3d(
-        x, [1, 0, 0, 1, 2, 1])), (1, 2, 3, 4, 5)),
+        x, [1, 0, 0, 1, 2, 1])), (1, 2, 3, 4, 5),
+         expect_converters=("aten_replication_pad2d_default",)),
     case("aten-pad-circular", Fn(lambda x: torch.ops.aten._pad_circular(x, [1, 2, 1, 0])),
-         (1, 3, 5, 6)),
+         (1, 3, 5, 6),
+         expect_converters=("aten_pad_circular_default",)),
 ]
 
 

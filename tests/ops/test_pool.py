@@ -12,7 +12,8 @@ from tests.ops.opcases import Fn, case, inputs
 
 CASES = [
     # max
-    case("maxpool1d-basic", nn.MaxPool1d(2), (2, 3, 9)),
+    case("maxpool1d-basic", nn.MaxPool1d(2), (2, 3, 9),
+         expect_converters=("aten_max_pool2d_default",)),
     case("maxpool1d-stride1-pad1", nn.MaxPool1d(3, stride=1, padding=1), (1, 3, 8)),
     case("maxpool1d-ceil", nn.MaxPool1d(3, stride=2, ceil_mode=True), (1, 3, 10)),
     case("maxpool2d-basic", nn.MaxPool2d(2), (2, 3, 8, 8)),
@@ -34,7 +35,8 @@ CASES = [
          (1, 2, 5, 6, 7)),
     case("maxpool3d-dilation", nn.MaxPool3d(2, stride=1, dilation=(1, 2, 2)), (1, 2, 4, 6, 6)),
     # average
-    case("avgpool1d-basic", nn.AvgPool1d(2), (2, 3, 9)),
+    case("avgpool1d-basic", nn.AvgPool1d(2), (2, 3, 9),
+         expect_converters=("aten_avg_pool2d_default",)),
     case("avgpool1d-pad-count-include", nn.AvgPool1d(3, stride=2, padding=1), (1, 3, 8)),
     case("avgpool2d-basic", nn.AvgPool2d(2), (2, 3, 8, 8)),
     case("pitfall11-avgpool2d-count-include-pad", nn.AvgPool2d(3, stride=1, padding=1),
@@ -61,22 +63,28 @@ CASES = [
     case("pitfall2-adaptiveavgpool2d-uneven-7to3", nn.AdaptiveAvgPool2d(3), (1, 3, 7, 7)),
     case("adaptiveavgpool2d-divisible", nn.AdaptiveAvgPool2d((2, 3)), (1, 3, 8, 9)),
     case("adaptiveavgpool2d-none-and-upsample", nn.AdaptiveAvgPool2d((None, 8)), (1, 3, 5, 6)),
-    case("adaptiveavgpool1d-5to3", nn.AdaptiveAvgPool1d(3), (1, 4, 5)),
+    case("adaptiveavgpool1d-5to3", nn.AdaptiveAvgPool1d(3), (1, 4, 5),
+         expect_converters=("aten_adaptive_avg_pool2d_default",)),
     case("adaptiveavgpool3d-uneven", nn.AdaptiveAvgPool3d((2, 3, 1)), (1, 2, 5, 7, 4)),
     case("adaptivemaxpool2d-1", nn.AdaptiveMaxPool2d(1), (2, 3, 5, 6)),
     case("adaptivemaxpool2d-uneven", nn.AdaptiveMaxPool2d((3, 4)), (1, 3, 7, 10)),
-    case("adaptivemaxpool1d", nn.AdaptiveMaxPool1d(4), (1, 3, 9)),
+    case("adaptivemaxpool1d", nn.AdaptiveMaxPool1d(4), (1, 3, 9),
+         expect_converters=("aten_adaptive_max_pool2d_default",)),
     case("adaptivemaxpool3d", nn.AdaptiveMaxPool3d((1, 2, 3)), (1, 2, 4, 5, 7)),
     case("pitfall2-gap-flatten-linear",
          nn.Sequential(nn.Conv2d(3, 6, 3), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(6, 4)),
          (2, 3, 8, 8)),
-    case("mean-hw-keepdim-as-gap", Fn(lambda x: x.mean((2, 3), keepdim=True)), (2, 3, 5, 6)),
+    case("mean-hw-keepdim-as-gap", Fn(lambda x: x.mean((2, 3), keepdim=True)), (2, 3, 5, 6),
+         expect_converters=("aten_mean_dim",)),
     case("conv1d-avgpool1d-pad", nn.Sequential(nn.Conv1d(3, 4, 3), nn.AvgPool1d(3, 2, 1)),
          (2, 3, 12)),
     case("maxpool2d-dynamic-batch", nn.Sequential(nn.MaxPool2d(3, 2, 1, ceil_mode=True)),
          (2, 3, 8, 9), dynamic_batch=True),
     case("adaptiveavgpool2d-uneven-dynamic-batch", nn.Sequential(nn.AdaptiveAvgPool2d(3)),
          (2, 3, 7, 8), dynamic_batch=True),
+    case("maxpool2d-return-indices-values", Fn(
+        lambda x: F.max_pool2d(x, 2, return_indices=True)[0]), (1, 3, 6, 6),
+         expect_converters=("aten_max_pool2d_with_indices",)),
 ]
 
 

@@ -45,11 +45,13 @@ def with_states(batch_first, states, layers=1, directions=1):
 # keeps the batch-major layout, so torch order is restored only at the model's output).
 SEQ_FIRST = 1
 CASES = []
+CONVERTERS = {"lstm": "aten_lstm_input", "gru": "aten_gru_input", "rnn": "aten_rnn_tanh_input"}
 for cls, states, layer_name in ((nn.LSTM, 2, "LSTM"), (nn.GRU, 1, "GRU"), (nn.RNN, 1, "SimpleRNN")):
     name = cls.__name__.lower()
     CASES += [
         case(f"pitfall13-{name}-batch-first", rnn(cls, batch_first=True),
-             lambda: (seq(True),), expect_layers=(layer_name,)),
+             lambda: (seq(True),), expect_layers=(layer_name,),
+             expect_converters=(CONVERTERS[name],)),
         case(f"pitfall13-{name}-seq-first", rnn(cls), lambda: (seq(False),),
              expect_layers=(layer_name,), max_transposes=SEQ_FIRST),
         case(f"pitfall13-{name}-2-layers-bidirectional", rnn(cls, num_layers=2, bidirectional=True,

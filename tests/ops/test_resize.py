@@ -38,9 +38,11 @@ CASES = [
                                                       recompute_scale_factor=True), (1, 2, 5, 6)),
     case("nearest-downscale", interp(scale_factor=0.5), (1, 2, 7, 9)),
     case("nearest-size-mixed", interp(size=(9, 4)), (1, 2, 5, 6)),
-    case("nearest-exact-4to3", interp(size=(3, 7), mode="nearest-exact"), (1, 2, 4, 5)),
+    case("nearest-exact-4to3", interp(size=(3, 7), mode="nearest-exact"), (1, 2, 4, 5),
+         expect_converters=("aten_upsample_nearest_exact2d_vec",)),
     case("nearest-exact-scale", interp(scale_factor=1.5, mode="nearest-exact"), (1, 2, 4, 5)),
-    case("nearest-1d", interp(size=11), (2, 3, 7)),
+    case("nearest-1d", interp(size=11), (2, 3, 7),
+         expect_converters=("aten_upsample_nearest2d_vec",)),
     case("nearest-1d-scale2", interp(scale_factor=2), (2, 3, 7), expect_layers=("UpSampling1D",)),
     case("nearest-3d", interp(size=(3, 5, 7)), (1, 2, 2, 4, 5)),
     case("nearest-3d-scale2", interp(scale_factor=2), (1, 2, 2, 3, 3),
@@ -58,7 +60,8 @@ CASES = [
     case("upsampling-bilinear2d-module", nn.UpsamplingBilinear2d(scale_factor=2), (1, 2, 3, 4)),
     case("bilinear-after-conv", conv_interp_conv(scale_factor=2, mode="bilinear"),
          (1, 3, 6, 6)),
-    case("bicubic", interp(size=(7, 9), mode="bicubic"), (1, 2, 4, 5)),
+    case("bicubic", interp(size=(7, 9), mode="bicubic"), (1, 2, 4, 5),
+         expect_converters=("aten_upsample_bilinear2d_vec",)),
     case("bicubic-align-corners", interp(size=(7, 9), mode="bicubic", align_corners=True),
          (1, 2, 4, 5)),
     case("bicubic-scale-fractional", interp(scale_factor=1.5, mode="bicubic"), (1, 2, 4, 6)),
@@ -80,15 +83,18 @@ CASES = [
     case("nearest-channels-last-io", conv_interp_conv(size=(5, 7)), (1, 3, 6, 6),
          channels_last_io=True),
     case("aten-upsample-nearest2d-default", Fn(lambda x: torch.ops.aten.upsample_nearest2d(
-        x, [5, 7])), (1, 2, 4, 4)),
+        x, [5, 7])), (1, 2, 4, 4),
+         expect_converters=("aten_upsample_nearest2d_default",)),
     case("aten-upsample-nearest2d-default-scales", Fn(lambda x: torch.ops.aten.upsample_nearest2d(
         x, [6, 7], 1.6, 1.8)), (1, 2, 4, 4)),
     case("aten-upsample-bilinear2d-default", Fn(lambda x: torch.ops.aten.upsample_bilinear2d(
         x, [5, 7], True)), (1, 2, 4, 4)),  # torch decomposes this overload itself
     case("aten-upsample-nearest-exact1d-default",
-         Fn(lambda x: torch.ops.aten._upsample_nearest_exact1d(x, [7])), (1, 2, 5)),
+         Fn(lambda x: torch.ops.aten._upsample_nearest_exact1d(x, [7])), (1, 2, 5),
+         expect_converters=("aten_upsample_nearest_exact2d_default",)),
     case("aten-upsample-trilinear3d-default", Fn(lambda x: torch.ops.aten.upsample_trilinear3d(
-        x, [3, 4, 5], False)), (1, 2, 2, 3, 3)),
+        x, [3, 4, 5], False)), (1, 2, 2, 3, 3),
+         expect_converters=("aten_upsample_bilinear2d_default",)),
 ]
 
 
@@ -98,9 +104,11 @@ def test_resize(module, shapes, kwargs):
 
 
 SHUFFLE_CASES = [
-    case("pixel-shuffle-2", nn.PixelShuffle(2), (2, 12, 3, 4)),
+    case("pixel-shuffle-2", nn.PixelShuffle(2), (2, 12, 3, 4),
+         expect_converters=("aten_pixel_shuffle_default",)),
     case("pixel-shuffle-3", nn.PixelShuffle(3), (1, 9, 2, 3)),
-    case("pixel-unshuffle-2", nn.PixelUnshuffle(2), (2, 3, 4, 6)),
+    case("pixel-unshuffle-2", nn.PixelUnshuffle(2), (2, 3, 4, 6),
+         expect_converters=("aten_pixel_unshuffle_default",)),
     case("pixel-shuffle-roundtrip", nn.Sequential(nn.PixelUnshuffle(2), nn.PixelShuffle(2)),
          (1, 2, 4, 6)),
     case("pixel-shuffle-after-conv-zero-emitter-transposes", nn.Sequential(

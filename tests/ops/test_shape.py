@@ -30,6 +30,19 @@ def flatten_linear(features, out=5):
     return nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.Flatten(), nn.Linear(features, out))
 
 
+class FlatConvWith(nn.Module):
+    """``op(flatten(conv(x), 1), y)``: features in channels-last block order meet a tensor in
+    torch order (the flat layout goes back to torch order once)."""
+
+    def __init__(self, op, c_out):
+        super().__init__()
+        torch.manual_seed(0)
+        self.op, self.conv = op, nn.Conv2d(3, c_out, 3)
+
+    def forward(self, x, y):
+        return self.op(torch.flatten(self.conv(x), 1), y)
+
+
 class SplitCat(nn.Module):
     def forward(self, x):
         a, b = torch.split(x, [1, 3], dim=1)
@@ -41,7 +54,8 @@ CASES = [
     case("view-canonical", Fn(lambda x: x.view(2, -1, 4)), (2, 3, 8)),
     case("reshape-merge-split", Fn(lambda x: x.reshape(2, 6, 2, 2)), (2, 3, 4, 2)),
     case("flatten-start1", Fn(lambda x: torch.flatten(x, 1)), (2, 3, 4, 5)),
-    case("flatten-middle-dims", Fn(lambda x: torch.flatten(x, 1, 2)), (2, 3, 4, 5)),
+    case("flatten-middle-dims", Fn(lambda x: torch.flatten(x, 1, 2)), (2, 3, 4, 5),
+         expect_converters=("aten_view_default",)),
     case("unflatten", Fn(lambda x: x.unflatten(1, (2, 3))), (2, 6, 5)),
     case("squeeze-all", Fn(lambda x: x.squeeze()), (2, 1, 3, 1)),
     case("squeeze-dim", Fn(lambda x: x.squeeze(1)), (2, 1, 3, 1)),
@@ -58,7 +72,8 @@ CASES = [
          after_conv(lambda x: x.view(x.shape[0], 2, 2, x.shape[2], x.shape[3]).sum(2)),
          (1, 3, 6, 6), max_transposes=None),
     # permutes
-    case("permute", Fn(lambda x: x.permute(2, 0, 3, 1)), (2, 3, 4, 5)),
+    case("permute", Fn(lambda x: x.permute(2, 0, 3, 1)), (2, 3, 4, 5),
+         expect_converters=("aten_permute_default",)),
     case("transpose-int", Fn(lambda x: x.transpose(1, 2)), (2, 3, 4)),
     case("t-2d", Fn(lambda x: x.t()), (3, 5)),
     case("permute-after-conv-to-nhwc", after_conv(lambda x: x.permute(0, 2, 3, 1)),
@@ -66,33 +81,40 @@ CASES = [
     case("permute-nhwc-then-linear", nn.Sequential(
         nn.Conv2d(3, 4, 3), Fn(lambda x: x.permute(0, 2, 3, 1)), nn.Linear(4, 6)), (1, 3, 6, 7)),
     # expand
-    case("expand", Fn(lambda x: x.expand(2, 3, 4)), (1, 3, 1)),
+    case("expand", Fn(lambda x: x.expand(2, 3, 4)), (1, 3, 1),
+         expect_converters=("aten_expand_default",)),
     case("expand-new-leading-dim", Fn(lambda x: x.expand(5, 3, 4)), (3, 1)),
     case("expand-as-after-gap", after_conv(lambda x: x.mean((2, 3), keepdim=True).expand_as(x)),
          (1, 3, 6, 6)),
     # cat / stack / split / chunk
-    case("cat-dim0", Fn(lambda a, b: torch.cat([a, b])), [(2, 3), (1, 3)]),
+    case("cat-dim0", Fn(lambda a, b: torch.cat([a, b])), [(2, 3), (1, 3)],
+         expect_converters=("aten_cat_default",)),
     case("cat-negative-dim", Fn(lambda a, b: torch.cat([a, b], -1)), [(2, 3, 2), (2, 3, 4)]),
     case("pitfall8-cat-channels-after-conv", conv_fn_conv(lambda x: torch.cat([x, x * 2], 1),
                                                          c_mid=8), (1, 3, 6, 6)),
     case("cat-width-after-conv", after_conv(lambda x: torch.cat([x, -x], dim=3)), (1, 3, 6, 6)),
-    case("stack-dim1", Fn(lambda a, b: torch.stack([a, b], 1)), [(2, 3, 4), (2, 3, 4)]),
+    case("stack-dim1", Fn(lambda a, b: torch.stack([a, b], 1)), [(2, 3, 4), (2, 3, 4)],
+         expect_converters=("aten_stack_default",)),
     case("stack-last-after-conv", after_conv(lambda x: torch.stack([x, x + 1], -1)),
          (1, 3, 5, 5), max_transposes=None),
     case("split-equal", Fn(lambda x: torch.split(x, 2, dim=1)), (2, 6, 3)),
     case("split-uneven-last-chunk", Fn(lambda x: torch.split(x, 4, dim=-1)), (2, 3, 10)),
     case("split-sizes-channels-after-conv", SplitCat(), (1, 4, 5, 5)),
     case("pitfall8-split-channels-after-conv",
-         after_conv(lambda x: torch.split(x, [1, 3], dim=1)), (1, 3, 6, 6)),
+         after_conv(lambda x: torch.split(x, [1, 3], dim=1)), (1, 3, 6, 6),
+         expect_converters=("aten_split_with_sizes_default",)),
     case("chunk-channels-after-conv", conv_fn_conv(lambda x: torch.chunk(x, 2, 1)[0] *
                                                    torch.chunk(x, 2, 1)[1], c_mid=2),
          (1, 3, 6, 6)),
-    case("chunk-uneven", Fn(lambda x: x.chunk(3, dim=2)), (2, 3, 7)),
-    case("unbind", Fn(lambda x: x.unbind(1)), (2, 3, 4)),
+    case("chunk-uneven", Fn(lambda x: x.chunk(3, dim=2)), (2, 3, 7),
+         expect_converters=("aten_split_tensor",)),
+    case("unbind", Fn(lambda x: x.unbind(1)), (2, 3, 4),
+         expect_converters=("aten_unbind_int",)),
     # slicing and indexing
     case("slice-last-dim-step", Fn(lambda x: x[..., 1:7:2]), (2, 3, 8)),
     case("slice-negative", Fn(lambda x: x[:, -2:, :-1]), (2, 5, 4)),
-    case("select-int", Fn(lambda x: x[:, 1]), (2, 3, 4)),
+    case("select-int", Fn(lambda x: x[:, 1]), (2, 3, 4),
+         expect_converters=("aten_select_int",)),
     case("pitfall8-slice-channels-after-conv", conv_fn_conv(lambda x: x[:, 1:3], c_mid=2),
          (1, 3, 6, 6)),
     case("slice-height-after-conv", after_conv(lambda x: x[:, :, 1:-1:2]), (1, 3, 7, 6)),
@@ -109,7 +131,8 @@ CASES = [
     # identity in eval
     case("dropout-eval", nn.Sequential(nn.Conv2d(3, 4, 3), nn.Dropout(0.5), nn.Dropout2d(0.3)),
          (1, 3, 6, 6)),
-    case("contiguous-clone", Fn(lambda x: x.transpose(1, 2).contiguous().clone()), (2, 3, 4)),
+    case("contiguous-clone", Fn(lambda x: x.transpose(1, 2).contiguous().clone()), (2, 3, 4),
+         expect_converters=("aten_clone_default",)),
     case("to-dtype", Fn(lambda x: (x * 4).to(torch.int32)), (2, 3, 4)),
     case("squeeze-channel-after-conv",
          nn.Sequential(nn.Conv2d(3, 1, 3), Fn(lambda x: x.squeeze(1))),
@@ -131,13 +154,31 @@ CASES = [
     case("expand-channel-after-conv", nn.Sequential(
         nn.Conv2d(3, 1, 3), Fn(lambda x: x.expand(-1, 4, -1, -1)), nn.Conv2d(4, 2, 1)),
          (1, 3, 6, 6)),
-    case("slice-end-past-size-and-negative-start", Fn(lambda x: x[:, -3:100, 1:]), (2, 5, 4)),
+    case("slice-end-past-size-and-negative-start", Fn(lambda x: x[:, -3:100, 1:]), (2, 5, 4),
+         expect_converters=("aten_slice_tensor",)),
+    case("flatten-after-conv-plus-input", FlatConvWith(torch.add, 4), [(2, 3, 5, 5), (2, 36)],
+         max_transposes=1),
+    case("flatten-after-conv-times-vector-input", FlatConvWith(torch.mul, 2),
+         [(2, 3, 4, 5), (12,)], max_transposes=1),
     case("softmax-after-flatten", nn.Sequential(
         nn.Conv2d(3, 2, 3), nn.Flatten(), nn.Softmax(-1)), (2, 3, 4, 5)),
     case("mean-after-flatten", nn.Sequential(
         nn.Conv2d(3, 2, 3), nn.Flatten(), Fn(lambda x: x.mean(-1, keepdim=True))), (2, 3, 4, 5)),
     case("select-then-conv1d", nn.Sequential(
         nn.Conv2d(3, 4, 3), Fn(lambda x: x[:, :, 0]), nn.Conv1d(4, 2, 3)), (1, 3, 6, 7)),
+    case("flip-two-dims", Fn(lambda x: torch.flip(x, [0, 2])), (2, 3, 4),
+         expect_converters=("aten_flip_default",)),
+    case("arange-full-of-dynamic-size", Fn(
+        lambda x: x + torch.arange(x.shape[1]).unsqueeze(-1) + torch.full((x.shape[1], 1), 2.0)),
+         (2, 5, 3), dynamic_dims={0: {1: "seq"}},
+         expect_converters=("aten_arange_start_step", "aten_full_default", "aten_sym_size_int")),
+    case("scalar-tensor-of-dynamic-size", Fn(lambda x: x * torch.scalar_tensor(x.shape[1])),
+         (2, 5, 3), dynamic_dims={0: {1: "seq"}},
+         expect_converters=("aten_scalar_tensor_default",)),
+    case("view-product-of-dynamic-sizes", Fn(
+        lambda x: x.reshape(x.shape[0], x.shape[1] * x.shape[2])), (2, 5, 3),
+         dynamic_dims={0: {1: "seq"}}, dynamic_batch=True,
+         expect_converters=("_symbolic_result", "aten_sym_size_int")),
 ]
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import keras
 import numpy as np
 import torch
@@ -93,6 +95,7 @@ def emit_conv(ctx, input, weight, bias, stride, padding, dilation, groups):
     in_channels = weight.shape[1] * groups
     out_channels = weight.shape[0]
     depthwise = groups > 1 and groups == in_channels and n in _DEPTHWISE
+    stride, subsample = _depthwise_strides(stride) if depthwise else (stride, None)
     common = dict(kernel_size=kernel, strides=stride, padding=mode, dilation_rate=dilation,
                   use_bias=bias is not None, name=ctx.name())
     if depthwise:
@@ -103,7 +106,18 @@ def emit_conv(ctx, input, weight, bias, stride, padding, dilation, groups):
         kernel_value = conv_weight_to_keras(weight)
     y = layer(x)
     layer.set_weights([kernel_value] + ([bias] if bias is not None else []))
+    if subsample is not None:
+        y = y[(slice(None), *(slice(None, None, s) for s in subsample), slice(None))]
     return y
+
+
+def _depthwise_strides(stride: tuple[int, ...]):
+    """TF's depthwise kernel (without oneDNN) needs equal strides: stride g = gcd of them,
+    then keep every (s/g)-th output (the same taps, exactly). Returns (strides, subsample)."""
+    if len(set(stride)) == 1:
+        return stride, None
+    common = math.gcd(*stride)
+    return (common,) * len(stride), tuple(s // common for s in stride)
 
 
 @register(aten.conv1d.default, aten.conv2d.default, aten.conv3d.default,

@@ -44,7 +44,10 @@ def aten_add_tensor(ctx, self, other, alpha=1):
     """add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor
 
     Keras' TF add may silently become bias_add on the wrong axis: keras_add avoids it.
+    bool + bool is a logical or in torch; TF has no bool add.
     """
+    if ctx.out_dtype == torch.bool:
+        return ops.logical_or(self, other) if alpha else ops.cast(self, "bool")
     return keras_add(self, _scaled(other, alpha))
 
 
@@ -62,7 +65,12 @@ def aten_rsub_scalar(ctx, self, other, alpha=1):
 
 @register(aten.mul.Tensor, aten.mul_.Tensor, aten.mul.Scalar, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_mul_tensor(ctx, self, other):
-    """mul.Tensor(Tensor self, Tensor other) -> Tensor"""
+    """mul.Tensor(Tensor self, Tensor other) -> Tensor
+
+    bool * bool is a logical and in torch; TF has no bool multiply.
+    """
+    if ctx.out_dtype == torch.bool:
+        return ops.logical_and(self, other)
     return ops.multiply(self, other)
 
 
@@ -187,14 +195,26 @@ _BINARY = {
 }
 
 
-def _register_table(table: dict, arity: int) -> None:
+def _float_operand(x, dtype: str):
+    """An integer/bool operand of a float-valued op in the op's float dtype (torch promotes;
+    TF has no float math kernels for integers, e.g. Reciprocal on int64)."""
+    kind = getattr(getattr(x, "dtype", None), "name", None) or str(getattr(x, "dtype", ""))
+    if kind and not kind.startswith(("float", "bfloat")):
+        return ops.cast(x, dtype)
+    return x
+
+
+def _register_table(table: dict, arity: int, supports=None) -> None:
     for op, fn in table.items():
         def convert(ctx, self, other=None, _fn=fn):
+            if ctx.out_dtype.is_floating_point:  # sqrt/exp/reciprocal/atan2 of integers
+                want = keras_dtype(ctx.out_dtype)
+                self, other = _float_operand(self, want), _float_operand(other, want)
             return _fn(self) if arity == 1 else _fn(self, other)
 
         convert.__name__ = f"aten_{op.__name__.replace('.', '_')}"
         convert.__doc__ = str(op._schema)
-        register(op, policy=Policy.AGNOSTIC, dynamic=True)(convert)
+        register(op, policy=Policy.AGNOSTIC, supports=supports, dynamic=True)(convert)
 
 
 def _bitwise_supports(node):
@@ -206,9 +226,8 @@ def _bitwise_supports(node):
 
 _register_table(_UNARY, 1)
 _register_table({k: v for k, v in _BINARY.items() if "bitwise" not in str(k)}, 2)
-for _op in (aten.bitwise_and.Tensor, aten.bitwise_or.Tensor):
-    register(_op, policy=Policy.AGNOSTIC, supports=_bitwise_supports, dynamic=True)(
-        lambda ctx, self, other, _fn=_BINARY[_op]: _fn(self, other))
+_register_table({k: v for k, v in _BINARY.items() if "bitwise" in str(k)}, 2,
+                supports=_bitwise_supports)
 
 
 @register(aten.round.default, policy=Policy.AGNOSTIC, dynamic=True)

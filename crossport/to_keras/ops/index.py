@@ -194,8 +194,14 @@ def _on_last_axis(ctx, self, dim, fn):
 
 
 def _top_k(x, k, largest, ctx=None):
-    if x.dtype == "bool":
-        x = ops.cast(x, "int32")
+    """top_k on bool and unsigned keys too (TF negates neither): as int32, values cast back.
+
+    ``k`` may be a run-time size (a ``DynamicTopK`` layer, named through ``ctx``).
+    """
+    dtype = x.dtype
+    if dtype == "bool" or dtype.startswith("uint"):
+        values, indices = _top_k(ops.cast(x, "int32"), k, largest, ctx)
+        return ops.cast(values, dtype), indices
     if not isinstance(k, int):  # a run-time size: k known only when the model runs
         from crossport.layers.dynamic import DynamicTopK
 

@@ -28,9 +28,13 @@ def aten_linear_default(ctx, input, weight, bias=None):
 
     Weight [out, in] -> Dense kernel [in, out]. After flatten of an NHWC block the input
     features are in H,W,C order: the kernel rows are permuted to match (no transpose).
+    A 1-D input (torch allows it; Dense needs a rank >= 2) is a matrix-vector product.
     """
     value = as_value(ctx, input)
     kernel = dense_weight_to_keras(weight)
+    if value.rank == 1:
+        y = ops.matmul(ops.expand_dims(value.tensor, 0), ctx.constant(kernel, "kernel"))[0]
+        return y if bias is None else keras_add(y, ctx.constant(bias, "bias"))
     layout = value.layout
     if layout.flat is not None:
         kernel = kernel[flat_feature_order(layout.flat.block_shape, layout.flat.block_perm)]
