@@ -276,21 +276,10 @@ MODELS = {
 }
 YOLO = {"yolov8n", "yolo11n"}
 
-# Known gaps: name -> the failure today (xfail strict, so a fix shows up as XPASS).
-_YOLO_GAP = ("cold capture: the Detect head caches self.anchors/self.strides in forward; "
-             "RuntimeError: .numpy() is not supported for tensor subclasses "
-             "(crossport/parity/verify.py:129 leaves, from verify)")
-KNOWN_GAPS: dict[str, str] = {
-    "yolov8n": _YOLO_GAP,
-    "yolo11n": _YOLO_GAP,
-    "beit": ("folding the relative-position index: RuntimeError: view size is not compatible "
-             "with input tensor's size and stride (crossport/to_keras/fold.py:96 evaluate)"),
-    "sam": ("in-place slice assignment: UnsupportedOpError: aten.copy.default x2: no converter "
-            "(model.prompt_encoder.shared_embedding, modeling_sam.py:557 "
-            "coordinates[:, :, :, 0] = coordinates[:, :, :, 0] / input_shape[1])"),
-    "convnextv2": ("norms: UnsupportedOpError: aten.linalg_vector_norm.default x2: no converter "
-                   "(model.encoder.stages.0.layers.0.grn, modeling_convnextv2.py:49)"),
-}
+# Known gaps: name -> the failure today (xfail strict, so a fix shows up as XPASS). None today:
+# YOLO's cold capture, BEiT's folded index, SAM's slice assignment, ConvNeXtV2's GRN norm and
+# SwinUNETR's large reductions were the gaps this file started with.
+KNOWN_GAPS: dict[str, str] = {}
 
 
 def build(name):
@@ -332,11 +321,6 @@ def test_realworld_model(name, tmp_path):
 # because its failure diagnosis keeps every intermediate in float32, float64 and Keras at
 # once (> 21 GB at this size: killed by the OOM killer); one fresh input is compared
 # instead, with float64 evidence when past the tolerance.
-SWIN_96_GAP = ("large reductions: normalized error 2.3e-4 > 1e-4, Keras 2.3e-4 from float64 "
-               "where torch fp32 is 9.5e-7 (237x): verdict semantic")
-
-
-@pytest.mark.xfail(strict=True, reason=SWIN_96_GAP)
 def test_swin_unetr_at_its_usual_size():
     module, example = _live(_swin_unetr(96))
     start = time.perf_counter()
