@@ -29,50 +29,50 @@ class Attention(nn.Module):
 
 
 CASES = [
-    case("pitfall10-linear-2d", seeded(lambda: nn.Linear(6, 4)), (3, 6)),
-    case("linear-nobias", seeded(lambda: nn.Linear(6, 4, bias=False)), (3, 6)),
+    case("pitfall10-linear-2d", seeded(lambda: nn.Linear(6, 4)), (3, 6), expect_converters=("aten_linear_default",)),
+    case("linear-nobias", seeded(lambda: nn.Linear(6, 4, bias=False)), (3, 6), expect_converters=("aten_linear_default",)),
     case("linear-1d-input", seeded(lambda: nn.Linear(6, 4)), (6,),
          expect_converters=("aten_linear_default",)),
-    case("linear-1d-input-nobias", seeded(lambda: nn.Linear(6, 4, bias=False)), (6,)),
-    case("linear-3d-input", seeded(lambda: nn.Linear(6, 4)), (2, 5, 6)),
-    case("linear-4d-input", seeded(lambda: nn.Linear(5, 3)), (2, 3, 4, 5)),
+    case("linear-1d-input-nobias", seeded(lambda: nn.Linear(6, 4, bias=False)), (6,), expect_converters=("aten_linear_default",)),
+    case("linear-3d-input", seeded(lambda: nn.Linear(6, 4)), (2, 5, 6), expect_converters=("aten_linear_default",)),
+    case("linear-4d-input", seeded(lambda: nn.Linear(5, 3)), (2, 3, 4, 5), expect_converters=("aten_linear_default",)),
     case("pitfall9-conv-flatten-linear", seeded(lambda: nn.Sequential(
-        nn.Conv2d(3, 4, 3), nn.Flatten(), nn.Linear(4 * 3 * 4, 5))), (2, 3, 5, 6)),
+        nn.Conv2d(3, 4, 3), nn.Flatten(), nn.Linear(4 * 3 * 4, 5))), (2, 3, 5, 6), expect_converters=("aten_conv_nd", "aten_linear_default", "aten_view_default")),
     case("pitfall9-conv-flatten-linear-linear", seeded(lambda: nn.Sequential(
         nn.Conv2d(3, 2, 3), nn.Flatten(), nn.Linear(2 * 3 * 3, 5), nn.ReLU(), nn.Linear(5, 2))),
-         (2, 3, 5, 5)),
+         (2, 3, 5, 5), expect_converters=("aten_conv_nd", "aten_linear_default", "aten_relu_default", "aten_view_default")),
     case("linear-on-conv-channels", seeded(lambda: nn.Sequential(
-        nn.Conv2d(3, 4, 3), Fn(lambda x: x.transpose(1, 3)), nn.Linear(4, 2))), (1, 3, 5, 6)),
+        nn.Conv2d(3, 4, 3), Fn(lambda x: x.transpose(1, 3)), nn.Linear(4, 2))), (1, 3, 5, 6), expect_converters=("aten_conv_nd", "aten_linear_default", "aten_permute_default")),
     case("mlp", seeded(lambda: nn.Sequential(nn.Linear(6, 8), nn.GELU(), nn.Linear(8, 2))),
-         (4, 6)),
+         (4, 6), expect_converters=("aten_gelu_default", "aten_linear_default")),
     case("matmul-2d", Fn(torch.matmul), [(3, 4), (4, 5)],
          expect_converters=("aten_matmul_default",)),
-    case("matmul-batched-broadcast", Fn(torch.matmul), [(2, 3, 4), (4, 5)]),
-    case("matmul-batch-broadcast-both", Fn(torch.matmul), [(2, 1, 3, 4), (5, 4, 2)]),
-    case("matmul-vector", Fn(torch.matmul), [(2, 3, 4), (4,)]),
-    case("mm", Fn(torch.mm), [(3, 4), (4, 2)]),
+    case("matmul-batched-broadcast", Fn(torch.matmul), [(2, 3, 4), (4, 5)], expect_converters=("aten_matmul_default",)),
+    case("matmul-batch-broadcast-both", Fn(torch.matmul), [(2, 1, 3, 4), (5, 4, 2)], expect_converters=("aten_matmul_default",)),
+    case("matmul-vector", Fn(torch.matmul), [(2, 3, 4), (4,)], expect_converters=("aten_matmul_default",)),
+    case("mm", Fn(torch.mm), [(3, 4), (4, 2)], expect_converters=("aten_bmm_default",)),
     case("bmm", Fn(torch.bmm), [(2, 3, 4), (2, 4, 5)],
          expect_converters=("aten_bmm_default",)),
     case("einsum-bij-bjk", Fn(lambda a, b: torch.einsum("bij,bjk->bik", a, b)),
          [(2, 3, 4), (2, 4, 5)],
          expect_converters=("aten_einsum_default",)),
-    case("einsum-outer-transpose", Fn(lambda a, b: torch.einsum("i,j->ji", a, b)), [(3,), (4,)]),
+    case("einsum-outer-transpose", Fn(lambda a, b: torch.einsum("i,j->ji", a, b)), [(3,), (4,)], expect_converters=("aten_einsum_default",)),
     case("einsum-after-conv", seeded(lambda: nn.Sequential(
         nn.Conv2d(3, 4, 3), Fn(lambda x: torch.einsum("nchw,nchw->nc", x, x)))), (1, 3, 5, 6),
-         max_transposes=None),
-    case("attention-matmul-transpose", Attention(), (2, 5, 8), max_transposes=None),
+         max_transposes=None, expect_converters=("aten_conv_nd", "aten_einsum_default")),
+    case("attention-matmul-transpose", Attention(), (2, 5, 8), max_transposes=None, expect_converters=("aten_div_tensor", "aten_linear_default", "aten_matmul_default", "aten_permute_default", "aten_softmax_int", "aten_split_tensor")),
     case("addmm-param", Fn(lambda m, x: torch.addmm(m.b, x, m.w, beta=0.5, alpha=2.0),
                            b=torch.randn(4, generator=torch.Generator().manual_seed(3)),
                            w=torch.randn(6, 4, generator=torch.Generator().manual_seed(4))),
          (3, 6),
          expect_converters=("aten_addmm_default",)),
     case("conv1d-transpose-linear-no-transpose", seeded(lambda: nn.Sequential(
-        nn.Conv1d(3, 4, 3), Fn(lambda x: x.transpose(1, 2)), nn.Linear(4, 6))), (2, 3, 9)),
+        nn.Conv1d(3, 4, 3), Fn(lambda x: x.transpose(1, 2)), nn.Linear(4, 6))), (2, 3, 9), expect_converters=("aten_conv_nd", "aten_linear_default", "aten_permute_default")),
     case("linear-transpose-conv1d-no-transpose", seeded(lambda: nn.Sequential(
-        nn.Linear(5, 4), Fn(lambda x: x.transpose(1, 2)), nn.Conv1d(4, 3, 3))), (2, 9, 5)),
+        nn.Linear(5, 4), Fn(lambda x: x.transpose(1, 2)), nn.Conv1d(4, 3, 3))), (2, 9, 5), expect_converters=("aten_conv_nd", "aten_linear_default", "aten_permute_default")),
     case("patch-embed-layernorm-linear", seeded(lambda: nn.Sequential(
         nn.Conv2d(3, 8, 2, stride=2), Fn(lambda x: x.flatten(2).transpose(1, 2)), nn.LayerNorm(8),
-        nn.Linear(8, 4))), (2, 3, 8, 8)),
+        nn.Linear(8, 4))), (2, 3, 8, 8), expect_converters=("aten_conv_nd", "aten_layer_norm_default", "aten_linear_default", "aten_permute_default", "aten_view_default")),
 ]
 
 

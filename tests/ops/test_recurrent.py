@@ -69,7 +69,7 @@ for cls, states, layer_name in ((nn.LSTM, 2, "LSTM"), (nn.GRU, 1, "GRU"), (nn.RN
     ]
 CASES += [
     case("pitfall13-rnn-relu", rnn(nn.RNN, nonlinearity="relu", batch_first=True),
-         lambda: (seq(True),)),
+         lambda: (seq(True),), expect_converters=("aten_rnn_tanh_input",)),
 ]
 
 

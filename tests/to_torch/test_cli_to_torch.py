@@ -20,9 +20,11 @@ def _run(*args, cwd):
 @pytest.fixture(scope="module")
 def model_file(tmp_path_factory):
     path = tmp_path_factory.mktemp("keras") / "small.keras"
-    model = keras.Sequential([keras.Input((8, 8, 3)), L.Conv2D(4, 3, 2, padding="same"),
-                              L.BatchNormalization(), L.ReLU(), L.GlobalAveragePooling2D(),
-                              L.Dense(2)])
+    # named layers: Keras' automatic names depend on what the process built before
+    model = keras.Sequential([keras.Input((8, 8, 3)),
+                              L.Conv2D(4, 3, 2, padding="same", name="conv2d"),
+                              L.BatchNormalization(name="bn"), L.ReLU(name="relu"),
+                              L.GlobalAveragePooling2D(name="pool"), L.Dense(2, name="dense")])
     model.save(path)
     return path, model
 
