@@ -68,6 +68,23 @@ def assert_converts(module: torch.nn.Module, args, *, atol: float = 1e-5,
     return conversion
 
 
+def assert_matches_at_sizes(module: torch.nn.Module, conversion, shapes, *,
+                            atol: float = 1e-5, seed: int = 0) -> None:
+    """The converted model at other input sizes (its dynamic dims) against torch.
+
+    ``shapes``: one input shape per check, or a tuple of shapes for several inputs.
+    """
+    gen = torch.Generator().manual_seed(seed)
+    for shape in shapes:
+        several = isinstance(shape[0], tuple)
+        args = tuple(torch.randn(s, generator=gen) for s in (shape if several else [shape]))
+        with torch.no_grad():
+            ref = module(*args)
+        got = run_keras(conversion.model, args, False, like=ref)
+        comparison = compare_outputs([ref], got[:1])
+        assert not comparison.mismatches and comparison.error <= atol, (shape, comparison)
+
+
 def _log_converters(ran) -> None:
     """With ``CROSSPORT_CONVERTER_LOG=path``, append ``{test id: converters}`` to path (to
     find a row for each converter when adding ``expect_converters``)."""

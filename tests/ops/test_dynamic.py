@@ -16,7 +16,7 @@ from torch import nn
 import crossport
 from crossport.errors import DynamicDimError, InputError
 from crossport.parity import normalized_error
-from crossport.parity.verify import run_keras
+from tests.harness import assert_matches_at_sizes
 
 
 class Heads(nn.Module):
@@ -177,17 +177,6 @@ REFUSED = [
 ]
 
 
-def _check(module, conversion, shapes, seed=0):
-    gen = torch.Generator().manual_seed(seed)
-    for shape in shapes:
-        args = tuple(torch.randn(s, generator=gen) for s in shape) if isinstance(
-            shape[0], tuple) else (torch.randn(shape, generator=gen),)
-        with torch.no_grad():
-            ref = module(*args)
-        got = run_keras(conversion.model, args, False, like=ref)
-        assert normalized_error(ref.numpy(), got[0]) < 1e-5, shape
-
-
 @pytest.mark.parametrize("module, shape, dims, batch, others", CASES)
 def test_dynamic(module, shape, dims, batch, others):
     example = (torch.randn(shape, generator=torch.Generator().manual_seed(1)),)
@@ -196,7 +185,7 @@ def test_dynamic(module, shape, dims, batch, others):
     keras_shape = tuple(conversion.model.inputs[0].shape)
     marked = {d for dim_map in dims.values() for d in dim_map} | ({0} if batch else set())
     assert {d for d, size in enumerate(keras_shape) if size is None} == marked, keras_shape
-    _check(module, conversion, others)
+    assert_matches_at_sizes(module, conversion, others)
 
 
 @pytest.mark.parametrize("fn, what", REFUSED)
@@ -250,7 +239,7 @@ def test_two_inputs_share_a_dynamic_dim():
     conversion = crossport.convert_with_report(
         TwoInputs().eval(), (ids, mask), dynamic_dims={"ids": {1: "seq"}, "mask": {1: "seq"}})
     assert [tuple(i.shape)[1] for i in conversion.model.inputs] == [None, None]
-    _check(TwoInputs().eval(), conversion, [((2, 9, 3), (2, 9))])
+    assert_matches_at_sizes(TwoInputs().eval(), conversion, [((2, 9, 3), (2, 9))])
 
 
 def test_unknown_dynamic_input_name_is_an_input_error():

@@ -19,9 +19,7 @@ from torch import nn
 import crossport
 from crossport.compat import import_torchvision
 from crossport.errors import UnsupportedOpError
-from crossport.parity import normalized_error
-from crossport.parity.verify import run_keras
-from tests.harness import assert_converts
+from tests.harness import assert_converts, assert_matches_at_sizes
 from tests.ops.opcases import Fn, case, inputs
 
 vector_norm = torch.linalg.vector_norm
@@ -154,10 +152,4 @@ def test_linalg_dynamic(module, shape, dims, others):
     example = inputs(shape)
     conversion = crossport.convert_with_report(module.eval(), example, dynamic_dims=dims,
                                                dynamic_batch=True)
-    gen = torch.Generator().manual_seed(3)
-    for other in others:
-        x = torch.randn(other, generator=gen)
-        with torch.no_grad():
-            ref = module(x)
-        got = run_keras(conversion.model, (x,), False, like=ref)
-        assert normalized_error(ref.numpy(), got[0]) < 1e-5, other
+    assert_matches_at_sizes(module, conversion, others, atol=1e-5, seed=3)
