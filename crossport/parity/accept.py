@@ -65,8 +65,8 @@ def float64_outputs(module: torch.nn.Module, args: tuple) -> list[np.ndarray] | 
     mixed with an input) cannot run in float64 eagerly: no evidence then, never a crash.
     """
     module64 = copy.deepcopy(module).to(torch.float64)
-    args64 = tuple(a.to(torch.float64) if isinstance(a, torch.Tensor) and a.is_floating_point()
-                   else a for a in args)
+    args64 = tuple(a.to(torch.float64) if a.is_floating_point() else a.clone()  # copies
+                   for a in args)
     try:
         with torch.no_grad(), _default_dtype(torch.float64):
             out = module64(*args64)
@@ -123,8 +123,8 @@ def recheck(module: torch.nn.Module, input_sets: Sequence[tuple],
     """
     worst = None
     for args in input_sets:
-        with torch.no_grad():
-            structure = module(*args)
+        with torch.no_grad():  # on copies: a forward that writes to its inputs leaves ours
+            structure = module(*(a.clone() for a in args))
         ref = [to_numpy(t) for t in pytree.tree_leaves(structure) if isinstance(t, torch.Tensor)]
         got = keras_leaves(args, structure)
         comparison = compare_outputs(ref, got)
