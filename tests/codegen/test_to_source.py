@@ -320,7 +320,8 @@ def test_op_case_round_trips(tmp_path, module, shapes, kwargs):
                                      "lstm-dynamic-seq", "size-in-float-arithmetic"])
 def test_dynamic_model_round_trips_through_source(tmp_path, case_id):
     """Run-time sizes survive the written source: the rebuilt model runs at other shapes."""
-    from tests.ops.test_dynamic import CASES, _check
+    from tests.harness import assert_matches_at_sizes
+    from tests.ops.test_dynamic import CASES
 
     module, shape, dims, batch, others = next(p.values for p in CASES if p.id == case_id)
     example = (torch.randn(shape, generator=torch.Generator().manual_seed(1)),)
@@ -328,4 +329,4 @@ def test_dynamic_model_round_trips_through_source(tmp_path, case_id):
                                                dynamic_batch=batch, check=False)
     path = crossport.to_source(conversion, tmp_path / "dynamic_keras.py")
     rebuilt = load_module(path).build_model()
-    _check(module, types.SimpleNamespace(model=rebuilt), others)
+    assert_matches_at_sizes(module, types.SimpleNamespace(model=rebuilt), others)
