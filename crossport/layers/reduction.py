@@ -53,6 +53,15 @@ def _pairwise_axis_mean(x: Any, axis: int) -> Any:
     return mean if rows == n else ops.multiply(mean, ops.cast(rows / n, mean.dtype))
 
 
+def _axes(x: Any, axis) -> tuple[list[int], list[int]]:
+    """The reduced axes (sorted, non-negative) and those of them that are innermost (a run
+    ending at the last axis), which TF already sums as a tree."""
+    rank = len(x.shape)
+    axes = range(rank) if axis is None else [axis] if isinstance(axis, int) else axis
+    axes = sorted({a % rank for a in axes})
+    return axes, [a for a in axes if all(b in axes for b in range(a, rank))]
+
+
 def stable_sum(x: Any, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Any:
     """``ops.sum(x, axis, keepdims)`` with torch-like accuracy on outer axes.
 
@@ -62,12 +71,9 @@ def stable_sum(x: Any, axis: int | Sequence[int] | None = None, keepdims: bool =
         >>> round(float(stable_sum(x, axis=0)[0]), 2)  # keras.ops.sum gives 9998.56
         10000.0
     """
-    rank = len(x.shape)
-    axes = range(rank) if axis is None else [axis] if isinstance(axis, int) else axis
-    axes = sorted({a % rank for a in axes})
+    axes, inner = _axes(x, axis)
     if not axes or x.dtype == "bool":
         return ops.sum(x, axis=tuple(axes), keepdims=keepdims)
-    inner = [a for a in axes if all(b in axes for b in range(a, rank))]
     y = ops.sum(x, axis=tuple(inner), keepdims=True) if inner else x
     for a in sorted(set(axes) - set(inner), reverse=True):
         y = _pairwise_axis_sum(y, a)
@@ -83,13 +89,10 @@ def stable_mean(x: Any, axis: int | Sequence[int] | None = None, keepdims: bool 
         >>> round(float(stable_mean(x, axis=0)[1]), 7)
         0.1
     """
-    rank = len(x.shape)
-    axes = range(rank) if axis is None else [axis] if isinstance(axis, int) else axis
-    axes = sorted({a % rank for a in axes})
+    axes, inner = _axes(x, axis)
     if not axes:
         return x
     # means of equal-sized groups: the mean over the inner axes, then one outer axis at a time
-    inner = [a for a in axes if all(b in axes for b in range(a, rank))]
     y = ops.mean(x, axis=tuple(inner), keepdims=True) if inner else x
     for a in sorted(set(axes) - set(inner), reverse=True):
         y = _pairwise_axis_mean(y, a)

@@ -118,7 +118,7 @@ def requested_but_fixed(exported, requested: dict[int, set[int]], names: list[st
     return fixed
 
 
-def check_shapes(module, exported, example: tuple, names: list[str],
+def check_shapes(exported, example: tuple, names: list[str],
                  requested: dict[int, set[int]], accepts) -> CheckShapes:
     """The shapes to check: the example's plus the first candidate torch ``accepts``.
 

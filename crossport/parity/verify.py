@@ -75,7 +75,7 @@ def plan_shapes(module, exported, example_args: tuple, options) -> CheckShapes:
             return False
         return True
 
-    return check_shapes(module, exported, example_args, names, requested, accepts)
+    return check_shapes(exported, example_args, names, requested, accepts)
 
 
 def to_keras_inputs(args: tuple, channels_last_io: bool) -> list[np.ndarray]:
