@@ -44,7 +44,7 @@ from crossport.layers.pooling import (
     MaxPool3d,
 )
 from crossport.layers.recurrent import GRU, LSTM, RNN
-from crossport.layers.resize import Interpolate
+from crossport.layers.resize import Interpolate, InterpolateTo
 from crossport.layers.shuffle import PixelShuffle, PixelUnshuffle
 
 __all__ = [
@@ -76,6 +76,7 @@ __all__ = [
     "InstanceNorm2d",
     "InstanceNorm3d",
     "Interpolate",
+    "InterpolateTo",
     "LayerNorm",
     "MaxPool1d",
     "MaxPool2d",

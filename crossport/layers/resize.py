@@ -18,7 +18,14 @@ import numpy as np
 from keras import ops
 
 from crossport.errors import InputError
-from crossport.layers.base import SpatialLayer, contract_axis, static_spatial
+from crossport.layers import resize_runtime
+from crossport.layers.base import (
+    SpatialLayer,
+    contract_axis,
+    static_spatial,
+    to_channels_first,
+    to_channels_last,
+)
 
 MODES = ("nearest", "nearest-exact", "linear", "bilinear", "bicubic", "trilinear", "area")
 _LINEAR_RANK = {"linear": 1, "bilinear": 2, "bicubic": 2, "trilinear": 3}
@@ -121,7 +128,8 @@ class Interpolate(SpatialLayer):
     with ``align_corners`` False (default) or True, and ``area``. With ``scale_factor`` the
     output size is ``floor(in * scale_factor)`` and, as in torch, the sampling uses
     ``1/scale_factor`` unless ``recompute_scale_factor=True``. Works on 1, 2 or 3 spatial dims
-    (static spatial sizes). ``antialias=True`` is not supported.
+    Dynamic (``None``) spatial sizes are resampled with indices and weights computed at run
+    time by the same rules (not ``area``). ``antialias=True`` is not supported.
 
     Example:
         >>> import numpy as np
@@ -153,7 +161,8 @@ class Interpolate(SpatialLayer):
             raise InputError("Interpolate: antialias=True is not supported.")
         if recompute_scale_factor and size is not None:
             raise InputError("Interpolate: recompute_scale_factor needs scale_factor, not size.")
-        self.size = size if size is None or isinstance(size, int) else [int(s) for s in size]
+        self.size = (size if size is None or isinstance(size, int)
+                     else [None if s is None else int(s) for s in size])
         self.scale_factor = (scale_factor if scale_factor is None
                              or isinstance(scale_factor, (int, float))
                              else [float(s) for s in scale_factor])
@@ -184,6 +193,8 @@ class Interpolate(SpatialLayer):
         return outs, scales
 
     def forward_channels_last(self, x: Any, training: bool | None = None) -> Any:
+        if any(s is None for s in x.shape[1:-1]) or self._run_time_outs():
+            return self._forward_run_time(x, ())
         sizes = static_spatial(x, "Interpolate", "resampling")
         outs, scales = self._plan(sizes)
         align = bool(self.align_corners)
@@ -195,6 +206,33 @@ class Interpolate(SpatialLayer):
                                     data_format="channels_last")
         for axis, (size, out, scale) in enumerate(zip(sizes, outs, scales), start=1):
             x = self._resample_axis(x, axis, size, out, scale, align)
+        return x
+
+    def _run_time_outs(self) -> bool:
+        return isinstance(self.size, list) and any(s is None for s in self.size)
+
+    def _forward_run_time(self, x: Any, given_outs: Sequence[Any]) -> Any:
+        """Indices and weights computed in the graph from the run-time sizes
+        (``resize_runtime``); output sizes given as ``None`` are taken from ``given_outs``."""
+        if self.mode == "area":
+            static_spatial(x, "Interpolate", "mode 'area'")
+        n = len(x.shape) - 2
+        given = iter(given_outs)
+        align = bool(self.align_corners)
+        for axis in range(1, n + 1):
+            size = ops.shape(x)[axis]
+            if self.size is not None:
+                out = self.size if isinstance(self.size, int) else self.size[axis - 1]
+                out = next(given) if out is None else out
+                scale, from_scale = None, False
+            else:
+                factors = (self.scale_factor if isinstance(self.scale_factor, list)
+                           else [self.scale_factor] * n)
+                out = resize_runtime.output_size(size, factors[axis - 1])
+                scale = None if self.recompute_scale_factor else float(factors[axis - 1])
+                from_scale = True
+            x = resize_runtime.resample_axis(x, axis, self.mode, size, out, scale, align,
+                                             out_from_scale=from_scale)
         return x
 
     def _resample_axis(self, x: Any, axis: int, size: int, out: int, scale: float | None,
@@ -241,3 +279,27 @@ class Interpolate(SpatialLayer):
             scale = list(scale)
         return cls(size, scale, module.mode, module.align_corners,
                    getattr(module, "recompute_scale_factor", None), data_format=data_format)
+
+
+@keras.saving.register_keras_serializable(package="crossport")
+class InterpolateTo(Interpolate):
+    """``Interpolate`` to output sizes known only at run time: ``call(x, *sizes)``.
+
+    ``size`` lists one entry per spatial dim; each ``None`` entry is taken, in order, from
+    the int scalars passed after ``x`` (e.g. another tensor's run-time height). What a
+    converted ``F.interpolate(x, size=skip.shape[2:])`` with dynamic sizes becomes.
+
+    Example:
+        >>> import numpy as np
+        >>> x = np.zeros((1, 4, 5, 3), "float32")  # NHWC
+        >>> height = np.array(6, "int32")  # e.g. another tensor's run-time size
+        >>> InterpolateTo(size=[None, 7], mode="bilinear", align_corners=False)(x, height).shape
+        TensorShape([1, 6, 7, 3])
+    """
+
+    def call(self, inputs: Any, *sizes: Any, training: bool | None = None) -> Any:
+        self._check_rank(len(inputs.shape))
+        channels_first = self.data_format == "channels_first"
+        x = to_channels_last(inputs) if channels_first else inputs
+        y = self._forward_run_time(x, sizes)
+        return to_channels_first(y) if channels_first else y

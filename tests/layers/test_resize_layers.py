@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import keras
 import numpy as np
 import pytest
 import torch
@@ -55,6 +56,37 @@ def test_interpolate_matches_torch(lt, case, seed, data_format, fast):
     layer = L.Interpolate(**kwargs, data_format=data_format)
     layer.fast_paths = fast
     lt.assert_close(lt.keras_run(layer, x, data_format), ref)
+
+
+@HYP
+@given(case=resize_case(), seed=st.integers(0, 2**16), data_format=FORMAT)
+def test_interpolate_on_dynamic_sizes_matches_torch(lt, case, seed, data_format):
+    """Spatial dims ``None`` in the model: taps computed at run time, torch's rules."""
+    _n, sizes, kwargs = case
+    assume(kwargs["mode"] != "area")
+    x = lt.randn(seed, 2, 3, *sizes)
+    try:
+        ref = F.interpolate(torch.from_numpy(x), **kwargs).numpy()
+    except (RuntimeError, ValueError):
+        ref = None
+    assume(ref is not None and ref.size > 0)
+    spatial = [None] * len(sizes)
+    shape = (*spatial, 3) if data_format == "channels_last" else (3, *spatial)
+    inp = keras.Input(shape)
+    model = keras.Model(inp, L.Interpolate(**kwargs, data_format=data_format)(inp))
+    lt.assert_close(lt.from_keras(model(lt.to_keras(x, data_format)), data_format), ref)
+
+
+def test_interpolate_to_run_time_sizes(lt):
+    x = lt.randn(0, 1, 2, 5, 6)
+    inp, height = keras.Input((None, None, 2)), keras.Input((), dtype="int32", batch_size=1)
+    layer = L.InterpolateTo(size=[None, 9], mode="bicubic", align_corners=True)
+    model = keras.Model([inp, height], layer(inp, keras.ops.squeeze(height, 0)))
+    for h in (4, 11):
+        ref = F.interpolate(torch.from_numpy(x), size=(h, 9), mode="bicubic",
+                            align_corners=True).numpy()
+        got = model([lt.to_keras(x, "channels_last"), np.array([h], "int32")])
+        lt.assert_close(lt.from_keras(got, "channels_last"), ref)
 
 
 @pytest.mark.parametrize("n", [1, 2, 3])

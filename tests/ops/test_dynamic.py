@@ -165,6 +165,43 @@ CASES = [
     pytest.param(Op(lambda x: F.interpolate(x, scale_factor=2)), (1, 2, 5, 6),
                  {0: {2: "h", 3: "w"}}, False, [(1, 2, 7, 3)],
                  id="nearest-integer-upsampling-dynamic"),
+    # resampling taps computed at run time (torch's float32 index rules, in the graph)
+    pytest.param(Op(lambda x: F.interpolate(x, scale_factor=2.5, mode="bilinear")),
+                 (1, 2, 5, 6), {0: {2: "h", 3: "w"}}, False, [(1, 2, 7, 4), (1, 2, 9, 11)],
+                 id="bilinear-fractional-scale-dynamic"),
+    pytest.param(Op(lambda x: F.interpolate(x, scale_factor=1.5, mode="bilinear",
+                                            align_corners=True)),
+                 (1, 2, 5, 6), {0: {2: "h", 3: "w"}}, False, [(1, 2, 2, 9), (1, 2, 8, 3)],
+                 id="bilinear-align-corners-dynamic"),
+    pytest.param(Op(lambda x: F.interpolate(x, scale_factor=1.2, mode="bilinear")),
+                 (1, 2, 10, 6), {0: {2: "h", 3: "w"}}, False, [(1, 2, 3, 4), (1, 2, 9, 12)],
+                 id="bilinear-size-kept-at-small-sizes"),
+    pytest.param(Op(lambda x: F.interpolate(x, scale_factor=0.5, mode="bicubic")),
+                 (1, 2, 8, 9), {0: {2: "h", 3: "w"}}, False, [(1, 2, 13, 6), (1, 2, 4, 4)],
+                 id="bicubic-downscale-dynamic"),
+    pytest.param(Op(lambda x: F.interpolate(x, size=(7, 12), mode="bicubic",
+                                            align_corners=True)),
+                 (1, 2, 5, 6), {0: {2: "h", 3: "w"}}, False, [(1, 2, 9, 4)],
+                 id="bicubic-to-fixed-size-dynamic-input"),
+    pytest.param(Op(lambda x: F.interpolate(x, size=(12, 12), mode="nearest")),
+                 (1, 2, 6, 6), {0: {2: "h", 3: "w"}}, False, [(1, 2, 5, 7), (1, 2, 24, 12)],
+                 id="nearest-to-fixed-size-dynamic-input"),
+    pytest.param(Op(lambda x: F.interpolate(x, scale_factor=0.5, mode="nearest")),
+                 (1, 2, 8, 9), {0: {2: "h", 3: "w"}}, False, [(1, 2, 11, 6)],
+                 id="nearest-downscale-dynamic"),
+    pytest.param(Op(lambda x: F.interpolate(x, scale_factor=1.7, mode="nearest-exact")),
+                 (1, 2, 5, 6), {0: {2: "h", 3: "w"}}, False, [(1, 2, 9, 4)],
+                 id="nearest-exact-dynamic"),
+    pytest.param(Op(lambda x: F.interpolate(x, scale_factor=1.5, mode="linear")),
+                 (2, 3, 7), {0: {2: "s"}}, True, [(1, 3, 10), (3, 3, 4)],
+                 id="linear-1d-dynamic"),
+    pytest.param(Op(lambda x: F.interpolate(x, scale_factor=0.75, mode="nearest")),
+                 (1, 2, 7), {0: {2: "s"}}, False, [(1, 2, 10), (1, 2, 5)],
+                 id="nearest-1d-dynamic"),
+    pytest.param(Op(lambda x: F.interpolate(x, scale_factor=(1.5, 2, 0.5),
+                                            mode="trilinear")),
+                 (1, 2, 4, 5, 6), {0: {2: "d", 4: "w"}}, False, [(1, 2, 6, 5, 9)],
+                 id="trilinear-dynamic"),
 ]
 
 REFUSED = [
@@ -172,8 +209,6 @@ REFUSED = [
                  id="ceil-mode-avg-pool"),
     pytest.param(lambda x: F.interpolate(x, scale_factor=0.5, mode="bilinear", antialias=True),
                  "_upsample_bilinear2d_aa", id="antialiased-interpolate"),
-    pytest.param(lambda x: F.interpolate(x, size=(12, 12), mode="nearest"),
-                 "upsample_nearest2d", id="resize-to-fixed-size"),
 ]
 
 
@@ -260,3 +295,19 @@ def test_dynamic_model_survives_keras_file(tmp_path):
     expected = module(x).detach().numpy()
     got = np.asarray(loaded(x.numpy()))
     assert normalized_error(expected, got) < 1e-5
+
+
+class ResizeToSkip(nn.Module):
+    """A UNet decoder step: upsample to the skip connection's run-time size."""
+
+    def forward(self, x, skip):
+        return F.interpolate(x, size=skip.shape[2:], mode="bilinear") + skip
+
+
+def test_resize_to_another_inputs_run_time_size():
+    example = (torch.randn(1, 2, 4, 5), torch.randn(1, 2, 9, 11))
+    dims = {"x": {2: "h", 3: "w"}, "skip": {2: "H", 3: "W"}}
+    conversion = crossport.convert_with_report(ResizeToSkip().eval(), example,
+                                               dynamic_dims=dims)
+    assert_matches_at_sizes(ResizeToSkip().eval(), conversion,
+                            [((1, 2, 3, 7), (1, 2, 8, 8)), ((1, 2, 6, 3), (1, 2, 5, 13))])

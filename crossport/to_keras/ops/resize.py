@@ -127,6 +127,9 @@ def emit_resize(ctx, input, table, scales, align_corners=None, nearest=False):
     in_shape, out_shape = ctx.arg_shape(0), ctx.out_shape
     n = len(in_shape) - 2
     scales = list(scales) if scales else [None] * n
+    if any(ctx.is_dynamic(s) for s in (*_symbolic_shape(ctx.node.args[0]),
+                                       *_symbolic_shape(ctx.node))):
+        return _emit_run_time_resize(ctx, input, table, scales, align_corners, nearest)
     op = table[n]
     matrices = [
         interpolation_matrix(op, n, a, in_shape[2 + a], out_shape[2 + a], scales[a], align_corners)
@@ -157,6 +160,35 @@ def emit_resize(ctx, input, table, scales, align_corners=None, nearest=False):
     return x
 
 
+def _emit_run_time_resize(ctx, input, table, scales, align_corners, nearest):
+    """A dynamic H/W: integer nearest upsampling stays an ``UpSampling`` layer; the other
+    (non-antialiased) modes compute their taps at run time (``layers.resize_runtime``)."""
+    in_shape, out_shape = _symbolic_shape(ctx.node.args[0]), _symbolic_shape(ctx.node)
+    n = len(in_shape) - 2
+    if nearest and all(_integer_multiple(i, o) for i, o in zip(in_shape[2:], out_shape[2:])):
+        repeats = [int(o.node.expr / i.node.expr) if is_dynamic_size(o) else 1
+                   for i, o in zip(in_shape[2:], out_shape[2:])]
+        return _UPSAMPLING[n](size=repeats[0] if n == 1 else tuple(repeats),
+                              name=ctx.name())(input)
+    mode = _layer_mode(table, n)
+    align = None if nearest or mode == "nearest" else bool(align_corners)
+    if all(s is not None for s in scales):
+        layer = torch_semantics.Interpolate(scale_factor=[float(s) for s in scales], mode=mode,
+                                            align_corners=align, data_format="channels_last",
+                                            name=ctx.name())
+        return layer(input)
+    sizes = [None if is_dynamic_size(o) else int(o) for o in out_shape[2:]]
+    scalars = [ctx.size(o) for o in out_shape[2:] if is_dynamic_size(o)]
+    layer = torch_semantics.InterpolateTo(size=sizes, mode=mode, align_corners=align,
+                                          data_format="channels_last", name=ctx.name())
+    return layer(input, *scalars)
+
+
+def _symbolic_shape(node: torch.fx.Node) -> tuple:
+    """The node's sizes as torch.export traced them (SymInts for dynamic dims)."""
+    return tuple(node.meta["val"].shape)
+
+
 def _resize_supports(node: torch.fx.Node) -> str | None:
     val = node.meta.get("val")
     if val is None or val.dim() < 3:
@@ -173,16 +205,14 @@ def _integer_multiple(size_in, size_out) -> bool:
 
 
 def _resize_dynamic(node: torch.fx.Node) -> str | None:
-    """Resampling matrices are built for the example's sizes; only nearest upsampling by an
-    integer factor (an ``UpSampling`` layer) stays right at every size."""
-    shape_in, shape_out = node.args[0].meta["val"].shape, node.meta["val"].shape
-    nearest = "nearest" in str(node.target)
-    fixed = [d for d in range(2, len(shape_in))
-             if not (nearest and _integer_multiple(shape_in[d], shape_out[d]))]
+    """Taps are computed at run time for every mode but the antialiased filters, whose
+    matrices are built for the example's sizes."""
+    if "_aa" not in str(node.target):
+        return None
+    shape_in = node.args[0].meta["val"].shape
     return static_dims("input" if "input" in _argument_names(node) else "self",
-                       lambda _node: fixed,
-                       f"{node.target.__name__.split('.')[0]} (other than nearest upsampling "
-                       "by an integer factor)")(node)
+                       lambda _node: range(2, len(shape_in)),
+                       f"{node.target.__name__.split('.')[0]} (antialiased resampling)")(node)
 
 
 def _argument_names(node: torch.fx.Node) -> list[str]:
