@@ -49,7 +49,9 @@ def _window_max(
 
 
 def _ceil_length(size: Any, kernel: int, stride: int, padding: int, dilation: int) -> Any:
-    """:func:`pool_output_length` with ``ceil_mode`` for a run-time ``size`` (a tensor)."""
+    """:func:`pool_output_length` with ``ceil_mode`` for a run-time ``size`` (or an int)."""
+    if isinstance(size, int):
+        return pool_output_length(size, kernel, stride, padding, dilation, True)
     span = size + 2 * padding - dilation * (kernel - 1) - 1
     out = (span + stride - 1) // stride + 1
     starts_past_input = ops.cast((out - 1) * stride >= size + padding, out.dtype)
@@ -294,6 +296,8 @@ class _AvgPoolNd(_FixedPool):
 
     def forward_channels_last(self, x: Any, training: bool | None = None) -> Any:
         uniform = not self.ceil_mode and (self.count_include_pad or not any(self.padding))
+        if not uniform and any(size is None for size in x.shape[1:-1]):
+            return self._border_at_run_time(x)
         if not uniform and self.divisor_override is None:
             sizes = static_spatial(x, type(self).__name__, "a border-dependent divisor")
         pads = self._explicit_pads(x, (1,) * self.n_spatial)
@@ -307,6 +311,35 @@ class _AvgPoolNd(_FixedPool):
         if uniform:
             return mean
         return mean * (window / self._divisor(sizes))
+
+    def _border_at_run_time(self, x: Any) -> Any:
+        """ceil_mode or a border-dependent divisor on a dynamic size: zero-pad (``stride - 1``
+        more after, for ceil_mode's last partial window), sum-pool, keep torch's run-time
+        length, and divide by ``_divisor``'s per-axis counts computed in the graph."""
+        sizes = [ops.shape(x)[axis] for axis in range(1, self.n_spatial + 1)]
+        extra = [s - 1 if self.ceil_mode else 0 for s in self.stride]
+        pads = [(p, p + e) for p, e in zip(self.padding, extra)]
+        window = math.prod(self.kernel_size)
+        y = ops.average_pool(pad_axes(x, [(0, 0), *pads, (0, 0)]), self.kernel_size,
+                             self.stride, padding="valid")
+        divisor = None
+        for axis, (size, k, s, p) in enumerate(
+            zip(sizes, self.kernel_size, self.stride, self.padding), start=1
+        ):
+            out = (_ceil_length(size, k, s, p, 1) if self.ceil_mode
+                   else (size + 2 * p - k) // s + 1)
+            y = slice_axis(y, axis, 0, out)
+            start = ops.arange(0, out, dtype="int32") * s - p
+            end = ops.minimum(start + k, size + p)  # ceil-mode overhang past the pad: not counted
+            count = end - start if self.count_include_pad else (
+                ops.minimum(end, size) - ops.maximum(start, 0))
+            shape = [1] * (self.n_spatial + 2)
+            shape[axis] = -1
+            count = ops.reshape(ops.cast(count, "float32"), shape)
+            divisor = count if divisor is None else divisor * count
+        if self.divisor_override is not None:
+            return y * (window / self.divisor_override)
+        return y * ops.cast(window / divisor, y.dtype)
 
     def get_config(self) -> dict:
         config = super().get_config()

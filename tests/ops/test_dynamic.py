@@ -162,9 +162,27 @@ CASES = [
     pytest.param(Op(lambda x: F.max_pool2d(x, 2, 2, 1, dilation=2, ceil_mode=True)),
                  (1, 2, 9, 9), {0: {2: "h", 3: "w"}}, False, [(1, 2, 8, 11)],
                  id="max-pool-ceil-mode-dilated-padded"),
+    pytest.param(Op(lambda x: F.max_pool2d(x, 3, 2, ceil_mode=True)), (1, 2, 7, 8),
+                 {0: {2: "h"}}, False, [(1, 2, 10, 8)], id="max-pool-ceil-mode-one-dim-dynamic"),
     pytest.param(Op(lambda x: F.interpolate(x, scale_factor=2)), (1, 2, 5, 6),
                  {0: {2: "h", 3: "w"}}, False, [(1, 2, 7, 3)],
                  id="nearest-integer-upsampling-dynamic"),
+    pytest.param(Op(lambda x: F.avg_pool2d(x, 3, 2, 1, ceil_mode=True)), (1, 2, 7, 8),
+                 {0: {2: "h", 3: "w"}}, False, [(1, 2, 8, 9), (1, 2, 10, 5)],
+                 id="avg-pool-ceil-mode-run-time-divisor"),
+    pytest.param(Op(lambda x: F.avg_pool2d(x, 3, 2, 1, count_include_pad=False)),
+                 (1, 2, 7, 8), {0: {2: "h", 3: "w"}}, False, [(1, 2, 8, 9), (1, 2, 4, 11)],
+                 id="avg-pool-exclude-pad-run-time-divisor"),
+    pytest.param(Op(lambda x: F.avg_pool1d(x, 4, 3, 2, ceil_mode=True,
+                                           count_include_pad=False)),
+                 (2, 3, 9), {0: {2: "s"}}, True, [(1, 3, 10), (3, 3, 6)],
+                 id="avg-pool-1d-ceil-exclude-pad"),
+    pytest.param(Op(lambda x: F.avg_pool3d(x, 2, 2, 1, ceil_mode=True, divisor_override=3)),
+                 (1, 2, 5, 4, 6), {0: {2: "d", 3: "h"}}, False, [(1, 2, 6, 7, 6)],
+                 id="avg-pool-3d-ceil-divisor-override"),
+    pytest.param(Op(lambda x: F.avg_pool2d(x, 2, 2, ceil_mode=True)), (1, 2, 6, 6),
+                 {0: {2: "h", 3: "w"}}, False, [(1, 2, 7, 9)],
+                 id="avg-pool-ceil-mode-example-fits-exactly"),
     # resampling taps computed at run time (torch's float32 index rules, in the graph)
     pytest.param(Op(lambda x: F.interpolate(x, scale_factor=2.5, mode="bilinear")),
                  (1, 2, 5, 6), {0: {2: "h", 3: "w"}}, False, [(1, 2, 7, 4), (1, 2, 9, 11)],
@@ -205,8 +223,6 @@ CASES = [
 ]
 
 REFUSED = [
-    pytest.param(lambda x: F.avg_pool2d(x, 3, 2, 1, ceil_mode=True), "ceil_mode",
-                 id="ceil-mode-avg-pool"),
     pytest.param(lambda x: F.interpolate(x, scale_factor=0.5, mode="bilinear", antialias=True),
                  "_upsample_bilinear2d_aa", id="antialiased-interpolate"),
 ]

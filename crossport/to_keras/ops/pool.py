@@ -11,7 +11,6 @@ import keras
 import torch
 
 from crossport import layers as torch_semantics
-from crossport.to_keras.dynamic_dims import static_dims
 from crossport.to_keras.registry import Policy, register
 
 aten = torch.ops.aten
@@ -45,22 +44,6 @@ def _window(kernel_size, stride, padding, dilation, n):
 def _exact_without_ceil(in_shape, kernel, stride) -> bool:
     """ceil_mode changes nothing when every window already fits exactly."""
     return all((size - k) % s == 0 for size, k, s in zip(in_shape, kernel, stride))
-
-
-def _spatial(node) -> range:
-    return range(2, node.args[0].meta["val"].ndim)
-
-
-def _avg_pool_dynamic(node, padding=0, ceil_mode=False, count_include_pad=True,
-                      **_arguments) -> str | None:
-    """ceil_mode and a border-dependent divisor depend on the input size."""
-    if ceil_mode:
-        why = "average pooling with ceil_mode=True"
-    elif any(_tuple(padding, 1)) and not count_include_pad:
-        why = "average pooling with padding and count_include_pad=False"
-    else:
-        return None
-    return static_dims("self", _spatial, why)(node)
 
 
 @register(aten.max_pool1d.default, aten.max_pool2d.default, aten.max_pool3d.default,
@@ -97,7 +80,7 @@ def aten_max_pool2d_with_indices(ctx, self, kernel_size, stride=(), padding=0, d
 
 
 @register(aten.avg_pool1d.default, aten.avg_pool2d.default, aten.avg_pool3d.default,
-          policy=Policy.CHANNELS_LAST, dynamic=_avg_pool_dynamic)
+          policy=Policy.CHANNELS_LAST, dynamic=True)
 def aten_avg_pool2d_default(ctx, self, kernel_size, stride=(), padding=0, ceil_mode=False,
                             count_include_pad=True, divisor_override=None):
     """avg_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None)
@@ -108,8 +91,9 @@ def aten_avg_pool2d_default(ctx, self, kernel_size, stride=(), padding=0, ceil_m
     n = _nd(ctx.node.target)
     kernel, stride, padding, _ = _window(kernel_size, stride, padding, 1, n)
     spatial = ctx.arg_shape(0)[2:]
+    dynamic = any(ctx.is_dynamic(s) for s in ctx.node.args[0].meta["val"].shape[2:])
     plain = (not any(padding) and divisor_override is None
-             and (not ceil_mode or _exact_without_ceil(spatial, kernel, stride)))
+             and (not ceil_mode or (not dynamic and _exact_without_ceil(spatial, kernel, stride))))
     if plain:
         return _AVG[n](pool_size=kernel, strides=stride, padding="valid", name=ctx.name())(self)
     layer = getattr(torch_semantics, f"AvgPool{n}d")(
