@@ -32,6 +32,7 @@ FAMILIES = {
     "adaptive-pool": (4, lambda d: _adaptive(d)),
     "interpolate": (4, lambda d: _interpolate(d)),
     "conv": (4, lambda d: _conv(d)),
+    "scatter": (2, lambda d: _scatter(d)),  # refused on a dynamic dim (coordinates built once)
 }
 
 
@@ -109,6 +110,11 @@ def _interpolate(draw):
     kwargs = {} if mode == "nearest" else {"align_corners": draw(st.booleans())}
     return lambda x: F.interpolate(x, scale_factor=scale, mode=mode, antialias=antialias,
                                    **kwargs)
+
+
+def _scatter(draw):
+    dim = draw(st.sampled_from([0, 1]))
+    return lambda x: x.scatter_add(dim, (x > 0).long(), x * 2)
 
 
 def _conv(draw):
