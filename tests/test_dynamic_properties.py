@@ -32,7 +32,10 @@ FAMILIES = {
     "adaptive-pool": (4, lambda d: _adaptive(d)),
     "interpolate": (4, lambda d: _interpolate(d)),
     "conv": (4, lambda d: _conv(d)),
-    "scatter": (2, lambda d: _scatter(d)),  # refused on a dynamic dim (coordinates built once)
+    "scatter": (2, lambda d: _scatter(d)),
+    # refused on a dynamic H/W (the filter matrices are built for the example's sizes)
+    "antialiased-resize": (4, lambda d: lambda x: F.interpolate(
+        x, scale_factor=0.5, mode=d(st.sampled_from(["bilinear", "bicubic"])), antialias=True)),
 }
 
 

@@ -173,3 +173,54 @@ class DynamicTopK(keras.layers.Layer):
 
     def get_config(self) -> dict:
         return {**super().get_config(), "largest": self.largest}
+
+
+@keras.saving.register_keras_serializable(package="crossport")
+class DynamicScatter(keras.layers.Layer):
+    """torch's ``scatter`` / ``scatter_add`` along ``dim`` with run-time sizes.
+
+    ``call(x, index, src)`` (``src`` omitted with ``value`` set): every element of ``index``
+    writes ``src`` at the same position (or ``value``) into ``x`` at ``index`` along ``dim``;
+    ``add=True`` sums, duplicates included. The coordinates are built from the run-time
+    shape of ``index``.
+
+    Example:
+        >>> import numpy as np
+        >>> x, index = np.zeros((2, 3), "float32"), np.array([[2, 0, 1]])
+        >>> np.asarray(DynamicScatter(1, add=True)(x, index, np.ones((2, 3), "float32")))[0]
+        array([1., 1., 1.], dtype=float32)
+    """
+
+    def __init__(self, dim: int, add: bool = False, value: float | None = None, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.dim, self.add, self.value = dim, add, value
+
+    def call(self, x, index, src=None):
+        rank = len(x.shape)
+        dim = self.dim % rank
+        index = ops.cast(index, "int64")
+        sizes = ops.shape(index)
+        columns = []
+        for d in range(rank):
+            if d == dim:
+                columns.append(index)
+                continue
+            along = [1] * rank
+            along[d] = -1
+            columns.append(ops.reshape(ops.arange(0, sizes[d], dtype="int64"), along)
+                           + ops.zeros_like(index))
+        coords = ops.reshape(ops.stack(columns, axis=-1), (-1, rank))
+        if src is None:
+            updates = ops.full_like(index, self.value, dtype=x.dtype)
+        else:
+            updates = src[tuple(slice(0, sizes[d]) for d in range(rank))]
+        updates = ops.reshape(ops.cast(updates, x.dtype), (-1,))
+        if self.add:
+            return x + ops.scatter(coords, updates, ops.shape(x))
+        return ops.scatter_update(x, coords, updates)
+
+    def compute_output_spec(self, x, index, src=None):
+        return keras.KerasTensor(x.shape, dtype=x.dtype)
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "dim": self.dim, "add": self.add, "value": self.value}

@@ -183,6 +183,12 @@ CASES = [
     pytest.param(Op(lambda x: F.avg_pool2d(x, 2, 2, ceil_mode=True)), (1, 2, 6, 6),
                  {0: {2: "h", 3: "w"}}, False, [(1, 2, 7, 9)],
                  id="avg-pool-ceil-mode-example-fits-exactly"),
+    pytest.param(Op(lambda x: x.scatter_add(1, (x > 0).long(), x * 2)), (2, 5),
+                 {0: {1: "s"}}, True, [(3, 8), (1, 2)], id="scatter-add-dynamic"),
+    pytest.param(Op(lambda x: torch.zeros_like(x).scatter(0, x.argsort(0), x)), (4, 3),
+                 {0: {0: "n"}}, False, [(7, 3)], id="scatter-src-dynamic"),
+    pytest.param(Op(lambda x: x.scatter(2, x.argmax(2, keepdim=True), -1.0)), (2, 3, 5),
+                 {0: {1: "s", 2: "t"}}, False, [(2, 6, 2)], id="scatter-value-dynamic"),
     # resampling taps computed at run time (torch's float32 index rules, in the graph)
     pytest.param(Op(lambda x: F.interpolate(x, scale_factor=2.5, mode="bilinear")),
                  (1, 2, 5, 6), {0: {2: "h", 3: "w"}}, False, [(1, 2, 7, 4), (1, 2, 9, 11)],

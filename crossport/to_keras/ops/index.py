@@ -159,12 +159,22 @@ def _scatter_coords(ctx, index, dim, rank):
 
 
 @register(aten.scatter.src, aten.scatter.value, aten.scatter_add.default,
-          policy=Policy.CANONICAL, dynamic=False)  # coordinates built for the example's shape
+          policy=Policy.CANONICAL, dynamic=True)
 def aten_scatter_src(ctx, self, dim, index, src=None, value=None):
     """scatter.src(Tensor self, int dim, Tensor index, Tensor src) -> Tensor
 
     scatter.value writes a scalar; scatter_add sums into ``self`` (duplicates add up).
+    Static shapes: coordinates are constants; a dynamic dim: a ``DynamicScatter`` layer
+    builds them from the run-time shape of ``index``.
     """
+    if any(ctx.is_dynamic(s) for a in ctx.node.args if isinstance(a, torch.fx.Node)
+           for s in a.meta["val"].shape):
+        from crossport.layers.dynamic import DynamicScatter
+
+        layer = DynamicScatter(dim, add=ctx.node.target is aten.scatter_add.default,
+                               value=None if value is None else float(value),
+                               name=ctx.name())
+        return layer(self, index) if src is None else layer(self, index, src)
     rank = len(ctx.out_shape)
     coords, shape = _scatter_coords(ctx, index, dim, rank)
     if ctx.node.target is aten.scatter.value:
