@@ -9,6 +9,7 @@ feature dims.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import keras
@@ -224,3 +225,56 @@ class DynamicScatter(keras.layers.Layer):
 
     def get_config(self) -> dict:
         return {**super().get_config(), "dim": self.dim, "add": self.add, "value": self.value}
+
+
+@keras.saving.register_keras_serializable(package="crossport")
+class DynamicIndexPut(keras.layers.Layer):
+    """torch's ``index_put``: ``x[(:,) * first + indices] = values`` with run-time sizes.
+
+    ``call(x, values, *indices)``: integer index tensors on the adjacent dims from ``first``
+    (broadcast together, negative ones wrap), ``values`` broadcast to the selection. A
+    position written twice keeps the last update (torch on CPU); ``accumulate=True`` adds
+    every update, duplicates included.
+
+    Example:
+        >>> import numpy as np
+        >>> x, index = np.zeros((2, 4), "float32"), np.array([3, -1, 0])
+        >>> np.asarray(DynamicIndexPut(1)(x, np.array([1.0, 2.0, 3.0], "float32"), index))[0]
+        array([3., 0., 0., 2.], dtype=float32)
+    """
+
+    def __init__(self, first: int, accumulate: bool = False, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.first, self.accumulate = first, accumulate
+
+    def call(self, x, values, *indices):
+        first, k, rank = self.first, len(indices), len(x.shape)
+        shape = ops.shape(x)
+        sizes = [ops.cast(shape[first + i], "int64") for i in range(k)]
+        indices = [ops.cast(t, "int64") for t in indices]
+        zero = sum(ops.zeros_like(t) for t in indices)  # the indices' broadcast shape
+        flat = None
+        for index, size in zip(indices, sizes):
+            index = index + zero
+            index = ops.where(index < 0, index + size, index)
+            flat = index if flat is None else flat * size + index
+        slot = (*shape[:first], *ops.shape(flat), *shape[first + k:])
+        rows = ops.reshape(ops.broadcast_to(ops.cast(values, x.dtype), slot),
+                           (*shape[:first], -1, *shape[first + k:]))  # [pre, updates, post]
+        flat = ops.reshape(flat, (-1,))
+        cells = math.prod(sizes)
+        if self.accumulate:
+            sums = ops.segment_sum(ops.moveaxis(rows, first, 0), flat, num_segments=cells)
+            return x + ops.reshape(ops.moveaxis(sums, 0, first), shape)
+        numbers = ops.arange(0, ops.shape(flat)[0], dtype="int64")
+        last = ops.segment_max(numbers, flat, num_segments=cells)
+        written = ops.segment_sum(ops.ones_like(numbers), flat, num_segments=cells) > 0
+        update = ops.reshape(ops.take(rows, ops.where(written, last, 0), axis=first), shape)
+        hit = ops.reshape(written, (*[1] * first, *shape[first:first + k], *[1] * (rank - first - k)))
+        return ops.where(hit, update, x)
+
+    def compute_output_spec(self, x, values, *indices):
+        return keras.KerasTensor(x.shape, dtype=x.dtype)
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "first": self.first, "accumulate": self.accumulate}

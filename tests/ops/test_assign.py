@@ -160,6 +160,9 @@ DYNAMIC = [
                  (2, 6, 3), {0: {1: "seq"}}, [(3, 9, 3)], id="select-last-on-dynamic-dim"),
     pytest.param(assigned(lambda y, x: set_(y, (slice(None), slice(None), [0, 2]), 0.0)),
                  (2, 6, 3), {0: {1: "seq"}}, [(3, 9, 3)], id="index_put-dynamic-batch-seq"),
+    pytest.param(assigned(lambda y, x: set_(y, (slice(None), [0, -2]), y[:, :2] * 3)),
+                 (2, 6, 3), {0: {1: "seq"}}, [(3, 9, 3), (1, 2, 3)],
+                 id="index_put-on-the-dynamic-indexed-dim"),
     pytest.param(assigned(lambda y, x: set_(y, x > 0, 0.0)), (2, 6, 3), {0: {1: "seq"}},
                  [(3, 9, 3)], id="mask-assign-dynamic"),
 ]
@@ -172,7 +175,3 @@ def test_assign_dynamic(module, shape, dims, others):
     assert_matches_at_sizes(module, conversion, others, atol=1e-6, seed=3)
 
 
-def test_index_put_on_a_dynamic_indexed_dim_is_refused_before_building():
-    module = assigned(lambda y, x: set_(y, (slice(None), [0, 2]), 0.0))
-    with pytest.raises(UnsupportedOpError, match="run-time size"):
-        crossport.convert(module.eval(), inputs((2, 6, 3)), dynamic_dims={0: {1: "seq"}})

@@ -101,6 +101,13 @@ class Op(nn.Module):
         return self.fn(x)
 
 
+def _write_columns(x):
+    """``y[:, idx] = ...`` along a dynamic dim; column 0 written twice (the last one wins)."""
+    y = x.clone()
+    y[:, torch.tensor([0, -1, 0])] = x[:, :3] * torch.tensor([2.0, 3.0, 4.0])[None, :, None]
+    return y
+
+
 class TwoInputs(nn.Module):
     def forward(self, ids, mask):
         return ids * mask.unsqueeze(-1)
@@ -189,6 +196,11 @@ CASES = [
                  {0: {0: "n"}}, False, [(7, 3)], id="scatter-src-dynamic"),
     pytest.param(Op(lambda x: x.scatter(2, x.argmax(2, keepdim=True), -1.0)), (2, 3, 5),
                  {0: {1: "s", 2: "t"}}, False, [(2, 6, 2)], id="scatter-value-dynamic"),
+    pytest.param(Op(_write_columns), (2, 6, 3), {0: {1: "s"}}, True, [(3, 9, 3), (1, 3, 3)],
+                 id="index-put-dynamic-dim-duplicates"),
+    pytest.param(Op(lambda x: x.index_put((torch.tensor([0, 2, 0]),), x[:3] * 3,
+                                          accumulate=True)), (4, 5), {0: {0: "n", 1: "m"}},
+                 False, [(6, 7), (3, 2)], id="index-put-accumulate-dynamic"),
     # resampling taps computed at run time (torch's float32 index rules, in the graph)
     pytest.param(Op(lambda x: F.interpolate(x, scale_factor=2.5, mode="bilinear")),
                  (1, 2, 5, 6), {0: {2: "h", 3: "w"}}, False, [(1, 2, 7, 4), (1, 2, 9, 11)],

@@ -180,19 +180,8 @@ def _broadcasts_without_count(values_shape, slot) -> bool:
     return isinstance(size, int) and size == 1  # an unbacked count is a SymInt
 
 
-def _index_put_dynamic(node: torch.fx.Node) -> str | None:
-    """Dims indexed by integer tensors must be static (the written cells are counted)."""
-    indices = node.args[1]
-    shape = node.args[0].meta["val"].shape
-    for d, index in enumerate(indices):
-        if (index is not None and index.meta["val"].dtype != torch.bool
-                and not isinstance(shape[d], int)):
-            return f"x[index] = values with index tensors on dim {d} of run-time size"
-    return None
-
-
 @register(aten.index_put.default, policy=Policy.CUSTOM, keeps_layout=True,
-          supports=_index_put_supports, dynamic=_index_put_dynamic)
+          supports=_index_put_supports, dynamic=True)
 def aten_index_put_default(ctx, self, indices, values, accumulate=False):
     """index_put(Tensor self, Tensor?[] indices, Tensor values, bool accumulate=False) -> Tensor
 
@@ -211,7 +200,20 @@ def aten_index_put_default(ctx, self, indices, values, accumulate=False):
     ctx.out_layout = value.layout
     if _dtype_of(present[0]) == torch.bool:
         return _put_by_mask(ctx, value, first, present[0], vals, accumulate)
+    if any(ctx.is_dynamic(s) for s in value.shape[first:first + len(present)]):
+        return _put_at_run_time(ctx, value, first, present, vals, accumulate)
     return _put_by_index(ctx, value, first, present, vals, accumulate)
+
+
+def _put_at_run_time(ctx, value, first, present, vals, accumulate):
+    """An indexed dim of run-time size: the written cells are counted in the graph."""
+    from crossport.layers.dynamic import DynamicIndexPut
+
+    indices = [ctx.canonical(t) if isinstance(t, TensorValue) else np.asarray(t)
+               for t in present]
+    ctx.out_layout = canonical(value.rank)
+    layer = DynamicIndexPut(first, bool(accumulate), name=ctx.name())
+    return layer(ctx.canonical(value), ctx.canonical(vals), *indices)
 
 
 def _dtype_of(index) -> torch.dtype:
