@@ -293,15 +293,15 @@ def _export_summary(conversion, exported) -> list[tuple[str, str]]:
     rows = []
     report = getattr(conversion, "report", None)
     if report is not None:
-        rows.append(("parity", f"{_fmt(report.max_error)} normalized max error "
-                               f"({'PASS' if report.passed else 'FAIL'}, tolerance "
-                               f"{report.atol:.0e}, rule {report.rule})"))
+        verdict = "PASS" if report.passed else "FAIL"
+        rule = f"tolerance {report.atol:.0e}, rule {report.rule}"
+        rows.append(("parity", f"{_fmt(report.max_error)} normalized max error ({verdict}, {rule})"))
     for stage, seconds in (getattr(conversion, "seconds", None) or {}).items():
         rows.append((f"time: {stage}", f"{seconds:.2f} s"))
     if exported is not None:
         if exported.quantization is None and exported.max_error is not None:
-            rows.append(("re-loaded parity", f"{_fmt(exported.max_error)} (tolerance "
-                                             f"{exported.tolerance:.0e} for {exported.format})"))
+            bound = f"tolerance {exported.tolerance:.0e} for {exported.format}"
+            rows.append(("re-loaded parity", f"{_fmt(exported.max_error)} ({bound})"))
         rows.append(("time: export + re-check", f"{exported.seconds:.2f} s"))
         for stage, seconds in exported.stages.items():
             rows.append((f"time: export {stage}", f"{seconds:.2f} s"))
