@@ -26,7 +26,7 @@ from crossport.errors import (
     UnsupportedLayerError,
     UnsupportedOpError,
 )
-from crossport.export import ExportResult, export
+from crossport.export import ExportResult, calibration_images, export
 from crossport.layout.policy import Policy
 from crossport.options import ConvertOptions
 from crossport.parity.doctor import check
@@ -49,6 +49,7 @@ __all__ = [
     "TorchConversion",
     "UnsupportedLayerError",
     "UnsupportedOpError",
+    "calibration_images",
     "check",
     "convert",
     "convert_with_report",

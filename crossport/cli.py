@@ -171,7 +171,8 @@ def _summary_table(conversion, exported) -> Table:
     for stage, seconds in conversion.seconds.items():
         table.add_row(f"time: {stage}", f"{seconds:.2f} s")
     if exported is not None:
-        table.add_row("time: export + re-check", f"{exported.seconds:.2f} s")
+        table.add_row("time: export + re-check", f"{exported.seconds:.2f} s ("
+                      + ", ".join(f"{k} {v:.2f} s" for k, v in exported.stages.items()) + ")")
         table.add_row("saved to", f"{exported.path} ({exported.format})")
         if exported.quantization is not None:
             _quantization_rows(table, exported.quantization)
@@ -202,7 +203,7 @@ _STAGE_TEXT = {
 
 def _run_conversion(module, args, output: Path | None, as_json: bool, format: str | None = None,
                     emit_source: Path | None = None, overwrite: bool = False,
-                    quantization: dict | None = None, **options):
+                    quantization: dict | None = None, html: Path | None = None, **options):
     quiet_tensorflow()
     import crossport
     from crossport.codegen import stage_source
@@ -226,6 +227,10 @@ def _run_conversion(module, args, output: Path | None, as_json: bool, format: st
             staging.commit()
     except crossport.CrossportError as exc:
         _fail(f"{type(exc).__name__}: {exc}")
+    if html is not None:
+        from crossport.parity.render import export_html
+
+        export_html(conversion, exported, html)
     if as_json:
         print(json.dumps({
             "parity": conversion.report.to_dict() if conversion.report else None,
@@ -276,7 +281,8 @@ def _export_json(exported) -> dict:
             "keras_vs_fp64": evidence.keras_vs_fp64 if evidence else None,
             "torch_vs_fp64": evidence.torch_vs_fp64 if evidence else None,
             "verdict": evidence.verdict if evidence else None,
-            "quantization": exported.quantization.to_dict() if exported.quantization else None}
+            "quantization": exported.quantization.to_dict() if exported.quantization else None,
+            "seconds": exported.seconds, "stages": exported.stages}
 
 
 def _export_options(conversion, quantization: dict | None) -> dict:
@@ -285,10 +291,12 @@ def _export_options(conversion, quantization: dict | None) -> dict:
         return {}
     from crossport.export.calibration import load_calibration
 
-    options = {k: v for k, v in quantization.items() if v and k != "calibration"}
+    options = {k: v for k, v in quantization.items()
+               if v and k not in ("calibration", "preprocessing")}
     if quantization.get("calibration") is not None:
         options["calibration"] = load_calibration(quantization["calibration"],
-                                                  conversion.model.inputs)
+                                                  conversion.model.inputs,
+                                                  quantization.get("preprocessing"))
     return options
 
 
@@ -328,8 +336,22 @@ def convert(
              "tflite-int8-full, tflite-int16x8 (full integer; need --calibration) "
              "(default: from -o)")] = None,
     calibration: Annotated[Path, typer.Option(
-        help="full-integer formats: a folder of .npy/.npz examples (one per file) or one .npz "
-             "of stacked examples, in the model's input layout")] = None,
+        help="full-integer formats: a folder of .npy/.npz examples (one per file), one .npz "
+             "of stacked examples (in the model's input layout), or a folder of images "
+             "(.jpg/.png/...; preprocessed by the --calibration-* options)")] = None,
+    calibration_mean: Annotated[str, typer.Option(
+        help="image calibration: per-channel mean after scaling, RGB "
+             "(default ImageNet 0.485,0.456,0.406)")] = None,
+    calibration_std: Annotated[str, typer.Option(
+        help="image calibration: per-channel std (default ImageNet 0.229,0.224,0.225)")] = None,
+    calibration_scale: Annotated[float, typer.Option(
+        help="image calibration: pixel (0..255) multiplier before mean/std (default 1/255)")
+    ] = None,
+    calibration_resize: Annotated[int, typer.Option(
+        help="image calibration: shorter side before the center crop to the input's H x W "
+             "(default H/0.875: 256 for 224)")] = None,
+    calibration_crop: Annotated[str, typer.Option(
+        help="image calibration: HxW crop, only for inputs of dynamic height/width")] = None,
     float_layer: Annotated[list[str], typer.Option(
         help="tflite-int8-full: keep this torch module in float, repeatable "
              "(e.g. layer3.0.conv1)")] = None,
@@ -352,16 +374,48 @@ def convert(
         help="also write the model as Keras Python source (model_keras.py + weights); "
              "written together with -o: both land or neither")] = None,
     overwrite: Annotated[bool, typer.Option(help=_OVERWRITE_HELP)] = False,
+    html: Annotated[Path, typer.Option(
+        help="write a self-contained HTML report: parity, export re-check and times, the "
+             "per-layer quantization report (worst first)")] = None,
 ):
     """Convert a PyTorch module to Keras and check parity; exit 0 only if it passed."""
     dynamic_dims = parse_dynamic_dims(dynamic_dim or [])
+    preprocessing = parse_image_preprocessing(calibration_mean, calibration_std,
+                                              calibration_scale, calibration_resize,
+                                              calibration_crop)
+    if preprocessing and calibration is None:
+        _fail("the --calibration-* options preprocess a folder of images: pass "
+              "--calibration DIR too")
     module, args = module_and_inputs(target, weights, input)
     quantization = {"calibration": calibration, "float_layers": float_layer or [],
-                    "int8_io": int8_io}
+                    "int8_io": int8_io, "preprocessing": preprocessing}
     _run_conversion(module.eval(), args, output, as_json, format, emit_source, overwrite,
-                    quantization,
+                    quantization, html=html,
                     dynamic_batch=dynamic_batch, dynamic_dims=dynamic_dims,
                     channels_last_io=channels_last_io, atol=atol, tolerance=tolerance)
+
+
+def parse_image_preprocessing(mean: str | None, std: str | None, scale: float | None,
+                              resize: int | None, crop: str | None) -> dict:
+    """The ``--calibration-*`` options as ``calibration_images`` keyword arguments."""
+    options: dict = {}
+    for key, text in (("mean", mean), ("std", std)):
+        if text is not None:
+            try:
+                options[key] = tuple(float(v) for v in text.split(","))
+            except ValueError:
+                _fail(f"--calibration-{key} {text!r}: expected comma-separated numbers, "
+                      "e.g. 0.485,0.456,0.406")
+    if crop is not None:
+        parts = crop.lower().split("x")
+        if len(parts) != 2 or not all(p.isdigit() and int(p) > 0 for p in parts):
+            _fail(f"--calibration-crop {crop!r}: expected HxW, e.g. 224x224")
+        options["crop"] = (int(parts[0]), int(parts[1]))
+    if scale is not None:
+        options["scale"] = scale
+    if resize is not None:
+        options["resize"] = resize
+    return options
 
 
 def parse_dynamic_dims(specs: list[str]) -> dict:

@@ -266,6 +266,43 @@ def test_convert_full_integer_with_calibration_folder_and_float_layer(workdir):
     assert (workdir / "q.tflite").exists()
 
 
+def test_convert_full_integer_calibrated_on_images_with_html_report(workdir):
+    import numpy as np
+    from PIL import Image
+
+    folder = workdir / "photos"
+    folder.mkdir()
+    rng = np.random.default_rng(0)
+    for i, size in enumerate([(12, 12), (20, 9), (9, 30), (8, 8), (16, 16), (40, 20)]):
+        coarse = rng.integers(0, 256, (3, 3, 3), dtype=np.uint8)
+        Image.fromarray(coarse).resize(size, Image.Resampling.BILINEAR).save(
+            folder / f"{i}.{'png' if i % 2 else 'jpg'}")
+    result = crossport_cli("convert", "my_model.py:build", "--input", "1x3x8x8", "--json",
+                           "-o", "img.tflite", "--format", "tflite-int8-full",
+                           "--calibration", str(folder), "--calibration-mean", "0.5,0.5,0.5",
+                           "--calibration-std", "0.25,0.25,0.25", "--html", "img.html",
+                           cwd=workdir)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)["export"]["quantization"]
+    assert report["sqnr_db"] >= report["min_sqnr_db"]
+    page = (workdir / "img.html").read_text(encoding="utf-8")
+    assert 'id="quantized-layers"' in page and f"<code>{report['layers'][0]['name']}</code>" in page
+
+
+@pytest.mark.parametrize("flags,match", [
+    (["--calibration-mean", "0.5,x"], "--calibration-mean '0.5,x': expected comma-separated"),
+    (["--calibration-crop", "224"], "expected HxW"),
+    (["--calibration-std", "0.5"], "pass --calibration DIR too"),
+])
+def test_bad_image_calibration_flags_are_one_line(workdir, flags, match):
+    if "pass --calibration" not in match:
+        flags = ["--calibration", "photos", *flags]
+    result = crossport_cli("convert", "my_model.py:build", "--input", "1x3x8x8", "-o",
+                           "bad_img.tflite", "--format", "tflite-int8-full", *flags, cwd=workdir)
+    assert result.returncode != 0 and match in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr and not (workdir / "bad_img.tflite").exists()
+
+
 def test_convert_full_integer_with_one_stacked_npz(workdir):
     import numpy as np
 

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import shutil
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from crossport.capture.borrow import borrowed
 from crossport.errors import ExportError, InputError
 from crossport.export import formats, quantize
+from crossport.export.images import ImageFolder, calibration_images  # noqa: F401
 from crossport.export.quant_report import QuantizationReport, QuantizedLayer  # noqa: F401
 from crossport.export.staging import FILE, SAVED_MODEL, Staging
 from crossport.parity import normalized_error
@@ -58,6 +59,7 @@ class ExportResult:
     seconds: float
     recheck: Recheck | None = None
     quantization: QuantizationReport | None = None  # full-integer formats: SQNR, per-op rows
+    stages: dict[str, float] = field(default_factory=dict)  # seconds per stage of the export
 
     @property
     def passed(self) -> bool:
@@ -103,8 +105,10 @@ def export(conversion, path: str | Path, format: str | None = None, *, check: bo
             passed). Without it an existing ``path`` is an ``ExportError``; a directory that
             is not a SavedModel is never replaced.
         calibration: full-integer formats only: an iterable of examples (tuples of arrays
-            or tensors, or one array per example) in the conversion's input layout.
-            The file is re-checked on (up to ``check_inputs`` of) these examples.
+            or tensors, or one array per example) in the conversion's input layout, or
+            ``crossport.calibration_images(folder, mean=..., std=...)`` (images resized,
+            cropped and normalized to the model's input). The file is re-checked on (up to
+            ``check_inputs`` of) these examples.
         int8_io: full-integer formats: integer inputs and outputs (int8, int16 for int16x8).
         float_layers: ``tflite-int8-full``: torch module paths to keep in float.
 
@@ -151,14 +155,16 @@ def stage_export(conversion, path: str | Path, format: str | None, staging: Stag
     start = time.perf_counter()
     tmp = staging.claim(path, target_kind(path, format))
     result = None
+    stages: dict[str, float] = {}
     try:
         if plan is not None:
             with borrowed(conversion.module):  # eval mode; the user's module is left as it was
-                report = _write_full_integer(conversion, tmp, plan, check, check_inputs)
+                report = _write_full_integer(conversion, tmp, plan, check, check_inputs,
+                                             stages)
         else:
-            _write(conversion, tmp, format)
+            _write(conversion, tmp, format, stages)
             if check:
-                with borrowed(conversion.module):
+                with borrowed(conversion.module), formats.timed(stages, "re-check"):
                     result = _recheck(conversion, tmp, format, check_inputs, tolerance)
     except (ExportError, InputError):
         raise
@@ -170,21 +176,23 @@ def stage_export(conversion, path: str | Path, format: str | None, staging: Stag
             f"{result.describe()}; nothing was written to {path}")
     error = report.max_error if report is not None else (result.error if result else None)
     return ExportResult(path, format, error, tolerance, time.perf_counter() - start, result,
-                        report)
+                        report, stages)
 
 
-def _write(conversion, path: Path, format: str) -> None:
+def _write(conversion, path: Path, format: str, stages: dict) -> None:
     model = conversion.model
     if format == "keras":
         # Keras insists on the .keras suffix: save beside, then move into the temp name.
         staged = path.with_name(path.name + ".keras")
-        formats.write_keras(model, staged)
+        with formats.timed(stages, "write"):
+            formats.write_keras(model, staged)
         staged.replace(path)
     elif format == "saved_model":
-        formats.write_saved_model(model, path)
+        with formats.timed(stages, "write"):
+            formats.write_saved_model(model, path)
     else:
         quantization = {"tflite": "float32", "tflite-fp16": "float16", "tflite-int8": "int8"}
-        formats.write_tflite(model, path, quantization[format], conversion)
+        formats.write_tflite(model, path, quantization[format], conversion, stages)
 
 
 def _loader(conversion, path: Path, format: str):
@@ -232,19 +240,20 @@ def _compare(conversion, run, args_sets):
         yield from zip(leaves(structure), got)
 
 
-def _write_full_integer(conversion, path: Path, plan, check: bool,
-                        count: int) -> QuantizationReport:
+def _write_full_integer(conversion, path: Path, plan, check: bool, count: int,
+                        stages: dict) -> QuantizationReport:
     """Quantize on the calibration examples; re-check the file on (the last) ``count`` of them.
 
     The gate is the output SQNR against torch fp32 (``quantize.MIN_SQNR_DB``): quantization
     changes the function on purpose, by an amount set by the data, not by rounding.
     """
-    report = quantize.write_full_integer(conversion.model, path, plan, conversion)
+    report = quantize.write_full_integer(conversion.model, path, plan, conversion, stages)
     report.min_sqnr_db = quantize.MIN_SQNR_DB[plan.format]
     if not check:
         return report
-    run = _loader(conversion, path, "tflite")
-    pairs = list(_compare(conversion, run, plan.torch_samples[-max(count, 1):]))
+    with formats.timed(stages, "re-check"):
+        run = _loader(conversion, path, "tflite")
+        pairs = list(_compare(conversion, run, plan.torch_samples[-max(count, 1):]))
     report.sqnr_db = quantize.sqnr_db(pairs)
     report.max_error = float(max(normalized_error(r, g) for r, g in pairs))
     if report.sqnr_db < report.min_sqnr_db:

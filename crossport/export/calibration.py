@@ -7,13 +7,17 @@ from pathlib import Path
 import numpy as np
 
 from crossport.errors import InputError
+from crossport.export.images import ImageFolder, calibration_images, has_images
 
 
-def load_calibration(path: str | Path, inputs: list) -> list[list[np.ndarray]]:
+def load_calibration(path: str | Path, inputs: list,
+                     preprocessing: dict | None = None) -> list[list[np.ndarray]] | ImageFolder:
     """Examples for a model with Keras ``inputs``, from a ``.npz`` file or a folder.
 
     - a folder: every ``.npy`` (single-input models) or ``.npz`` file, in name order, is one
       example; an ``.npz`` holds one array per input, keyed by input name (or ``arr_0``...).
+    - a folder of images (.jpg, .png, ...): an :class:`ImageFolder` that the export reads
+      with ``preprocessing`` (the keyword arguments of :func:`calibration_images`).
     - one ``.npz`` file: one array per input, keyed the same way, each with a leading
       example axis (``[K, *input_shape]``), or ``[K, ...]`` for a batch-1 input (the rows
       are the examples).
@@ -29,12 +33,19 @@ def load_calibration(path: str | Path, inputs: list) -> list[list[np.ndarray]]:
     path = Path(path)
     if path.is_dir():
         files = sorted(p for p in path.iterdir() if p.suffix in (".npy", ".npz"))
+        if files and has_images(path):
+            raise InputError(f"--calibration {path}: the folder holds both numpy files and "
+                             "images; keep one kind of example per folder")
+        if not files and has_images(path):
+            return calibration_images(path, **(preprocessing or {}))
         if not files:
-            raise InputError(f"--calibration {path}: the folder has no .npy or .npz files")
+            raise InputError(f"--calibration {path}: the folder has no .npy/.npz files and "
+                             "no images")
         return [_one_example(f, inputs) for f in files]
     if path.suffix == ".npz" and path.is_file():
         return _stacked_examples(path, inputs)
-    raise InputError(f"--calibration {path}: expected a folder of .npy/.npz files or one .npz")
+    raise InputError(f"--calibration {path}: expected a folder of .npy/.npz files or images, "
+                     "or one .npz")
 
 
 def _arrays_by_input(path: Path, inputs: list) -> list[np.ndarray]:

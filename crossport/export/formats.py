@@ -4,7 +4,9 @@ in Keras' flat output order, from the artifact as re-loaded from disk."""
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable
+from contextlib import contextmanager
 from pathlib import Path
 
 import keras
@@ -77,11 +79,12 @@ def load_saved_model(path: Path) -> Runner:
 
 
 def write_tflite(model: keras.Model, path: Path, quantization: str = "float32",
-                 conversion=None) -> None:
+                 conversion=None, stages: dict | None = None) -> None:
     """TFLite flatbuffer via a temporary SavedModel and the TF converter, builtin ops only.
 
     ``float16`` stores weights as fp16; ``int8`` is dynamic-range quantisation (int8
     weights, float activations). An op without a TFLite builtin is an ``ExportError``.
+    ``stages`` (when given) receives the seconds of ``saved_model`` and ``tflite convert``.
     """
     import tempfile
 
@@ -89,15 +92,49 @@ def write_tflite(model: keras.Model, path: Path, quantization: str = "float32",
 
     from crossport.export.tflite import converter_from_saved_model, run_converter
 
+    stages = {} if stages is None else stages
     with tempfile.TemporaryDirectory() as tmp:
         saved = Path(tmp) / "saved_model"
-        write_saved_model(model, saved)
-        converter = converter_from_saved_model(saved)
-        if quantization in ("float16", "int8"):
-            converter.optimizations = [tf.lite.Optimize.DEFAULT]
-        if quantization == "float16":
-            converter.target_spec.supported_types = [tf.float16]
-        path.write_bytes(run_converter(converter.convert, conversion))
+        with timed(stages, "saved_model"):
+            write_converter_input(model, saved)
+        with timed(stages, "tflite convert"):
+            converter = converter_from_saved_model(saved)
+            if quantization in ("float16", "int8"):
+                converter.optimizations = [tf.lite.Optimize.DEFAULT]
+            if quantization == "float16":
+                converter.target_spec.supported_types = [tf.float16]
+            path.write_bytes(run_converter(converter.convert, conversion))
+
+
+def write_converter_input(model: keras.Model, path: Path) -> None:
+    """A minimal SavedModel for the TFLite converter: one ``serving_default`` signature.
+
+    The same signature as :func:`write_saved_model` (static shapes, forward's argument
+    names, flat outputs), without Keras' export archive: the converter needs the traced
+    function and the variables only, and Keras' resource tracking and extra traces took
+    about half of the TFLite export's SavedModel time (resnet18: 2.4 s of 5 s here).
+    """
+    import tensorflow as tf
+
+    if _is_nested(model.output):
+        model = keras.Model(model.input, keras.tree.flatten(model.output), name=model.name)
+    module = tf.Module()
+    # the tf.Variables behind the Keras variables: saved with the graph that reads them
+    module.model_variables = [v.value for v in model.variables]
+    module.serve = tf.function(lambda *args: model(*args, training=False),
+                               input_signature=static_input_signature(model), autograph=False)
+    tf.saved_model.save(module, str(path),
+                        signatures={"serving_default": module.serve.get_concrete_function()})
+
+
+@contextmanager
+def timed(stages: dict, name: str):
+    """Adds the seconds the block takes to ``stages[name]``."""
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        stages[name] = stages.get(name, 0.0) + time.perf_counter() - start
 
 
 def load_tflite(path: Path, input_names: list[str], num_threads: int = 2) -> Runner:

@@ -68,6 +68,13 @@ class QuantizationReport:
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2)
 
+    def to_html(self) -> str:
+        """An HTML section (SQNR, max error, per-op table worst first); the full page is
+        :func:`crossport.parity.render.export_html`."""
+        from crossport.parity.render import quantization_html
+
+        return quantization_html(self)
+
 
 def layer_error(float_out: np.ndarray, quant_out: np.ndarray, scale: float,
                 zero_point: int) -> float:

@@ -21,6 +21,7 @@ import torch
 
 from crossport.compat import quiet_tflite_interpreter
 from crossport.errors import InputError
+from crossport.export.images import ImageFolder
 from crossport.export.quant_report import (
     QuantizationReport,
     QuantizedLayer,
@@ -65,7 +66,8 @@ def plan(conversion, format: str, calibration, int8_io: bool,
         return None
     if calibration is None:
         raise InputError(f"format {format!r} needs calibration=: an iterable of example "
-                         "inputs (tuples of arrays, or arrays) in the conversion's input layout")
+                         "inputs (tuples of arrays, or arrays) in the conversion's input "
+                         "layout, or crossport.calibration_images(folder, mean=, std=)")
     if format == "tflite-int16x8" and float_layers:
         raise InputError("float_layers is supported for tflite-int8-full only (the TF "
                          "quantizer keeps layers in float for int8 activations only)")
@@ -78,6 +80,8 @@ def plan(conversion, format: str, calibration, int8_io: bool,
 def calibration_samples(conversion, calibration) -> list[list[np.ndarray]]:
     """Each example as Keras input arrays, checked against the model's input shapes."""
     inputs = conversion.model.inputs
+    if isinstance(calibration, ImageFolder):
+        calibration = calibration.examples(inputs, conversion.options.channels_last_io)
     samples = []
     for i, item in enumerate(calibration):
         arrays = list(item) if isinstance(item, (tuple, list)) else [item]
@@ -107,23 +111,29 @@ def _to_torch(arrays: list[np.ndarray], conversion) -> tuple:
     return tuple(out)
 
 
-def write_full_integer(model, path: Path, plan: FullIntegerPlan,
-                       conversion=None) -> QuantizationReport:
-    """Calibrate, quantize and write ``path``; the report's ``layers`` filled for int8."""
-    from crossport.export.formats import write_saved_model
+def write_full_integer(model, path: Path, plan: FullIntegerPlan, conversion=None,
+                       stages: dict | None = None) -> QuantizationReport:
+    """Calibrate, quantize and write ``path``; the report's ``layers`` filled for int8.
+
+    ``stages`` (when given) receives the seconds of ``saved_model`` and ``quantize``.
+    """
+    from crossport.export.formats import timed, write_converter_input
     from crossport.export.tflite import converter_from_saved_model, run_converter
 
+    stages = {} if stages is None else stages
     with tempfile.TemporaryDirectory() as tmp:
         saved = Path(tmp) / "saved_model"
-        write_saved_model(model, saved)
-        converter = converter_from_saved_model(saved, plan.activations)
-        _configure(converter, plan)
-        with quiet_tflite_interpreter():
-            if plan.activations == "int16x8":
-                path.write_bytes(run_converter(converter.convert, conversion))
-                return QuantizationReport(plan.format, layers=[], per_layer_note=(
-                    "per-layer errors are measured for tflite-int8-full only"))
-            return _quantize_with_debugger(model, converter, path, plan, conversion)
+        with timed(stages, "saved_model"):
+            write_converter_input(model, saved)
+        with timed(stages, "quantize"):
+            converter = converter_from_saved_model(saved, plan.activations)
+            _configure(converter, plan)
+            with quiet_tflite_interpreter():
+                if plan.activations == "int16x8":
+                    path.write_bytes(run_converter(converter.convert, conversion))
+                    return QuantizationReport(plan.format, layers=[], per_layer_note=(
+                        "per-layer errors are measured for tflite-int8-full only"))
+                return _quantize_with_debugger(model, converter, path, plan, conversion)
 
 
 def _configure(converter, plan: FullIntegerPlan) -> None:

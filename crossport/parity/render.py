@@ -199,3 +199,110 @@ def to_html(report: DoctorReport, path: str | Path | None = None) -> str:
     if path is not None:
         Path(path).write_text(page, encoding="utf-8")
     return page
+
+
+_QUANTIZATION_SECTION = """<section id="quantization">
+<h2>Quantization: {{ q.format }}</h2>
+<p class="qstatus">{% if q.sqnr_db is not none %}output SQNR <b>{{ "%.1f" % q.sqnr_db }} dB</b>
+vs torch fp32 (at least {{ "%.0f" % q.min_sqnr_db }} dB for this format), normalized max error
+<b>{{ fmt(q.max_error) }}</b>{% else %}not re-checked against torch{% endif %}.</p>
+{% if q.float_layers %}<p>kept in float: {% for name in q.float_layers %}<code>{{ name }}</code>
+{% endfor %}</p>{% endif %}
+{% if q.per_layer_note %}<p>{{ q.per_layer_note }}</p>{% endif %}
+{% if rows %}
+<p>Per quantized op, worst first: the error it introduces by itself (RMS difference from the
+float op on the same inputs, over the float output's range, per output channel, averaged).
+Keep the worst in float with <code>float_layers=[...]</code>.</p>
+<table id="quantized-layers">
+<thead><tr><th>#</th><th>torch module</th><th>TFLite op</th><th>error</th><th>RMSE</th>
+<th>max |&Delta;|</th><th>scale</th><th>zero point</th><th>fused</th></tr></thead>
+<tbody>
+{% for r in rows %}
+<tr class="qlayer"><td>{{ loop.index }}</td><td><code>{{ r.name }}</code></td><td>{{ r.op }}</td>
+<td>{{ fmt(r.error) }}</td><td>{{ fmt(r.rmse) }}</td><td>{{ fmt(r.max_abs_error) }}</td>
+<td>{{ "%.3g" % r.scale }}</td><td>{{ r.zero_point }}</td><td>{{ r.fused | join(", ") }}</td></tr>
+{% endfor %}
+</tbody></table>
+{% endif %}
+</section>
+"""
+
+_EXPORT_TEMPLATE = """<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<title>crossport export report</title>
+<style>
+body { font-family: -apple-system, Segoe UI, Helvetica, Arial, sans-serif; margin: 24px;
+       color: #222; }
+h1 { font-size: 22px; } h2 { font-size: 17px; margin-top: 28px; }
+.status { font-weight: bold; color: {{ "#393" if passed else "#c00" }}; }
+table { border-collapse: collapse; font-size: 13px; }
+th, td { border: 1px solid #ccc; padding: 3px 7px; text-align: left; }
+th { background: #f3f3f3; }
+tr.qlayer:first-child td { background: #ffd9d9; font-weight: bold; }
+code { background: #f3f3f3; padding: 1px 4px; }
+</style></head>
+<body>
+<h1>crossport export report</h1>
+<p class="status">{{ "PASS" if passed else "FAIL" }}{% if exported %}: {{ exported.format }}
+written to <code>{{ exported.path }}</code>{% endif %}</p>
+<table id="summary">
+{% for key, value in summary %}<tr><th>{{ key }}</th><td>{{ value }}</td></tr>
+{% endfor %}
+</table>
+{{ quantization | safe }}
+</body></html>
+"""
+
+
+def _environment() -> jinja2.Environment:
+    return jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
+
+
+def quantization_html(report) -> str:
+    """An HTML section for a :class:`~crossport.export.QuantizationReport`: output SQNR and
+    max error, then one row per quantized op, worst first, named by torch module path."""
+    rows = sorted(report.layers, key=lambda r: -r.error)
+    return _environment().from_string(_QUANTIZATION_SECTION).render(q=report, rows=rows,
+                                                                     fmt=_fmt)
+
+
+def export_html(conversion=None, exported=None, path: str | Path | None = None) -> str:
+    """A self-contained HTML page for a conversion and its export (``crossport convert
+    --html``): parity, the export's re-check and stage times, the quantization report.
+
+    Example:
+        >>> import torch, crossport
+        >>> conv = crossport.convert_with_report(torch.nn.Linear(3, 2).eval(),
+        ...                                      (torch.randn(1, 3),))
+        >>> "PASS" in export_html(conv)
+        True
+    """
+    summary = _export_summary(conversion, exported)
+    quantization = (quantization_html(exported.quantization)
+                    if exported is not None and exported.quantization is not None else "")
+    passed = all(x.passed for x in (getattr(conversion, "report", None), exported)
+                 if x is not None)
+    page = _environment().from_string(_EXPORT_TEMPLATE).render(
+        passed=passed, exported=exported, summary=summary, quantization=quantization)
+    if path is not None:
+        Path(path).write_text(page, encoding="utf-8")
+    return page
+
+
+def _export_summary(conversion, exported) -> list[tuple[str, str]]:
+    rows = []
+    report = getattr(conversion, "report", None)
+    if report is not None:
+        verdict = "PASS" if report.passed else "FAIL"
+        rule = f"tolerance {report.atol:.0e}, rule {report.rule}"
+        rows.append(("parity", f"{_fmt(report.max_error)} normalized max error ({verdict}, {rule})"))
+    for stage, seconds in (getattr(conversion, "seconds", None) or {}).items():
+        rows.append((f"time: {stage}", f"{seconds:.2f} s"))
+    if exported is not None:
+        if exported.quantization is None and exported.max_error is not None:
+            bound = f"tolerance {exported.tolerance:.0e} for {exported.format}"
+            rows.append(("re-loaded parity", f"{_fmt(exported.max_error)} ({bound})"))
+        rows.append(("time: export + re-check", f"{exported.seconds:.2f} s"))
+        for stage, seconds in exported.stages.items():
+            rows.append((f"time: export {stage}", f"{seconds:.2f} s"))
+    return rows
