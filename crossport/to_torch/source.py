@@ -63,6 +63,10 @@ def _keras_rnn(m) -> str:
             f"{m.go_backwards!r}{extra}")
 
 
+def _bn(m) -> str:
+    return f"{m.num_features}, eps={m.eps!r}, momentum={m.momentum!r}"
+
+
 def _shape(t: torch.Tensor) -> str:
     return f"torch.zeros({tuple(t.shape)!r})"
 
@@ -81,6 +85,7 @@ _ARGS: dict[type, Callable[[nn.Module], str]] = {
     tf_norm.KerasBatchNorm: lambda m: (f"{m.num_features}, {m.eps!r}, {m.momentum!r}, "
                                        f"{m.bias is not None!r}, {m.weight is not None!r}, "
                                        f"{m.axis}"),
+    tf_norm.KerasBatchNorm1d: _bn, tf_norm.KerasBatchNorm2d: _bn, tf_norm.KerasBatchNorm3d: _bn,
     tf_norm.KerasLayerNorm: lambda m: (f"{m.normalized_shape!r}, {m.axis!r}, {m.eps!r}, "
                                        f"{m.bias is not None!r}, {m.weight is not None!r}, "
                                        f"{m.rms_scaling!r}"),
