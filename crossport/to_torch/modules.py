@@ -53,6 +53,26 @@ class Scale(nn.Module):
         return f"scale={self.scale}, offset={self.offset}"
 
 
+class ScaleShift(nn.Module):
+    """``x * scale + offset`` with tensor constants (buffers) shaped to broadcast on ``x``.
+
+    Example:
+        >>> import torch
+        >>> ScaleShift(torch.tensor([[[2.0]], [[3.0]]]), torch.zeros(1))(torch.ones(1, 2, 1, 1))
+        tensor([[[[2.]],
+        <BLANKLINE>
+                 [[3.]]]])
+    """
+
+    def __init__(self, scale: torch.Tensor, offset: torch.Tensor) -> None:
+        super().__init__()
+        self.register_buffer("scale", scale)
+        self.register_buffer("offset", offset)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * self.scale + self.offset
+
+
 class KerasMultiHeadAttention(nn.Module):
     """``keras.layers.MultiHeadAttention`` (attention over axis 1) from plain ``nn.Linear``s.
 

@@ -98,6 +98,7 @@ _ARGS: dict[type, Callable[[nn.Module], str]] = {
     KerasActivation: lambda m: f"{m.name!r}, {m.axis}",
     KerasPReLU: lambda m: f"{tuple(m.alpha.shape)!r}",
     own.Scale: lambda m: f"{m.scale!r}, {m.offset!r}",
+    own.ScaleShift: lambda m: f"{_shape(m.scale)}, {_shape(m.offset)}",
     own.Standardize: lambda m: f"{_shape(m.mean)}, {_shape(m.variance)}, {m.invert!r}",
     own.ChannelScale: lambda m: _shape(m.gamma),
     own.KerasMultiHeadAttention: lambda m: (
