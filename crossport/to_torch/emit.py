@@ -82,7 +82,8 @@ def _preferred_channels_first(graph: KGraph) -> set[int]:
         return rank_of[node] if isinstance(node, tuple) else len(node.outputs[0].shape)
 
     def wants(node):
-        return node.converter is not None and node.converter.policy is Policy.CHANNELS_FIRST
+        return (node.converter is not None
+                and node.converter.policy_for(node.operation) is Policy.CHANNELS_FIRST)
 
     def passes(node):
         return node.converter is not None and node.converter.passes_layout
@@ -102,7 +103,7 @@ def _convert(ctx: Context, graph: KGraph, knode: KNode, held: dict) -> list[Held
 
     args = keras.tree.map_structure(value_of, knode.args)
     kwargs = keras.tree.map_structure(value_of, knode.kwargs)
-    policy = converter.policy
+    policy = converter.policy_for(knode.operation)
     if policy is Policy.CUSTOM:
         result = converter.fn(ctx, knode.operation, *args, **kwargs)
         return [r for r in keras.tree.flatten(result)]

@@ -38,8 +38,23 @@ class LayerConverter:
     def passes_layout(self) -> bool:
         return self.policy is Policy.AGNOSTIC or self.keeps_layout
 
+    def policy_for(self, layer) -> Policy:
+        """The policy for this layer: a Keras ``data_format='channels_first'`` layer already
+        holds its tensors N, C, spatial..., so a CHANNELS_FIRST converter takes them in Keras'
+        own order (CANONICAL) and computes the same torch op on them."""
+        if self.policy is Policy.CHANNELS_FIRST and channels_first_layer(layer):
+            return Policy.CANONICAL
+        return self.policy
+
     def unsupported_reason(self, layer) -> str | None:
         return self.supports(layer) if self.supports is not None else None
+
+
+def channels_first_layer(layer) -> bool:
+    """Whether a Keras layer computes on channels-first data (``data_format`` config)."""
+    get_config = getattr(layer, "get_config", None)
+    config = get_config() if get_config is not None else {}
+    return config.get("data_format") == "channels_first"
 
 
 _LAYERS: dict[str, LayerConverter] = {}

@@ -3,6 +3,7 @@
 ``valid`` and size-independent symmetric ``same`` (stride 1, odd window) are plain
 ``nn.MaxPoolNd`` / ``nn.AvgPoolNd(count_include_pad=False)`` (TF averages only the real
 elements, pitfall 11); other ``same`` pools are the torch_layers twins that pad TF's way.
+``data_format='channels_first'`` layers take their tensors as Keras holds them.
 """
 
 from __future__ import annotations
@@ -29,12 +30,6 @@ _TF_MAX = {1: TFMaxPool1d, 2: TFMaxPool2d, 3: TFMaxPool3d}
 _TF_AVG = {1: TFAvgPool1d, 2: TFAvgPool2d, 3: TFAvgPool3d}
 
 
-def _channels_last(layer) -> str | None:
-    if layer.get_config().get("data_format", "channels_last") != "channels_last":
-        return "data_format='channels_first' layers are not converted yet"
-    return None
-
-
 def _geometry(cfg: dict) -> tuple[tuple, tuple, tuple | None]:
     size = tuple(cfg["pool_size"])
     strides = tuple(cfg["strides"] or size)
@@ -43,8 +38,7 @@ def _geometry(cfg: dict) -> tuple[tuple, tuple, tuple | None]:
     return size, strides, padding
 
 
-@register_layer("MaxPooling1D", "MaxPooling2D", "MaxPooling3D", policy=Policy.CHANNELS_FIRST,
-                supports=_channels_last)
+@register_layer("MaxPooling1D", "MaxPooling2D", "MaxPooling3D", policy=Policy.CHANNELS_FIRST)
 def MaxPoolingND(ctx: Context, layer, inputs):
     """keras.layers.MaxPooling{1,2,3}D -> nn.MaxPoolNd (TF SAME pads -inf after: TFMaxPoolNd)."""
     cfg = layer.get_config()
@@ -55,7 +49,7 @@ def MaxPoolingND(ctx: Context, layer, inputs):
 
 
 @register_layer("AveragePooling1D", "AveragePooling2D", "AveragePooling3D",
-                policy=Policy.CHANNELS_FIRST, supports=_channels_last)
+                policy=Policy.CHANNELS_FIRST)
 def AveragePoolingND(ctx: Context, layer, inputs):
     """keras.layers.AveragePooling{1,2,3}D -> nn.AvgPoolNd(count_include_pad=False).
 
@@ -71,7 +65,7 @@ def AveragePoolingND(ctx: Context, layer, inputs):
 
 @register_layer("GlobalAveragePooling1D", "GlobalAveragePooling2D", "GlobalAveragePooling3D",
                 "GlobalMaxPooling1D", "GlobalMaxPooling2D", "GlobalMaxPooling3D",
-                policy=Policy.CHANNELS_FIRST, supports=_channels_last)
+                policy=Policy.CHANNELS_FIRST)
 def GlobalPoolingND(ctx: Context, layer, inputs):
     """keras.layers.Global{Average,Max}Pooling{1,2,3}D: mean/amax over the spatial dims.
 
