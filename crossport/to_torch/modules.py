@@ -137,3 +137,72 @@ class ChannelScale(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x * self.gamma
+
+
+class KerasAttention(nn.Module):
+    """``keras.layers.Attention`` (Luong dot or Bahdanau concat scores), masks included.
+
+    Scores ``q @ k^T`` (times the learned ``scale`` if ``use_scale``) or, ``concat``,
+    ``concat_score_weight * sum(tanh(scale * (q_i + k_j)))``; masked scores lose ``1e9``
+    (Keras' rule, not ``-inf``); the output rows of masked queries are zero.
+
+    Example:
+        >>> import torch
+        >>> KerasAttention(use_scale=True)(torch.randn(2, 3, 4), torch.randn(2, 5, 4)).shape
+        torch.Size([2, 3, 4])
+    """
+
+    def __init__(self, use_scale: bool = False, score_mode: str = "dot") -> None:
+        super().__init__()
+        self.score_mode = score_mode
+        self.scale = nn.Parameter(torch.ones(())) if use_scale else None
+        self.concat_score_weight = nn.Parameter(torch.ones(())) if score_mode == "concat" \
+            else None
+
+    def _scores(self, query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
+        if self.score_mode == "dot":
+            scores = query @ key.transpose(-2, -1)
+            return scores if self.scale is None else scores * self.scale
+        pairs = query.unsqueeze(-2) + key.unsqueeze(-3)
+        if self.scale is not None:
+            pairs = self.scale * pairs
+        return self.concat_score_weight * torch.tanh(pairs).sum(-1)
+
+    def forward(self, query: torch.Tensor, value: torch.Tensor, key: torch.Tensor | None = None,
+                query_mask: torch.Tensor | None = None, value_mask: torch.Tensor | None = None,
+                use_causal_mask: bool = False) -> torch.Tensor:
+        scores = self._scores(query, value if key is None else key)
+        mask = None if value_mask is None else value_mask.bool().unsqueeze(-2)
+        if use_causal_mask:
+            causal = torch.ones(scores.shape[-2:], dtype=torch.bool, device=scores.device).tril()
+            mask = causal if mask is None else mask & causal
+        if mask is not None:
+            scores = torch.where(mask, scores, scores - 1.0e9)
+        out = torch.softmax(scores, dim=-1) @ value
+        if query_mask is not None:
+            out = torch.where(query_mask.bool().unsqueeze(-1), out, 0.0)
+        return out
+
+
+class Einsum(nn.Module):
+    """``keras.layers.EinsumDense``: ``einsum(equation, x, kernel) (+ bias)``, the kernel
+    (and bias, shaped to broadcast from the right as Keras holds it) as parameters.
+
+    Example:
+        >>> import torch
+        >>> Einsum("abc,cd->abd", torch.ones(4, 2), torch.zeros(2))(torch.ones(1, 3, 4)).shape
+        torch.Size([1, 3, 2])
+    """
+
+    def __init__(self, equation: str, kernel: torch.Tensor, bias: torch.Tensor | None) -> None:
+        super().__init__()
+        self.equation = equation
+        self.kernel = nn.Parameter(kernel)
+        self.bias = None if bias is None else nn.Parameter(bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.einsum(self.equation, x, self.kernel)
+        return y if self.bias is None else y + self.bias
+
+    def extra_repr(self) -> str:
+        return f"{self.equation!r}, kernel={tuple(self.kernel.shape)}"

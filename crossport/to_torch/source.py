@@ -98,6 +98,9 @@ _ARGS: dict[type, Callable[[nn.Module], str]] = {
     KerasActivation: lambda m: f"{m.name!r}, {m.axis}",
     KerasPReLU: lambda m: f"{tuple(m.alpha.shape)!r}",
     own.Scale: lambda m: f"{m.scale!r}, {m.offset!r}",
+    own.KerasAttention: lambda m: f"{m.scale is not None!r}, {m.score_mode!r}",
+    own.Einsum: lambda m: (f"{m.equation!r}, {_shape(m.kernel)}, "
+                           f"{None if m.bias is None else _shape(m.bias)}"),
     own.ScaleShift: lambda m: f"{_shape(m.scale)}, {_shape(m.offset)}",
     own.Standardize: lambda m: f"{_shape(m.mean)}, {_shape(m.variance)}, {m.invert!r}",
     own.ChannelScale: lambda m: _shape(m.gamma),

@@ -1,5 +1,6 @@
-"""keras.layers.MultiHeadAttention -> to_torch.modules.KerasMultiHeadAttention (plain Linears
-and ``F.scaled_dot_product_attention``), masks and causal masks included."""
+"""Attention layers: MultiHeadAttention -> to_torch.modules.KerasMultiHeadAttention (plain
+Linears and ``F.scaled_dot_product_attention``), Attention -> KerasAttention, EinsumDense ->
+Einsum (``torch.einsum`` with the kernel as a parameter); masks and causal masks included."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import torch
 
 from crossport.layout.policy import Policy
 from crossport.to_torch.context import Context
-from crossport.to_torch.modules import KerasMultiHeadAttention
+from crossport.to_torch.modules import Einsum, KerasAttention, KerasMultiHeadAttention
+from crossport.to_torch.ops.activation import activation_unsupported, apply_activation
 from crossport.to_torch.registry import register_layer
 
 
@@ -55,3 +57,55 @@ def MultiHeadAttention(ctx: Context, layer, query, value, key=None, attention_ma
     _dense(module.value, vd, int(vd.kernel.shape[0]))
     _dense(module.attention_output, od, heads * value_dim)
     return ctx.call_module(module, query, value, key, attention_mask, bool(use_causal_mask))
+
+
+def _attention_supported(layer) -> str | None:
+    if layer.get_config()["score_mode"] not in ("dot", "concat"):
+        return f"score_mode={layer.get_config()['score_mode']!r}"
+    return None
+
+
+def _scalar(parameter: torch.nn.Parameter | None, variable) -> None:
+    if parameter is not None:
+        with torch.no_grad():
+            parameter.copy_(torch.as_tensor(np.asarray(variable.numpy())).reshape(()))
+
+
+@register_layer(policy=Policy.CANONICAL, supports=_attention_supported)
+def Attention(ctx: Context, layer, inputs, mask=None, use_causal_mask=False, **_call_kwargs):
+    """keras.layers.Attention([query, value(, key)]): dot/concat scores, use_scale, causal.
+
+    ``mask`` is Keras' ``[query_mask, value_mask]`` (either may be None).
+    """
+    cfg = layer.get_config()
+    module = KerasAttention(bool(cfg["use_scale"]), cfg["score_mode"])
+    _scalar(module.scale, layer.scale if cfg["use_scale"] else None)
+    _scalar(module.concat_score_weight, getattr(layer, "concat_score_weight", None))
+    query, value, *key = inputs
+    query_mask, value_mask = (list(mask) + [None, None])[:2] if mask is not None else (None, None)
+    return ctx.call_module(module, query, value, key[0] if key else None, query_mask,
+                           value_mask, bool(use_causal_mask))
+
+
+def _einsum_supported(layer) -> str | None:
+    cfg = layer.get_config()
+    if cfg.get("lora_rank"):
+        return "EinsumDense with LoRA (lora_rank) is not converted"
+    if getattr(layer, "quantization_mode", None):
+        return f"quantized EinsumDense ({layer.quantization_mode}) is not converted"
+    return activation_unsupported(cfg.get("activation"))
+
+
+@register_layer(policy=Policy.CANONICAL, supports=_einsum_supported)
+def EinsumDense(ctx: Context, layer, inputs):
+    """keras.layers.EinsumDense(equation, output_shape, bias_axes) -> Einsum + activation.
+
+    Keras' equation runs unchanged on the Keras-ordered tensor (``torch.einsum`` has the same
+    syntax, ``...`` included); the bias keeps Keras' shape, which broadcasts from the right.
+    """
+    cfg = layer.get_config()
+    kernel = torch.from_numpy(np.ascontiguousarray(np.asarray(layer.kernel.numpy())))
+    bias = None if layer.bias is None else torch.from_numpy(
+        np.ascontiguousarray(np.asarray(layer.bias.numpy())))
+    y = ctx.call_module(Einsum(cfg["equation"], kernel, bias), inputs)
+    return apply_activation(ctx, cfg.get("activation"), y, dim=-1)
