@@ -79,7 +79,10 @@ class KerasMultiHeadAttention(nn.Module):
     Submodules ``query``/``key``/``value``/``attention_output`` as in Keras; any ``key_dim``,
     ``value_dim`` and ``output_shape`` (``nn.MultiheadAttention`` needs
     ``heads * head_dim == embed_dim``). Masks: ``attention_mask [B, T, S]`` (1 = attend) and
-    ``use_causal_mask`` (row ``i`` sees columns ``<= i``, Keras' rule).
+    ``use_causal_mask`` (row ``i`` sees columns ``<= i``, Keras' rule). Masked scores become
+    ``-1e9``; ``zero_masked`` also zeroes masked probabilities afterwards, as Keras' Softmax
+    path does (MultiHeadAttention with ``dropout > 0``), so a fully masked row gives zeros
+    instead of Keras' ``dot_product_attention``'s uniform row.
 
     Example:
         >>> import torch
@@ -90,9 +93,11 @@ class KerasMultiHeadAttention(nn.Module):
     """
 
     def __init__(self, query_dim: int, key_dim_in: int, value_dim_in: int, num_heads: int,
-                 key_dim: int, value_dim: int, output_dim: int, use_bias: bool = True) -> None:
+                 key_dim: int, value_dim: int, output_dim: int, use_bias: bool = True,
+                 zero_masked: bool = False) -> None:
         super().__init__()
         self.num_heads, self.key_dim, self.value_dim = num_heads, key_dim, value_dim
+        self.zero_masked = zero_masked
         self.query = nn.Linear(query_dim, num_heads * key_dim, bias=use_bias)
         self.key = nn.Linear(key_dim_in, num_heads * key_dim, bias=use_bias)
         self.value = nn.Linear(value_dim_in, num_heads * value_dim, bias=use_bias)
@@ -113,8 +118,12 @@ class KerasMultiHeadAttention(nn.Module):
             causal = torch.ones(q.shape[2], k.shape[2], dtype=torch.bool,
                                 device=q.device).tril()
             mask = causal if mask is None else mask & causal
-        out = nn.functional.scaled_dot_product_attention(
-            q, k, v, attn_mask=mask, scale=self.key_dim ** -0.5)
+        if mask is None:
+            out = nn.functional.scaled_dot_product_attention(q, k, v, scale=self.key_dim ** -0.5)
+        else:  # a fully masked row is uniform (Keras' dot_product_attention) or zero
+            scores = (q * self.key_dim ** -0.5) @ k.transpose(-2, -1)
+            probs = torch.softmax(torch.where(mask, scores, -1.0e9), dim=-1)
+            out = (torch.where(mask, probs, 0.0) if self.zero_masked else probs) @ v
         out = out.transpose(1, 2).reshape(query.shape[0], query.shape[1], -1)
         return self.attention_output(out)
 

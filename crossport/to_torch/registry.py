@@ -33,6 +33,7 @@ class LayerConverter:
     policy: Policy
     supports: SupportsFn | None = None
     keeps_layout: bool = False
+    masks: bool = False     # reproduces Keras' masked semantics (mask kwargs accepted)
 
     @property
     def passes_layout(self) -> bool:
@@ -61,22 +62,27 @@ _LAYERS: dict[str, LayerConverter] = {}
 _OPS: dict[str, LayerConverter] = {}
 
 
-def _register(table: dict, names, policy, supports, override, keeps_layout):
+def _register(table: dict, names, policy, supports, override, keeps_layout, masks=False):
     def decorate(fn: Callable) -> Callable:
         for name in names or (fn.__name__,):
             if name in table and not override:
                 raise ValueError(f"{name} already has a converter ({table[name].fn.__name__}); "
                                  "pass override=True to replace it")
-            table[name] = LayerConverter(name, fn, policy, supports, keeps_layout)
+            table[name] = LayerConverter(name, fn, policy, supports, keeps_layout, masks)
         return fn
 
     return decorate
 
 
 def register_layer(*names: str, policy: Policy, supports: SupportsFn | None = None,
-                   override: bool = False, keeps_layout: bool = False):
-    """Register the decorated function for the Keras layer classes ``names`` (default: its name)."""
-    return _register(_LAYERS, names, policy, supports, override, keeps_layout)
+                   override: bool = False, keeps_layout: bool = False, masks: bool = False):
+    """Register the decorated function for the Keras layer classes ``names`` (default: its name).
+
+    ``masks=True``: the converter takes the Keras masks the layer consumes (``mask``,
+    ``query_mask``...) and reproduces Keras' masked semantics; layers fed a mask without it
+    are refused.
+    """
+    return _register(_LAYERS, names, policy, supports, override, keeps_layout, masks)
 
 
 def register_op(*names: str, policy: Policy, supports: SupportsFn | None = None,

@@ -35,13 +35,16 @@ def _dense(linear: torch.nn.Linear, dense, rows: int) -> None:
             linear.bias.copy_(torch.from_numpy(np.asarray(dense.bias.numpy()).reshape(-1)))
 
 
-@register_layer(policy=Policy.CANONICAL, supports=_mha_supported)
+@register_layer(policy=Policy.CANONICAL, supports=_mha_supported, masks=True)
 def MultiHeadAttention(ctx: Context, layer, query, value, key=None, attention_mask=None,
-                       use_causal_mask=False, **_call_kwargs):
+                       use_causal_mask=False, query_mask=None, value_mask=None, key_mask=None,
+                       **_call_kwargs):
     """keras.layers.MultiHeadAttention(num_heads, key_dim, value_dim, output_shape).
 
-    Keras scales the query by ``1/sqrt(key_dim)`` before the scores and masks with a large
-    negative number (a fully masked row is uniform in Keras, NaN in SDPA).
+    Keras scales the query by ``1/sqrt(key_dim)`` before the scores; masked scores become a
+    large negative number; with ``dropout > 0`` Keras takes its Softmax-layer path, which also
+    zeroes masked probabilities (fully masked rows: zeros, else uniform). The Keras masks
+    (mask_zero / Masking upstream) are ANDed in as ``[B, T, 1]`` / ``[B, 1, S]``.
     """
     cfg = layer.get_config()
     heads, key_dim = int(cfg["num_heads"]), int(cfg["key_dim"])
@@ -51,12 +54,30 @@ def MultiHeadAttention(ctx: Context, layer, query, value, key=None, attention_ma
     out_dim = int(od.kernel.shape[-1])
     module = KerasMultiHeadAttention(int(qd.kernel.shape[0]), int(kd.kernel.shape[0]),
                                      int(vd.kernel.shape[0]), heads, key_dim, value_dim,
-                                     out_dim, bool(cfg["use_bias"]))
+                                     out_dim, bool(cfg["use_bias"]),
+                                     zero_masked=float(cfg.get("dropout") or 0.0) > 0.0)
     _dense(module.query, qd, int(qd.kernel.shape[0]))
     _dense(module.key, kd, int(kd.kernel.shape[0]))
     _dense(module.value, vd, int(vd.kernel.shape[0]))
     _dense(module.attention_output, od, heads * value_dim)
+    attention_mask = _with_keras_masks(ctx, attention_mask, query_mask, value_mask, key_mask)
     return ctx.call_module(module, query, value, key, attention_mask, bool(use_causal_mask))
+
+
+def _with_keras_masks(ctx: Context, attention_mask, query_mask, value_mask, key_mask):
+    """``attention_mask & query_mask[..., None] & value_mask[:, None] & key_mask[:, None]``."""
+    parts = [] if attention_mask is None else [ctx.call_method("bool", attention_mask)]
+    if query_mask is not None:
+        parts.append(ctx.call_method("unsqueeze", ctx.call_method("bool", query_mask), -1))
+    for mask in (value_mask, key_mask):
+        if mask is not None:
+            parts.append(ctx.call_method("unsqueeze", ctx.call_method("bool", mask), -2))
+    if not parts:
+        return None
+    combined = parts[0]
+    for part in parts[1:]:
+        combined = ctx.call_function(torch.logical_and, combined, part)
+    return combined
 
 
 def _attention_supported(layer) -> str | None:
@@ -71,7 +92,7 @@ def _scalar(parameter: torch.nn.Parameter | None, variable) -> None:
             parameter.copy_(torch.as_tensor(np.asarray(variable.numpy())).reshape(()))
 
 
-@register_layer(policy=Policy.CANONICAL, supports=_attention_supported)
+@register_layer(policy=Policy.CANONICAL, supports=_attention_supported, masks=True)
 def Attention(ctx: Context, layer, inputs, mask=None, use_causal_mask=False, **_call_kwargs):
     """keras.layers.Attention([query, value(, key)]): dot/concat scores, use_scale, causal.
 

@@ -54,11 +54,13 @@ def Dropout(ctx: Context, layer, inputs, **_call_kwargs):
     return inputs
 
 
-@register_layer(policy=Policy.CANONICAL,
-                supports=lambda l: "mask_zero=True (Keras masks) is not converted"
-                if l.get_config().get("mask_zero") else None)
+@register_layer(policy=Policy.CANONICAL)
 def Embedding(ctx: Context, layer, inputs):
-    """keras.layers.Embedding -> nn.Embedding (int64 indices; Keras casts to int32)."""
+    """keras.layers.Embedding -> nn.Embedding (int64 indices; Keras casts to int32).
+
+    ``mask_zero=True``: the mask is its own graph node (``not_equal(ids, 0)``), converted
+    where the layers consuming it take it.
+    """
     table = np.asarray(layer.embeddings.numpy())
     module = nn.Embedding(*table.shape)
     with torch.no_grad():
@@ -124,6 +126,19 @@ def Normalization(ctx: Context, layer, inputs: Held) -> Held:
                          torch.from_numpy(np.ascontiguousarray(var)),
                          bool(layer.get_config().get("invert", False)))
     return Held(ctx.call_module(module, inputs.node), inputs.layout, inputs.shape)
+
+
+@register_layer(policy=Policy.CUSTOM, keeps_layout=True)
+def Masking(ctx: Context, layer, inputs: Held) -> Held:
+    """keras.layers.Masking(mask_value): steps whose features all equal ``mask_value`` are
+    zeroed (``where(any(x != v, axis=-1), x, 0)``); the mask is a separate graph node."""
+    if inputs.layout.flat is not None:
+        inputs = ctx.canonical(inputs)
+    value = float(layer.get_config()["mask_value"])
+    keep = ctx.call_function(torch.any, ctx.call_function(torch.ne, inputs.node, value),
+                             dim=inputs.layout.axis(inputs.rank - 1), keepdim=True)
+    node = ctx.call_function(torch.where, keep, inputs.node, 0.0)
+    return Held(node, inputs.layout, inputs.shape)
 
 
 @register_layer(policy=Policy.CUSTOM, keeps_layout=True)

@@ -65,8 +65,8 @@ def AveragePoolingND(ctx: Context, layer, inputs):
 
 @register_layer("GlobalAveragePooling1D", "GlobalAveragePooling2D", "GlobalAveragePooling3D",
                 "GlobalMaxPooling1D", "GlobalMaxPooling2D", "GlobalMaxPooling3D",
-                policy=Policy.CHANNELS_FIRST)
-def GlobalPoolingND(ctx: Context, layer, inputs):
+                policy=Policy.CHANNELS_FIRST, masks=True)
+def GlobalPoolingND(ctx: Context, layer, inputs, mask=None):
     """keras.layers.Global{Average,Max}Pooling{1,2,3}D: mean/amax over the spatial dims.
 
     ``keepdims=True`` keeps ``[N, C, 1, ...]`` (Keras ``[N, 1, ..., C]``) as the held
@@ -75,5 +75,12 @@ def GlobalPoolingND(ctx: Context, layer, inputs):
     cfg = layer.get_config()
     rank = len(ctx.input_shape)
     dims = tuple(range(2, rank))
+    if mask is not None:  # GlobalAveragePooling1D: the mean over the unmasked steps (Keras)
+        keep = ctx.call_method("unsqueeze", mask, 1)  # [N, T] -> [N, 1, T] on [N, C, T]
+        total = ctx.call_function(torch.sum, ctx.call_function(torch.where, keep, inputs, 0.0),
+                                  dim=dims, keepdim=bool(cfg["keepdims"]))
+        count = ctx.call_function(torch.sum, ctx.call_method("to", keep, torch.float32),
+                                  dim=dims, keepdim=bool(cfg["keepdims"]))
+        return ctx.call_function(torch.div, total, count)
     reduce = torch.mean if "Average" in type(layer).__name__ else torch.amax
     return ctx.call_function(reduce, inputs, dim=dims, keepdim=bool(cfg["keepdims"]))
