@@ -63,9 +63,9 @@ def AveragePoolingND(ctx: Context, layer, inputs):
                            inputs)
 
 
-@register_layer("GlobalAveragePooling1D", "GlobalAveragePooling2D", "GlobalAveragePooling3D",
-                "GlobalMaxPooling1D", "GlobalMaxPooling2D", "GlobalMaxPooling3D",
-                policy=Policy.CHANNELS_FIRST, masks=True)
+@register_layer("GlobalAveragePooling2D", "GlobalAveragePooling3D", "GlobalMaxPooling1D",
+                "GlobalMaxPooling2D", "GlobalMaxPooling3D", policy=Policy.CHANNELS_FIRST)
+@register_layer("GlobalAveragePooling1D", policy=Policy.CHANNELS_FIRST, masks=True)
 def GlobalPoolingND(ctx: Context, layer, inputs, mask=None):
     """keras.layers.Global{Average,Max}Pooling{1,2,3}D: mean/amax over the spatial dims.
 
