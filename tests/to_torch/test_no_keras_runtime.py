@@ -70,7 +70,7 @@ def test_converted_module_runs_without_keras(tmp_path: Path):
     torch.save(args[0], tmp_path / "x.pt")
     env = {**os.environ, "PYTHONPATH": str(Path(crossport.__file__).parents[1])}
     done = subprocess.run([sys.executable, "-c", RUNNER, str(tmp_path)], capture_output=True,
-                          text=True, env=env, timeout=300)
+                          text=True, env=env, timeout=300, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert report["imported"] == []

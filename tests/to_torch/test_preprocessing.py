@@ -6,7 +6,6 @@ import pytest
 import torch
 
 import crossport
-
 from tests.to_torch.harness import assert_to_torch, chain
 
 L = keras.layers
