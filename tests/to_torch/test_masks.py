@@ -155,3 +155,23 @@ def test_transformer_block_with_padding_mask():
     h = L.Dense(8, activation="relu")(h)
     out = L.GlobalAveragePooling1D()(h)
     _assert_converts(keras.Model(tokens, out), _ids)
+
+
+def test_masked_model_exports_and_writes_source(tmp_path):
+    """The masked conversion is an ordinary module: torch.export and to_torch_source work."""
+    model = _embedded(L.Bidirectional(L.LSTM(3, return_sequences=True)),
+                      L.GlobalAveragePooling1D())
+    conv = _assert_converts(model, _ids)
+    ids = torch.from_numpy(_ids(5))
+    program = torch.export.export(conv.module, (ids,))
+    path = crossport.to_torch_source(conv, tmp_path / "masked.py")
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("masked", path)
+    written = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(written)
+    with torch.no_grad():  # the fully masked row's mean is 0/0 = NaN, as in Keras
+        want = conv.module(ids)
+        assert torch.isnan(want[3]).all() and not torch.isnan(want[:3]).any()
+        torch.testing.assert_close(program.module()(ids), want, equal_nan=True)
+        torch.testing.assert_close(written.build_model()(ids), want, rtol=0, atol=0,
+                                   equal_nan=True)
