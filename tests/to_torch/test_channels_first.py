@@ -42,6 +42,10 @@ ROWS = {
     "zeropadding2d": (IMG, [L.ZeroPadding2D(((1, 2), (0, 3)), **CF)]),
     "cropping2d": (IMG, [L.Cropping2D(((1, 2), (2, 1)), **CF)]),
     "zeropadding3d": (VOL, [L.ZeroPadding3D(1, **CF)]),
+    "zeropadding1d": (SEQ, [L.ZeroPadding1D((1, 2), **CF)]),
+    "cropping3d": (VOL, [L.Cropping3D(1, **CF)]),
+    "resizing-bilinear": (IMG, [L.Resizing(5, 11, **CF)]),
+    "resizing-nearest": (IMG, [L.Resizing(13, 4, interpolation="nearest", **CF)]),
     # Flatten(channels_first) moves C last before flattening: the Dense weight is permuted
     "flatten-cf-dense": (IMG, [L.Conv2D(4, 3, **CF), L.Flatten(**CF), L.Dense(5)]),
     "flatten-cl-dense": (IMG, [L.Conv2D(4, 3, **CF), L.Flatten(), L.Dense(5)]),
