@@ -9,13 +9,6 @@ Example:
 """
 
 from crossport.compat import import_tensorflow_quietly
-
-import_tensorflow_quietly()  # before Keras: TF's library-loading lines are not shown
-# Registers every Keras layer crossport writes, so keras.models.load_model("m.keras") works
-# after `import crossport` alone (registration is the only effect of the import).
-from crossport import layers  # noqa: F401  (isort: keep first: registration)
-from crossport.api import Conversion, convert, convert_with_report
-from crossport.codegen import to_source
 from crossport.errors import (
     CaptureError,
     ConversionError,
@@ -26,14 +19,43 @@ from crossport.errors import (
     UnsupportedLayerError,
     UnsupportedOpError,
 )
-from crossport.export import ExportResult, calibration_images, export
-from crossport.layout.policy import Policy
-from crossport.options import ConvertOptions
-from crossport.parity.doctor import check
-from crossport.to_keras.registry import register
-from crossport.to_torch.api import TorchConversion, to_torch, to_torch_with_report
-from crossport.to_torch.source import to_torch_source
-from crossport.weights.transfer import transfer_weights
+
+
+def _keras_importable() -> bool:
+    """Whether TensorFlow and Keras import here (a process running only torch modules
+    written by ``to_torch`` may have neither)."""
+    try:
+        import_tensorflow_quietly()  # before Keras: TF's library-loading lines are not shown
+        import keras  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+if _keras_importable():
+    # Registers every Keras layer crossport writes, so keras.models.load_model("m.keras") works
+    # after `import crossport` alone (registration is the only effect of the import).
+    from crossport import layers  # noqa: F401  (isort: keep first: registration)
+    from crossport.api import Conversion, convert, convert_with_report
+    from crossport.codegen import to_source
+    from crossport.export import ExportResult, calibration_images, export
+    from crossport.layout.policy import Policy
+    from crossport.options import ConvertOptions
+    from crossport.parity.doctor import check
+    from crossport.to_keras.registry import register
+    from crossport.to_torch.api import TorchConversion, to_torch, to_torch_with_report
+    from crossport.to_torch.source import to_torch_source
+    from crossport.weights.transfer import transfer_weights
+else:
+    # Without Keras only the torch side imports: crossport.torch_layers, crossport.errors,
+    # and the modules a to_torch conversion is made of (crossport.to_torch.modules).
+    def __getattr__(name: str):
+        if name in __all__:
+            raise ImportError(f"crossport.{name} needs TensorFlow and Keras, which cannot be "
+                              "imported in this process; only crossport.torch_layers and "
+                              "converted torch modules work without them")
+        raise AttributeError(f"module 'crossport' has no attribute {name!r}")
+
 
 __all__ = [
     "CaptureError",

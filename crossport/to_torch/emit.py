@@ -82,7 +82,8 @@ def _preferred_channels_first(graph: KGraph) -> set[int]:
         return rank_of[node] if isinstance(node, tuple) else len(node.outputs[0].shape)
 
     def wants(node):
-        return node.converter is not None and node.converter.policy is Policy.CHANNELS_FIRST
+        return (node.converter is not None
+                and node.converter.policy_for(node.operation) is Policy.CHANNELS_FIRST)
 
     def passes(node):
         return node.converter is not None and node.converter.passes_layout
@@ -102,18 +103,24 @@ def _convert(ctx: Context, graph: KGraph, knode: KNode, held: dict) -> list[Held
 
     args = keras.tree.map_structure(value_of, knode.args)
     kwargs = keras.tree.map_structure(value_of, knode.kwargs)
-    policy = converter.policy
+    shapes = [tuple(t.shape) for t in knode.outputs]
+    return apply_converter(ctx, converter, knode.operation, args, kwargs, shapes)
+
+
+def apply_converter(ctx: Context, converter, operation, args, kwargs, shapes: list) -> list[Held]:
+    """Run ``converter`` on held arguments, laid out as its policy asks; the outputs held
+    (Keras ``shapes``). Wrapper converters (TimeDistributed) call it for their inner layer."""
+    policy = converter.policy_for(operation)
     if policy is Policy.CUSTOM:
-        result = converter.fn(ctx, knode.operation, *args, **kwargs)
+        result = converter.fn(ctx, operation, *args, **kwargs)
         return [r for r in keras.tree.flatten(result)]
     target = _target_layout(policy, args)
     args, kwargs = keras.tree.map_structure(lambda v: _lay_out(ctx, v, policy, target),
                                             (args, kwargs))
-    result = converter.fn(ctx, knode.operation, *args, **kwargs)
+    result = converter.fn(ctx, operation, *args, **kwargs)
     nodes = result if isinstance(result, (list, tuple)) else [result]
     out = []
-    for node, tensor in zip(nodes, knode.outputs):
-        shape = tuple(tensor.shape)
+    for node, shape in zip(nodes, shapes):
         if policy is Policy.CHANNELS_FIRST:
             layout = channels_first(len(shape))
         elif policy is Policy.AGNOSTIC and target is not None and target.rank == len(shape):

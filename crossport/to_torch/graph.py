@@ -11,6 +11,7 @@ Keras keeps the functional graph in attributes without a public accessor (``_nod
 
 from __future__ import annotations
 
+import inspect
 import re
 from dataclasses import dataclass, field
 
@@ -30,6 +31,7 @@ class KNode:
     kwargs: dict
     outputs: list             # KerasTensors
     converter: LayerConverter | None = None
+    refusal: str | None = None   # why it cannot convert, found while capturing
 
     @property
     def class_name(self) -> str:
@@ -45,6 +47,9 @@ class KGraph:
     outputs: list             # the outer model's output structure (KerasTensors inside)
     nodes: list[KNode] = field(default_factory=list)
     aliases: dict[int, object] = field(default_factory=dict)  # inner/outer tensor identities
+    # Keras masks at run time: MultiHeadAttention clears its inputs' masks (for later layers)
+    cleared: set[int] = field(default_factory=set)   # tensors whose mask is None from then on
+    suspect: set[int] = field(default_factory=set)   # masks derived from a cleared one
 
     def resolve(self, tensor):
         while id(tensor) in self.aliases:
@@ -69,6 +74,7 @@ def module_name(name: str) -> str:
 
 
 _IGNORED_KWARGS = ("training",)
+_MASK_KWARGS = ("mask", "query_mask", "value_mask", "key_mask")
 
 
 def capture(model) -> KGraph:
@@ -111,7 +117,90 @@ def _walk(model, prefix: str, graph: KGraph) -> None:
             if isinstance(op, keras.Model) and _functional(op) is not None:
                 _inline(op, path, args, node.outputs, graph)
                 continue
-            graph.nodes.append(KNode(op, path, args, kwargs, list(node.outputs), lookup(op)))
+            refusal = None
+            if isinstance(op, keras.layers.Layer):
+                refusal = _add_implicit_masks(op, args, kwargs, graph)
+            knode = KNode(op, path, args, kwargs, list(node.outputs), lookup(op), refusal)
+            _track_cleared_masks(knode, graph)
+            graph.nodes.append(knode)
+
+
+def _track_cleared_masks(node: KNode, graph: KGraph) -> None:
+    """MultiHeadAttention.call clears the masks of its query/value/key tensors (Keras reads
+    them first): later consumers see none. Masks derived from a cleared one are suspect."""
+    ids = {id(t) for t in node.input_tensors()}
+    if node.class_name == "MultiHeadAttention":
+        query = node.args[0] if node.args else node.kwargs.get("query")
+        if id(query) in graph.cleared | graph.suspect:
+            graph.suspect.update(id(t) for t in node.outputs)
+        graph.cleared.update(id(t) for t in keras.tree.flatten((node.args, node.kwargs))
+                             if _is_tensor(t) and not _is_mask_kwarg(t, node))
+        return
+    if ids & (graph.cleared | graph.suspect):
+        graph.suspect.update(id(t) for t in node.outputs
+                             if getattr(t, "_keras_mask", None) is not None)
+
+
+def _is_mask_kwarg(tensor, node: KNode) -> bool:
+    return any(node.kwargs.get(k) is tensor for k in _MASK_KWARGS)
+
+
+def _add_implicit_masks(layer, args: tuple, kwargs: dict, graph: KGraph) -> str | None:
+    """The masks Keras hands ``layer`` at run time without recording them in the node.
+
+    A tensor from ``Embedding(mask_zero=True)`` / ``Masking`` (or a layer passing their mask
+    on) carries a mask; ``Layer.__call__`` gives it to ``call(mask=...)`` (one tensor
+    argument) or ``call(<name>_mask=...)`` (several) when the caller did not. The mask's own
+    graph (``not_equal``, ``any`` ops) is captured too, before this node.
+    """
+    try:
+        bound = inspect.signature(layer.call).bind_partial(*args, **kwargs).arguments
+    except TypeError:
+        return None
+    params = inspect.signature(layer.call).parameters
+    tensors = {k: v for k, v in bound.items() if any(_is_tensor(t) for t in keras.tree.flatten(v))}
+    if len(tensors) == 1:
+        targets = {"mask": next(iter(tensors.values()))} if "mask" in params else {}
+    else:
+        targets = {f"{k}_mask": v for k, v in tensors.items() if f"{k}_mask" in params}
+    refusal = None
+    for name, value in targets.items():
+        if kwargs.get(name) is not None:
+            continue
+        if any(id(t) in graph.suspect for t in keras.tree.flatten(value)):
+            refusal = ("its Keras mask at run time depends on a MultiHeadAttention upstream "
+                       "clearing its inputs' masks; not reproduced")
+
+        def runtime_mask(t):
+            return None if id(t) in graph.cleared else getattr(t, "_keras_mask", None)
+
+        masks = keras.tree.map_structure(runtime_mask, value)
+        if all(m is None for m in keras.tree.flatten(masks)):
+            continue
+        for mask in keras.tree.flatten(masks):
+            if mask is not None:
+                _capture_producer(mask, graph)
+        kwargs[name] = masks
+    return refusal
+
+
+def _capture_producer(tensor, graph: KGraph) -> None:
+    """Append the nodes computing ``tensor`` that the graph does not hold yet."""
+    known = {id(t) for t in graph.inputs} | {id(t) for n in graph.nodes for t in n.outputs}
+    if id(graph.resolve(tensor)) in known or id(tensor) in known:
+        return
+    history = getattr(tensor, "_keras_history", None)
+    if history is None:
+        raise InputError(f"a Keras mask ({tensor.name}) has no producing operation to convert")
+    op = history.operation
+    node = op._inbound_nodes[history.node_index]
+    args = tuple(node.arguments.args)
+    kwargs = {k: v for k, v in node.arguments.kwargs.items() if k not in _IGNORED_KWARGS}
+    for t in keras.tree.flatten((args, kwargs)):
+        if _is_tensor(t):
+            _capture_producer(t, graph)
+    graph.nodes.append(KNode(op, module_name(op.name), args, kwargs, list(node.outputs),
+                             lookup(op)))
 
 
 def _inline(model, path: str, args: tuple, outputs: list, graph: KGraph) -> None:
@@ -146,6 +235,8 @@ def preflight(graph: KGraph) -> None:
 
 def _unsupported_reason(node: KNode) -> str | None:
     op = node.operation
+    if node.refusal:
+        return node.refusal
     if isinstance(op, keras.layers.Lambda):
         return "Lambda layers run arbitrary Python; rewrite it with keras.ops or a layer"
     if isinstance(op, keras.Model):
@@ -155,7 +246,7 @@ def _unsupported_reason(node: KNode) -> str | None:
         return f"no converter for this {kind}"
     if node.kwargs.get("return_attention_scores"):
         return "return_attention_scores=True is not converted"
-    if any(node.kwargs.get(k) is not None for k in ("mask", "query_mask", "value_mask",
-                                                    "key_mask")):
-        return "Keras masks (mask_zero / Masking) are not converted"
+    if not node.converter.masks and any(node.kwargs.get(k) is not None for k in _MASK_KWARGS):
+        return ("consumes a Keras mask (from mask_zero / Masking), which its converter does "
+                "not reproduce; remove the mask or register a converter with masks=True")
     return node.converter.unsupported_reason(op)

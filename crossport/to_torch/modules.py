@@ -53,13 +53,36 @@ class Scale(nn.Module):
         return f"scale={self.scale}, offset={self.offset}"
 
 
+class ScaleShift(nn.Module):
+    """``x * scale + offset`` with tensor constants (buffers) shaped to broadcast on ``x``.
+
+    Example:
+        >>> import torch
+        >>> ScaleShift(torch.tensor([[[2.0]], [[3.0]]]), torch.zeros(1))(torch.ones(1, 2, 1, 1))
+        tensor([[[[2.]],
+        <BLANKLINE>
+                 [[3.]]]])
+    """
+
+    def __init__(self, scale: torch.Tensor, offset: torch.Tensor) -> None:
+        super().__init__()
+        self.register_buffer("scale", scale)
+        self.register_buffer("offset", offset)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * self.scale + self.offset
+
+
 class KerasMultiHeadAttention(nn.Module):
     """``keras.layers.MultiHeadAttention`` (attention over axis 1) from plain ``nn.Linear``s.
 
     Submodules ``query``/``key``/``value``/``attention_output`` as in Keras; any ``key_dim``,
     ``value_dim`` and ``output_shape`` (``nn.MultiheadAttention`` needs
     ``heads * head_dim == embed_dim``). Masks: ``attention_mask [B, T, S]`` (1 = attend) and
-    ``use_causal_mask`` (row ``i`` sees columns ``<= i``, Keras' rule).
+    ``use_causal_mask`` (row ``i`` sees columns ``<= i``, Keras' rule). Masked scores become
+    ``-1e9``; ``zero_masked`` also zeroes masked probabilities afterwards, as Keras' Softmax
+    path does (MultiHeadAttention with ``dropout > 0``), so a fully masked row gives zeros
+    instead of Keras' ``dot_product_attention``'s uniform row.
 
     Example:
         >>> import torch
@@ -70,9 +93,11 @@ class KerasMultiHeadAttention(nn.Module):
     """
 
     def __init__(self, query_dim: int, key_dim_in: int, value_dim_in: int, num_heads: int,
-                 key_dim: int, value_dim: int, output_dim: int, use_bias: bool = True) -> None:
+                 key_dim: int, value_dim: int, output_dim: int, use_bias: bool = True,
+                 zero_masked: bool = False) -> None:
         super().__init__()
         self.num_heads, self.key_dim, self.value_dim = num_heads, key_dim, value_dim
+        self.zero_masked = zero_masked
         self.query = nn.Linear(query_dim, num_heads * key_dim, bias=use_bias)
         self.key = nn.Linear(key_dim_in, num_heads * key_dim, bias=use_bias)
         self.value = nn.Linear(value_dim_in, num_heads * value_dim, bias=use_bias)
@@ -93,8 +118,12 @@ class KerasMultiHeadAttention(nn.Module):
             causal = torch.ones(q.shape[2], k.shape[2], dtype=torch.bool,
                                 device=q.device).tril()
             mask = causal if mask is None else mask & causal
-        out = nn.functional.scaled_dot_product_attention(
-            q, k, v, attn_mask=mask, scale=self.key_dim ** -0.5)
+        if mask is None:
+            out = nn.functional.scaled_dot_product_attention(q, k, v, scale=self.key_dim ** -0.5)
+        else:  # a fully masked row is uniform (Keras' dot_product_attention) or zero
+            scores = (q * self.key_dim ** -0.5) @ k.transpose(-2, -1)
+            probs = torch.softmax(torch.where(mask, scores, -1.0e9), dim=-1)
+            out = (torch.where(mask, probs, 0.0) if self.zero_masked else probs) @ v
         out = out.transpose(1, 2).reshape(query.shape[0], query.shape[1], -1)
         return self.attention_output(out)
 
@@ -117,3 +146,72 @@ class ChannelScale(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x * self.gamma
+
+
+class KerasAttention(nn.Module):
+    """``keras.layers.Attention`` (Luong dot or Bahdanau concat scores), masks included.
+
+    Scores ``q @ k^T`` (times the learned ``scale`` if ``use_scale``) or, ``concat``,
+    ``concat_score_weight * sum(tanh(scale * (q_i + k_j)))``; masked scores lose ``1e9``
+    (Keras' rule, not ``-inf``); the output rows of masked queries are zero.
+
+    Example:
+        >>> import torch
+        >>> KerasAttention(use_scale=True)(torch.randn(2, 3, 4), torch.randn(2, 5, 4)).shape
+        torch.Size([2, 3, 4])
+    """
+
+    def __init__(self, use_scale: bool = False, score_mode: str = "dot") -> None:
+        super().__init__()
+        self.score_mode = score_mode
+        self.scale = nn.Parameter(torch.ones(())) if use_scale else None
+        self.concat_score_weight = nn.Parameter(torch.ones(())) if score_mode == "concat" \
+            else None
+
+    def _scores(self, query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
+        if self.score_mode == "dot":
+            scores = query @ key.transpose(-2, -1)
+            return scores if self.scale is None else scores * self.scale
+        pairs = query.unsqueeze(-2) + key.unsqueeze(-3)
+        if self.scale is not None:
+            pairs = self.scale * pairs
+        return self.concat_score_weight * torch.tanh(pairs).sum(-1)
+
+    def forward(self, query: torch.Tensor, value: torch.Tensor, key: torch.Tensor | None = None,
+                query_mask: torch.Tensor | None = None, value_mask: torch.Tensor | None = None,
+                use_causal_mask: bool = False) -> torch.Tensor:
+        scores = self._scores(query, value if key is None else key)
+        mask = None if value_mask is None else value_mask.bool().unsqueeze(-2)
+        if use_causal_mask:
+            causal = torch.ones(scores.shape[-2:], dtype=torch.bool, device=scores.device).tril()
+            mask = causal if mask is None else mask & causal
+        if mask is not None:
+            scores = torch.where(mask, scores, scores - 1.0e9)
+        out = torch.softmax(scores, dim=-1) @ value
+        if query_mask is not None:
+            out = torch.where(query_mask.bool().unsqueeze(-1), out, 0.0)
+        return out
+
+
+class Einsum(nn.Module):
+    """``keras.layers.EinsumDense``: ``einsum(equation, x, kernel) (+ bias)``, the kernel
+    (and bias, shaped to broadcast from the right as Keras holds it) as parameters.
+
+    Example:
+        >>> import torch
+        >>> Einsum("abc,cd->abd", torch.ones(4, 2), torch.zeros(2))(torch.ones(1, 3, 4)).shape
+        torch.Size([1, 3, 2])
+    """
+
+    def __init__(self, equation: str, kernel: torch.Tensor, bias: torch.Tensor | None) -> None:
+        super().__init__()
+        self.equation = equation
+        self.kernel = nn.Parameter(kernel)
+        self.bias = None if bias is None else nn.Parameter(bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.einsum(self.equation, x, self.kernel)
+        return y if self.bias is None else y + self.bias
+
+    def extra_repr(self) -> str:
+        return f"{self.equation!r}, kernel={tuple(self.kernel.shape)}"

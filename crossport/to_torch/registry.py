@@ -33,35 +33,56 @@ class LayerConverter:
     policy: Policy
     supports: SupportsFn | None = None
     keeps_layout: bool = False
+    masks: bool = False     # reproduces Keras' masked semantics (mask kwargs accepted)
 
     @property
     def passes_layout(self) -> bool:
         return self.policy is Policy.AGNOSTIC or self.keeps_layout
 
+    def policy_for(self, layer) -> Policy:
+        """The policy for this layer: a Keras ``data_format='channels_first'`` layer already
+        holds its tensors N, C, spatial..., so a CHANNELS_FIRST converter takes them in Keras'
+        own order (CANONICAL) and computes the same torch op on them."""
+        if self.policy is Policy.CHANNELS_FIRST and channels_first_layer(layer):
+            return Policy.CANONICAL
+        return self.policy
+
     def unsupported_reason(self, layer) -> str | None:
         return self.supports(layer) if self.supports is not None else None
+
+
+def channels_first_layer(layer) -> bool:
+    """Whether a Keras layer computes on channels-first data (``data_format`` config)."""
+    get_config = getattr(layer, "get_config", None)
+    config = get_config() if get_config is not None else {}
+    return config.get("data_format") == "channels_first"
 
 
 _LAYERS: dict[str, LayerConverter] = {}
 _OPS: dict[str, LayerConverter] = {}
 
 
-def _register(table: dict, names, policy, supports, override, keeps_layout):
+def _register(table: dict, names, policy, supports, override, keeps_layout, masks=False):
     def decorate(fn: Callable) -> Callable:
         for name in names or (fn.__name__,):
             if name in table and not override:
                 raise ValueError(f"{name} already has a converter ({table[name].fn.__name__}); "
                                  "pass override=True to replace it")
-            table[name] = LayerConverter(name, fn, policy, supports, keeps_layout)
+            table[name] = LayerConverter(name, fn, policy, supports, keeps_layout, masks)
         return fn
 
     return decorate
 
 
 def register_layer(*names: str, policy: Policy, supports: SupportsFn | None = None,
-                   override: bool = False, keeps_layout: bool = False):
-    """Register the decorated function for the Keras layer classes ``names`` (default: its name)."""
-    return _register(_LAYERS, names, policy, supports, override, keeps_layout)
+                   override: bool = False, keeps_layout: bool = False, masks: bool = False):
+    """Register the decorated function for the Keras layer classes ``names`` (default: its name).
+
+    ``masks=True``: the converter takes the Keras masks the layer consumes (``mask``,
+    ``query_mask``...) and reproduces Keras' masked semantics; layers fed a mask without it
+    are refused.
+    """
+    return _register(_LAYERS, names, policy, supports, override, keeps_layout, masks)
 
 
 def register_op(*names: str, policy: Policy, supports: SupportsFn | None = None,

@@ -30,6 +30,9 @@ from crossport.torch_layers.conv import (
 from crossport.torch_layers.core import KerasDense
 from crossport.torch_layers.normalization import (
     KerasBatchNorm,
+    KerasBatchNorm1d,
+    KerasBatchNorm2d,
+    KerasBatchNorm3d,
     KerasGroupNorm,
     KerasLayerNorm,
     TFContribLayerNorm,
@@ -51,6 +54,9 @@ __all__ = [
     "METHODS",
     "KerasActivation",
     "KerasBatchNorm",
+    "KerasBatchNorm1d",
+    "KerasBatchNorm2d",
+    "KerasBatchNorm3d",
     "KerasDense",
     "KerasGELU",
     "KerasGRU",

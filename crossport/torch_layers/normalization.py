@@ -23,6 +23,9 @@ from crossport.torch_layers.keras_weights import copy_into, keras_array
 
 __all__ = [
     "KerasBatchNorm",
+    "KerasBatchNorm1d",
+    "KerasBatchNorm2d",
+    "KerasBatchNorm3d",
     "KerasGroupNorm",
     "KerasLayerNorm",
     "TFContribLayerNorm",
@@ -434,3 +437,61 @@ class TFContribLayerNorm(nn.Module):
             f"begin_params_axis={self.begin_params_axis}, eps={self.eps}, "
             f"channels_first={self.channels_first}"
         )
+
+
+class _KerasMovingStatistics:
+    """Training-mode update of Keras' moving statistics on top of torch's BatchNorm.
+
+    Normalisation is torch's own (batch mean and biased batch variance, like Keras); only the
+    running-variance update differs: Keras folds in the **biased** batch variance
+    (``moving = moving * m + var * (1 - m)``), torch the unbiased one.
+    """
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.training or not self.track_running_stats:
+            return super().forward(x)
+        self._check_input_dim(x)
+        dims = [d for d in range(x.ndim) if d != 1]
+        with torch.no_grad():
+            var, mean = torch.var_mean(x, dims, correction=0)
+            m = self.momentum
+            self.running_mean.mul_(1 - m).add_(mean.to(self.running_mean.dtype), alpha=m)
+            self.running_var.mul_(1 - m).add_(var.to(self.running_var.dtype), alpha=m)
+            self.num_batches_tracked.add_(1)
+        return nn.functional.batch_norm(x, None, None, self.weight, self.bias, True, 0.0,
+                                        self.eps)
+
+
+class KerasBatchNorm1d(_KerasMovingStatistics, nn.BatchNorm1d):
+    """``nn.BatchNorm1d`` whose training-mode running variance follows Keras (biased).
+
+    Same parameters, buffers and inference as ``nn.BatchNorm1d`` (a drop-in for
+    ``load_state_dict``); give ``momentum=1 - keras_momentum`` and Keras' ``eps``.
+
+    Example:
+        >>> import torch
+        >>> bn = KerasBatchNorm1d(2, eps=1e-3, momentum=1.0).train()
+        >>> _ = bn(torch.tensor([[0.0, 1.0], [2.0, 3.0]]))
+        >>> bn.running_var  # biased batch variance; nn.BatchNorm1d would hold 2.0
+        tensor([1., 1.])
+    """
+
+
+class KerasBatchNorm2d(_KerasMovingStatistics, nn.BatchNorm2d):
+    """``nn.BatchNorm2d`` whose training-mode running variance follows Keras (biased).
+
+    Example:
+        >>> import torch
+        >>> KerasBatchNorm2d(3, eps=1e-3, momentum=0.01).eval()(torch.ones(1, 3, 2, 2)).shape
+        torch.Size([1, 3, 2, 2])
+    """
+
+
+class KerasBatchNorm3d(_KerasMovingStatistics, nn.BatchNorm3d):
+    """``nn.BatchNorm3d`` whose training-mode running variance follows Keras (biased).
+
+    Example:
+        >>> import torch
+        >>> KerasBatchNorm3d(3).eval()(torch.ones(1, 3, 2, 2, 2)).shape
+        torch.Size([1, 3, 2, 2, 2])
+    """

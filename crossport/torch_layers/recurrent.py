@@ -64,12 +64,16 @@ class _KerasRNN(nn.Module):
         z = x @ self.kernel
         return z + self.bias if self.bias is not None else z
 
-    def forward(self, x: torch.Tensor, initial_state: list[torch.Tensor] | None = None):
+    def forward(self, x: torch.Tensor, initial_state: list[torch.Tensor] | None = None,
+                mask: torch.Tensor | None = None, zero_output_for_mask: bool = False):
         """Run over ``x [N, T, F]``; returns what the Keras layer returns.
 
         Output: ``[N, T, U]`` if ``return_sequences`` else ``[N, U]``; with ``return_state``
         a list ``[output, *states]`` (LSTM: ``h, c``; GRU/SimpleRNN: ``h``). With
         ``go_backwards`` the sequence is processed and returned in reverse time order.
+        ``mask [N, T]`` (Keras' masks, TF's rule): a masked step keeps the previous states and
+        repeats the previous output (zeros with ``zero_output_for_mask``, as Bidirectional
+        sets for sequences); the last output is the last step's.
         """
         if x.ndim != 3:
             raise InputError(f"expected [N, T, F], got shape {tuple(x.shape)}")
@@ -84,11 +88,20 @@ class _KerasRNN(nn.Module):
                 )
         if self.go_backwards:
             x = x.flip(1)
+            mask = None if mask is None else mask.flip(1)
         projected = self._input_projection(x)  # x @ kernel (+ input bias) for all steps at once
         outputs = []
         for t in range(x.shape[1]):
-            states = self._step(projected[:, t], states)
-            outputs.append(states[0])
+            new = self._step(projected[:, t], states)
+            if mask is None:
+                states = new
+                outputs.append(states[0])
+                continue
+            keep = mask[:, t].bool().unsqueeze(-1)
+            held = torch.zeros_like(new[0]) if zero_output_for_mask or not outputs \
+                else outputs[-1]
+            outputs.append(torch.where(keep, new[0], held))
+            states = [torch.where(keep, s_new, s_old) for s_new, s_old in zip(new, states)]
         if not outputs:
             raise InputError("empty sequence")
         out = torch.stack(outputs, 1) if self.return_sequences else outputs[-1]

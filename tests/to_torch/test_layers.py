@@ -45,13 +45,13 @@ def test_gelu_exact_in_dense():
 
 
 NORM = {
-    "bn-cnn": (IMG, [L.Conv2D(4, 1), L.BatchNormalization()], "BatchNorm2d"),
-    "bn-eps-momentum": (IMG, [L.Conv2D(4, 1), L.BatchNormalization(epsilon=1e-5,
-                                                                   momentum=0.9)], "BatchNorm2d"),
-    "bn-dense": ((6,), [L.Dense(5), L.BatchNormalization()], "BatchNorm1d"),
-    "bn-sequence": ((7, 6), [L.BatchNormalization()], "BatchNorm1d"),
+    "bn-cnn": (IMG, [L.Conv2D(4, 1), L.BatchNormalization()], "KerasBatchNorm2d"),
+    "bn-eps-momentum": (IMG, [L.Conv2D(4, 1), L.BatchNormalization(epsilon=1e-5, momentum=0.9)],
+                        "KerasBatchNorm2d"),
+    "bn-dense": ((6,), [L.Dense(5), L.BatchNormalization()], "KerasBatchNorm1d"),
+    "bn-sequence": ((7, 6), [L.BatchNormalization()], "KerasBatchNorm1d"),
     "bn-noscale": (IMG, [L.Conv2D(4, 1), L.BatchNormalization(scale=False)], "KerasBatchNorm"),
-    "bn-conv3d": ((4, 5, 6, 3), [L.Conv3D(4, 1), L.BatchNormalization()], "BatchNorm3d"),
+    "bn-conv3d": ((4, 5, 6, 3), [L.Conv3D(4, 1), L.BatchNormalization()], "KerasBatchNorm3d"),
     "ln-last-seq": ((7, 6), [L.LayerNormalization()], "LayerNorm"),
     "ln-channels-cnn": (IMG, [L.Conv2D(4, 1), L.LayerNormalization(epsilon=1e-6)],
                         "KerasLayerNorm"),

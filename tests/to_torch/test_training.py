@@ -3,6 +3,7 @@ and the trainable parameter count equals Keras'."""
 
 import keras
 import numpy as np
+import pytest
 import tensorflow as tf
 import torch
 
@@ -77,3 +78,54 @@ def test_lstm_gradients_match_gradient_tape():
     # Keras' one bias feeds both torch biases: each gets the same gradient
     _close(kg["lstm/lstm_cell/bias"], tg["lstm.bias_ih_l0"])
     _close(kg["lstm/lstm_cell/bias"], tg["lstm.bias_hh_l0"])
+
+
+def _keras_sgd_step(model, x, lr):
+    """One training step in Keras on TF: forward with training=True (moving statistics
+    update), loss sum(y^2), plain SGD on the trainable weights."""
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(tf.square(model(tf.constant(x), training=True)))
+    grads = tape.gradient(loss, model.trainable_weights)
+    for var, grad in zip(model.trainable_weights, grads):
+        var.assign_sub(lr * grad)
+    return float(loss)
+
+
+def _torch_sgd_step(module, x, lr):
+    module.train()
+    optimizer = torch.optim.SGD(module.parameters(), lr=lr)
+    optimizer.zero_grad()
+    loss = (module(torch.from_numpy(x)) ** 2).sum()
+    loss.backward()
+    optimizer.step()
+    return loss.item()
+
+
+@pytest.mark.parametrize("momentum", [0.99, 0.5])
+@pytest.mark.parametrize("rank", [2, 4])
+def test_batchnorm_training_step_matches_keras(rank, momentum):
+    """Keras folds the biased batch variance into moving_variance (torch's BatchNorm: the
+    unbiased one); Keras momentum m is torch momentum 1 - m. A small batch makes the
+    n/(n-1) difference large."""
+    first = L.Conv2D(3, 1, name="first") if rank == 4 else L.Dense(3, name="first")
+    shape = (4, 4, 2) if rank == 4 else (5,)
+    model = keras.Sequential([keras.Input(shape), first,
+                              L.BatchNormalization(momentum=momentum, name="bn")])
+    make_live(model)
+    x = np.random.default_rng(3).standard_normal((2, *shape)).astype("float32") * 2 + 1
+    module = crossport.to_torch(model, (torch.from_numpy(x),))
+    bn = module.bn
+    assert isinstance(bn, (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d))
+    assert bn.momentum == pytest.approx(1 - momentum)
+    keras_loss = _keras_sgd_step(model, x, 0.01)
+    torch_loss = _torch_sgd_step(module, x, 0.01)
+    assert abs(keras_loss - torch_loss) <= 1e-4 * abs(keras_loss)
+    keras_bn = model.get_layer("bn")
+    _close(np.asarray(keras_bn.moving_mean.numpy()), bn.running_mean.numpy())
+    _close(np.asarray(keras_bn.moving_variance.numpy()), bn.running_var.numpy())
+    _close(np.asarray(keras_bn.gamma.numpy()), bn.weight.detach().numpy())
+    _close(np.asarray(keras_bn.beta.numpy()), bn.bias.detach().numpy())
+    # after the step, both run inference with the updated statistics and weights
+    module.eval()
+    with torch.no_grad():
+        _close(np.asarray(model(x, training=False)), module(torch.from_numpy(x)).numpy())

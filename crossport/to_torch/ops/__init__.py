@@ -12,4 +12,5 @@ from crossport.to_torch.ops import (  # noqa: F401  (registers on import)
     pool,
     recurrent,
     shape,
+    wrappers,
 )

@@ -1,5 +1,6 @@
-"""keras.layers.MultiHeadAttention -> to_torch.modules.KerasMultiHeadAttention (plain Linears
-and ``F.scaled_dot_product_attention``), masks and causal masks included."""
+"""Attention layers: MultiHeadAttention -> to_torch.modules.KerasMultiHeadAttention (plain
+Linears and ``F.scaled_dot_product_attention``), Attention -> KerasAttention, EinsumDense ->
+Einsum (``torch.einsum`` with the kernel as a parameter); masks and causal masks included."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import torch
 
 from crossport.layout.policy import Policy
 from crossport.to_torch.context import Context
-from crossport.to_torch.modules import KerasMultiHeadAttention
+from crossport.to_torch.modules import Einsum, KerasAttention, KerasMultiHeadAttention
+from crossport.to_torch.ops.activation import activation_unsupported, apply_activation
 from crossport.to_torch.registry import register_layer
 
 
@@ -33,13 +35,16 @@ def _dense(linear: torch.nn.Linear, dense, rows: int) -> None:
             linear.bias.copy_(torch.from_numpy(np.asarray(dense.bias.numpy()).reshape(-1)))
 
 
-@register_layer(policy=Policy.CANONICAL, supports=_mha_supported)
+@register_layer(policy=Policy.CANONICAL, supports=_mha_supported, masks=True)
 def MultiHeadAttention(ctx: Context, layer, query, value, key=None, attention_mask=None,
-                       use_causal_mask=False, **_call_kwargs):
+                       use_causal_mask=False, query_mask=None, value_mask=None, key_mask=None,
+                       **_call_kwargs):
     """keras.layers.MultiHeadAttention(num_heads, key_dim, value_dim, output_shape).
 
-    Keras scales the query by ``1/sqrt(key_dim)`` before the scores and masks with a large
-    negative number (a fully masked row is uniform in Keras, NaN in SDPA).
+    Keras scales the query by ``1/sqrt(key_dim)`` before the scores; masked scores become a
+    large negative number; with ``dropout > 0`` Keras takes its Softmax-layer path, which also
+    zeroes masked probabilities (fully masked rows: zeros, else uniform). The Keras masks
+    (mask_zero / Masking upstream) are ANDed in as ``[B, T, 1]`` / ``[B, 1, S]``.
     """
     cfg = layer.get_config()
     heads, key_dim = int(cfg["num_heads"]), int(cfg["key_dim"])
@@ -49,9 +54,79 @@ def MultiHeadAttention(ctx: Context, layer, query, value, key=None, attention_ma
     out_dim = int(od.kernel.shape[-1])
     module = KerasMultiHeadAttention(int(qd.kernel.shape[0]), int(kd.kernel.shape[0]),
                                      int(vd.kernel.shape[0]), heads, key_dim, value_dim,
-                                     out_dim, bool(cfg["use_bias"]))
+                                     out_dim, bool(cfg["use_bias"]),
+                                     zero_masked=float(cfg.get("dropout") or 0.0) > 0.0)
     _dense(module.query, qd, int(qd.kernel.shape[0]))
     _dense(module.key, kd, int(kd.kernel.shape[0]))
     _dense(module.value, vd, int(vd.kernel.shape[0]))
     _dense(module.attention_output, od, heads * value_dim)
+    attention_mask = _with_keras_masks(ctx, attention_mask, query_mask, value_mask, key_mask)
     return ctx.call_module(module, query, value, key, attention_mask, bool(use_causal_mask))
+
+
+def _with_keras_masks(ctx: Context, attention_mask, query_mask, value_mask, key_mask):
+    """``attention_mask & query_mask[..., None] & value_mask[:, None] & key_mask[:, None]``."""
+    parts = [] if attention_mask is None else [ctx.call_method("bool", attention_mask)]
+    if query_mask is not None:
+        parts.append(ctx.call_method("unsqueeze", ctx.call_method("bool", query_mask), -1))
+    for mask in (value_mask, key_mask):
+        if mask is not None:
+            parts.append(ctx.call_method("unsqueeze", ctx.call_method("bool", mask), -2))
+    if not parts:
+        return None
+    combined = parts[0]
+    for part in parts[1:]:
+        combined = ctx.call_function(torch.logical_and, combined, part)
+    return combined
+
+
+def _attention_supported(layer) -> str | None:
+    if layer.get_config()["score_mode"] not in ("dot", "concat"):
+        return f"score_mode={layer.get_config()['score_mode']!r}"
+    return None
+
+
+def _scalar(parameter: torch.nn.Parameter | None, variable) -> None:
+    if parameter is not None:
+        with torch.no_grad():
+            parameter.copy_(torch.as_tensor(np.asarray(variable.numpy())).reshape(()))
+
+
+@register_layer(policy=Policy.CANONICAL, supports=_attention_supported, masks=True)
+def Attention(ctx: Context, layer, inputs, mask=None, use_causal_mask=False, **_call_kwargs):
+    """keras.layers.Attention([query, value(, key)]): dot/concat scores, use_scale, causal.
+
+    ``mask`` is Keras' ``[query_mask, value_mask]`` (either may be None).
+    """
+    cfg = layer.get_config()
+    module = KerasAttention(bool(cfg["use_scale"]), cfg["score_mode"])
+    _scalar(module.scale, layer.scale if cfg["use_scale"] else None)
+    _scalar(module.concat_score_weight, getattr(layer, "concat_score_weight", None))
+    query, value, *key = inputs
+    query_mask, value_mask = (list(mask) + [None, None])[:2] if mask is not None else (None, None)
+    return ctx.call_module(module, query, value, key[0] if key else None, query_mask,
+                           value_mask, bool(use_causal_mask))
+
+
+def _einsum_supported(layer) -> str | None:
+    cfg = layer.get_config()
+    if cfg.get("lora_rank"):
+        return "EinsumDense with LoRA (lora_rank) is not converted"
+    if getattr(layer, "quantization_mode", None):
+        return f"quantized EinsumDense ({layer.quantization_mode}) is not converted"
+    return activation_unsupported(cfg.get("activation"))
+
+
+@register_layer(policy=Policy.CANONICAL, supports=_einsum_supported)
+def EinsumDense(ctx: Context, layer, inputs):
+    """keras.layers.EinsumDense(equation, output_shape, bias_axes) -> Einsum + activation.
+
+    Keras' equation runs unchanged on the Keras-ordered tensor (``torch.einsum`` has the same
+    syntax, ``...`` included); the bias keeps Keras' shape, which broadcasts from the right.
+    """
+    cfg = layer.get_config()
+    kernel = torch.from_numpy(np.ascontiguousarray(np.asarray(layer.kernel.numpy())))
+    bias = None if layer.bias is None else torch.from_numpy(
+        np.ascontiguousarray(np.asarray(layer.bias.numpy())))
+    y = ctx.call_module(Einsum(cfg["equation"], kernel, bias), inputs)
+    return apply_activation(ctx, cfg.get("activation"), y, dim=-1)

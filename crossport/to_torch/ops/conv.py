@@ -16,7 +16,7 @@ from torch import nn
 from crossport.layout.policy import Policy
 from crossport.to_torch.context import Context
 from crossport.to_torch.ops.activation import activation_unsupported, apply_activation
-from crossport.to_torch.registry import register_layer
+from crossport.to_torch.registry import channels_first_layer, register_layer
 from crossport.torch_layers import (
     TFConv1d,
     TFConv1dTranspose,
@@ -42,11 +42,9 @@ _TF_DEPTHWISE = {1: TFDepthwiseConv1d, 2: TFDepthwiseConv2d}
 
 
 def conv_supported(layer) -> str | None:
-    """Shared ``supports``: channels-last data, a convertible fused activation."""
-    cfg = layer.get_config()
-    if cfg.get("data_format", "channels_last") != "channels_last":
-        return "data_format='channels_first' layers are not converted yet"
-    return activation_unsupported(cfg.get("activation"))
+    """Shared ``supports``: a convertible fused activation (either data_format converts: a
+    channels_first layer's tensors are already torch's N, C, spatial...)."""
+    return activation_unsupported(layer.get_config().get("activation"))
 
 
 def symmetric_padding(cfg: dict) -> tuple[int, ...] | None:
@@ -170,7 +168,8 @@ def ConvNDTranspose(ctx: Context, layer, inputs):
     """
     cfg = layer.get_config()
     rank = len(cfg["kernel_size"])
-    in_sizes = tuple(ctx.input_shape[1:-1])
+    in_sizes = tuple(ctx.input_shape[2:] if channels_first_layer(layer) else
+                     ctx.input_shape[1:-1])
     plain = _plain_transpose_padding(cfg, in_sizes)
     if plain is None:
         return ctx.call_module(_TF_CONV_T[rank].from_keras(layer), inputs)

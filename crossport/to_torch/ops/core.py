@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import keras
 import numpy as np
 import torch
 from torch import nn
@@ -9,7 +10,7 @@ from torch import nn
 from crossport.layout import canonical
 from crossport.layout.policy import Policy
 from crossport.to_torch.context import Context, Held
-from crossport.to_torch.modules import ChannelScale, Scale, Standardize
+from crossport.to_torch.modules import ChannelScale, Scale, ScaleShift, Standardize
 from crossport.to_torch.ops.activation import activation_unsupported, apply_activation
 from crossport.to_torch.ops.conv import load
 from crossport.to_torch.registry import register_layer
@@ -53,11 +54,13 @@ def Dropout(ctx: Context, layer, inputs, **_call_kwargs):
     return inputs
 
 
-@register_layer(policy=Policy.CANONICAL,
-                supports=lambda l: "mask_zero=True (Keras masks) is not converted"
-                if l.get_config().get("mask_zero") else None)
+@register_layer(policy=Policy.CANONICAL)
 def Embedding(ctx: Context, layer, inputs):
-    """keras.layers.Embedding -> nn.Embedding (int64 indices; Keras casts to int32)."""
+    """keras.layers.Embedding -> nn.Embedding (int64 indices; Keras casts to int32).
+
+    ``mask_zero=True``: the mask is its own graph node (``not_equal(ids, 0)``), converted
+    where the layers consuming it take it.
+    """
     table = np.asarray(layer.embeddings.numpy())
     module = nn.Embedding(*table.shape)
     with torch.no_grad():
@@ -66,19 +69,48 @@ def Embedding(ctx: Context, layer, inputs):
     return ctx.call_module(module, index)
 
 
-def _rescaling_supported(layer) -> str | None:
+def _rescaling_constants(layer) -> tuple[np.ndarray, np.ndarray]:
+    """Keras' scale/offset as arrays, with Rescaling.call's channels_first reshape of scale."""
     cfg = layer.get_config()
-    if np.ndim(cfg["scale"]) or np.ndim(cfg["offset"]):
-        return "Rescaling with per-channel scale/offset is not converted yet"
+    scale, offset = (np.asarray(keras.saving.deserialize_keras_object(cfg[k]),
+                                dtype=np.float32) for k in ("scale", "offset"))
+    if scale.ndim and keras.config.image_data_format() == "channels_first":
+        scale = scale.reshape(scale.shape + (1,) * (3 - scale.ndim))
+    return scale, offset
+
+
+def _rescaling_supported(layer) -> str | None:
+    try:
+        rank = len(layer.input.shape)
+    except (AttributeError, ValueError):  # a layer called several times: checked per call
+        rank = None
+    scale, offset = _rescaling_constants(layer)
+    if rank is not None and max(scale.ndim, offset.ndim) > rank - 1:
+        return (f"scale/offset of shape {scale.shape}/{offset.shape} broadcast beyond the "
+                "input's non-batch axes")
     return None
 
 
-@register_layer(policy=Policy.AGNOSTIC, supports=_rescaling_supported)
-def Rescaling(ctx: Context, layer, inputs):
-    """keras.layers.Rescaling: ``x * scale + offset`` (scalars)."""
-    cfg = layer.get_config()
-    return ctx.call_module(Scale(float(cfg["scale"]), float(cfg["offset"])), ctx.call_method(
-        "float", inputs))
+def _held_constant(value: np.ndarray, inputs: Held) -> torch.Tensor:
+    """A Keras-broadcast constant shaped to broadcast against the held tensor."""
+    full = value.reshape((1,) * (inputs.rank - value.ndim) + value.shape)
+    return torch.from_numpy(np.ascontiguousarray(full.transpose(inputs.layout.perm)[0]))
+
+
+@register_layer(policy=Policy.CUSTOM, supports=_rescaling_supported, keeps_layout=True)
+def Rescaling(ctx: Context, layer, inputs: Held) -> Held:
+    """keras.layers.Rescaling: ``x * scale + offset``, scalars or per-axis vectors (buffers
+    laid out like the held input: a channel vector on an NCHW tensor is ``[C, 1, 1]``)."""
+    scale, offset = _rescaling_constants(layer)
+    x = ctx.call_method("float", inputs.node)
+    if not scale.ndim and not offset.ndim:
+        return Held(ctx.call_module(Scale(float(scale), float(offset)), x), inputs.layout,
+                    inputs.shape)
+    if inputs.layout.flat is not None:
+        inputs = ctx.canonical(inputs)
+        x = ctx.call_method("float", inputs.node)
+    module = ScaleShift(_held_constant(scale, inputs), _held_constant(offset, inputs))
+    return Held(ctx.call_module(module, x), inputs.layout, inputs.shape)
 
 
 @register_layer(policy=Policy.CUSTOM, keeps_layout=True)
@@ -94,6 +126,19 @@ def Normalization(ctx: Context, layer, inputs: Held) -> Held:
                          torch.from_numpy(np.ascontiguousarray(var)),
                          bool(layer.get_config().get("invert", False)))
     return Held(ctx.call_module(module, inputs.node), inputs.layout, inputs.shape)
+
+
+@register_layer(policy=Policy.CUSTOM, keeps_layout=True)
+def Masking(ctx: Context, layer, inputs: Held) -> Held:
+    """keras.layers.Masking(mask_value): steps whose features all equal ``mask_value`` are
+    zeroed (``where(any(x != v, axis=-1), x, 0)``); the mask is a separate graph node."""
+    if inputs.layout.flat is not None:
+        inputs = ctx.canonical(inputs)
+    value = float(layer.get_config()["mask_value"])
+    keep = ctx.call_function(torch.any, ctx.call_function(torch.ne, inputs.node, value),
+                             dim=inputs.layout.axis(inputs.rank - 1), keepdim=True)
+    node = ctx.call_function(torch.where, keep, inputs.node, 0.0)
+    return Held(node, inputs.layout, inputs.shape)
 
 
 @register_layer(policy=Policy.CUSTOM, keeps_layout=True)

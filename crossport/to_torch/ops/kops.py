@@ -22,6 +22,10 @@ _BINARY = {
     "Add": operator.add, "Subtract": operator.sub, "Multiply": operator.mul,
     "Divide": operator.truediv, "TrueDivide": operator.truediv, "Power": torch.pow,
     "Maximum": torch.maximum, "Minimum": torch.minimum,
+    # comparisons and logic: what Keras builds masks from (Embedding mask_zero, Masking)
+    "NotEqual": torch.ne, "Equal": torch.eq, "Greater": torch.gt, "GreaterEqual": torch.ge,
+    "Less": torch.lt, "LessEqual": torch.le, "LogicalAnd": torch.logical_and,
+    "LogicalOr": torch.logical_or,
 }
 _UNARY = {
     "Relu": torch.relu, "Relu6": F.relu6, "Sigmoid": torch.sigmoid, "Tanh": torch.tanh,
@@ -115,6 +119,8 @@ _reduce("Mean", torch.mean)
 _reduce("Sum", torch.sum)
 _reduce("Max", torch.amax)
 _reduce("Min", torch.amin)
+_reduce("Any", torch.any)
+_reduce("All", torch.all)
 
 
 @register_op(policy=Policy.CUSTOM, keeps_layout=True)

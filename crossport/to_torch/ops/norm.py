@@ -15,9 +15,17 @@ from torch import nn
 from crossport.layout.policy import Policy
 from crossport.to_torch.context import Context, Held
 from crossport.to_torch.registry import register_layer
-from crossport.torch_layers import KerasBatchNorm, KerasGroupNorm, KerasLayerNorm
+from crossport.torch_layers import (
+    KerasBatchNorm,
+    KerasBatchNorm1d,
+    KerasBatchNorm2d,
+    KerasBatchNorm3d,
+    KerasGroupNorm,
+    KerasLayerNorm,
+)
 
-_BN = {2: nn.BatchNorm1d, 3: nn.BatchNorm1d, 4: nn.BatchNorm2d, 5: nn.BatchNorm3d}
+# nn.BatchNormNd subclasses: same state_dict and inference, Keras' biased running variance
+_BN = {2: KerasBatchNorm1d, 3: KerasBatchNorm1d, 4: KerasBatchNorm2d, 5: KerasBatchNorm3d}
 
 
 def _arr(variable) -> np.ndarray:
@@ -50,12 +58,13 @@ def _bn_supported(layer) -> str | None:
 @register_layer("BatchNormalization", "FusedBatchNormalization", policy=Policy.CUSTOM,
                 supports=_bn_supported, keeps_layout=True)
 def BatchNormalization(ctx: Context, layer, inputs: Held, **_call_kwargs) -> Held:
-    """keras.layers.BatchNormalization -> nn.BatchNorm{1,2,3}d(eps=epsilon, momentum=1-momentum).
+    """keras.layers.BatchNormalization -> KerasBatchNorm{1,2,3}d(eps, momentum=1-momentum).
 
     The feature axis must be held at dim 1 for torch's BN: a channels-last axis of a rank>=3
     tensor is laid out channels-first (the CNN case costs nothing). Without both gamma and
-    beta, torch_layers.KerasBatchNorm. Inference is identical; in training torch updates the
-    running variance with the unbiased batch variance, Keras with the biased one.
+    beta, torch_layers.KerasBatchNorm. KerasBatchNormNd is nn.BatchNormNd (same state_dict,
+    same inference) except in training, where it updates the running variance with the
+    biased batch variance as Keras does (torch: unbiased).
     """
     cfg = layer.get_config()
     axis = _axes(cfg["axis"], inputs.rank)[0]

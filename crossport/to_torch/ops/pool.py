@@ -3,6 +3,7 @@
 ``valid`` and size-independent symmetric ``same`` (stride 1, odd window) are plain
 ``nn.MaxPoolNd`` / ``nn.AvgPoolNd(count_include_pad=False)`` (TF averages only the real
 elements, pitfall 11); other ``same`` pools are the torch_layers twins that pad TF's way.
+``data_format='channels_first'`` layers take their tensors as Keras holds them.
 """
 
 from __future__ import annotations
@@ -29,12 +30,6 @@ _TF_MAX = {1: TFMaxPool1d, 2: TFMaxPool2d, 3: TFMaxPool3d}
 _TF_AVG = {1: TFAvgPool1d, 2: TFAvgPool2d, 3: TFAvgPool3d}
 
 
-def _channels_last(layer) -> str | None:
-    if layer.get_config().get("data_format", "channels_last") != "channels_last":
-        return "data_format='channels_first' layers are not converted yet"
-    return None
-
-
 def _geometry(cfg: dict) -> tuple[tuple, tuple, tuple | None]:
     size = tuple(cfg["pool_size"])
     strides = tuple(cfg["strides"] or size)
@@ -43,8 +38,7 @@ def _geometry(cfg: dict) -> tuple[tuple, tuple, tuple | None]:
     return size, strides, padding
 
 
-@register_layer("MaxPooling1D", "MaxPooling2D", "MaxPooling3D", policy=Policy.CHANNELS_FIRST,
-                supports=_channels_last)
+@register_layer("MaxPooling1D", "MaxPooling2D", "MaxPooling3D", policy=Policy.CHANNELS_FIRST)
 def MaxPoolingND(ctx: Context, layer, inputs):
     """keras.layers.MaxPooling{1,2,3}D -> nn.MaxPoolNd (TF SAME pads -inf after: TFMaxPoolNd)."""
     cfg = layer.get_config()
@@ -55,7 +49,7 @@ def MaxPoolingND(ctx: Context, layer, inputs):
 
 
 @register_layer("AveragePooling1D", "AveragePooling2D", "AveragePooling3D",
-                policy=Policy.CHANNELS_FIRST, supports=_channels_last)
+                policy=Policy.CHANNELS_FIRST)
 def AveragePoolingND(ctx: Context, layer, inputs):
     """keras.layers.AveragePooling{1,2,3}D -> nn.AvgPoolNd(count_include_pad=False).
 
@@ -69,10 +63,10 @@ def AveragePoolingND(ctx: Context, layer, inputs):
                            inputs)
 
 
-@register_layer("GlobalAveragePooling1D", "GlobalAveragePooling2D", "GlobalAveragePooling3D",
-                "GlobalMaxPooling1D", "GlobalMaxPooling2D", "GlobalMaxPooling3D",
-                policy=Policy.CHANNELS_FIRST, supports=_channels_last)
-def GlobalPoolingND(ctx: Context, layer, inputs):
+@register_layer("GlobalAveragePooling2D", "GlobalAveragePooling3D", "GlobalMaxPooling1D",
+                "GlobalMaxPooling2D", "GlobalMaxPooling3D", policy=Policy.CHANNELS_FIRST)
+@register_layer("GlobalAveragePooling1D", policy=Policy.CHANNELS_FIRST, masks=True)
+def GlobalPoolingND(ctx: Context, layer, inputs, mask=None):
     """keras.layers.Global{Average,Max}Pooling{1,2,3}D: mean/amax over the spatial dims.
 
     ``keepdims=True`` keeps ``[N, C, 1, ...]`` (Keras ``[N, 1, ..., C]``) as the held
@@ -81,5 +75,12 @@ def GlobalPoolingND(ctx: Context, layer, inputs):
     cfg = layer.get_config()
     rank = len(ctx.input_shape)
     dims = tuple(range(2, rank))
+    if mask is not None:  # GlobalAveragePooling1D: the mean over the unmasked steps (Keras)
+        keep = ctx.call_method("unsqueeze", mask, 1)  # [N, T] -> [N, 1, T] on [N, C, T]
+        total = ctx.call_function(torch.sum, ctx.call_function(torch.where, keep, inputs, 0.0),
+                                  dim=dims, keepdim=bool(cfg["keepdims"]))
+        count = ctx.call_function(torch.sum, ctx.call_method("to", keep, torch.float32),
+                                  dim=dims, keepdim=bool(cfg["keepdims"]))
+        return ctx.call_function(torch.div, total, count)
     reduce = torch.mean if "Average" in type(layer).__name__ else torch.amax
     return ctx.call_function(reduce, inputs, dim=dims, keepdim=bool(cfg["keepdims"]))

@@ -95,11 +95,34 @@ def _states(ctx: Context, kind: str, hidden):
     return [ctx.call_function(operator.getitem, hidden, 0)]
 
 
-@register_layer("LSTM", "GRU", "SimpleRNN", policy=Policy.CANONICAL, supports=_rnn_supported)
-def Recurrent(ctx: Context, layer, inputs, initial_state=None, **_call_kwargs):
-    """keras.layers.LSTM / GRU / SimpleRNN -> nn.LSTM / nn.GRU / nn.RNN (batch_first)."""
+def _masked_twin(ctx: Context, layer, inputs, initial_state, mask, suffix: str = ""):
+    """The Keras twin run with a mask (torch's RNNs have no per-step masking)."""
+    module = _TWIN[type(layer).__name__].from_keras(layer)
+    state = None if initial_state is None else list(initial_state)
+    return ctx.call_module(module, inputs, state, mask, bool(layer.zero_output_for_mask),
+                           suffix=suffix)
+
+
+def _unpack(ctx: Context, kind: str, result, return_state: bool):
+    if not return_state:
+        return result
+    return [ctx.call_function(operator.getitem, result, i)
+            for i in range(3 if kind == "LSTM" else 2)]
+
+
+@register_layer("LSTM", "GRU", "SimpleRNN", policy=Policy.CANONICAL, supports=_rnn_supported,
+                masks=True)
+def Recurrent(ctx: Context, layer, inputs, initial_state=None, mask=None, **_call_kwargs):
+    """keras.layers.LSTM / GRU / SimpleRNN -> nn.LSTM / nn.GRU / nn.RNN (batch_first).
+
+    With a Keras mask (mask_zero / Masking upstream): torch_layers' twin, which keeps the
+    states over masked steps and repeats (or zeroes) the output as TF's RNN loop does.
+    """
     kind = type(layer).__name__
     cfg = layer.get_config()
+    if mask is not None:
+        result = _masked_twin(ctx, layer, inputs, initial_state, mask)
+        return _unpack(ctx, kind, result, cfg["return_state"])
     if not _plain(layer):
         module = _TWIN[kind].from_keras(layer)
         args = (inputs,) if initial_state is None else (inputs, list(initial_state))
@@ -123,6 +146,8 @@ def Recurrent(ctx: Context, layer, inputs, initial_state=None, **_call_kwargs):
 
 def _bidirectional_supported(layer) -> str | None:
     inner, backward = layer.forward_layer, layer.backward_layer
+    if type(inner).__name__ not in _PLAIN:
+        return f"Bidirectional({type(inner).__name__}): only LSTM, GRU and SimpleRNN"
     if layer.get_config()["merge_mode"] != "concat":
         return f"Bidirectional merge_mode={layer.get_config()['merge_mode']!r}: only 'concat'"
     if type(inner).__name__ not in _PLAIN or not (_plain(inner) and _plain(backward)):
@@ -135,13 +160,35 @@ def _bidirectional_supported(layer) -> str | None:
     return None
 
 
-@register_layer(policy=Policy.CANONICAL, supports=_bidirectional_supported)
-def Bidirectional(ctx: Context, layer, inputs, initial_state=None, **_call_kwargs):
+def _masked_bidirectional(ctx: Context, layer, inputs, initial_state, mask):
+    """Both directions as masked twins (``<layer>_forward`` / ``<layer>_backward``)."""
+    fwd, bwd = layer.forward_layer, layer.backward_layer
+    kind, cfg = type(fwd).__name__, fwd.get_config()
+    half = None if not initial_state else len(initial_state) // 2
+    states = (None, None) if half is None else (initial_state[:half], initial_state[half:])
+    results = [_masked_twin(ctx, sub, inputs, state, mask, suffix)
+               for sub, state, suffix in ((fwd, states[0], "_forward"),
+                                          (bwd, states[1], "_backward"))]
+    parts = [_unpack(ctx, kind, r, cfg["return_state"]) for r in results]
+    outs = [p[0] if cfg["return_state"] else p for p in parts]
+    if cfg["return_sequences"]:  # the backward sequence is returned reversed in time
+        outs[1] = ctx.call_function(torch.flip, outs[1], [1])
+    out = ctx.call_function(torch.cat, outs, dim=-1)
+    if not cfg["return_state"]:
+        return out
+    return [out, *parts[0][1:], *parts[1][1:]]
+
+
+@register_layer(policy=Policy.CANONICAL, supports=_bidirectional_supported, masks=True)
+def Bidirectional(ctx: Context, layer, inputs, initial_state=None, mask=None, **_call_kwargs):
     """keras.layers.Bidirectional(LSTM|GRU|SimpleRNN, merge_mode='concat') -> bidirectional RNN.
 
     Keras flips the backward sequence back before concatenating = torch's output; without
-    ``return_sequences`` Keras takes each direction's last step = torch's ``h_n``.
+    ``return_sequences`` Keras takes each direction's last step = torch's ``h_n``. With a
+    Keras mask: two torch_layers twins (torch's bidirectional RNN cannot skip steps).
     """
+    if mask is not None:
+        return _masked_bidirectional(ctx, layer, inputs, initial_state, mask)
     fwd, bwd = layer.forward_layer, layer.backward_layer
     kind = type(fwd).__name__
     cfg = fwd.get_config()

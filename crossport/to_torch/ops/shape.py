@@ -16,19 +16,21 @@ from torch import nn
 from crossport.layout import FlatOrder, Layout, canonical, channels_first
 from crossport.layout.policy import Policy
 from crossport.to_torch.context import Context, Held, static
-from crossport.to_torch.registry import register_layer
+from crossport.to_torch.registry import channels_first_layer, register_layer
 from crossport.torch_layers import METHODS, KerasUpSampling2D, TFResize
 
 
-def _channels_last(layer) -> str | None:
-    if layer.get_config().get("data_format", "channels_last") != "channels_last":
-        return "data_format='channels_first' layers are not converted yet"
-    return None
-
-
-@register_layer(policy=Policy.CUSTOM, supports=_channels_last)
+@register_layer(policy=Policy.CUSTOM)
 def Flatten(ctx: Context, layer, inputs: Held) -> Held:
-    """keras.layers.Flatten: a flat-permuted [N, F] when the block is held permuted."""
+    """keras.layers.Flatten: a flat-permuted [N, F] when the block is held permuted.
+
+    ``data_format='channels_first'`` Flatten moves the channels last before flattening (Keras'
+    rule): a relabelling of the held layout, then the same flatten.
+    """
+    if channels_first_layer(layer) and inputs.rank > 2:
+        if inputs.layout.flat is not None:
+            inputs = ctx.canonical(inputs)
+        inputs = relabel(inputs, (0, *range(2, inputs.rank), 1))
     if inputs.rank <= 2 or inputs.layout.flat is not None:
         return inputs if inputs.rank <= 2 else ctx.canonical(inputs)
     return flatten_held(ctx, inputs)
@@ -92,7 +94,11 @@ def Permute(ctx: Context, layer, inputs: Held) -> Held:
     """
     if inputs.layout.flat is not None:
         inputs = ctx.canonical(inputs)
-    dims = (0, *(int(d) for d in layer.get_config()["dims"]))
+    return relabel(inputs, (0, *(int(d) for d in layer.get_config()["dims"])))
+
+
+def relabel(inputs: Held, dims: tuple) -> Held:
+    """``inputs`` as the Keras tensor ``x.permute(dims)``: the same held node, a new layout."""
     inverse = np.argsort(dims)
     layout = Layout(tuple(int(inverse[p]) for p in inputs.layout.perm))
     shape = tuple(inputs.shape[d] for d in dims)
@@ -112,7 +118,7 @@ def _pairs(cfg_value, rank: int) -> list[tuple[int, int]]:
 
 
 @register_layer("ZeroPadding1D", "ZeroPadding2D", "ZeroPadding3D",
-                policy=Policy.CHANNELS_FIRST, supports=_channels_last)
+                policy=Policy.CHANNELS_FIRST)
 def ZeroPaddingND(ctx: Context, layer, inputs):
     """keras.layers.ZeroPadding{1,2,3}D -> nn.ZeroPad{1,2,3}d (F.pad order: last dim first)."""
     rank = len(ctx.input_shape) - 2
@@ -122,8 +128,7 @@ def ZeroPaddingND(ctx: Context, layer, inputs):
     return ctx.call_module(pad(flat), inputs)
 
 
-@register_layer("Cropping1D", "Cropping2D", "Cropping3D", policy=Policy.CHANNELS_FIRST,
-                supports=_channels_last)
+@register_layer("Cropping1D", "Cropping2D", "Cropping3D", policy=Policy.CHANNELS_FIRST)
 def CroppingND(ctx: Context, layer, inputs):
     """keras.layers.Cropping{1,2,3}D: a slice of each spatial dim."""
     rank = len(ctx.input_shape) - 2
@@ -133,7 +138,7 @@ def CroppingND(ctx: Context, layer, inputs):
     return ctx.call_function(operator.getitem, inputs, index)
 
 
-@register_layer(policy=Policy.CHANNELS_FIRST, supports=_channels_last)
+@register_layer(policy=Policy.CHANNELS_FIRST)
 def UpSampling1D(ctx: Context, layer, inputs):
     """keras.layers.UpSampling1D(size): each step repeated ``size`` times."""
     return ctx.call_function(torch.repeat_interleave, inputs, int(layer.get_config()["size"]),
@@ -141,11 +146,10 @@ def UpSampling1D(ctx: Context, layer, inputs):
 
 
 def _upsampling_supported(layer) -> str | None:
-    reason = _channels_last(layer)
-    if reason is None and layer.get_config()["interpolation"] not in ("nearest", "bilinear"):
+    if layer.get_config()["interpolation"] not in ("nearest", "bilinear"):
         return (f"UpSampling2D interpolation {layer.get_config()['interpolation']!r}: "
                 "use nearest or bilinear")
-    return reason
+    return None
 
 
 @register_layer(policy=Policy.CHANNELS_FIRST, supports=_upsampling_supported)
@@ -171,7 +175,7 @@ def _resizing_supported(layer) -> str | None:
         return "Resizing with crop/pad_to_aspect_ratio is not converted"
     if cfg["interpolation"] not in METHODS:
         return f"Resizing interpolation {cfg['interpolation']!r}: supported {sorted(METHODS)}"
-    return _channels_last(layer)
+    return None
 
 
 @register_layer(policy=Policy.CHANNELS_FIRST, supports=_resizing_supported)

@@ -1,0 +1,80 @@
+"""A converted module runs where TensorFlow and Keras cannot be imported.
+
+The conversion happens here; a fresh process with an import hook refusing keras/tensorflow
+then loads the pickled module, the generated source (+ state_dict) and ``crossport.
+torch_layers``, runs them, and its outputs must equal this process's torch outputs (which
+the conversion already proved equal to Keras').
+"""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import keras
+import numpy as np
+import torch
+
+import crossport
+from tests.to_torch.harness import make_live, random_inputs
+
+L = keras.layers
+
+RUNNER = textwrap.dedent("""
+    import json, sys
+
+    class RefuseKerasAndTF:
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] in ("keras", "tensorflow", "tf_keras"):
+                raise ImportError(f"{name} is blocked in this process")
+            return None
+
+    sys.meta_path.insert(0, RefuseKerasAndTF())
+    import importlib.util
+    import torch
+    import crossport.torch_layers  # noqa: F401  (must import without keras)
+    out = sys.argv[1]
+    x = torch.load(f"{out}/x.pt")
+    pickled = torch.load(f"{out}/module.pt", weights_only=False)
+    spec = importlib.util.spec_from_file_location("model_torch", f"{out}/model_torch.py")
+    written = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(written)
+    with torch.no_grad():
+        results = {"pickled": pickled(x).tolist(), "source": written.build_model()(x).tolist()}
+    blocked = [m for m in sys.modules if m.split(".")[0] in ("keras", "tensorflow")]
+    print(json.dumps({"results": results, "imported": blocked}))
+""")
+
+
+def _model() -> keras.Model:
+    """Layers that convert to crossport modules (TF-SAME conv, Normalization, a Keras GRU)."""
+    inp = keras.Input((9, 9, 3))
+    x = L.Normalization(mean=[0.1, 0.2, 0.3], variance=[1.0, 2.0, 3.0])(inp)
+    x = L.Conv2D(4, 3, 2, padding="same", activation="relu")(x)
+    x = L.AveragePooling2D(3, 1, padding="same")(x)
+    x = L.Reshape((25, 4))(x)
+    x = L.GRU(3, reset_after=False)(x)
+    return keras.Model(inp, L.Dense(2)(x))
+
+
+def test_converted_module_runs_without_keras(tmp_path: Path):
+    model = make_live(_model())
+    args = random_inputs(model, 2, 0)
+    conv = crossport.to_torch_with_report(model, args)
+    module_types = {type(m).__module__ for m in conv.module.modules()}
+    assert any(t.startswith("crossport.") for t in module_types)  # crossport code is needed
+    crossport.to_torch_source(conv, tmp_path / "model_torch.py")
+    torch.save(conv.module, tmp_path / "module.pt")
+    torch.save(args[0], tmp_path / "x.pt")
+    env = {**os.environ, "PYTHONPATH": str(Path(crossport.__file__).parents[1])}
+    done = subprocess.run([sys.executable, "-c", RUNNER, str(tmp_path)], capture_output=True,
+                          text=True, env=env, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["imported"] == []
+    with torch.no_grad():
+        want = conv.module(*args).numpy()
+    for name, got in report["results"].items():
+        np.testing.assert_array_equal(np.asarray(got, dtype=np.float32), want, err_msg=name)

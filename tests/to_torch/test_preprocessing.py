@@ -1,0 +1,72 @@
+"""Rescaling and Normalization with per-channel constants on any axis, held NHWC or NCHW."""
+
+import keras
+import numpy as np
+import pytest
+import torch
+
+import crossport
+from tests.to_torch.harness import assert_to_torch, chain
+
+L = keras.layers
+IMG = (5, 6, 3)
+RNG = np.random.default_rng(0)
+
+
+def _stats(*shape):
+    return RNG.normal(0.0, 1.0, shape).astype("float32"), \
+        RNG.uniform(0.5, 2.0, shape).astype("float32")
+
+
+RESCALING = {
+    "scalar": (IMG, [L.Rescaling(1 / 127.5, -1.0)]),
+    "per-channel-input": (IMG, [L.Rescaling([0.5, 2.0, -1.0], [0.1, 0.2, 0.3])]),
+    # after a conv the tensor is held NCHW: the (C,) vectors are laid out [C, 1, 1]
+    "per-channel-after-conv": (IMG, [L.Conv2D(3, 1), L.Rescaling(np.array([0.5, 2.0, -1.0]),
+                                                                np.array([1.0, 0.0, -2.0]))]),
+    "vector-scale-scalar-offset": (IMG, [L.Conv2D(3, 1), L.Rescaling([0.5, 2.0, 3.0], 1.0)]),
+    "per-width-column": (IMG, [L.Conv2D(3, 1), L.Rescaling(RNG.uniform(0.5, 2, (6, 1)))]),
+    "sequence": ((4, 3), [L.Rescaling([1.0, 2.0, 3.0], [0.0, 1.0, -1.0])]),
+}
+
+
+@pytest.mark.parametrize("case", RESCALING.values(), ids=RESCALING.keys())
+def test_rescaling(case):
+    shape, layers = case
+    assert_to_torch(chain(shape, *layers), max_permutes=0)
+
+
+def _norm(axis, sizes, **kw):
+    mean, var = _stats(*sizes)
+    return L.Normalization(axis=axis, mean=mean, variance=var, **kw)
+
+
+NORMALIZATION = {
+    "last-axis": (IMG, [_norm(-1, (3,))]),
+    "last-axis-after-conv": (IMG, [L.Conv2D(3, 1), _norm(-1, (3,))]),
+    "height-axis-after-conv": (IMG, [L.Conv2D(3, 1), _norm(1, (5,))]),
+    "width-axis": (IMG, [_norm(2, (6,))]),
+    "two-axes-after-conv": (IMG, [L.Conv2D(3, 1), _norm((1, 3), (5, 3))]),
+    "scalar-axis-none": (IMG, [L.Conv2D(3, 1), L.Normalization(axis=None, mean=0.5,
+                                                                variance=2.0)]),
+    "invert": (IMG, [L.Conv2D(3, 1), _norm(-1, (3,), invert=True)]),
+    "sequence-time-axis": ((4, 3), [_norm(1, (4,))]),
+}
+
+
+@pytest.mark.parametrize("case", NORMALIZATION.values(), ids=NORMALIZATION.keys())
+def test_normalization(case):
+    shape, layers = case
+    assert_to_torch(chain(shape, *layers), live=False, max_permutes=0)
+
+
+def test_normalization_adapted_per_channel():
+    layer = L.Normalization(axis=-1)
+    layer.adapt(RNG.normal(2.0, 3.0, (16, *IMG)).astype("float32"))
+    assert_to_torch(chain(IMG, layer), live=False)
+
+
+def test_rescaling_broadcasting_onto_the_batch_axis_is_refused():
+    model = chain((3,), L.Rescaling(np.ones((2, 3), "float32")))
+    with pytest.raises(crossport.UnsupportedLayerError, match="Rescaling"):
+        crossport.to_torch(model, (torch.zeros(2, 3),))
