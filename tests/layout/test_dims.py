@@ -184,7 +184,7 @@ def test_every_layout_of_rank_3_round_trips():
 def test_module_example_runs():
     import doctest
 
-    import crossport.layout.dims as dims
+    from crossport.layout import dims
 
     result = doctest.testmod(dims)
     assert result.attempted > 0 and result.failed == 0
