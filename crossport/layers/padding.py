@@ -10,6 +10,7 @@ from keras import ops
 
 from crossport.errors import InputError
 from crossport.layers.base import resolve_perm, slice_axis
+from crossport.layout import Layout, physical_pad
 
 PAD_MODES = ("constant", "reflect", "replicate", "circular")
 
@@ -126,10 +127,7 @@ class Pad(keras.layers.Layer):
         if len(self.pad) // 2 > rank:
             raise InputError(f"Pad: {len(self.pad) // 2} padded dims for a rank-{rank} input.")
         perm = resolve_perm(rank, self.perm, self.data_format)
-        torch_pads = [(0, 0)] * rank
-        for i in range(len(self.pad) // 2):
-            torch_pads[rank - 1 - i] = (self.pad[2 * i], self.pad[2 * i + 1])
-        return [torch_pads[perm[axis]] for axis in range(rank)]
+        return physical_pad(Layout(perm), self.pad)
 
     def call(self, inputs: Any) -> Any:
         return pad_axes(inputs, self.keras_pads(len(inputs.shape)), self.mode, self.value)

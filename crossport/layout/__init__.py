@@ -1,15 +1,34 @@
 """Layout: the order each tensor's axes take in the target framework (see layout.py).
 
 Shared by both directions: ``Layout`` (a permutation from the reference tensor to the held
-one), ``Policy`` (policy.py: what a converter wants) and the analysis in assign.py.
+one), ``Policy`` (policy.py: what a converter wants), the dim-remapping contract (dims.py:
+which held axes a reference dim, permutation or pad names, and the layout of the result)
+and the analysis in assign.py.
 """
 
+from crossport.layout.dims import (
+    after_insert,
+    after_permute,
+    after_reduce,
+    normalize_dims,
+    order_free,
+    physical_array,
+    physical_axes,
+    physical_axis,
+    physical_index,
+    physical_order,
+    physical_pad,
+    reduction_dims,
+    shared_layout,
+    transpose_perm,
+)
 from crossport.layout.layout import (
     FlatOrder,
     Layout,
     canonical,
     channels_first,
     channels_last,
+    normalize_dim,
     permuted_shape,
     transpose_between,
 )
@@ -19,9 +38,24 @@ __all__ = [
     "FlatOrder",
     "Layout",
     "Policy",
+    "after_insert",
+    "after_permute",
+    "after_reduce",
     "canonical",
     "channels_first",
     "channels_last",
+    "normalize_dim",
+    "normalize_dims",
+    "order_free",
     "permuted_shape",
+    "physical_array",
+    "physical_axes",
+    "physical_axis",
+    "physical_index",
+    "physical_order",
+    "physical_pad",
+    "reduction_dims",
+    "shared_layout",
     "transpose_between",
+    "transpose_perm",
 ]

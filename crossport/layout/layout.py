@@ -36,15 +36,16 @@ class Layout:
         return self.flat is None and self.perm == tuple(range(self.rank))
 
     def axis(self, torch_dim: int) -> int:
-        """The Keras axis holding torch dim ``torch_dim`` (negative dims allowed)."""
-        return self.perm.index(torch_dim % self.rank)
+        """The Keras axis holding torch dim ``torch_dim`` (negative dims allowed); the
+        contract's spelling is ``layout.dims.physical_axis``."""
+        return self.perm.index(normalize_dim(torch_dim, self.rank))
 
     def axes(self, torch_dims) -> list[int]:
         return [self.axis(d) for d in torch_dims]
 
     def without(self, torch_dims) -> Layout:
         """The layout after the given torch dims are removed (reductions without keepdim)."""
-        dropped = {d % self.rank for d in torch_dims}
+        dropped = {normalize_dim(d, self.rank) for d in torch_dims}
         kept = [p for p in self.perm if p not in dropped]
         return Layout(tuple(sorted(kept).index(p) for p in kept))
 
@@ -57,6 +58,18 @@ class Layout:
         if self.flat is not None:
             return f"flat{self.flat.block_perm}"
         return "canonical" if self.is_canonical else str(self.perm)
+
+
+def normalize_dim(dim: int, rank: int) -> int:
+    """``dim`` in ``[0, rank)``: negative dims count from the end, as in torch.
+
+    Raises:
+        ValueError: ``dim`` is outside ``[-rank, rank)``.
+    """
+    if not -rank <= dim < rank:
+        raise ValueError(f"dim {dim} is out of range for a rank-{rank} tensor "
+                         f"(expected one in [{-rank}, {rank}))")
+    return dim % rank
 
 
 def canonical(rank: int) -> Layout:

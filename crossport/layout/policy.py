@@ -3,8 +3,8 @@
 A converter declares one policy saying how it wants its tensor inputs held; the layout pass
 (``assign.py``) and the emitter of each direction do the rest. A held tensor relates to the
 reference tensor (the source framework's value) by a :class:`crossport.layout.Layout`:
-``held == reference.permute(layout.perm)``; a converter remaps every axis argument with
-``layout.axis(reference_axis)``.
+``held == reference.permute(layout.perm)``; a CUSTOM converter remaps its axis arguments
+through the dim contract in ``dims.py`` (``physical_axis``, ``after_reduce`` ...).
 
 | policy | PyTorch -> Keras | Keras -> PyTorch |
 |---|---|---|

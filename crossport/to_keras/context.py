@@ -100,6 +100,15 @@ class NodeContext:
     def canonical(self, value: TensorValue):
         return self.to_layout(value, canonical(value.rank))
 
+    def plain(self, value: TensorValue) -> TensorValue:
+        """``value`` in a plain permutation layout, for ops that see the feature order: a
+        flat-permuted ``[N, F]`` (``flatten(1)`` of an NHWC block) is put in torch order
+        (one transpose), any other value is returned as it is."""
+        if value.layout.flat is None:
+            return value
+        return TensorValue(self.canonical(value), canonical(value.rank), value.shape,
+                           value.dtype)
+
     def constant(self, array: np.ndarray, suffix: str = "const"):
         """A Keras tensor holding ``array`` (a weight of a ``crossport.layers.Constant``)."""
         from crossport.layers import Constant

@@ -14,7 +14,7 @@ import keras
 import numpy as np
 import torch
 
-from crossport.layout import canonical
+from crossport.layout import after_reduce, canonical, physical_axis
 from crossport.to_keras.ops.index import _index_supports, _wrap_negative
 from crossport.to_keras.ops.shape import as_value
 from crossport.to_keras.registry import Policy, register
@@ -38,10 +38,7 @@ def aten_copy_default(ctx, self, src, non_blocking=False):
 
 
 def _plain_value(ctx, value) -> TensorValue:
-    value = as_value(ctx, value)
-    if value.layout.flat is None:
-        return value
-    return TensorValue(ctx.canonical(value), canonical(value.rank), value.shape, value.dtype)
+    return ctx.plain(as_value(ctx, value))
 
 
 def _positions(ctx, size):
@@ -91,8 +88,8 @@ def aten_select_scatter_default(ctx, self, src, dim, index):
     channels-last layout of a conv output survives, unlike its decomposition).
     """
     value = _plain_value(ctx, self)
-    y = ctx.to_layout(as_value(ctx, src), value.layout.without([dim]))
-    y = ops.expand_dims(y, value.layout.axis(dim))
+    y = ctx.to_layout(as_value(ctx, src), after_reduce(value.layout, [dim], keepdim=False))
+    y = ops.expand_dims(y, physical_axis(value.layout, dim))
     if not ctx.is_dynamic(index) and index < 0 and not ctx.is_dynamic(value.shape[dim]):
         index += int(value.shape[dim])
     end = None if not ctx.is_dynamic(index) and index == -1 else index + 1
@@ -104,7 +101,7 @@ def _scatter_slice(ctx, value, y, count, dim, start, end, step):
     layout, x = value.layout, value.tensor
     if y.dtype != x.dtype:
         y = ops.cast(y, x.dtype)
-    axis, size = layout.axis(dim), value.shape[dim]
+    axis, size = physical_axis(layout, dim), value.shape[dim]
     ctx.out_layout = layout
     first = _bound(ctx, start, 0, size)
     full = ops.cast(ctx.size(size), "int64") if ctx.is_dynamic(size) else int(size)

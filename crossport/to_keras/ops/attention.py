@@ -16,7 +16,7 @@ import keras
 import numpy as np
 import torch
 
-from crossport.layout import Layout, canonical
+from crossport.layout import Layout, canonical, physical_order
 from crossport.to_keras.ops.shape import as_value
 from crossport.to_keras.registry import Policy, register
 from crossport.to_keras.values import TensorValue
@@ -49,7 +49,7 @@ def aten_scaled_dot_product_attention_default(ctx, query, key, value, attn_mask=
     aligned (``tril`` of an ``[L, S]`` block). Rows with every position masked give 0
     (torch's safe softmax), not NaN. scale defaults to ``1/sqrt(E)``.
     """
-    q, k, v = (_plain(ctx, as_value(ctx, t)) for t in (query, key, value))
+    q, k, v = (ctx.plain(as_value(ctx, t)) for t in (query, key, value))
     rank = q.rank
     e = q.static_shape()[-1]
     scale = 1.0 / math.sqrt(e) if scale is None else scale
@@ -96,13 +96,7 @@ def _subscripts(letters: str, layout: Layout) -> str:
 
     Batch dims are a, b, ...; query length w, key length x, key features y, values z.
     """
-    return "".join(letters[p] for p in layout.perm)
-
-
-def _plain(ctx, value: TensorValue) -> TensorValue:
-    if value.layout.flat is None:
-        return value
-    return _canonical(ctx, value)
+    return "".join(physical_order(layout, letters))
 
 
 def _canonical(ctx, value: TensorValue) -> TensorValue:

@@ -11,7 +11,14 @@ import keras
 import numpy as np
 import torch
 
-from crossport.layout import canonical
+from crossport.layout import (
+    canonical,
+    normalize_dim,
+    physical_array,
+    physical_axes,
+    physical_axis,
+    physical_order,
+)
 from crossport.to_keras.fold import is_constant
 from crossport.to_keras.ops.reduce import _reduce
 from crossport.to_keras.ops.shape import as_value
@@ -69,21 +76,18 @@ def aten_cumsum_default(ctx, self, dim, dtype=None):
 
     Integer and boolean inputs sum to int64 like torch's.
     """
-    value = as_value(ctx, self)
-    x = ctx.canonical(value) if value.layout.flat is not None else value.tensor
-    layout = canonical(value.rank) if value.layout.flat is not None else value.layout
-    ctx.out_layout = layout
-    return ops.cumsum(ops.cast(x, keras_dtype(ctx.out_dtype)), axis=layout.axis(dim))
+    value = ctx.plain(as_value(ctx, self))
+    ctx.out_layout = value.layout
+    return ops.cumsum(ops.cast(value.tensor, keras_dtype(ctx.out_dtype)),
+                      axis=physical_axis(value.layout, dim))
 
 
 def _harmonise_pair(ctx, self, index):
-    value = as_value(ctx, self)
-    if value.layout.flat is not None:
-        value = TensorValue(ctx.canonical(value), canonical(value.rank), value.shape, value.dtype)
+    value = ctx.plain(as_value(ctx, self))
     if isinstance(index, TensorValue):
         idx = ctx.to_layout(index, value.layout)
     else:
-        idx = np.ascontiguousarray(np.transpose(np.asarray(index), value.layout.perm))
+        idx = physical_array(index, value.layout)
     return value, idx
 
 
@@ -98,11 +102,13 @@ def aten_gather_default(ctx, self, dim, index, sparse_grad=False):
     x = value.tensor
     index_shape = tuple(int(s) for s in (index.static_shape() if isinstance(index, TensorValue)
                                          else np.shape(index)))
-    if any(index_shape[d] != value.static_shape()[d] for d in range(value.rank) if d != dim % value.rank):
-        x = x[tuple(slice(0, index_shape[p]) if p != dim % value.rank else slice(None)
-                    for p in value.layout.perm)]
+    dim = normalize_dim(dim, value.rank)
+    if any(index_shape[d] != value.static_shape()[d] for d in range(value.rank) if d != dim):
+        leading = [slice(None) if d == dim else slice(0, index_shape[d])
+                   for d in range(value.rank)]
+        x = x[physical_order(value.layout, leading)]
     ctx.out_layout = value.layout
-    return ops.take_along_axis(x, idx, axis=value.layout.axis(dim))
+    return ops.take_along_axis(x, idx, axis=physical_axis(value.layout, dim))
 
 
 def _index_supports(node):
@@ -189,10 +195,9 @@ def aten_scatter_src(ctx, self, dim, index, src=None, value=None):
 
 def _on_last_axis(ctx, self, dim, fn):
     """Run ``fn`` (values, indices along the last axis) along torch ``dim``."""
-    value = as_value(ctx, self)
-    x = ctx.canonical(value) if value.layout.flat is not None else value.tensor
-    layout = canonical(value.rank) if value.layout.flat is not None else value.layout
-    axis = layout.axis(dim)
+    value = ctx.plain(as_value(ctx, self))
+    x, layout = value.tensor, value.layout
+    axis = physical_axis(layout, dim)
     last = value.rank - 1
     if axis != last:
         x = ops.moveaxis(x, axis, last)
@@ -347,11 +352,9 @@ def aten_scalar_tensor_default(ctx, s, dtype=None, layout=None, device=None, pin
 @register(aten.flip.default, policy=Policy.CUSTOM, keeps_layout=True, dynamic=True)
 def aten_flip_default(ctx, self, dims):
     """flip(Tensor self, int[] dims) -> Tensor"""
-    value = as_value(ctx, self)
-    if value.layout.flat is not None:
-        value = TensorValue(ctx.canonical(value), canonical(value.rank), value.shape, value.dtype)
+    value = ctx.plain(as_value(ctx, self))
     ctx.out_layout = value.layout
     x = value.tensor
-    for d in dims:
-        x = ops.flip(x, axis=value.layout.axis(d))
+    for axis in physical_axes(value.layout, dims):
+        x = ops.flip(x, axis=axis)
     return x

@@ -13,7 +13,7 @@ import operator
 import keras
 import torch
 
-from crossport.layout import Layout, canonical
+from crossport.layout import after_reduce, canonical, physical_axes
 from crossport.to_keras.ops.reduce import _reduce
 from crossport.to_keras.ops.shape import as_value
 from crossport.to_keras.registry import Policy, register
@@ -74,18 +74,17 @@ def aten__linalg_svd_default(ctx, A, full_matrices=False, compute_uv=True, drive
     of a matrix and of its transpose agree, so a layout holding the two matrix dims last
     in either order is used as it is.
     """
-    value = as_value(ctx, A)
-    rank = value.rank
-    perm = value.layout.perm
-    if value.layout.flat is not None or set(perm[-2:]) != {rank - 2, rank - 1}:
-        x, perm = ctx.canonical(value), tuple(range(rank))
-    else:
-        x = value.tensor
+    value = ctx.plain(as_value(ctx, A))
+    rank, layout = value.rank, value.layout
+    if sorted(physical_axes(layout, (-2, -1))) != [rank - 2, rank - 1]:
+        layout = canonical(rank)  # the matrix dims are not the last two held axes
+    x = ctx.to_layout(value, layout)
     if any(ctx.is_dynamic(d) for d in value.shape[-2:]):  # ops.svd needs static matrices
         from crossport.layers.linalg import SingularValues
 
         singular = SingularValues(name=ctx.name("svdvals"))(x)
     else:
         singular = ops.svd(x, full_matrices=False, compute_uv=False)
-    ctx.out_layout = (canonical(rank), Layout((*perm[:-2], rank - 2)), canonical(rank))
+    singular_layout = after_reduce(layout, [-1], keepdim=False)  # S: [..., min(m, n)]
+    ctx.out_layout = (canonical(rank), singular_layout, canonical(rank))
     return None, singular, None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import keras
 import torch
 
+from crossport.layout import Layout, canonical, physical_axis
 from crossport.to_keras.fold import is_constant
 from crossport.to_keras.ops.elementwise import keras_add
 from crossport.to_keras.ops.shape import as_value
@@ -36,13 +37,13 @@ def aten_linear_default(ctx, input, weight, bias=None):
         y = ops.matmul(ops.expand_dims(value.tensor, 0), ctx.constant(kernel, "kernel"))[0]
         return y if bias is None else keras_add(y, ctx.constant(bias, "bias"))
     layout = value.layout
-    if layout.flat is not None:
+    if layout.flat is not None:  # special to Linear: the kernel rows take the feature order
         kernel = kernel[flat_feature_order(layout.flat.block_shape, layout.flat.block_perm)]
-        x, out_layout = value.tensor, type(layout)(layout.perm)
-    elif layout.perm[-1] == value.rank - 1:  # features already last in Keras
+        x, out_layout = value.tensor, Layout(layout.perm)
+    elif physical_axis(layout, -1) == value.rank - 1:  # features already last in Keras
         x, out_layout = value.tensor, layout
     else:
-        x, out_layout = ctx.canonical(value), type(layout)(tuple(range(value.rank)))
+        x, out_layout = ctx.canonical(value), canonical(value.rank)
     dense = keras.layers.Dense(weight.shape[0], use_bias=bias is not None, name=ctx.name())
     y = dense(x)
     dense.set_weights([kernel] + ([bias] if bias is not None else []))

@@ -7,7 +7,7 @@ import numpy as np
 import torch
 
 from crossport.layers.fused_norm import FusedBatchNormalization
-from crossport.layout import Layout, canonical
+from crossport.layout import after_reduce, physical_array, physical_axes
 from crossport.to_keras.fold import is_constant
 from crossport.to_keras.ops.shape import as_value
 from crossport.to_keras.registry import Policy, register
@@ -97,19 +97,19 @@ def aten_layer_norm_default(ctx, input, normalized_shape, weight=None, bias=None
     rank, k = value.rank, len(normalized_shape)
     layout, x = value.layout, value.tensor
     weight, bias = _float32(weight), _float32(bias)
-    if layout.flat is not None and k == 1:
+    if layout.flat is not None and k == 1:  # like Linear: the affine takes the feature order
         order = flat_feature_order(layout.flat.block_shape, layout.flat.block_perm)
         weight = None if weight is None else weight[order]
         bias = None if bias is None else bias[order]
         axes, out_layout = [rank - 1], layout
     else:
-        if layout.flat is not None:
-            x, layout = ctx.canonical(value), canonical(rank)
-        axes = sorted(layout.axis(d) for d in range(rank - k, rank))
-        order = [layout.perm[a] - (rank - k) for a in axes]  # torch param dims in Keras order
-        weight = None if weight is None else np.transpose(weight, order)
-        bias = None if bias is None else np.transpose(bias, order)
-        out_layout = Layout(layout.perm)
+        value = ctx.plain(value)
+        x, layout = value.tensor, value.layout
+        axes = sorted(physical_axes(layout, range(rank - k, rank)))
+        affine = after_reduce(layout, range(rank - k), keepdim=False)  # the affine's dims
+        weight = None if weight is None else physical_array(weight, affine)
+        bias = None if bias is None else physical_array(bias, affine)
+        out_layout = layout
     layer = keras.layers.LayerNormalization(
         axis=axes, epsilon=eps, center=bias is not None, scale=weight is not None,
         name=ctx.name())

@@ -10,7 +10,6 @@ from __future__ import annotations
 import torch
 
 from crossport import layers as torch_semantics
-from crossport.layout import canonical
 from crossport.to_keras.ops.shape import as_value
 from crossport.to_keras.registry import Policy, register
 
@@ -27,11 +26,13 @@ def _pad_supports(node: torch.fx.Node) -> str | None:
 
 
 def emit_pad(ctx, self, pad, mode: str, value):
-    """``Pad(pad, mode, value, perm=layout.perm)`` on the arriving layout."""
-    value_ = as_value(ctx, self)
+    """``Pad(pad, mode, value, perm=layout.perm)`` on the arriving layout.
+
+    The layer maps the torch pad list onto the held axes itself
+    (``crossport.layout.physical_pad``), so it is given the layout's permutation.
+    """
+    value_ = ctx.plain(as_value(ctx, self))  # a flat-permuted [N, F]: feature order undone
     x, layout = value_.tensor, value_.layout
-    if layout.flat is not None:  # a flat-permuted [N, F]: undo the feature order first
-        x, layout = ctx.canonical(value_), canonical(value_.rank)
     ctx.out_layout = layout
     pad = [int(p) for p in pad]
     if not any(pad):

@@ -6,7 +6,14 @@ import keras
 import torch
 
 from crossport.layers.reduction import stable_mean, stable_sum
-from crossport.layout import canonical
+from crossport.layout import (
+    after_reduce,
+    canonical,
+    order_free,
+    physical_axes,
+    physical_axis,
+    reduction_dims,
+)
 from crossport.to_keras.ops.shape import as_value
 from crossport.to_keras.registry import Policy, register
 from crossport.to_keras.values import TensorValue, keras_dtype
@@ -15,36 +22,15 @@ aten = torch.ops.aten
 ops = keras.ops
 
 
-def _plain(ctx, self) -> TensorValue:
-    value = as_value(ctx, self)
-    if value.layout.flat is not None:
-        return TensorValue(ctx.canonical(value), canonical(value.rank), value.shape, value.dtype)
-    return value
-
-
-def _dims(dim, rank) -> list[int]:
-    if dim is None or (isinstance(dim, (list, tuple)) and len(dim) == 0):
-        return list(range(rank))
-    if isinstance(dim, int):
-        return [dim % rank]
-    return [d % rank for d in dim]
-
-
-def _over_flat_features(self, dims) -> bool:
-    """Reducing a flat-permuted [.., F] over F: the feature order does not matter."""
-    return (isinstance(self, TensorValue) and self.layout.flat is not None
-            and (self.rank - 1) in dims)
-
-
 def _reduce(ctx, self, dim, keepdim, fn):
-    dims = _dims(dim, len(self.shape) if hasattr(self, "shape") else 0)
-    if _over_flat_features(self, dims):  # no transpose back to torch order
-        ctx.out_layout = canonical(self.rank if keepdim else self.rank - len(dims))
-        return fn(self.tensor, axis=tuple(dims), keepdims=keepdim)
-    value = _plain(ctx, self)
-    dims = _dims(dim, value.rank)
-    ctx.out_layout = value.layout if keepdim else value.layout.without(dims)
-    return fn(value.tensor, axis=tuple(value.layout.axes(dims)), keepdims=keepdim)
+    """``fn`` over the torch dims ``dim`` names; a flat-permuted input reduced over its
+    features stays as it is (the feature order does not matter), no transpose back."""
+    value = as_value(ctx, self)
+    dims = reduction_dims(dim, value.rank)
+    if not order_free(value.layout, dims):
+        value = ctx.plain(value)
+    ctx.out_layout = after_reduce(value.layout, dims, keepdim)
+    return fn(value.tensor, axis=physical_axes(value.layout, dims), keepdims=keepdim)
 
 
 def _cast_out(ctx, y):
@@ -96,14 +82,14 @@ def _var(ctx, self, dim, correction, keepdim):
     The element count comes from the run-time shape, so a dynamic reduced dim divides by
     its own length.
     """
-    value = _plain(ctx, self)
-    dims = _dims(dim, value.rank)
-    axes = tuple(value.layout.axes(dims))
+    value = ctx.plain(as_value(ctx, self))
+    dims = reduction_dims(dim, value.rank)
+    axes = physical_axes(value.layout, dims)
     correction = 1 if correction is None else correction
     x = value.tensor
     centred = x - stable_mean(x, axis=axes, keepdims=True)  # two-pass, pairwise sums
     total = stable_sum(ops.square(centred), axis=axes, keepdims=keepdim)
-    ctx.out_layout = value.layout if keepdim else value.layout.without(dims)
+    ctx.out_layout = after_reduce(value.layout, dims, keepdim)
     n = 1
     for d in dims:
         n = n * ctx.size(value.shape[d])
@@ -147,15 +133,14 @@ def _nan_first(index_fn):
 def _arg_reduce(ctx, self, dim, keepdim, fn):
     """argmax/argmin: first index of the extreme in both frameworks; int64 like torch."""
     fn = _nan_first(fn)
-    value = _plain(ctx, self)
+    value = ctx.plain(as_value(ctx, self))
     x = value.tensor
     if dim is None:
         x = ops.reshape(ctx.canonical(value), [-1])
         ctx.out_layout = canonical(0)
         return ops.cast(fn(x, axis=0), "int64")
-    axis = value.layout.axis(dim)
-    y = ops.cast(fn(x, axis=axis, keepdims=keepdim), "int64")
-    ctx.out_layout = value.layout if keepdim else value.layout.without([dim])
+    y = ops.cast(fn(x, axis=physical_axis(value.layout, dim), keepdims=keepdim), "int64")
+    ctx.out_layout = after_reduce(value.layout, [dim], keepdim)
     return y
 
 
@@ -172,12 +157,13 @@ def aten_argmin_default(ctx, self, dim=None, keepdim=False):
 
 
 def _softmax(ctx, self, dim, fn):
-    if _over_flat_features(self, [dim % len(self.shape)]):  # same permutation in and out
-        ctx.out_layout = self.layout
-        return fn(self.tensor, axis=-1)
-    value = _plain(ctx, self)
+    """Along one dim, in the arriving layout (a flat-permuted input along its features
+    keeps its feature order: the same permutation in and out)."""
+    value = as_value(ctx, self)
+    if not order_free(value.layout, [dim]):
+        value = ctx.plain(value)
     ctx.out_layout = value.layout
-    return fn(value.tensor, axis=value.layout.axis(dim))
+    return fn(value.tensor, axis=physical_axis(value.layout, dim))
 
 
 @register(aten._softmax.default, aten.softmax.int, policy=Policy.CUSTOM, dynamic=True)
@@ -193,9 +179,9 @@ def aten_log_softmax_int(ctx, self, dim, half_to_float=False, dtype=None):
 
 
 def _extreme_with_index(ctx, self, dim, keepdim, value_fn, index_fn):
-    value = _plain(ctx, self)
-    axis = value.layout.axis(dim)
-    layout = value.layout if keepdim else value.layout.without([dim])
+    value = ctx.plain(as_value(ctx, self))
+    axis = physical_axis(value.layout, dim)
+    layout = after_reduce(value.layout, [dim], keepdim)
     ctx.out_layout = (layout, layout)
     values = value_fn(value.tensor, axis=axis, keepdims=keepdim)
     indices = _nan_first(index_fn)(value.tensor, axis=axis, keepdims=keepdim)

@@ -13,7 +13,19 @@ import keras
 import numpy as np
 import torch
 
-from crossport.layout import Layout, canonical, permuted_shape
+from crossport.layout import (
+    Layout,
+    after_insert,
+    after_permute,
+    after_reduce,
+    canonical,
+    permuted_shape,
+    physical_axis,
+    physical_index,
+    physical_order,
+    shared_layout,
+    transpose_perm,
+)
 from crossport.layout.reshape import flat_layout, layout_after_reshape, reshape_groups
 from crossport.to_keras.ops.elementwise import keras_add
 from crossport.to_keras.registry import Policy, register
@@ -41,7 +53,13 @@ def _out_torch_shape(ctx):
 
 
 def reshape(ctx, value: TensorValue):
-    """The node's output shape from ``value``: a plain Keras reshape whenever possible."""
+    """The node's output shape from ``value``: a plain Keras reshape whenever possible.
+
+    Genuinely layout-specific, so it stays here rather than in the dim contract: which
+    dims a view merges or splits depends on the sizes, and the result may be a reshape in
+    the held order, a reshape plus a gather, a flat-permuted layout or a transpose first
+    (``layout/reshape.py`` answers the layout questions).
+    """
     value = as_value(ctx, value)
     target = _out_torch_shape(ctx)
     in_static, out_static = value.static_shape(), tuple(concrete(d) for d in target)
@@ -133,27 +151,17 @@ def aten_view_default(ctx, self, *args, **kwargs):
           policy=Policy.CUSTOM, dynamic=True)
 def aten_permute_default(ctx, self, *args, **kwargs):
     """permute(Tensor(a) self, int[] dims): free; only the layout changes (no Keras op)."""
-    value = as_value(ctx, self)
-    dims = _permutation(ctx.node, value.rank)
-    if value.layout.flat is not None:
-        x = ctx.canonical(value)
-        value = TensorValue(x, canonical(value.rank), value.shape, value.dtype)
-    inverse = [0] * len(dims)
-    for new, old in enumerate(dims):
-        inverse[old] = new
-    ctx.out_layout = Layout(tuple(inverse[p] for p in value.layout.perm))
+    value = ctx.plain(as_value(ctx, self))
+    ctx.out_layout = after_permute(value.layout, _permutation(ctx.node, value.rank))
     return value.tensor
 
 
-def _permutation(node, rank) -> list[int]:
+def _permutation(node, rank) -> tuple[int, ...]:
     if node.target is aten.permute.default:
-        return [d % rank for d in node.args[1]]
+        return tuple(node.args[1])
     if node.target is aten.transpose.int:
-        a, b = node.args[1] % rank, node.args[2] % rank
-        dims = list(range(rank))
-        dims[a], dims[b] = dims[b], dims[a]
-        return dims
-    return list(reversed(range(rank)))
+        return transpose_perm(rank, node.args[1], node.args[2])
+    return transpose_perm(rank)  # t, numpy_T: every dim reversed
 
 
 @register(aten.expand.default, policy=Policy.CUSTOM, keeps_layout=True, dynamic=True)
@@ -172,8 +180,7 @@ def aten_expand_default(ctx, self, size, implicit=False):
             x = ops.expand_dims(x, 0)
         value = TensorValue(x, canonical(rank), (1,) * (rank - value.rank) + tuple(value.shape),
                             value.dtype)
-    if value.layout.flat is not None:
-        value = TensorValue(ctx.canonical(value), canonical(rank), value.shape, value.dtype)
+    value = ctx.plain(value)
     grow = [out_shape[d] if value.static_shape()[d] == 1 else 1 for d in range(rank)]
     ctx.out_layout = value.layout
     if all(g == 1 for g in grow):
@@ -182,14 +189,14 @@ def aten_expand_default(ctx, self, size, implicit=False):
     if any(ctx.is_dynamic(torch_out[d]) for d in range(rank) if grow[d] != 1):
         from crossport.layers.dynamic import DynamicBroadcast
 
-        sizes = permuted_shape(torch_out, value.layout)
-        keep = [value.shape[p] for p in value.layout.perm]  # dims not expanded keep theirs
+        sizes = physical_order(value.layout, torch_out)
+        keep = physical_order(value.layout, value.shape)  # dims not expanded keep theirs
         sizes = [k if concrete(k) != 1 else s for k, s in zip(keep, sizes)]
         dynamic = [ctx.is_dynamic(s) for s in sizes]
         target = [None if dyn else int(concrete(s)) for s, dyn in zip(sizes, dynamic)]
         scalars = [ctx.size(s) for s, dyn in zip(sizes, dynamic) if dyn]
         return DynamicBroadcast(target, name=ctx.name("broadcast"))(value.tensor, *scalars)
-    zeros = np.zeros(permuted_shape(grow, value.layout), dtype=keras_dtype(value.dtype))
+    zeros = np.zeros(physical_order(value.layout, grow), dtype=keras_dtype(value.dtype))
     return keras_add(value.tensor, zeros)  # ops.add may become a wrong-axis bias_add
 
 
@@ -201,7 +208,7 @@ def aten_expand_as_default(ctx, self, other):
 
 def _harmonised(ctx, values) -> tuple[list, Layout]:
     values = [as_value(ctx, v) for v in values]
-    layout = next((v.layout for v in values if v.layout.flat is None), canonical(values[0].rank))
+    layout = shared_layout([v.layout for v in values])
     return [ctx.to_layout(v, layout) for v in values], layout
 
 
@@ -213,7 +220,7 @@ def aten_cat_default(ctx, tensors, dim=0):
     ctx.out_layout = layout
     if len(xs) == 1:
         return xs[0]
-    return keras.layers.Concatenate(axis=layout.axis(dim), name=ctx.name())(xs)
+    return keras.layers.Concatenate(axis=physical_axis(layout, dim), name=ctx.name())(xs)
 
 
 def _is_empty(value) -> bool:
@@ -229,11 +236,9 @@ def aten_stack_default(ctx, tensors, dim=0):
     consumer such as a model output); permuted inputs get the new dim last.
     """
     xs, layout = _harmonised(ctx, tensors)
-    rank = layout.rank + 1
-    dim = dim % rank
-    out_layout = canonical(rank) if layout.is_canonical else layout.with_inserted(dim)
+    out_layout = after_insert(layout, dim)
     ctx.out_layout = out_layout
-    return ops.stack(xs, axis=out_layout.axis(dim))
+    return ops.stack(xs, axis=physical_axis(out_layout, dim))
 
 
 @register(aten.split.Tensor, policy=Policy.CUSTOM, keeps_layout=True, dynamic=True)
@@ -250,8 +255,9 @@ def _split_at_run_time(ctx, value: TensorValue, dim: int):
     run-time sizes torch traced for it (``(s + 1) // 2`` ...), as ``DynamicSlice``s."""
     from crossport.layers.dynamic import DynamicSlice
 
-    x, layout = _plain(ctx, value)
-    axis = layout.axis(dim)
+    value = ctx.plain(value)
+    x, layout = value.tensor, value.layout
+    axis = physical_axis(layout, dim)
     parts, start = [], 0
     for out in ctx.node.meta["val"]:
         end = start + out.shape[dim]
@@ -272,7 +278,8 @@ def aten_split_with_sizes_default(ctx, self, split_sizes, dim=0):
     value = as_value(ctx, self)
     if any(ctx.is_dynamic(out.shape[dim]) for out in ctx.node.meta["val"]):
         return _split_at_run_time(ctx, value, dim)
-    x, layout = _plain(ctx, value)
+    value = ctx.plain(value)
+    x, layout = value.tensor, value.layout
     total = value.static_shape()[dim]
     if isinstance(split_sizes, int):
         split_sizes = [split_sizes] * (total // split_sizes) + (
@@ -281,7 +288,7 @@ def aten_split_with_sizes_default(ctx, self, split_sizes, dim=0):
     if not cuts:  # one part (chunk(1), or a split size >= the length): the tensor itself
         ctx.out_layout = [layout]
         return (x,)
-    parts = ops.split(x, [int(c) for c in cuts], axis=layout.axis(dim))
+    parts = ops.split(x, [int(c) for c in cuts], axis=physical_axis(layout, dim))
     ctx.out_layout = [layout] * len(parts)
     return tuple(parts)
 
@@ -289,26 +296,17 @@ def aten_split_with_sizes_default(ctx, self, split_sizes, dim=0):
 @register(aten.unbind.int, policy=Policy.CUSTOM, dynamic=True)
 def aten_unbind_int(ctx, self, dim=0):
     """unbind.int(Tensor(a -> *) self, int dim=0) -> Tensor(a)[]"""
-    value = as_value(ctx, self)
-    x, layout = _plain(ctx, value)
-    axis = layout.axis(dim)
-    parts = ops.unstack(x, axis=axis)
-    ctx.out_layout = [layout.without([dim])] * len(parts)
+    value = ctx.plain(as_value(ctx, self))
+    parts = ops.unstack(value.tensor, axis=physical_axis(value.layout, dim))
+    ctx.out_layout = [after_reduce(value.layout, [dim], keepdim=False)] * len(parts)
     return tuple(parts)
-
-
-def _plain(ctx, value: TensorValue):
-    """The tensor in a plain-permutation layout (flat layouts are undone)."""
-    if value.layout.flat is None:
-        return value.tensor, value.layout
-    return ctx.canonical(value), canonical(value.rank)
 
 
 @register(aten.slice.Tensor, policy=Policy.CUSTOM, keeps_layout=True, dynamic=True)
 def aten_slice_tensor(ctx, self, dim=0, start=None, end=None, step=1):
     """slice.Tensor(Tensor(a) self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1)"""
-    value = as_value(ctx, self)
-    x, layout = _plain(ctx, value)
+    value = ctx.plain(as_value(ctx, self))
+    x, layout = value.tensor, value.layout
     if ctx.is_dynamic(start) or ctx.is_dynamic(end):  # bounds from run-time sizes
         from crossport.layers.dynamic import DynamicSlice
 
@@ -316,39 +314,32 @@ def aten_slice_tensor(ctx, self, dim=0, start=None, end=None, step=1):
         scalars = [ctx.size(b) for b in (start, end) if ctx.is_dynamic(b)]
         out = ctx.out_shape[dim] if not ctx.is_dynamic(ctx.node.meta["val"].shape[dim]) else None
         ctx.out_layout = layout
-        return DynamicSlice(layout.axis(dim), *bounds, step, out_size=out,
+        return DynamicSlice(physical_axis(layout, dim), *bounds, step, out_size=out,
                             name=ctx.name("slice"))(x, *scalars)
     start = 0 if start is None else start
     static_end = not ctx.is_dynamic(value.shape[dim]) and end is not None and end >= value.shape[dim]
     if static_end or (end is not None and end >= _INT32_MAX):  # open: torch's sys.maxsize end
         end = None
     # Otherwise keep the bound: on a dynamic dim x[:8] is 8 long at length 12, like torch.
-    index = [slice(None)] * value.rank
-    index[layout.axis(dim)] = slice(start, end, step)
     ctx.out_layout = layout
-    return x[tuple(index)]
+    return x[physical_index(layout, dim, slice(start, end, step))]
 
 
 @register(aten.select.int, policy=Policy.CUSTOM, dynamic=True)
 def aten_select_int(ctx, self, dim, index):
     """select.int(Tensor(a) self, int dim, SymInt index) -> Tensor(a)"""
-    value = as_value(ctx, self)
-    x, layout = _plain(ctx, value)
-    axis = layout.axis(dim)
-    items = [slice(None)] * value.rank
-    items[axis] = index
-    ctx.out_layout = layout.without([dim])
-    return x[tuple(items)]
+    value = ctx.plain(as_value(ctx, self))
+    ctx.out_layout = after_reduce(value.layout, [dim], keepdim=False)
+    return value.tensor[physical_index(value.layout, dim, index)]
 
 
 @register(aten.index_select.default, policy=Policy.CUSTOM, keeps_layout=True, dynamic=True)
 def aten_index_select_default(ctx, self, dim, index):
     """index_select(Tensor self, int dim, Tensor index) -> Tensor"""
-    value = as_value(ctx, self)
-    x, layout = _plain(ctx, value)
+    value = ctx.plain(as_value(ctx, self))
     indices = index.tensor if isinstance(index, TensorValue) else np.asarray(index)
-    ctx.out_layout = layout
-    return ops.take(x, indices, axis=layout.axis(dim))
+    ctx.out_layout = value.layout
+    return ops.take(value.tensor, indices, axis=physical_axis(value.layout, dim))
 
 
 @register(aten.clone.default, aten.contiguous.default, aten.alias.default, aten.detach.default,

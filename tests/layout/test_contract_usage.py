@@ -1,0 +1,81 @@
+"""Converters state dims; ``crossport.layout`` maps them. These checks keep it that way.
+
+A CUSTOM converter that reads a layout's permutation or flat order itself (``.perm``,
+``.flat``, ``.axis(``, ``.without(`` ...) instead of calling ``crossport.layout.dims`` must
+be one of the few whose remapping is not a dim translation (listed with the reason).
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import re
+import sys
+
+import crossport.to_keras.ops  # noqa: F401  (registers the converters)
+from crossport.layout import Policy
+from crossport.to_keras.registry import registered_ops
+
+INTERNALS = re.compile(r"\.perm\b|\.flat\b|\bLayout\(|\.axis\(|\.axes\(|\.without\(|"
+                       r"\.with_inserted\(|permuted_shape\(|% rank\b")
+
+SPECIAL = {
+    # a view merges/splits dims by size: reshape in held order, gather, flat layout or transpose
+    "aten_view_default": "reshape",
+    # the flat feature order of flatten(1) -> Linear permutes the kernel rows (pitfall 9)
+    "aten_linear_default": "aten_linear_default",
+    # the same for LayerNorm's affine vectors after flatten(1)
+    "aten_layer_norm_default": "aten_layer_norm_default",
+    # crossport.layers.Pad maps the F.pad list itself (physical_pad), given the layout's perm
+    **{name: "emit_pad" for name in (
+        "aten_pad_default", "aten_constant_pad_nd_default", "aten_reflection_pad2d_default",
+        "aten_replication_pad2d_default", "aten_pad_circular_default")},
+}
+
+
+def _functions(module) -> dict[str, str]:
+    source = inspect.getsource(module)
+    return {node.name: ast.get_source_segment(source, node)
+            for node in ast.parse(source).body if isinstance(node, ast.FunctionDef)}
+
+
+def _touches_internals(fn) -> str | None:
+    """The first function reached from ``fn`` (same module, by name) reading internals."""
+    functions = _functions(sys.modules[fn.__module__])
+    seen, todo = set(), [fn.__name__]
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in functions:
+            continue
+        seen.add(name)
+        if INTERNALS.search(functions[name]):
+            return name
+        todo += re.findall(r"\b(\w+)\(", functions[name])
+    return None
+
+
+def test_custom_converters_remap_dims_through_the_layout_contract():
+    custom = {c.fn for c in registered_ops().values() if c.policy is Policy.CUSTOM}
+    found = {fn.__name__: where for fn in custom if (where := _touches_internals(fn))}
+    unexpected = {name: where for name, where in found.items() if name not in SPECIAL}
+    assert not unexpected, (
+        f"converters remapping dims by hand: {unexpected}. State the dims and use "
+        "crossport.layout (physical_axis/axes/index/order/pad, after_reduce/permute/insert, "
+        "ctx.plain); a genuinely special case goes in SPECIAL with its reason")
+    assert set(found) == set(SPECIAL), f"no longer special: {set(SPECIAL) - set(found)}"
+
+
+def test_layout_imports_no_direction():
+    """``crossport.layout`` is shared: it imports nothing of crossport but itself (importing
+    it at run time loads the package, so the check reads the import statements)."""
+    from pathlib import Path
+
+    import crossport.layout
+
+    for path in Path(crossport.layout.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([node.module or ""] if isinstance(node, ast.ImportFrom)
+                     else [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            for name in names:
+                assert not name.startswith("crossport") or name.startswith("crossport.layout"), (
+                    f"{path.name} imports {name}")
