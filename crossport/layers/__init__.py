@@ -46,6 +46,7 @@ from crossport.layers.pooling import (
 from crossport.layers.recurrent import GRU, LSTM, RNN
 from crossport.layers.resize import Interpolate
 from crossport.layers.shuffle import PixelShuffle, PixelUnshuffle
+from crossport.layers.special import Erf
 
 __all__ = [
     "GRU",
@@ -70,6 +71,7 @@ __all__ = [
     "ConvTranspose1d",
     "ConvTranspose2d",
     "ConvTranspose3d",
+    "Erf",
     "FusedBatchNormalization",
     "GroupNorm",
     "InstanceNorm1d",

@@ -16,6 +16,7 @@ import torch
 from crossport.layout import Layout, canonical, permuted_shape
 from crossport.layout.reshape import flat_layout, layout_after_reshape, reshape_groups
 from crossport.to_keras.ops.elementwise import keras_add
+from crossport.to_keras import slicing
 from crossport.to_keras.registry import Policy, register
 from crossport.to_keras.values import TensorValue, concrete, keras_dtype
 
@@ -291,8 +292,7 @@ def aten_unbind_int(ctx, self, dim=0):
     """unbind.int(Tensor(a -> *) self, int dim=0) -> Tensor(a)[]"""
     value = as_value(ctx, self)
     x, layout = _plain(ctx, value)
-    axis = layout.axis(dim)
-    parts = ops.unstack(x, axis=axis)
+    parts = slicing.unstack(x, layout.axis(dim))  # not UNPACK: XNNPACK has no kernel for it
     ctx.out_layout = [layout.without([dim])] * len(parts)
     return tuple(parts)
 
@@ -323,9 +323,11 @@ def aten_slice_tensor(ctx, self, dim=0, start=None, end=None, step=1):
     if static_end or (end is not None and end >= _INT32_MAX):  # open: torch's sys.maxsize end
         end = None
     # Otherwise keep the bound: on a dynamic dim x[:8] is 8 long at length 12, like torch.
+    ctx.out_layout = layout
+    if step > 1 and start >= 0 and (end is None or end >= 0):  # unit strides for XNNPACK
+        return slicing.strided_slice(x, layout.axis(dim), start, end, step)
     index = [slice(None)] * value.rank
     index[layout.axis(dim)] = slice(start, end, step)
-    ctx.out_layout = layout
     return x[tuple(index)]
 
 
@@ -335,9 +337,11 @@ def aten_select_int(ctx, self, dim, index):
     value = as_value(ctx, self)
     x, layout = _plain(ctx, value)
     axis = layout.axis(dim)
+    ctx.out_layout = layout.without([dim])
+    if isinstance(index, int):  # a slice and a squeeze: XNNPACK takes no shrinking slice
+        return slicing.select(x, axis, index)
     items = [slice(None)] * value.rank
     items[axis] = index
-    ctx.out_layout = layout.without([dim])
     return x[tuple(items)]
 
 
@@ -346,9 +350,14 @@ def aten_index_select_default(ctx, self, dim, index):
     """index_select(Tensor self, int dim, Tensor index) -> Tensor"""
     value = as_value(ctx, self)
     x, layout = _plain(ctx, value)
-    indices = index.tensor if isinstance(index, TensorValue) else np.asarray(index)
     ctx.out_layout = layout
-    return ops.take(x, indices, axis=layout.axis(dim))
+    axis = layout.axis(dim)
+    if not isinstance(index, TensorValue):  # a constant index (a roll): slices, not GATHER
+        runs = slicing.contiguous_runs(np.asarray(index), x.shape[axis])
+        if runs is not None:
+            return slicing.take_runs(x, axis, runs)
+    indices = index.tensor if isinstance(index, TensorValue) else np.asarray(index)
+    return ops.take(x, indices, axis=axis)
 
 
 @register(aten.clone.default, aten.contiguous.default, aten.alias.default, aten.detach.default,
