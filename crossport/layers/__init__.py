@@ -17,7 +17,7 @@ from crossport.layers.conv import (
     ConvTranspose2d,
     ConvTranspose3d,
 )
-from crossport.layers.fused_norm import FusedBatchNormalization
+from crossport.layers.fused_norm import FusedBatchNormalization, StableLayerNormalization
 from crossport.layers.normalization import (
     BatchNorm1d,
     BatchNorm2d,
@@ -85,4 +85,5 @@ __all__ = [
     "Pad",
     "PixelShuffle",
     "PixelUnshuffle",
+    "StableLayerNormalization",
 ]

@@ -6,7 +6,7 @@ import keras
 import numpy as np
 import torch
 
-from crossport.layers.fused_norm import FusedBatchNormalization
+from crossport.layers.fused_norm import FusedBatchNormalization, StableLayerNormalization
 from crossport.layout import Layout, canonical
 from crossport.to_keras.fold import is_constant
 from crossport.to_keras.ops.shape import as_value
@@ -110,7 +110,7 @@ def aten_layer_norm_default(ctx, input, normalized_shape, weight=None, bias=None
         weight = None if weight is None else np.transpose(weight, order)
         bias = None if bias is None else np.transpose(bias, order)
         out_layout = Layout(layout.perm)
-    layer = keras.layers.LayerNormalization(
+    layer = StableLayerNormalization(  # Keras' layer, torch's (faster) arithmetic
         axis=axes, epsilon=eps, center=bias is not None, scale=weight is not None,
         name=ctx.name())
     y = layer(x)
