@@ -49,6 +49,8 @@ def unstack(x: Any, axis: int) -> list:
         >>> [p.tolist() for p in unstack(np.arange(4.0).reshape(2, 2), 0)]
         [[0.0, 1.0], [2.0, 3.0]]
     """
+    if x.shape[axis] is None:
+        return ops.unstack(x, axis=axis)
     parts = ops.split(x, x.shape[axis], axis=axis)
     return [ops.squeeze(p, axis=axis) for p in parts]
 
