@@ -34,10 +34,10 @@ def select(x: Any, axis: int, index: int) -> Any:
         [2.0, 5.0]
     """
     size = x.shape[axis]
-    if size is not None and index < 0:
-        index += size
-    if index < 0:  # from the end of a run-time length: the shrinking slice handles it
+    if size is None:  # a run-time length: the shrinking slice (Keras cannot squeeze it)
         return x[_index(len(x.shape), axis, index)]
+    if index < 0:
+        index += size
     return ops.squeeze(x[_index(len(x.shape), axis, slice(index, index + 1))], axis=axis)
 
 
