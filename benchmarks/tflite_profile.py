@@ -21,9 +21,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import common  # noqa: E402  (sets env vars before TF/torch load)
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
+import common  # sets env vars before TF/torch load
+import numpy as np
+import torch
 
 SHAPE = (1, 3, 224, 224)
 

@@ -15,8 +15,8 @@ import torch
 
 from crossport.layout import Layout, canonical, permuted_shape
 from crossport.layout.reshape import flat_layout, layout_after_reshape, reshape_groups
-from crossport.to_keras.ops.elementwise import keras_add
 from crossport.to_keras import slicing
+from crossport.to_keras.ops.elementwise import keras_add
 from crossport.to_keras.registry import Policy, register
 from crossport.to_keras.values import TensorValue, concrete, keras_dtype
 
