@@ -17,7 +17,7 @@ from crossport.layers.conv import (
     ConvTranspose2d,
     ConvTranspose3d,
 )
-from crossport.layers.fused_norm import FusedBatchNormalization
+from crossport.layers.fused_norm import FusedBatchNormalization, StableLayerNormalization
 from crossport.layers.normalization import (
     BatchNorm1d,
     BatchNorm2d,
@@ -46,6 +46,7 @@ from crossport.layers.pooling import (
 from crossport.layers.recurrent import GRU, LSTM, RNN
 from crossport.layers.resize import Interpolate, InterpolateTo
 from crossport.layers.shuffle import PixelShuffle, PixelUnshuffle
+from crossport.layers.special import Erf
 
 __all__ = [
     "GRU",
@@ -70,6 +71,7 @@ __all__ = [
     "ConvTranspose1d",
     "ConvTranspose2d",
     "ConvTranspose3d",
+    "Erf",
     "FusedBatchNormalization",
     "GroupNorm",
     "InstanceNorm1d",
@@ -84,4 +86,5 @@ __all__ = [
     "Pad",
     "PixelShuffle",
     "PixelUnshuffle",
+    "StableLayerNormalization",
 ]

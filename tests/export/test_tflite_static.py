@@ -1,11 +1,15 @@
 """TFLite exports keep the conversion's static shapes and need only builtin ops."""
 
+import math
+
+import keras
 import numpy as np
 import pytest
 import torch
 
 import crossport
 from crossport.export.formats import tflite_op_names
+from crossport.to_keras.registry import replaced
 from tests.harness import random_inputs
 
 
@@ -54,22 +58,101 @@ def test_dynamic_batch_export_runs_at_any_batch_on_litert(tmp_path, batch):
     np.testing.assert_allclose(out, net(x).detach().numpy(), atol=1e-4, rtol=1e-4)
 
 
-class ErfBlock(torch.nn.Module):
+class AsinBlock(torch.nn.Module):
     def __init__(self):
         super().__init__()
         self.fc = torch.nn.Linear(5, 5)
 
     def forward(self, x):
-        return torch.erf(self.fc(x))
+        return torch.asin(self.fc(x).tanh())
 
 
 def test_op_without_a_tflite_builtin_is_an_export_error_naming_it(tmp_path):
-    """TF's Erf has no TFLite builtin: Flex only, which standalone LiteRT lacks."""
-    conversion = crossport.convert_with_report(ErfBlock().eval(), random_inputs((2, 5)))
-    with pytest.raises(crossport.ExportError, match=r"no TFLite builtin: Erf.*aten\.erf") as info:
+    """TF's Asin has no TFLite builtin: Flex only, which standalone LiteRT lacks (a user's
+    converter emitting it; the built-in converters lower erf/tan/atan to builtins)."""
+    asin = torch.ops.aten.asin.default
+    with replaced(asin, lambda ctx, self: keras.ops.arcsin(self), policy=crossport.Policy.AGNOSTIC):
+        conversion = crossport.convert_with_report(AsinBlock().eval(), random_inputs((2, 5)))
+    with pytest.raises(crossport.ExportError, match=r"no TFLite builtin: Asin.*aten\.asin") as info:
         crossport.export(conversion, tmp_path / "m.tflite")
     assert "Flex" in str(info.value) and "test_tflite_static.py" in str(info.value)
     assert list(tmp_path.iterdir()) == []
+
+
+class SpecialFunctions(torch.nn.Module):
+    """erf (also as an exact-GELU composite), tan, atan and atan2: Flex-only ops in TF."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(6, 6)
+
+    def forward(self, x):
+        h = self.fc(x)
+        gelu = h * 0.5 * (1.0 + torch.erf(h / math.sqrt(2.0)))
+        return (torch.erf(x * 2.5) + gelu + torch.tan(x * 0.7) + torch.atan(h * 3.0)
+                + torch.atan2(h, x))
+
+
+def test_erf_tan_atan_export_with_builtin_ops_and_match_torch_on_litert(tmp_path):
+    torch.manual_seed(0)
+    net = SpecialFunctions().eval()
+    conversion = crossport.convert_with_report(net, random_inputs((4, 3, 6)))
+    result = crossport.export(conversion, tmp_path / "m.tflite")
+    assert result.passed
+    ops = tflite_op_names(result.path)
+    assert not [op for op in ops if op.startswith("Flex") or op == "CUSTOM"], ops
+    assert "ATAN2" in ops and {"SIN", "COS"} <= set(ops)
+    interpreter = _litert(result.path)
+    interpreter.allocate_tensors()
+    (inp,), (out,) = interpreter.get_input_details(), interpreter.get_output_details()
+    for seed in range(3):
+        (x,) = random_inputs((4, 3, 6), seed=seed)
+        x = x * 2.0  # reach erf's flat tails and tan's steep parts
+        interpreter.set_tensor(inp["index"], x.numpy())
+        interpreter.invoke()
+        want = net(x).detach().numpy()
+        np.testing.assert_allclose(interpreter.get_tensor(out["index"]), want,
+                                   atol=2e-5 * max(1.0, np.abs(want).max()), rtol=0)
+
+
+def _xnnpack_partitions(path) -> int:
+    """Delegate nodes LiteRT's default XNNPACK delegate makes of the file (1: all of it)."""
+    interpreter = _litert(path)
+    interpreter.allocate_tensors()
+    return sum(op["op_name"] == "DELEGATE" for op in interpreter._get_ops_details())
+
+
+class ShiftedWindowBlock(torch.nn.Module):
+    """Swin's cyclic shift (roll), patch merging (stride-2 slices), a qkv select and unbind."""
+
+    def __init__(self):
+        super().__init__()
+        self.qkv = torch.nn.Linear(4, 12)
+        self.proj = torch.nn.Linear(16, 8)
+
+    def forward(self, x):  # [B, H, W, C]
+        x = torch.roll(x, shifts=(-2, -2), dims=(1, 2))
+        qkv = self.qkv(x).reshape(*x.shape[:3], 3, 4).permute(3, 0, 1, 2, 4)
+        q, k, v = qkv[0], qkv[1], qkv[2]
+        x = q * k.sigmoid() + v
+        x = torch.roll(x, shifts=(2, 2), dims=(1, 2))
+        merged = torch.cat([x[:, 0::2, 0::2], x[:, 1::2, 0::2], x[:, 0::2, 1::2],
+                            x[:, 1::2, 1::2]], -1)
+        rows = self.proj(merged).unbind(1)
+        return rows[0] + rows[-1]
+
+
+def test_swin_indexing_runs_in_one_xnnpack_partition(tmp_path):
+    """No GATHER (roll), shrinking or strided STRIDED_SLICE, or UNPACK: XNNPACK takes none
+    of them, and each split the graph (Swin-T: 26 partitions)."""
+    torch.manual_seed(0)
+    conversion = crossport.convert_with_report(ShiftedWindowBlock().eval(),
+                                               random_inputs((1, 8, 8, 4)))
+    result = crossport.export(conversion, tmp_path / "m.tflite")
+    assert result.passed
+    ops = tflite_op_names(result.path)
+    assert not {"GATHER", "UNPACK"} & set(ops), ops
+    assert _xnnpack_partitions(result.path) == 1
 
 
 def test_new_axis_indexing_needs_no_flex(tmp_path):

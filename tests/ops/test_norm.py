@@ -81,7 +81,7 @@ CASES = [
     case("instancenorm-after-conv", conv_then(nn.InstanceNorm2d(4, affine=True)), (2, 3, 8, 8), expect_converters=("aten_conv_nd", "aten_instance_norm_default", "aten_relu_default")),
     # layer norm
     case("layernorm-last-dim", randomized(nn.LayerNorm(8)), (2, 5, 8),
-         expect_layers=("LayerNormalization",), expect_converters=("aten_layer_norm_default",)),
+         expect_layers=("StableLayerNormalization",), expect_converters=("aten_layer_norm_default",)),
     case("layernorm-2d-input", randomized(nn.LayerNorm(6)), (3, 6),
          expect_converters=("aten_layer_norm_default",)),
     case("layernorm-no-bias", randomized(nn.LayerNorm(8, bias=False)), (2, 5, 8), expect_converters=("aten_layer_norm_default",)),

@@ -63,3 +63,30 @@ def test_torchvision_round_trip(name):
     back = _round_trip(net, torch.randn(1, 3, 64, 64))
     assert back.permutes == 0
     assert _assert_weights_bit_exact(net, back.module) > 50
+
+
+def test_layer_norm_round_trip_is_exact():
+    """The converter's StableLayerNormalization (Keras' layer with torch's arithmetic) comes
+    back as nn.LayerNorm with its weights."""
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(6, 8), nn.LayerNorm(8), nn.Linear(8, 3))
+    with torch.no_grad():
+        net[1].weight.normal_()
+        net[1].bias.normal_()
+    back = _round_trip(net, torch.randn(2, 5, 6))
+    assert back.report.passed
+    assert any(isinstance(m, nn.LayerNorm) for m in back.module.modules())
+    assert _assert_weights_bit_exact(net, back.module) == 6
+
+
+def test_erf_round_trip():
+    """crossport.layers.Erf (torch.erf from TFLite builtin ops) comes back as torch.erf."""
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(6, 8), Erf())
+    back = _round_trip(net, torch.randn(2, 5, 6))
+    assert back.report.passed
+
+
+class Erf(nn.Module):
+    def forward(self, x):
+        return torch.erf(x)

@@ -6,8 +6,10 @@ import keras
 import numpy as np
 import torch
 
+from crossport.layers.special import Erf
 from crossport.to_keras.fold import is_constant
 from crossport.to_keras.registry import Policy, register
+from crossport.to_keras.values import keras_dtype
 
 aten = torch.ops.aten
 ops = keras.ops
@@ -144,5 +146,13 @@ def aten_softplus_default(ctx, self, beta=1.0, threshold=20.0):
 
 @register(aten.erf.default, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_erf_default(ctx, self):
-    """erf(Tensor self) -> Tensor"""
-    return ops.erf(self)
+    """erf(Tensor self) -> Tensor
+
+    TF's Erf has no TFLite builtin (Flex only): crossport.layers.Erf, a float32-accurate
+    rational approximation from builtin ops (~7 ulps, tests/layers/test_special.py).
+    """
+    dtype = keras_dtype(ctx.out_dtype)
+    x = self if self.dtype == dtype else ops.cast(self, dtype)  # erf of integers is float
+    if ctx.out_dtype == torch.float64:  # the approximation is float32-accurate only
+        return ops.erf(x)
+    return Erf(dtype=dtype, name=ctx.name())(x)

@@ -173,6 +173,16 @@ def _is_int(ctx) -> bool:
     return not ctx.out_dtype.is_floating_point and ctx.out_dtype != torch.bool
 
 
+def _tan(x):
+    """sin / cos: TF's Tan and Atan have no TFLite builtin (the Flex delegate only)."""
+    return ops.divide(ops.sin(x), ops.cos(x))
+
+
+def _atan(x):
+    """atan2(x, 1), TFLite's ATAN2 builtin (exact: atan2(y, 1) is atan(y))."""
+    return ops.arctan2(x, ops.ones_like(x))
+
+
 _UNARY = {
     aten.neg.default: ops.negative, aten.abs.default: ops.abs, aten.exp.default: ops.exp,
     aten.log.default: ops.log, aten.log1p.default: ops.log1p, aten.expm1.default: ops.expm1,
@@ -180,7 +190,7 @@ _UNARY = {
     aten.cos.default: ops.cos, aten.floor.default: ops.floor, aten.ceil.default: ops.ceil,
     aten.sign.default: ops.sign, aten.reciprocal.default: ops.reciprocal,
     aten.logical_not.default: ops.logical_not, aten.exp2.default: lambda x: ops.power(2.0, x),
-    aten.log2.default: ops.log2, aten.tan.default: ops.tan, aten.atan.default: ops.arctan,
+    aten.log2.default: ops.log2, aten.tan.default: _tan, aten.atan.default: _atan,
     aten.square.default: ops.square, aten.trunc.default: ops.trunc,
 }
 _BINARY = {

@@ -6,7 +6,7 @@ import keras
 import numpy as np
 import torch
 
-from crossport.layers.fused_norm import FusedBatchNormalization
+from crossport.layers.fused_norm import FusedBatchNormalization, StableLayerNormalization
 from crossport.layout import after_reduce, physical_array, physical_axes
 from crossport.to_keras.fold import is_constant
 from crossport.to_keras.ops.shape import as_value
@@ -110,7 +110,7 @@ def aten_layer_norm_default(ctx, input, normalized_shape, weight=None, bias=None
         weight = None if weight is None else physical_array(weight, affine)
         bias = None if bias is None else physical_array(bias, affine)
         out_layout = layout
-    layer = keras.layers.LayerNormalization(
+    layer = StableLayerNormalization(  # Keras' layer, torch's (faster) arithmetic
         axis=axes, epsilon=eps, center=bias is not None, scale=weight is not None,
         name=ctx.name())
     y = layer(x)

@@ -27,6 +27,7 @@ from crossport.layout import (
     transpose_perm,
 )
 from crossport.layout.reshape import flat_layout, layout_after_reshape, reshape_groups
+from crossport.to_keras import slicing
 from crossport.to_keras.ops.elementwise import keras_add
 from crossport.to_keras.registry import Policy, register
 from crossport.to_keras.values import TensorValue, concrete, keras_dtype
@@ -297,7 +298,7 @@ def aten_split_with_sizes_default(ctx, self, split_sizes, dim=0):
 def aten_unbind_int(ctx, self, dim=0):
     """unbind.int(Tensor(a -> *) self, int dim=0) -> Tensor(a)[]"""
     value = ctx.plain(as_value(ctx, self))
-    parts = ops.unstack(value.tensor, axis=physical_axis(value.layout, dim))
+    parts = slicing.unstack(value.tensor, physical_axis(value.layout, dim))  # not UNPACK: XNNPACK has no kernel for it
     ctx.out_layout = [after_reduce(value.layout, [dim], keepdim=False)] * len(parts)
     return tuple(parts)
 
@@ -322,6 +323,8 @@ def aten_slice_tensor(ctx, self, dim=0, start=None, end=None, step=1):
         end = None
     # Otherwise keep the bound: on a dynamic dim x[:8] is 8 long at length 12, like torch.
     ctx.out_layout = layout
+    if step > 1 and start >= 0 and (end is None or end >= 0):  # unit strides for XNNPACK
+        return slicing.strided_slice(x, physical_axis(layout, dim), start, end, step)
     return x[physical_index(layout, dim, slice(start, end, step))]
 
 
@@ -330,6 +333,8 @@ def aten_select_int(ctx, self, dim, index):
     """select.int(Tensor(a) self, int dim, SymInt index) -> Tensor(a)"""
     value = ctx.plain(as_value(ctx, self))
     ctx.out_layout = after_reduce(value.layout, [dim], keepdim=False)
+    if isinstance(index, int):  # a slice and a squeeze: XNNPACK takes no shrinking slice
+        return slicing.select(value.tensor, physical_axis(value.layout, dim), index)
     return value.tensor[physical_index(value.layout, dim, index)]
 
 
@@ -337,9 +342,14 @@ def aten_select_int(ctx, self, dim, index):
 def aten_index_select_default(ctx, self, dim, index):
     """index_select(Tensor self, int dim, Tensor index) -> Tensor"""
     value = ctx.plain(as_value(ctx, self))
-    indices = index.tensor if isinstance(index, TensorValue) else np.asarray(index)
     ctx.out_layout = value.layout
-    return ops.take(value.tensor, indices, axis=physical_axis(value.layout, dim))
+    axis = physical_axis(value.layout, dim)
+    if not isinstance(index, TensorValue):  # a constant index (a roll): slices, not GATHER
+        runs = slicing.contiguous_runs(np.asarray(index), value.tensor.shape[axis])
+        if runs is not None:
+            return slicing.take_runs(value.tensor, axis, runs)
+    indices = index.tensor if isinstance(index, TensorValue) else np.asarray(index)
+    return ops.take(value.tensor, indices, axis=axis)
 
 
 @register(aten.clone.default, aten.contiguous.default, aten.alias.default, aten.detach.default,

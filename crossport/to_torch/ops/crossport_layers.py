@@ -47,3 +47,11 @@ def AvgPoolNd(ctx: Context, layer, inputs):
         kwargs["divisor_override"] = cfg["divisor_override"]
     module = _AVG[kind](cfg["kernel_size"], cfg["stride"], cfg["padding"], **kwargs)
     return ctx.call_module(module, inputs)
+
+
+@register_layer(policy=Policy.AGNOSTIC)
+def Erf(ctx: Context, layer, inputs):
+    """crossport.layers.Erf (the converter's builtin-op erf) -> torch.erf."""
+    import torch
+
+    return ctx.call_function(torch.erf, inputs)

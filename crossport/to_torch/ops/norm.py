@@ -90,7 +90,10 @@ def BatchNormalization(ctx: Context, layer, inputs: Held, **_call_kwargs) -> Hel
     return Held(ctx.call_module(module, inputs.node), inputs.layout, inputs.shape)
 
 
-@register_layer(policy=Policy.CUSTOM, keeps_layout=True)
+# StableLayerNormalization: crossport's Keras LayerNormalization with torch's arithmetic
+# (same config, weights and function), which the forward converter emits.
+@register_layer("LayerNormalization", "StableLayerNormalization", policy=Policy.CUSTOM,
+                keeps_layout=True)
 def LayerNormalization(ctx: Context, layer, inputs: Held) -> Held:
     """keras.layers.LayerNormalization(axis, epsilon) over the held dims of its Keras axes.
 

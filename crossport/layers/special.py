@@ -1,0 +1,63 @@
+"""Special functions built from TFLite builtin ops.
+
+TF's ``Erf`` has no TFLite builtin: a model using it would need the Flex delegate, which
+standalone LiteRT lacks. :class:`Erf` computes erf from multiplies, adds, a divide and
+clamps, which every TFLite runtime (and XNNPACK) runs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import keras
+from keras import ops
+
+# erf(x) = x * P(x^2) / Q(x^2) on |x| <= ERF_CLAMP, a rational fit (least squares with
+# Lawson reweighting towards minimax, in float64) of degree 5/5 in x^2. Relative error of
+# the fit 1.9e-8; evaluated in float32: at most 4.4e-7 absolute, ~7 float32 ulps relative
+# (tests/layers/test_special.py measures it against float64). Past the clamp erf(x)
+# rounds to +-1 in float32.
+ERF_CLAMP = 3.92
+ERF_P = (1.1283791461727268, 0.19040680184514738, 0.052748760922216816,
+         0.0037656294328174294, 0.0002848826533571527, 2.050079997609288e-06)
+ERF_Q = (1.0, 0.5020763756457227, 0.11410924412525691, 0.014969242070902595,
+         0.0011625378720973526, 3.8091636117396854e-05)
+
+
+def _horner(t: Any, coefficients: tuple[float, ...]) -> Any:
+    """``sum(c[k] * t**k)``, highest power first."""
+    acc = ops.multiply(t, coefficients[-1])
+    for c in reversed(coefficients[1:-1]):
+        acc = ops.multiply(ops.add(acc, c), t)
+    return ops.add(acc, coefficients[0])
+
+
+def erf(x: Any) -> Any:
+    """The error function from builtin-only ops (see the module docstring).
+
+    Example:
+        >>> import numpy as np
+        >>> [round(float(v), 6) for v in erf(np.array([-1.0, 0.0, 0.5], "float32"))]
+        [-0.842701, 0.0, 0.5205]
+    """
+    x = ops.clip(x, -ERF_CLAMP, ERF_CLAMP)
+    t = ops.square(x)
+    y = ops.divide(ops.multiply(x, _horner(t, ERF_P)), _horner(t, ERF_Q))
+    return ops.clip(y, -1.0, 1.0)  # float32 rounding may overshoot 1 by an ulp or two
+
+
+@keras.saving.register_keras_serializable(package="crossport")
+class Erf(keras.layers.Layer):
+    """``torch.erf`` with TFLite builtin ops only (no Flex delegate needed).
+
+    Example:
+        >>> import numpy as np
+        >>> round(float(Erf()(np.array([0.5], "float32"))[0]), 6)
+        0.5205
+    """
+
+    def call(self, x):
+        return erf(x)
+
+    def compute_output_spec(self, x):
+        return keras.KerasTensor(x.shape, dtype=x.dtype)
