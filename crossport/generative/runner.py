@@ -1,8 +1,9 @@
 """Greedy generation over the exported signatures (LiteRT interpreter or a SavedModel).
 
 The loop is what an app does on a device: prefill the prompt in chunks of the prefill
-lengths (the last chunk padded to the smallest length that holds it), then one ``decode``
-call per new token, feeding the cache outputs back as inputs.
+lengths (the last chunk padded to the smallest length that holds it and still ends inside
+the cache; a tail no prefill length fits goes through ``decode`` token by token), then one
+``decode`` call per new token, feeding the cache outputs back as inputs.
 """
 
 from __future__ import annotations
@@ -72,8 +73,13 @@ class SignatureGenerator:
         """Writes ``prompt`` into the cache chunk by chunk; the logits after its last token."""
         start = 0
         while start < prompt.size:
-            chunk = prompt[start:start + self.prefill_lengths[-1]]
-            length = next(n for n in self.prefill_lengths if n >= chunk.size)
+            # a padded chunk must end inside the cache; near its end, shorter signatures
+            # (or decode, one token at a time) take the rest
+            fitting = [n for n in self.prefill_lengths if start + n <= self.max_cache_len]
+            if not fitting:
+                return self._decode_rest(prompt, start, k, v)
+            chunk = prompt[start:start + fitting[-1]]
+            length = next(n for n in fitting if n >= chunk.size)
             tokens = np.zeros((1, length), np.int32)
             tokens[0, :chunk.size] = chunk
             out = self.signatures[f"prefill_{length}"](
@@ -81,6 +87,14 @@ class SignatureGenerator:
                 last_index=np.array([chunk.size - 1], np.int32), k_cache=k, v_cache=v)
             k, v = out["k_cache"], out["v_cache"]
             start += chunk.size
+        return out["logits"][0], k, v
+
+    def _decode_rest(self, prompt: np.ndarray, start: int, k, v):
+        for position in range(start, prompt.size):
+            out = self.signatures["decode"](
+                tokens=np.array([[prompt[position]]], np.int32),
+                input_pos=np.array([position], np.int32), k_cache=k, v_cache=v)
+            k, v = out["k_cache"], out["v_cache"]
         return out["logits"][0], k, v
 
 

@@ -49,6 +49,19 @@ def gemma2(T, **kw):  # alternating sliding/global layers, attention and final s
     return T.Gemma2ForCausalLM(T.Gemma2Config(num_key_value_heads=2, head_dim=16, **COMMON, **kw))
 
 
+def gpt2(T, **kw):  # learned absolute positions, Conv1D projections, tied embeddings
+    return T.GPT2LMHeadModel(T.GPT2Config(
+        vocab_size=256, n_embd=64, n_layer=2, n_head=4, n_positions=512, initializer_range=0.2,
+        bos_token_id=0, eos_token_id=255, **kw))
+
+
+def falcon(T, **kw):  # new decoder architecture: parallel attention + MLP, two layer norms
+    return T.FalconForCausalLM(T.FalconConfig(
+        vocab_size=256, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+        initializer_range=0.2, max_position_embeddings=512, new_decoder_architecture=True,
+        num_kv_heads=2, bos_token_id=0, eos_token_id=255, **{"alibi": False, **kw}))
+
+
 def build(builder, **kw):
     torch.manual_seed(0)
     return builder(_transformers(), **kw).eval()
@@ -91,6 +104,30 @@ def test_greedy_parity_on_litert(builder, tmp_path):
         assert_generates_like_hf(lm, runner, length, seed)
 
 
+@pytest.mark.parametrize("builder", [gpt2, pytest.param(falcon, marks=pytest.mark.slow)],
+                         ids=["gpt2", "falcon"])
+def test_greedy_parity_more_position_schemes(builder, tmp_path):
+    """GPT-2 (learned positions, Conv1D) and Falcon (parallel attention, RoPE)."""
+    lm = build(builder)
+    path = tmp_path / "llm.tflite"
+    result = export(lm, path, prefill_lengths=PREFILL, max_cache_len=CACHE, max_new_tokens=NEW)
+    assert result.report.identical and result.report.max_logit_error <= 1e-4, result.summary()
+    assert_generates_like_hf(lm, LiteRTGenerator(path), 20, 8)
+
+
+def test_alibi_and_state_space_models_are_clear_errors(tmp_path):
+    T = _transformers()
+    with pytest.raises(UnsupportedOpError, match="ALiBi"):
+        export(build(falcon, alibi=True), tmp_path / "llm.tflite")
+    torch.manual_seed(0)
+    mamba = T.MambaForCausalLM(T.MambaConfig(vocab_size=256, hidden_size=32, num_hidden_layers=2,
+                                             state_size=8)).eval()
+    with pytest.raises(UnsupportedOpError, match=r"MambaForCausalLM \(mamba\) is a state-space"
+                                                 r".*crossport.convert"):
+        export(mamba, tmp_path / "llm.tflite")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_signature_contract(tmp_path):
     """The names, shapes and dtypes documented for app developers."""
     lm = build(llama)
@@ -110,6 +147,20 @@ def test_signature_contract(tmp_path):
                        "v_cache": (cache, np.float32)}
     with pytest.raises(InputError, match="exceeds the cache length 32"):
         runner.generate([[1, 2, 3]], max_new_tokens=30)
+
+
+def test_prompt_tail_near_the_cache_end(tmp_path):
+    """A padded chunk may not run past the cache (the cache write is a dynamic-update-slice,
+    which would clamp): the runner prefills such a tail through decode."""
+    lm = build(llama)
+    path = tmp_path / "llm.tflite"
+    export(lm, path, prefill_lengths=(16,), max_cache_len=40, check=False)
+    prompt = np.random.default_rng(7).integers(0, 256, size=35)  # chunks 0, 16; 32.. by decode
+    ref_new, ref_logits = reference_generate(lm, prompt, 5)
+    ids, logits = LiteRTGenerator(path).generate(prompt, 5, return_logits=True)
+    assert min_margin(ref_logits) > 1e-3
+    assert ids[0, 35:].tolist() == ref_new
+    assert np.abs(logits - ref_logits).max() / max(1.0, np.abs(ref_logits).max()) <= 1e-4
 
 
 def test_sliding_window_is_honoured(tmp_path):
