@@ -14,7 +14,7 @@ import torch
 from crossport.api import convert_with_report
 from crossport.errors import ExportError, InputError
 from crossport.generative import signatures
-from crossport.generative.runner import LiteRTGenerator, SavedModelGenerator
+from crossport.generative.runner import LiteRTGenerator, SavedModelGenerator, one_prompt
 from crossport.generative.step import KVCacheStep
 from crossport.generative.verify import GenerationReport, check_prompt, default_prompts
 
@@ -194,7 +194,7 @@ def _generation_check(model, path: Path, format: str, quantize, step: KVCacheSte
                                   max_new_tokens)
     report = GenerationReport(tolerance=None if quantize else tolerance)
     for prompt in prompts:
-        prompt = torch.as_tensor(prompt).reshape(-1).numpy()
+        prompt = one_prompt(torch.as_tensor(prompt).numpy())
         # no EOS stop: every verification prompt runs all max_new_tokens steps
         report.checks.append(check_prompt(model, generator, prompt, max_new_tokens))
     return report

@@ -16,6 +16,17 @@ import numpy as np
 from crossport.errors import InputError
 
 
+def one_prompt(prompt_ids) -> np.ndarray:
+    """``[n]`` int64 ids from ``[n]`` or ``[1, n]``; a batch of several prompts is refused
+    (the signatures have batch 1), never flattened into one."""
+    prompt = np.asarray(prompt_ids, dtype=np.int64)
+    if prompt.ndim > 2 or (prompt.ndim == 2 and prompt.shape[0] != 1):
+        raise InputError(f"prompt_ids of shape {list(prompt.shape)}: the generative export has "
+                         "batch size 1 (the signatures take tokens [1, N]); generate each prompt "
+                         "on its own, e.g. [runner.generate(p) for p in prompts]")
+    return prompt.reshape(-1)
+
+
 class SignatureGenerator:
     """Greedy generation over ``{name: callable(**inputs) -> {name: array}}`` signatures.
 
@@ -40,12 +51,13 @@ class SignatureGenerator:
         """Greedy decoding: returns ``[1, prompt + new]`` int64 ids like HF ``generate``.
 
         Args:
-            prompt_ids: ``[1, n]`` or ``[n]`` token ids (numpy, torch or a list).
+            prompt_ids: ``[1, n]`` or ``[n]`` token ids (numpy, torch or a list); batch 1
+                only (``InputError`` otherwise).
             max_new_tokens: at most this many new tokens.
             eos_token_id: an id or list of ids that end generation (kept in the output).
             return_logits: also return the ``[steps, vocab]`` logits of each new token.
         """
-        prompt = np.asarray(prompt_ids, dtype=np.int64).reshape(-1)
+        prompt = one_prompt(prompt_ids)
         if prompt.size == 0:
             raise InputError("the prompt is empty")
         if prompt.size + max_new_tokens > self.max_cache_len:

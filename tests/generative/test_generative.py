@@ -147,6 +147,8 @@ def test_signature_contract(tmp_path):
                        "v_cache": (cache, np.float32)}
     with pytest.raises(InputError, match="exceeds the cache length 32"):
         runner.generate([[1, 2, 3]], max_new_tokens=30)
+    with pytest.raises(InputError, match=r"shape \[2, 3\]: the generative export has batch size 1"):
+        runner.generate([[1, 2, 3], [4, 5, 6]], max_new_tokens=2)  # never flattened into one
 
 
 def test_prompt_tail_near_the_cache_end(tmp_path):
