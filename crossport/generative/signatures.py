@@ -11,7 +11,8 @@ Signature inputs and outputs (batch 1; ``L`` = max_cache_len; cache shape
 name           dtype / shape              meaning
 =============  =========================  =====================================================
 tokens         int32 ``[1, N]``           token ids; a shorter prompt is padded (any id)
-input_pos      int32 ``[N]``              cache position of each token, e.g. ``start + 0..N-1``
+input_pos      int32 ``[N]``              cache position of each token: ``start + 0..N-1``
+                                          (consecutive, ``start + N <= L``)
 last_index     int32 ``[1]``              (prefill only) index in the chunk of the last real token
 k_cache        float32 cache shape        keys written so far (zeros at the start)
 v_cache        float32 cache shape        values written so far
