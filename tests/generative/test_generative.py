@@ -71,6 +71,20 @@ def fp32_weight_bytes(lm) -> int:
     return 4 * sum(p.numel() for p in lm.parameters())  # tied weights counted once
 
 
+def builtin_ops(path) -> set[str]:
+    """The op names in a .tflite file (TFLite's analyzer prints one ``Op#i NAME(...)`` a line)."""
+    import contextlib
+    import io
+
+    import tensorflow as tf
+
+    text = io.StringIO()
+    with contextlib.redirect_stdout(text):
+        tf.lite.experimental.Analyzer.analyze(model_path=str(path))
+    return {line.split("Op#")[1].split()[1].split("(")[0]
+            for line in text.getvalue().splitlines() if "Op#" in line}
+
+
 def min_margin(logits: np.ndarray) -> float:
     """Smallest gap between the best and second-best logit over the steps."""
     top2 = np.sort(logits, axis=-1)[:, -2:]
@@ -145,6 +159,8 @@ def test_signature_contract(tmp_path):
     outputs = {k: (v["shape"].tolist(), v["dtype"]) for k, v in decode.get_output_details().items()}
     assert outputs == {"logits": ([1, 256], np.float32), "k_cache": (cache, np.float32),
                        "v_cache": (cache, np.float32)}
+    ops = builtin_ops(path)  # the cache is written in place of the chunk, not blended
+    assert "DYNAMIC_UPDATE_SLICE" in ops and not any(op.startswith("Flex") for op in ops), ops
     with pytest.raises(InputError, match="exceeds the cache length 32"):
         runner.generate([[1, 2, 3]], max_new_tokens=30)
     with pytest.raises(InputError, match=r"shape \[2, 3\]: the generative export has batch size 1"):
