@@ -94,17 +94,17 @@ def measure_one(name: str, quick: bool, cache: int | None = None) -> dict:
     peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     runner = LiteRTGenerator(out, num_threads=THREADS)
     ids = np.random.default_rng(0).integers(0, lm.config.vocab_size, size=prefill)
-    k = v = np.zeros(runner.cache_shape, np.float32)
+    empty = runner.empty_caches()
 
     def litert_prefill():
-        return runner.prefill(ids, k, v)
+        return runner.prefill(ids, empty)
 
-    _, k1, v1 = litert_prefill()
+    _, filled_caches = litert_prefill()
     decode = runner.signatures["decode"]
 
     def litert_decode():
         return decode(tokens=np.array([[1]], np.int32), input_pos=np.array([prefill], np.int32),
-                      k_cache=k1, v_cache=v1)
+                      **filled_caches)
 
     torch_ids = torch.as_tensor(ids[None])
 

@@ -29,15 +29,15 @@ WATCH = {"BATCH_MATMUL", "SELECT_V2", "SELECT", "EQUAL", "DYNAMIC_UPDATE_SLICE",
 for path in sys.argv[1:]:
     it = Interpreter(model_path=path, num_threads=2)
     dec = it.get_signature_runner("decode")
-    shape = dec.get_input_details()["k_cache"]["shape"]
-    k = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
-    v = k.copy()
+    rng = np.random.default_rng(0)
+    caches = {name: rng.standard_normal(d["shape"]).astype(np.float32)
+              for name, d in dec.get_input_details().items() if "cache" in name}
     o = ops(path)
-    print(path, [int(d) for d in shape], "DUS" if "DYNAMIC_UPDATE_SLICE" in o else "blend",
+    print(path, {n: [int(x) for x in c.shape] for n, c in list(caches.items())[:1]},
+          f"{len(caches)} cache tensors", "DUS" if "DYNAMIC_UPDATE_SLICE" in o else "blend",
           "flex" if any("Flex" in x for x in o) else "builtin-only", sorted(o & WATCH))
-    runs.append(lambda dec=dec, k=k, v=v: dec(tokens=np.array([[1]], np.int32),
-                                              input_pos=np.array([40], np.int32),
-                                              k_cache=k, v_cache=v))
+    runs.append(lambda dec=dec, caches=caches: dec(tokens=np.array([[1]], np.int32),
+                                                   input_pos=np.array([40], np.int32), **caches))
 for r in runs:
     r()  # warm-up
 times = [[] for _ in runs]

@@ -148,17 +148,17 @@ def test_signature_contract(tmp_path):
     path = tmp_path / "llm.tflite"
     export(lm, path, prefill_lengths=(4,), max_cache_len=32, check=False)
     runner = LiteRTGenerator(path)
-    cache = [2, 1, 2, 32, 16]  # layers, batch, kv heads, max_cache_len, head_dim
+    cache = ([1, 2, 32, 16], np.float32)  # batch, kv heads, max_cache_len, head_dim
+    caches = {name: cache for name in ("k_cache_0", "k_cache_1", "v_cache_0", "v_cache_1")}
     prefill = runner.signatures["prefill_4"]
     shapes = {k: (v["shape"].tolist(), v["dtype"]) for k, v in prefill.get_input_details().items()}
     assert shapes == {"tokens": ([1, 4], np.int32), "input_pos": ([4], np.int32),
-                      "last_index": ([1], np.int32), "k_cache": (cache, np.float32),
-                      "v_cache": (cache, np.float32)}
+                      "last_index": ([1], np.int32), **caches}
     decode = runner.signatures["decode"]
-    assert sorted(decode.get_input_details()) == ["input_pos", "k_cache", "tokens", "v_cache"]
+    shapes = {k: (v["shape"].tolist(), v["dtype"]) for k, v in decode.get_input_details().items()}
+    assert shapes == {"tokens": ([1, 1], np.int32), "input_pos": ([1], np.int32), **caches}
     outputs = {k: (v["shape"].tolist(), v["dtype"]) for k, v in decode.get_output_details().items()}
-    assert outputs == {"logits": ([1, 256], np.float32), "k_cache": (cache, np.float32),
-                       "v_cache": (cache, np.float32)}
+    assert outputs == {"logits": ([1, 256], np.float32), **caches}
     ops = builtin_ops(path)  # the cache is written in place of the chunk, not blended
     assert "DYNAMIC_UPDATE_SLICE" in ops and not any(op.startswith("Flex") for op in ops), ops
     with pytest.raises(InputError, match="exceeds the cache length 32"):
@@ -285,16 +285,16 @@ def test_step_module_matches_hf_forward():
     lm = build(qwen2)
     step = KVCacheStep(lm, max_cache_len=16).eval()
     ids = torch.randint(0, 256, (1, 7), generator=torch.Generator().manual_seed(0))
-    k = v = torch.zeros(step.cache_shape)
     tokens = torch.zeros(1, 8, dtype=torch.int32)
     tokens[0, :6] = ids[0, :6]  # 6 real tokens padded to 8
+    caches = [torch.zeros(step.layer_cache_shape) for _ in step.cache_names]
     with torch.no_grad():
         ref = lm(ids).logits[0]
-        logits, k, v = step(tokens, torch.arange(8, dtype=torch.int32),
-                            torch.tensor([5], dtype=torch.int32), k, v)
+        logits, *caches = step(tokens, torch.arange(8, dtype=torch.int32),
+                               torch.tensor([5], dtype=torch.int32), *caches)
         torch.testing.assert_close(logits[0], ref[5], rtol=1e-5, atol=1e-5)
-        logits, k, v = step(ids[:, 6:].int(), torch.tensor([6], dtype=torch.int32),
-                            torch.tensor([0], dtype=torch.int32), k, v)
+        logits, *caches = step(ids[:, 6:].int(), torch.tensor([6], dtype=torch.int32),
+                               torch.tensor([0], dtype=torch.int32), *caches)
         torch.testing.assert_close(logits[0], ref[6], rtol=1e-5, atol=1e-5)
 
 
