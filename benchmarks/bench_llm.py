@@ -173,7 +173,8 @@ def blend_comparison(rows: list[dict], suffix: str) -> list[str]:
         return []
     before = {r["model"]: r for r in json.loads(path.read_text())}
     lines = ["", f"KV-cache write, decode tok/s LiteRT / torch (LiteRT / torch ratio): one-hot "
-             f"blend over every slot (before, `{path.name}`) vs dynamic-update-slice (now). "
+             f"blend over every slot of a stacked cache (before, `{path.name}`) vs per-layer "
+             "caches written with dynamic-update-slice (now). "
              "Each run is its own process on the shared machine; the ratio to torch in the "
              "same process is the comparable number; `bench_llm_ab.py` times both builds "
              "in one process (docs/generative.md, Cost of the functional cache).", "",
