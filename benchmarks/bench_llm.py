@@ -5,8 +5,9 @@ Each model runs in its own subprocess so its peak RSS (``ru_maxrss``: torch mode
 + LiteRT) is its own. In that process, same threads for both runtimes:
   * export: ``crossport.generative.export`` with its greedy generation check, per stage;
   * prefill: one ``prefill_<P>`` call on ``P`` tokens vs HF eager ``model(ids)`` filling a
-    ``DynamicCache`` (median of runs) -> tokens/s;
-  * decode: ``decode`` calls vs HF eager one-token steps with the cache (median per step).
+    ``DynamicCache`` -> tokens/s;
+  * decode: ``decode`` calls vs HF eager one-token steps with the cache (per step).
+Timings are the fastest of interleaved runs (see ``best_seconds``).
 
 Writes ``RESULTS_LLM.md`` and ``results_llm.json`` beside this file. From the repo root:
 
@@ -20,7 +21,6 @@ import argparse
 import json
 import os
 import resource
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -59,17 +59,22 @@ def build(name: str, quick: bool):
     return getattr(transformers, model_cls)(config).eval()
 
 
-def median_seconds(fn, runs: int) -> float:
-    fn()  # warm-up
-    times = []
+def best_seconds(fns, runs: int) -> list[float]:
+    """Fastest of ``runs`` timings of each fn, the fns interleaved run by run: on a loaded
+    shared machine both runtimes then see the same load, and the fastest run is the one
+    least disturbed by it (a median follows the load)."""
+    for fn in fns:
+        fn()  # warm-up
+    times = [[] for _ in fns]
     for _ in range(runs):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        for fn, spent in zip(fns, times):
+            start = time.perf_counter()
+            fn()
+            spent.append(time.perf_counter() - start)
+    return [min(t) for t in times]
 
 
-def measure_one(name: str, quick: bool) -> dict:
+def measure_one(name: str, quick: bool, cache: int | None = None) -> dict:
     import common
 
     common.configure_runtime(THREADS)
@@ -79,7 +84,8 @@ def measure_one(name: str, quick: bool) -> dict:
 
     from crossport.generative import LiteRTGenerator, export
 
-    prefill, cache, runs, steps = (8, 64, 3, 8) if quick else (32, 256, 10, 64)
+    prefill, default_cache, runs, steps = (8, 64, 3, 8) if quick else (32, 256, 10, 64)
+    cache = cache or default_cache
     lm = build(name, quick)
     out = Path(tempfile.mkdtemp()) / f"{name}.tflite"
     start = time.perf_counter()
@@ -88,16 +94,18 @@ def measure_one(name: str, quick: bool) -> dict:
     peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     runner = LiteRTGenerator(out, num_threads=THREADS)
     ids = np.random.default_rng(0).integers(0, lm.config.vocab_size, size=prefill)
-    k = v = np.zeros(runner.cache_shape, np.float32)
+    empty = runner.empty_caches()
 
     def litert_prefill():
-        return runner.prefill(ids, k, v)
+        return runner.prefill(ids, empty)
 
-    _, k1, v1 = litert_prefill()
+    _, filled_caches = litert_prefill()
     decode = runner.signatures["decode"]
-    litert_decode = median_seconds(lambda: decode(
-        tokens=np.array([[1]], np.int32), input_pos=np.array([prefill], np.int32),
-        k_cache=k1, v_cache=v1), steps)
+
+    def litert_decode():
+        return decode(tokens=np.array([[1]], np.int32), input_pos=np.array([prefill], np.int32),
+                      **filled_caches)
+
     torch_ids = torch.as_tensor(ids[None])
 
     def torch_prefill():
@@ -112,25 +120,28 @@ def measure_one(name: str, quick: bool) -> dict:
             lm(step_ids, past_key_values=filled, use_cache=True)
             filled.crop(-1)  # drop the step just added: same cache length every run
 
+    prefill_s = best_seconds([litert_prefill, torch_prefill], runs)
+    decode_s = best_seconds([litert_decode, torch_decode], steps)
     return {
         "model": name, "params": sum(p.numel() for p in lm.parameters()),
         "prefill": prefill, "cache": cache, "file_mb": result.bytes / 1e6,
         "weights_mb": 4 * sum(p.numel() for p in lm.parameters()) / 1e6,
         "export_s": export_seconds, "stages": result.seconds, "peak_rss_mb": peak_rss / 1e6,
         "identical": result.report.identical, "logit_error": result.report.max_logit_error,
-        "litert_prefill_tps": prefill / median_seconds(litert_prefill, runs),
-        "torch_prefill_tps": prefill / median_seconds(torch_prefill, runs),
-        "litert_decode_tps": 1 / litert_decode,
-        "torch_decode_tps": 1 / median_seconds(torch_decode, steps),
+        "litert_prefill_tps": prefill / prefill_s[0], "torch_prefill_tps": prefill / prefill_s[1],
+        "litert_decode_tps": 1 / decode_s[0], "torch_decode_tps": 1 / decode_s[1],
     }
 
 
-def markdown(rows: list[dict], quick: bool) -> str:
+def markdown(rows: list[dict], quick: bool, suffix: str = "") -> str:
     lines = [
         "# Generative export (benchmarks/bench_llm.py)", "",
         f"{'Tiny (smoke)' if quick else 'Small'} HF decoder configs, random weights, batch 1, "
         f"{THREADS} threads for torch eager and LiteRT (XNNPACK), fp32. Prefill: one "
-        "prefill signature call on a full chunk; decode: one token with the prefilled cache. "
+        f"prefill signature call on a full chunk of {rows[0]['prefill'] if rows else '?'} "
+        f"tokens; decode: one token with the prefilled cache of "
+        f"{rows[0]['cache'] if rows else '?'} slots; "
+        "fastest of interleaved LiteRT/torch runs. "
         "Peak RSS is the whole subprocess (torch model, conversion, TFLite converter, LiteRT).",
         f"Load average at the end of the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} "
         "cores (tokens/s on a loaded shared machine are noisy: compare within a row).",
@@ -147,29 +158,60 @@ def markdown(rows: list[dict], quick: bool) -> str:
             f"{r['litert_prefill_tps']:.0f} / {r['torch_prefill_tps']:.0f} | "
             f"{r['litert_decode_tps']:.0f} / {r['torch_decode_tps']:.0f} |")
     stages = ", ".join(f"{k} {v:.1f}s" for k, v in rows[0]["stages"].items()) if rows else ""
-    lines += ["", f"Export stages ({rows[0]['model']}): {stages}." if rows else "",
-              "", "Not measured here: the 1.1B-parameter (TinyLlama-sized) config."]
+    lines += ["", f"Export stages ({rows[0]['model']}): {stages}." if rows else ""]
+    lines += blend_comparison(rows, suffix)
+    lines += ["", "Not measured here: the 1.1B-parameter (TinyLlama-sized) config."]
     return "\n".join(lines) + "\n"
+
+
+def blend_comparison(rows: list[dict], suffix: str) -> list[str]:
+    """Decode before/after the cache write became a dynamic-update-slice, from
+    ``results_llm_blend<suffix>.json``: this benchmark run on the tree before that change
+    (the one-hot/where blend over every cache slot), same configs and cache length."""
+    path = HERE / f"results_llm_blend{suffix}.json"
+    if not path.exists():
+        return []
+    before = {r["model"]: r for r in json.loads(path.read_text())}
+    lines = ["", f"KV-cache write, decode tok/s LiteRT / torch (LiteRT / torch ratio): one-hot "
+             f"blend over every slot of a stacked cache (before, `{path.name}`) vs per-layer "
+             "caches written with dynamic-update-slice (now). "
+             "Each run is its own process on the shared machine; the ratio to torch in the "
+             "same process is the comparable number; `bench_llm_ab.py` times both builds "
+             "in one process (docs/generative.md, Cost of the functional cache).", "",
+             "| model | cache | before | now |", "|---|---|---|---|"]
+    for r in rows:
+        b = before.get(r["model"])
+        if b is None or b["cache"] != r["cache"]:
+            continue
+        cells = [f"{x['litert_decode_tps']:.0f} / {x['torch_decode_tps']:.0f} "
+                 f"({x['litert_decode_tps'] / x['torch_decode_tps']:.2f}x)" for x in (b, r)]
+        lines.append(f"| {r['model']} | {r['cache']} | {cells[0]} | {cells[1]} |")
+    return lines
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--cache", type=int, help="max_cache_len (default 256; 64 --quick); "
+                        "a non-default length writes RESULTS_LLM_cache<N>.md")
+    parser.add_argument("--models", default=",".join(CONFIGS), help="comma-separated subset")
     parser.add_argument("--one", help=argparse.SUPPRESS)  # child process: one model
     args = parser.parse_args()
     if args.one:
-        print(json.dumps(measure_one(args.one, args.quick)))
+        print(json.dumps(measure_one(args.one, args.quick, args.cache)))
         return
     rows = []
-    for name in CONFIGS:
+    for name in args.models.split(","):
         cmd = [sys.executable, __file__, "--one", name] + (["--quick"] if args.quick else [])
+        cmd += ["--cache", str(args.cache)] if args.cache else []
         done = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ))
         if done.returncode != 0:
             raise SystemExit(f"{name} failed:\n{done.stderr[-3000:]}")
         rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
         print(rows[-1], flush=True)
-    (HERE / "results_llm.json").write_text(json.dumps(rows, indent=2))
-    (HERE / "RESULTS_LLM.md").write_text(markdown(rows, args.quick))
+    suffix = f"_cache{args.cache}" if args.cache else ""
+    (HERE / f"results_llm{suffix}.json").write_text(json.dumps(rows, indent=2))
+    (HERE / f"RESULTS_LLM{suffix}.md").write_text(markdown(rows, args.quick, suffix))
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ import torch
 from crossport.api import convert_with_report
 from crossport.errors import ExportError, InputError
 from crossport.generative import signatures
-from crossport.generative.runner import LiteRTGenerator, SavedModelGenerator
+from crossport.generative.runner import LiteRTGenerator, SavedModelGenerator, one_prompt
 from crossport.generative.step import KVCacheStep
 from crossport.generative.verify import GenerationReport, check_prompt, default_prompts
 
@@ -39,7 +39,7 @@ class GenerativeExport:
         stages = ", ".join(f"{k} {v:.1f}s" for k, v in self.seconds.items())
         lines = [f"{self.format}: {self.path} ({self.bytes / 1e6:.2f} MB, quantize="
                  f"{self.quantize}), signatures {', '.join(self.signatures)}, "
-                 f"cache {list(self.cache_shape)}"]
+                 f"cache {self.cache_shape[0]} layers x k/v {list(self.cache_shape[1:])}"]
         if self.conversion_error is not None:
             lines.append(f"step model vs torch: normalized error {self.conversion_error:.2e}")
         lines.append(self.report.summary() if self.report else "generation: not checked")
@@ -107,7 +107,8 @@ def export(model: torch.nn.Module, path: str | Path, prefill_lengths=(8, 32),
     _remove(tmp)
     try:
         with stage("write"):
-            archive = signatures.build_archive(conversion.model, prefill_lengths, step.cache_shape)
+            archive = signatures.build_archive(conversion.model, prefill_lengths,
+                                               step.cache_names, step.layer_cache_shape)
             if format == "tflite":
                 signatures.write_tflite(archive, tmp, names, quantize)
             else:
@@ -178,8 +179,7 @@ def _convert(step: KVCacheStep, length: int, on_stage, seconds: dict):
     example = (torch.randint(0, vocab, (1, length), generator=gen, dtype=torch.int32),
                torch.arange(length, dtype=torch.int32),
                torch.tensor([length - 1], dtype=torch.int32),
-               torch.randn(step.cache_shape, generator=gen),
-               torch.randn(step.cache_shape, generator=gen))
+               *(torch.randn(step.layer_cache_shape, generator=gen) for _ in step.cache_names))
     dims = {"tokens": {1: "chunk"}, "input_pos": {0: "chunk"}}
     conversion = convert_with_report(step, example, on_stage=on_stage, dynamic_dims=dims)
     seconds.update(conversion.seconds)
@@ -194,7 +194,7 @@ def _generation_check(model, path: Path, format: str, quantize, step: KVCacheSte
                                   max_new_tokens)
     report = GenerationReport(tolerance=None if quantize else tolerance)
     for prompt in prompts:
-        prompt = torch.as_tensor(prompt).reshape(-1).numpy()
+        prompt = one_prompt(torch.as_tensor(prompt).numpy())
         # no EOS stop: every verification prompt runs all max_new_tokens steps
         report.checks.append(check_prompt(model, generator, prompt, max_new_tokens))
     return report

@@ -1,8 +1,9 @@
 """Greedy generation over the exported signatures (LiteRT interpreter or a SavedModel).
 
 The loop is what an app does on a device: prefill the prompt in chunks of the prefill
-lengths (the last chunk padded to the smallest length that holds it), then one ``decode``
-call per new token, feeding the cache outputs back as inputs.
+lengths (the last chunk padded to the smallest length that holds it and still ends inside
+the cache; a tail no prefill length fits goes through ``decode`` token by token), then one
+``decode`` call per new token, feeding the cache outputs back as inputs.
 """
 
 from __future__ import annotations
@@ -15,15 +16,29 @@ import numpy as np
 from crossport.errors import InputError
 
 
+def one_prompt(prompt_ids) -> np.ndarray:
+    """``[n]`` int64 ids from ``[n]`` or ``[1, n]``; a batch of several prompts is refused
+    (the signatures have batch 1), never flattened into one."""
+    prompt = np.asarray(prompt_ids, dtype=np.int64)
+    if prompt.ndim > 2 or (prompt.ndim == 2 and prompt.shape[0] != 1):
+        raise InputError(f"prompt_ids of shape {list(prompt.shape)}: the generative export has "
+                         "batch size 1 (the signatures take tokens [1, N]); generate each prompt "
+                         "on its own, e.g. [runner.generate(p) for p in prompts]")
+    return prompt.reshape(-1)
+
+
 class SignatureGenerator:
     """Greedy generation over ``{name: callable(**inputs) -> {name: array}}`` signatures.
 
     Subclasses only load the signatures; see :class:`LiteRTGenerator`.
     """
 
-    def __init__(self, signatures: dict, cache_shape: tuple[int, ...]):
+    def __init__(self, signatures: dict, cache_shapes: dict[str, tuple[int, ...]]):
         self.signatures = signatures
-        self.cache_shape = tuple(int(s) for s in cache_shape)
+        # the decode signature's cache inputs (k_cache_<i>, v_cache_<i>) and their shapes
+        self.cache_shapes = {name: tuple(int(d) for d in shape)
+                             for name, shape in sorted(cache_shapes.items())
+                             if re.fullmatch(r"[kv]_cache_\d+", name)}
         self.prefill_lengths = sorted(int(m.group(1)) for name in signatures
                                       if (m := re.fullmatch(r"prefill_(\d+)", name)))
         if "decode" not in signatures or not self.prefill_lengths:
@@ -32,28 +47,36 @@ class SignatureGenerator:
 
     @property
     def max_cache_len(self) -> int:
-        return self.cache_shape[3]
+        return next(iter(self.cache_shapes.values()))[2]  # [1, kv_heads, L, head_dim]
+
+    def empty_caches(self) -> dict[str, np.ndarray]:
+        """Zero caches: the inputs of the first call."""
+        return {name: np.zeros(shape, np.float32) for name, shape in self.cache_shapes.items()}
+
+    def _call(self, name: str, caches: dict, **inputs):
+        """One signature call: the logits of its last real token and the written caches."""
+        out = self.signatures[name](**inputs, **caches)
+        return out["logits"][0], {n: out[n] for n in caches}
 
     def generate(self, prompt_ids, max_new_tokens: int = 64, eos_token_id=None,
                  return_logits: bool = False):
         """Greedy decoding: returns ``[1, prompt + new]`` int64 ids like HF ``generate``.
 
         Args:
-            prompt_ids: ``[1, n]`` or ``[n]`` token ids (numpy, torch or a list).
+            prompt_ids: ``[1, n]`` or ``[n]`` token ids (numpy, torch or a list); batch 1
+                only (``InputError`` otherwise).
             max_new_tokens: at most this many new tokens.
             eos_token_id: an id or list of ids that end generation (kept in the output).
             return_logits: also return the ``[steps, vocab]`` logits of each new token.
         """
-        prompt = np.asarray(prompt_ids, dtype=np.int64).reshape(-1)
+        prompt = one_prompt(prompt_ids)
         if prompt.size == 0:
             raise InputError("the prompt is empty")
         if prompt.size + max_new_tokens > self.max_cache_len:
             raise InputError(f"prompt ({prompt.size}) + max_new_tokens ({max_new_tokens}) exceeds "
                              f"the cache length {self.max_cache_len} the model was exported with")
         stops = set(np.atleast_1d(eos_token_id).tolist()) if eos_token_id is not None else set()
-        k = np.zeros(self.cache_shape, np.float32)
-        v = np.zeros(self.cache_shape, np.float32)
-        logits, k, v = self.prefill(prompt, k, v)
+        logits, caches = self.prefill(prompt, self.empty_caches())
         tokens, steps = list(prompt), []
         for _ in range(max_new_tokens):
             steps.append(logits)
@@ -61,27 +84,37 @@ class SignatureGenerator:
             tokens.append(token)
             if token in stops or len(steps) == max_new_tokens:
                 break
-            out = self.signatures["decode"](
-                tokens=np.array([[token]], np.int32),
-                input_pos=np.array([len(tokens) - 1], np.int32), k_cache=k, v_cache=v)
-            logits, k, v = out["logits"][0], out["k_cache"], out["v_cache"]
+            logits, caches = self._call("decode", caches, tokens=np.array([[token]], np.int32),
+                                        input_pos=np.array([len(tokens) - 1], np.int32))
         ids = np.array([tokens], dtype=np.int64)
         return (ids, np.stack(steps)) if return_logits else ids
 
-    def prefill(self, prompt: np.ndarray, k, v):
+    def prefill(self, prompt: np.ndarray, caches: dict):
         """Writes ``prompt`` into the cache chunk by chunk; the logits after its last token."""
         start = 0
         while start < prompt.size:
-            chunk = prompt[start:start + self.prefill_lengths[-1]]
-            length = next(n for n in self.prefill_lengths if n >= chunk.size)
+            # a padded chunk must end inside the cache; near its end, shorter signatures
+            # (or decode, one token at a time) take the rest
+            fitting = [n for n in self.prefill_lengths if start + n <= self.max_cache_len]
+            if not fitting:
+                return self._decode_rest(prompt, start, caches)
+            chunk = prompt[start:start + fitting[-1]]
+            length = next(n for n in fitting if n >= chunk.size)
             tokens = np.zeros((1, length), np.int32)
             tokens[0, :chunk.size] = chunk
-            out = self.signatures[f"prefill_{length}"](
-                tokens=tokens, input_pos=np.arange(start, start + length, dtype=np.int32),
-                last_index=np.array([chunk.size - 1], np.int32), k_cache=k, v_cache=v)
-            k, v = out["k_cache"], out["v_cache"]
+            logits, caches = self._call(
+                f"prefill_{length}", caches, tokens=tokens,
+                input_pos=np.arange(start, start + length, dtype=np.int32),
+                last_index=np.array([chunk.size - 1], np.int32))
             start += chunk.size
-        return out["logits"][0], k, v
+        return logits, caches
+
+    def _decode_rest(self, prompt: np.ndarray, start: int, caches: dict):
+        for position in range(start, prompt.size):
+            logits, caches = self._call("decode", caches,
+                                        tokens=np.array([[prompt[position]]], np.int32),
+                                        input_pos=np.array([position], np.int32))
+        return logits, caches
 
 
 class LiteRTGenerator(SignatureGenerator):
@@ -100,8 +133,9 @@ class LiteRTGenerator(SignatureGenerator):
         names = self.interpreter.get_signature_list()
         runners = {name: self.interpreter.get_signature_runner(name) for name in names}
         decode = runners.get("decode")
-        shape = decode.get_input_details()["k_cache"]["shape"] if decode else ()
-        super().__init__(runners, shape)
+        shapes = ({n: d["shape"] for n, d in decode.get_input_details().items()} if decode
+                  else {})
+        super().__init__(runners, shapes)
 
 
 class SavedModelGenerator(SignatureGenerator):
@@ -114,9 +148,10 @@ class SavedModelGenerator(SignatureGenerator):
         funcs = {name: fn for name, fn in self.loaded.signatures.items()
                  if name == "decode" or name.startswith("prefill_")}  # not serving_default
         decode = funcs.get("decode")
-        shape = decode.structured_input_signature[1]["k_cache"].shape if decode else ()
+        shapes = ({n: tuple(spec.shape) for n, spec in decode.structured_input_signature[1].items()}
+                  if decode else {})
 
         def wrap(fn):
             return lambda **kw: {k: t.numpy() for k, t in fn(**kw).items()}
 
-        super().__init__({name: wrap(fn) for name, fn in funcs.items()}, tuple(shape))
+        super().__init__({name: wrap(fn) for name, fn in funcs.items()}, shapes)

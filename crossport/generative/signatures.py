@@ -4,20 +4,22 @@ Every signature (``prefill_<N>``, ``decode``) calls the same Keras model at a fi
 length, so its variables are tracked once and the TFLite converter writes each weight
 buffer once (measured: three signatures add a few KB of graph, not a second copy).
 
-Signature inputs and outputs (batch 1; ``L`` = max_cache_len; cache shape
-``[layers, 1, kv_heads, L, head_dim]``):
+Signature inputs and outputs (batch 1; ``L`` = max_cache_len; one key and one value cache
+per layer ``i``, each of shape ``[1, kv_heads, L, head_dim]``):
 
 =============  =========================  =====================================================
 name           dtype / shape              meaning
 =============  =========================  =====================================================
 tokens         int32 ``[1, N]``           token ids; a shorter prompt is padded (any id)
-input_pos      int32 ``[N]``              cache position of each token, e.g. ``start + 0..N-1``
+input_pos      int32 ``[N]``              cache position of each token: ``start + 0..N-1``
+                                          (consecutive, ``start + N <= L``)
 last_index     int32 ``[1]``              (prefill only) index in the chunk of the last real token
-k_cache        float32 cache shape        keys written so far (zeros at the start)
-v_cache        float32 cache shape        values written so far
+k_cache_<i>    float32 layer cache shape  layer i's keys written so far (zeros at the start)
+v_cache_<i>    float32 layer cache shape  layer i's values written so far
 logits (out)   float32 ``[1, vocab]``     next-token logits after ``tokens[last_index]``
-k_cache (out)  float32 cache shape        the cache with this chunk written in; feed it back
-v_cache (out)  float32 cache shape        idem
+k_cache_<i>    float32 layer cache shape  (out) the cache with this chunk written in; feed
+                                          it back
+v_cache_<i>    float32 layer cache shape  (out) idem
 =============  =========================  =====================================================
 """
 
@@ -30,7 +32,7 @@ from pathlib import Path
 import keras
 
 QUANTIZE = (None, "int8-weights", "fp16")
-INPUTS = ("tokens", "input_pos", "last_index", "k_cache", "v_cache")
+INPUTS = ("tokens", "input_pos", "last_index")  # then the cache tensors, k_cache_0 ...
 
 
 def signature_names(prefill_lengths) -> dict[str, int]:
@@ -40,8 +42,11 @@ def signature_names(prefill_lengths) -> dict[str, int]:
     return names
 
 
-def build_archive(model: keras.Model, prefill_lengths, cache_shape) -> keras.export.ExportArchive:
-    """An ExportArchive tracking ``model`` once, with one endpoint per signature."""
+def build_archive(model: keras.Model, prefill_lengths, cache_names,
+                  layer_cache_shape) -> keras.export.ExportArchive:
+    """An ExportArchive tracking ``model`` once, with one endpoint per signature; the cache
+    inputs/outputs are ``cache_names`` (``KVCacheStep.cache_names``), each of
+    ``layer_cache_shape``."""
     import tensorflow as tf
 
     archive = keras.export.ExportArchive()
@@ -52,25 +57,24 @@ def build_archive(model: keras.Model, prefill_lengths, cache_shape) -> keras.exp
                 tf.TensorSpec([length], tf.int32, name="input_pos")]
         if prefill:
             spec.append(tf.TensorSpec([1], tf.int32, name="last_index"))
-        spec += [tf.TensorSpec(cache_shape, tf.float32, name="k_cache"),
-                 tf.TensorSpec(cache_shape, tf.float32, name="v_cache")]
-        archive.add_endpoint(name, _endpoint(model, prefill), input_signature=spec)
+        spec += [tf.TensorSpec(layer_cache_shape, tf.float32, name=n) for n in cache_names]
+        archive.add_endpoint(name, _endpoint(model, prefill, list(cache_names)),
+                             input_signature=spec)
     return archive
 
 
-def _endpoint(model: keras.Model, prefill: bool):
+def _endpoint(model: keras.Model, prefill: bool, cache_names: list[str]):
     import tensorflow as tf
 
-    def step(tokens, input_pos, last_index, k_cache, v_cache):
-        logits, keys, values = model([tokens, input_pos, last_index, k_cache, v_cache],
-                                     training=False)
-        return {"logits": logits, "k_cache": keys, "v_cache": values}
+    def step(tokens, input_pos, last_index, *caches):
+        logits, *written = model([tokens, input_pos, last_index, *caches], training=False)
+        return {"logits": logits, **dict(zip(cache_names, written))}
 
     if prefill:
         return step
 
-    def decode(tokens, input_pos, k_cache, v_cache):
-        return step(tokens, input_pos, tf.zeros([1], tf.int32), k_cache, v_cache)
+    def decode(tokens, input_pos, *caches):
+        return step(tokens, input_pos, tf.zeros([1], tf.int32), *caches)
 
     return decode
 

@@ -8,12 +8,14 @@ same module serves prefill (``T`` = a prefill length, padded and masked) and dec
 Keras model, so the weights are written once.
 
 The cache is a static tensor per k/v, ``[layers, batch, kv_heads, max_cache_len, head_dim]``.
-Writing it and masking it use only ops crossport converts already: a one-hot ``[L, T]``
-matrix of the positions places the new keys (``matmul``: each row has one 1, so values are
-copied exactly) and ``where`` keeps the old rows; the attention mask lets position ``p``
-attend to cache slots ``j <= p`` (and ``p - j < window`` on sliding-window layers). Cache
-slots beyond the last written position hold stale values the mask never lets through, which
-is why padding a prompt is harmless: a pad's slot is overwritten before it is ever attended.
+The chunk's keys and values are written at slots ``input_pos[0] ..`` with
+``crossport::dynamic_update_slice`` (TFLite's ``DYNAMIC_UPDATE_SLICE`` builtin), so a step
+writes O(T) rows instead of blending every slot; the positions must therefore be
+consecutive and ``input_pos[0] + T <= max_cache_len`` (the runner keeps to it). The
+attention mask lets position ``p`` attend to cache slots ``j <= p`` (and ``p - j < window``
+on sliding-window layers). Cache slots beyond the last written position hold stale values
+the mask never lets through, which is why padding a prompt is harmless: a pad's slot is
+overwritten before it is ever attended.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import inspect
 import torch
 from torch import nn
 
+from crossport.capture.update_slice import dynamic_update_slice
 from crossport.errors import InputError, UnsupportedOpError
 
 # RoPE types whose frequencies are fixed at construction (a buffer + a scale): the export
@@ -36,46 +39,59 @@ class _FunctionalCache:
     """Duck-types the part of transformers' ``Cache`` the attention layers call: ``update``
     returns the layer's whole cache with this chunk written in, and records it as output."""
 
-    def __init__(self, k_cache, v_cache, place, written):
-        self.k_cache, self.v_cache = k_cache, v_cache
-        self.place, self.written = place, written
+    def __init__(self, k_caches, v_caches, start):
+        self.k_caches, self.v_caches = k_caches, v_caches  # one [batch, heads, L, dim] a layer
+        self.start = start  # [1]: the slot of the chunk's first token
         self.keys: dict[int, torch.Tensor] = {}
         self.values: dict[int, torch.Tensor] = {}
 
     def update(self, key_states, value_states, layer_idx, cache_kwargs=None):
-        self.keys[layer_idx] = self._write(self.k_cache[layer_idx], key_states)
-        self.values[layer_idx] = self._write(self.v_cache[layer_idx], value_states)
+        self.keys[layer_idx] = self._write(self.k_caches[layer_idx], key_states)
+        self.values[layer_idx] = self._write(self.v_caches[layer_idx], value_states)
         return self.keys[layer_idx], self.values[layer_idx]
 
-    def _write(self, cache, states):
-        return torch.where(self.written, torch.matmul(self.place.to(states.dtype), states), cache)
+    def get_seq_length(self, layer_idx: int = 0) -> int:
+        """0: models read it only to derive positions or a mask when they are not given, and
+        the step always gives both (every export is then checked against HF generate)."""
+        return 0
 
-    def stacked(self, layers: int):
+    def _write(self, cache, states):  # cache [batch, heads, L, head_dim], states [.., T, ..]
+        return dynamic_update_slice(cache, states, self.start, 2)
+
+    def written(self, layers: int) -> list[torch.Tensor]:
+        """Every layer's new keys, then every layer's new values."""
         missing = [i for i in range(layers) if i not in self.keys]
         if missing:
             raise UnsupportedOpError(
                 f"decoder layers {missing} did not write the KV cache (shared or absent KV "
                 "layers are not supported by the generative export yet)")
-        return (torch.stack([self.keys[i] for i in range(layers)]),
-                torch.stack([self.values[i] for i in range(layers)]))
+        return [self.keys[i] for i in range(layers)] + [self.values[i] for i in range(layers)]
 
 
 class KVCacheStep(nn.Module):
-    """``forward(tokens, input_pos, last_index, k_cache, v_cache) -> (logits, k_cache, v_cache)``.
+    """``forward(tokens, input_pos, last_index, k_cache_0, .., v_cache_0, ..) -> (logits,
+    k_cache_0, .., v_cache_0, ..)``: one key and one value cache tensor per layer.
+
+    Per-layer tensors, not one stacked ``[layers, ...]`` tensor: each layer's write is then
+    a ``DYNAMIC_UPDATE_SLICE`` straight from input to output, with no per-layer slice of a
+    stacked input and no stacking of the outputs (whole-cache copies; measured: ~5x the
+    cost of the writes themselves at 1024 slots).
 
     Args of forward:
         tokens: int32 ``[1, T]`` token ids (pads after the real tokens are allowed).
-        input_pos: int32 ``[T]`` cache positions of the tokens (distinct, increasing).
+        input_pos: int32 ``[T]`` cache positions of the tokens: consecutive,
+            ``start .. start + T - 1`` with ``start + T <= max_cache_len``.
         last_index: int32 ``[1]`` index in the chunk whose logits are returned.
-        k_cache, v_cache: float32 ``[layers, 1, kv_heads, max_cache_len, head_dim]``.
+        k_cache_<i>, v_cache_<i>: float32 ``[1, kv_heads, max_cache_len, head_dim]``
+            (``cache_names``, ``layer_cache_shape``).
 
     Example:
         >>> import torch, transformers
         >>> cfg = transformers.LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64,
         ...     num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1)
         >>> step = KVCacheStep(transformers.LlamaForCausalLM(cfg).eval(), max_cache_len=16)
-        >>> step.cache_shape
-        (1, 1, 1, 16, 16)
+        >>> step.cache_shape, step.cache_names
+        ((1, 1, 1, 16, 16), ['k_cache_0', 'v_cache_0'])
     """
 
     def __init__(self, lm: nn.Module, max_cache_len: int):
@@ -86,18 +102,23 @@ class KVCacheStep(nn.Module):
         self.window = check_supported(lm, self.max_cache_len)
         self.dict_masks = _takes_mask_dict(lm)
         self._keeps_logits = "logits_to_keep" in inspect.signature(lm.forward).parameters
-        self.cache_shape = self._probe_cache_shape()
+        self.cache_shape = self._probe_cache_shape()  # [layers, *layer_cache_shape]
+        self.layers = self.cache_shape[0]
+        self.layer_cache_shape = self.cache_shape[1:]
+        self.cache_names = ([f"k_cache_{i}" for i in range(self.layers)]
+                            + [f"v_cache_{i}" for i in range(self.layers)])
+        # capture names the inputs after forward's parameters: one per cache tensor
+        self.forward = _named(self._step, ["tokens", "input_pos", "last_index",
+                                           *self.cache_names])
 
-    def forward(self, tokens, input_pos, last_index, k_cache, v_cache):
+    def _step(self, tokens, input_pos, last_index, *caches):
         slots = torch.arange(self.max_cache_len, dtype=input_pos.dtype)
-        place = slots[:, None] == input_pos[None, :]                    # [L, T]
-        cache = _FunctionalCache(k_cache, v_cache, place, place.any(-1)[:, None])
+        cache = _FunctionalCache(caches[:self.layers], caches[self.layers:], input_pos[:1])
         out = self.lm(input_ids=tokens, position_ids=input_pos[None], past_key_values=cache,
                       attention_mask=self._masks(slots, input_pos), use_cache=True,
                       **({"logits_to_keep": last_index} if self._keeps_logits else {}))
         logits = out.logits if self._keeps_logits else out.logits.index_select(1, last_index)
-        keys, values = cache.stacked(self.config.num_hidden_layers)
-        return logits[:, 0], keys, values
+        return (logits[:, 0], *cache.written(self.layers))
 
     def _masks(self, slots, input_pos):
         allowed = slots[None, :] <= input_pos[:, None]                 # [T, L]
@@ -119,12 +140,19 @@ class KVCacheStep(nn.Module):
                 shapes[layer_idx] = tuple(key_states.shape)
                 return key_states, value_states
 
+            def get_seq_length(_, layer_idx=0):
+                return 0
+
         tokens, positions = torch.zeros(1, 2, dtype=torch.long), torch.arange(2)
         mask = _additive(torch.tril(torch.ones(2, 2, dtype=torch.bool)))
         masks = {kind: mask for kind in MASK_KINDS} if self.dict_masks else mask
         with torch.no_grad():
             self.lm(input_ids=tokens, position_ids=positions[None], attention_mask=masks,
                     past_key_values=Probe(), use_cache=True)
+        if not shapes:
+            raise UnsupportedOpError(
+                f"{type(self.lm).__name__}: no layer wrote past_key_values; the generative "
+                "export needs attention layers that update a KV cache")
         kinds = {(s[1], s[3]) for s in shapes.values()}
         if len(kinds) != 1 or len(shapes) != self.config.num_hidden_layers:
             raise UnsupportedOpError(
@@ -132,6 +160,16 @@ class KVCacheStep(nn.Module):
                 f"are shared ({shapes}); one stacked cache tensor cannot hold them")
         heads, head_dim = kinds.pop()
         return (len(shapes), 1, heads, self.max_cache_len, head_dim)
+
+
+def _named(fn, names: list[str]):
+    """``fn(*args)`` whose signature names its positional parameters ``names``."""
+    def forward(*args):
+        return fn(*args)
+
+    forward.__signature__ = inspect.Signature(
+        [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD) for n in names])
+    return forward
 
 
 def _additive(allowed):
@@ -168,6 +206,7 @@ def check_supported(lm: nn.Module, max_cache_len: int) -> int | None:
     if config is None or getattr(config, "is_encoder_decoder", False):
         raise InputError(f"{name}: expected a transformers causal LM (AutoModelForCausalLM); "
                          "encoder-decoder models are not supported by the generative export")
+    _check_attention_kind(lm, name)
     dtypes = {p.dtype for p in lm.parameters()}
     if dtypes != {torch.float32}:
         raise InputError(f"{name} has {sorted(map(str, dtypes))} parameters; the export starts "
@@ -187,6 +226,23 @@ def check_supported(lm: nn.Module, max_cache_len: int) -> int | None:
         raise InputError(f"max_cache_len={max_cache_len} exceeds {name}'s "
                          f"max_position_embeddings={limit}")
     return _sliding_window(lm, kinds, max_cache_len)
+
+
+def _check_attention_kind(lm: nn.Module, name: str) -> None:
+    """Refuses, by name, decoders whose state or position scheme the cache cannot carry."""
+    source = _base_source(lm)
+    if "cache_params" in source or hasattr(lm.config, "state_size"):
+        raise UnsupportedOpError(
+            f"{name} ({lm.config.model_type}) is a state-space (Mamba-style) model: it carries "
+            "a convolution state and an SSM state between steps, not a KV cache, and the "
+            "generative export supports attention decoders only. Convert its forward pass "
+            "with crossport.convert (full-sequence logits) and generate by re-running it")
+    if getattr(lm.config, "alibi", False) or (
+            "build_alibi_tensor" in source and not hasattr(lm.config, "alibi")):
+        raise UnsupportedOpError(
+            f"{name}: ALiBi attention biases (config.alibi) are not supported by the "
+            "generative export (its RoPE and learned-position paths are); use a config with "
+            "alibi=False, or convert the forward pass with crossport.convert")
 
 
 def _sliding_window(lm: nn.Module, kinds: set[str], max_cache_len: int) -> int | None:

@@ -49,6 +49,19 @@ def gemma2(T, **kw):  # alternating sliding/global layers, attention and final s
     return T.Gemma2ForCausalLM(T.Gemma2Config(num_key_value_heads=2, head_dim=16, **COMMON, **kw))
 
 
+def gpt2(T, **kw):  # learned absolute positions, Conv1D projections, tied embeddings
+    return T.GPT2LMHeadModel(T.GPT2Config(
+        vocab_size=256, n_embd=64, n_layer=2, n_head=4, n_positions=512, initializer_range=0.2,
+        bos_token_id=0, eos_token_id=255, **kw))
+
+
+def falcon(T, **kw):  # new decoder architecture: parallel attention + MLP, two layer norms
+    return T.FalconForCausalLM(T.FalconConfig(
+        vocab_size=256, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+        initializer_range=0.2, max_position_embeddings=512, new_decoder_architecture=True,
+        num_kv_heads=2, bos_token_id=0, eos_token_id=255, **{"alibi": False, **kw}))
+
+
 def build(builder, **kw):
     torch.manual_seed(0)
     return builder(_transformers(), **kw).eval()
@@ -56,6 +69,20 @@ def build(builder, **kw):
 
 def fp32_weight_bytes(lm) -> int:
     return 4 * sum(p.numel() for p in lm.parameters())  # tied weights counted once
+
+
+def builtin_ops(path) -> set[str]:
+    """The op names in a .tflite file (TFLite's analyzer prints one ``Op#i NAME(...)`` a line)."""
+    import contextlib
+    import io
+
+    import tensorflow as tf
+
+    text = io.StringIO()
+    with contextlib.redirect_stdout(text):
+        tf.lite.experimental.Analyzer.analyze(model_path=str(path))
+    return {line.split("Op#")[1].split()[1].split("(")[0]
+            for line in text.getvalue().splitlines() if "Op#" in line}
 
 
 def min_margin(logits: np.ndarray) -> float:
@@ -91,25 +118,67 @@ def test_greedy_parity_on_litert(builder, tmp_path):
         assert_generates_like_hf(lm, runner, length, seed)
 
 
+@pytest.mark.parametrize("builder", [gpt2, pytest.param(falcon, marks=pytest.mark.slow)],
+                         ids=["gpt2", "falcon"])
+def test_greedy_parity_more_position_schemes(builder, tmp_path):
+    """GPT-2 (learned positions, Conv1D) and Falcon (parallel attention, RoPE)."""
+    lm = build(builder)
+    path = tmp_path / "llm.tflite"
+    result = export(lm, path, prefill_lengths=PREFILL, max_cache_len=CACHE, max_new_tokens=NEW)
+    assert result.report.identical and result.report.max_logit_error <= 1e-4, result.summary()
+    assert_generates_like_hf(lm, LiteRTGenerator(path), 20, 8)
+
+
+def test_alibi_and_state_space_models_are_clear_errors(tmp_path):
+    T = _transformers()
+    with pytest.raises(UnsupportedOpError, match="ALiBi"):
+        export(build(falcon, alibi=True), tmp_path / "llm.tflite")
+    torch.manual_seed(0)
+    mamba = T.MambaForCausalLM(T.MambaConfig(vocab_size=256, hidden_size=32, num_hidden_layers=2,
+                                             state_size=8)).eval()
+    with pytest.raises(UnsupportedOpError, match=r"MambaForCausalLM \(mamba\) is a state-space"
+                                                 r".*crossport.convert"):
+        export(mamba, tmp_path / "llm.tflite")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_signature_contract(tmp_path):
     """The names, shapes and dtypes documented for app developers."""
     lm = build(llama)
     path = tmp_path / "llm.tflite"
     export(lm, path, prefill_lengths=(4,), max_cache_len=32, check=False)
     runner = LiteRTGenerator(path)
-    cache = [2, 1, 2, 32, 16]  # layers, batch, kv heads, max_cache_len, head_dim
+    cache = ([1, 2, 32, 16], np.float32)  # batch, kv heads, max_cache_len, head_dim
+    caches = {name: cache for name in ("k_cache_0", "k_cache_1", "v_cache_0", "v_cache_1")}
     prefill = runner.signatures["prefill_4"]
     shapes = {k: (v["shape"].tolist(), v["dtype"]) for k, v in prefill.get_input_details().items()}
     assert shapes == {"tokens": ([1, 4], np.int32), "input_pos": ([4], np.int32),
-                      "last_index": ([1], np.int32), "k_cache": (cache, np.float32),
-                      "v_cache": (cache, np.float32)}
+                      "last_index": ([1], np.int32), **caches}
     decode = runner.signatures["decode"]
-    assert sorted(decode.get_input_details()) == ["input_pos", "k_cache", "tokens", "v_cache"]
+    shapes = {k: (v["shape"].tolist(), v["dtype"]) for k, v in decode.get_input_details().items()}
+    assert shapes == {"tokens": ([1, 1], np.int32), "input_pos": ([1], np.int32), **caches}
     outputs = {k: (v["shape"].tolist(), v["dtype"]) for k, v in decode.get_output_details().items()}
-    assert outputs == {"logits": ([1, 256], np.float32), "k_cache": (cache, np.float32),
-                       "v_cache": (cache, np.float32)}
+    assert outputs == {"logits": ([1, 256], np.float32), **caches}
+    ops = builtin_ops(path)  # the cache is written in place of the chunk, not blended
+    assert "DYNAMIC_UPDATE_SLICE" in ops and not any(op.startswith("Flex") for op in ops), ops
     with pytest.raises(InputError, match="exceeds the cache length 32"):
         runner.generate([[1, 2, 3]], max_new_tokens=30)
+    with pytest.raises(InputError, match=r"shape \[2, 3\]: the generative export has batch size 1"):
+        runner.generate([[1, 2, 3], [4, 5, 6]], max_new_tokens=2)  # never flattened into one
+
+
+def test_prompt_tail_near_the_cache_end(tmp_path):
+    """A padded chunk may not run past the cache (the cache write is a dynamic-update-slice,
+    which would clamp): the runner prefills such a tail through decode."""
+    lm = build(llama)
+    path = tmp_path / "llm.tflite"
+    export(lm, path, prefill_lengths=(16,), max_cache_len=40, check=False)
+    prompt = np.random.default_rng(7).integers(0, 256, size=35)  # chunks 0, 16; 32.. by decode
+    ref_new, ref_logits = reference_generate(lm, prompt, 5)
+    ids, logits = LiteRTGenerator(path).generate(prompt, 5, return_logits=True)
+    assert min_margin(ref_logits) > 1e-3
+    assert ids[0, 35:].tolist() == ref_new
+    assert np.abs(logits - ref_logits).max() / max(1.0, np.abs(ref_logits).max()) <= 1e-4
 
 
 def test_sliding_window_is_honoured(tmp_path):
@@ -216,16 +285,16 @@ def test_step_module_matches_hf_forward():
     lm = build(qwen2)
     step = KVCacheStep(lm, max_cache_len=16).eval()
     ids = torch.randint(0, 256, (1, 7), generator=torch.Generator().manual_seed(0))
-    k = v = torch.zeros(step.cache_shape)
     tokens = torch.zeros(1, 8, dtype=torch.int32)
     tokens[0, :6] = ids[0, :6]  # 6 real tokens padded to 8
+    caches = [torch.zeros(step.layer_cache_shape) for _ in step.cache_names]
     with torch.no_grad():
         ref = lm(ids).logits[0]
-        logits, k, v = step(tokens, torch.arange(8, dtype=torch.int32),
-                            torch.tensor([5], dtype=torch.int32), k, v)
+        logits, *caches = step(tokens, torch.arange(8, dtype=torch.int32),
+                               torch.tensor([5], dtype=torch.int32), *caches)
         torch.testing.assert_close(logits[0], ref[5], rtol=1e-5, atol=1e-5)
-        logits, k, v = step(ids[:, 6:].int(), torch.tensor([6], dtype=torch.int32),
-                            torch.tensor([0], dtype=torch.int32), k, v)
+        logits, *caches = step(ids[:, 6:].int(), torch.tensor([6], dtype=torch.int32),
+                               torch.tensor([0], dtype=torch.int32), *caches)
         torch.testing.assert_close(logits[0], ref[6], rtol=1e-5, atol=1e-5)
 
 

@@ -19,4 +19,5 @@ from crossport.to_keras.ops import (  # noqa: F401
     resize,
     shape,
     shuffle,
+    update_slice,
 )
