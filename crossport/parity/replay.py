@@ -1,4 +1,8 @@
-"""Replay the exported graph node by node, recording every value (float32 or float64).
+"""Replay the exported graph node by node (float32 or float64), one value at a time.
+
+:func:`stream` yields each node's value in graph order and keeps only the values later
+nodes still read (as ``torch.fx.Interpreter`` does), so a node-by-node comparison needs
+about one forward's live activations, not every intermediate of the graph at once.
 
 The float64 replay is the evidence that explains a failed check, so it must never crash on
 a graph that runs fine in float32: ``_assert_tensor_metadata`` nodes (which pin float32) are
@@ -11,6 +15,7 @@ and is promoted back.
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterator, Mapping
 
 import torch
 from torch.utils import _pytree as pytree
@@ -19,21 +24,17 @@ _FLOATING = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
 
 
 class _Recorder(torch.fx.Interpreter):
-    """Runs the graph and keeps each node's value; in ``dtype`` when one is given."""
+    """Runs the graph's nodes; in ``dtype`` when one is given."""
 
-    def __init__(self, gm, dtype: torch.dtype | None = None, fallback: dict | None = None):
+    def __init__(self, gm, dtype: torch.dtype | None = None, fallback: Mapping | None = None):
         super().__init__(gm)
-        self.values: dict[str, object] = {}
         self.dtype = dtype
-        self.fallback = fallback or {}
+        self.fallback = fallback if fallback is not None else {}
 
     def run_node(self, n):
         if self.dtype is None or n.op != "call_function":
-            result = super().run_node(n)
-        else:
-            result = self._run_promoted(n)
-        self.values[n.name] = result
-        return result
+            return super().run_node(n)
+        return self._run_promoted(n)
 
     def _run_promoted(self, n):
         if getattr(n.target, "__name__", "").startswith("_assert_tensor_metadata"):
@@ -70,12 +71,57 @@ class _Recorder(torch.fx.Interpreter):
 
 
 def replay(exported, args: tuple, dtype: torch.dtype | None = None,
-           fallback: dict | None = None) -> dict[str, object]:
+           fallback: Mapping | None = None) -> dict[str, object]:
     """Every node's value when the exported graph runs on ``args`` (optionally in ``dtype``).
 
-    ``fallback`` (the float32 replay's values) stands in for a node that cannot run in
-    ``dtype`` at all.
+    Holds every intermediate at once: :func:`stream` is the bounded-memory form.
     """
+    return dict(stream(exported, args, dtype, fallback))
+
+
+def stream(exported, args: tuple, dtype: torch.dtype | None = None,
+           fallback: Mapping | None = None) -> Iterator[tuple[str, object]]:
+    """``(node name, value)`` for each node of the exported graph run on ``args``, in order.
+
+    A value is dropped once the last node reading it has run (and the caller has let go of
+    it). ``fallback`` (node name -> the float32 value; it may be filled as the float32
+    stream advances) stands in for a node that cannot run in ``dtype`` at all.
+
+    Example:
+        >>> import torch
+        >>> ep = torch.export.export(torch.nn.ReLU(), (torch.randn(2),))
+        >>> [name for name, _ in stream(ep, (torch.randn(2),))]
+        ['input', 'relu']
+    """
+    gm, flat = _placeholder_values(exported, args, dtype)
+    recorder = _Recorder(gm, dtype, fallback)
+    recorder.args_iter = iter(flat)
+    nodes = list(gm.graph.nodes)
+    release = _last_uses(nodes)
+    for node in nodes:
+        if node.op == "output":
+            return
+        with torch.no_grad():  # per node: a generator must not hold grad mode across yields
+            recorder.env[node] = recorder.run_node(node)
+        yield node.name, recorder.env[node]
+        for done in release.get(node, ()):
+            recorder.env.pop(done, None)
+
+
+def _last_uses(nodes: list) -> dict:
+    """node -> the nodes whose values are no longer read once it has run (itself if unread)."""
+    last: dict = {}
+    for node in nodes:
+        for used in node.all_input_nodes:
+            last[used] = node
+    release: dict = {}
+    for node in nodes:
+        release.setdefault(last.get(node, node), []).append(node)
+    return release
+
+
+def _placeholder_values(exported, args: tuple, dtype: torch.dtype | None):
+    """The graph module (moved to ``dtype``) and the values of its placeholders, in order."""
     signature = exported.graph_signature
     lifted = {**signature.inputs_to_parameters, **signature.inputs_to_buffers,
               **signature.inputs_to_lifted_tensor_constants}
@@ -92,7 +138,4 @@ def replay(exported, args: tuple, dtype: torch.dtype | None = None,
         flat.append(value)
     if dtype is not None:
         gm = copy.deepcopy(gm).to(dtype)
-    recorder = _Recorder(gm, dtype, fallback)
-    with torch.no_grad():
-        recorder.run(*flat)
-    return recorder.values
+    return gm, flat

@@ -28,7 +28,7 @@ from crossport.parity.accept import float64_evidence
 from crossport.parity.compare import Comparison, compare_output, compare_outputs, to_numpy
 from crossport.parity.metrics import rounding_verdict
 from crossport.parity.nan import nan_notes
-from crossport.parity.replay import replay
+from crossport.parity.replay import stream
 from crossport.parity.report import NodeDivergence, ParityReport
 from crossport.parity.shapes import CheckShapes, check_shapes
 from crossport.weights import flat_feature_order
@@ -208,26 +208,30 @@ def _in_keras_layout(value: np.ndarray, layout: Layout) -> np.ndarray:
 
 
 def diagnose(report: ParityReport, module, exported, emitted, args: tuple, options) -> None:
-    """Fill ``report`` with the first diverging node (replayed in float32 and float64)."""
-    ref32 = replay(exported, args)
-    try:
-        ref64 = replay(exported, args, torch.float64, fallback=ref32)
-    except Exception as exc:  # explaining must never crash: go on without fp64 per node
-        report.notes.append(f"the float64 replay failed ({type(exc).__name__}: {exc}); "
-                            "node verdicts are unknown")
-        ref64 = {}
-    names = [n for n in emitted.node_values]
+    """Fill ``report`` with the first diverging node (replayed in float32 and float64).
+
+    Streams: the float32 and float64 replays advance node by node together and keep only the
+    values later nodes still read, and each Keras intermediate is let go once compared, so
+    the peak is about one forward per runtime (SwinUNETR at 96³ held > 21 GB at once).
+    """
+    names = list(emitted.node_values)
     debug = keras.Model(emitted.model.inputs, [emitted.node_values[n][0] for n in names])
     arrays = to_keras_inputs(args, options.channels_last_io)
     outs = debug(arrays if len(arrays) > 1 else arrays[0], training=False)
-    outs = outs if isinstance(outs, (list, tuple)) else [outs]
+    keras_values = dict(zip(names, outs if isinstance(outs, (list, tuple)) else [outs]))
+    del outs
     nodes = {n.name: n for n in exported.graph_module.graph.nodes}
+    current32: dict = {}  # the float32 value of the node being compared: the fp64 fallback
+    ref64s = stream(exported, args, torch.float64, fallback=current32)
     first = None
-    for name, got in zip(names, outs):
-        ref = ref32.get(name)
-        if not isinstance(ref, torch.Tensor):
+    for name, ref in stream(exported, args):
+        current32.clear()
+        current32[name] = ref
+        ref64, ref64s = _next_float64(ref64s, name, report)
+        got = keras_values.pop(name, None)
+        if got is None or not isinstance(ref, torch.Tensor):
             continue
-        divergence = _node_divergence(nodes[name], ref, ref64.get(name), np.asarray(got),
+        divergence = _node_divergence(nodes[name], ref, ref64, np.asarray(got),
                                       emitted.node_values[name][1], options.atol)
         if divergence is None:
             continue
@@ -236,6 +240,20 @@ def diagnose(report: ParityReport, module, exported, emitted, args: tuple, optio
             first = divergence
             break
     report.first_divergent = first
+
+
+def _next_float64(ref64s, name: str, report: ParityReport):
+    """The float64 replay's value of node ``name`` and the stream to go on with (``None``
+    once it failed: explaining must never crash, later verdicts are then unknown)."""
+    if ref64s is None:
+        return None, None
+    try:
+        name64, ref64 = next(ref64s)
+    except Exception as exc:
+        report.notes.append(f"the float64 replay failed at node {name} ({type(exc).__name__}: "
+                            f"{exc}); node verdicts from there on are unknown")
+        return None, None
+    return (ref64 if name64 == name else None), ref64s
 
 
 def _node_divergence(node, ref, ref64, got: np.ndarray, layout: Layout,

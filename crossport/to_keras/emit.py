@@ -26,7 +26,7 @@ from crossport.layout.assign import preferred_channels_last
 from crossport.options import ConvertOptions
 from crossport.to_keras.context import LayerNames, NodeContext
 from crossport.to_keras.dynamic_dims import input_symbols
-from crossport.to_keras.fold import evaluate, mark_constants
+from crossport.to_keras.fold import evaluate, input_dependent, mark_constants
 from crossport.to_keras.registry import (
     Policy,
     bind_arguments,
@@ -76,6 +76,7 @@ class Emitter:
     # -- entry point ----------------------------------------------------------------------
     def emit(self) -> EmittedModel:
         self.folded = mark_constants(self.ep)
+        self.dependent = input_dependent(self.ep)
         check_supported(self.graph, skip=self.folded)
         check_dynamic(self.graph, skip=self.folded,
                       symbols=input_symbols(self.ep, self.input_names))
@@ -196,7 +197,9 @@ class Emitter:
         ctx = NodeContext(node, self.names, self.transposes, self.constants, self.sizes)
         if converter.policy is Policy.AGNOSTIC:  # sizes used as numbers: run-time scalars
             resolved = {k: _runtime_scalar(ctx, v, node) for k, v in resolved.items()}
-        default_layout = self._apply_policy(converter.policy, node, resolved)
+        dependent = {k for k, v in arguments.items()
+                     if isinstance(v, torch.fx.Node) and v in self.dependent}
+        default_layout = self._apply_policy(converter.policy, node, resolved, dependent)
         result = converter.fn(ctx, **resolved)
         layout = ctx.out_layout if ctx.out_layout is not None else default_layout
         return _wrap(result, node.meta.get("val"), layout)
@@ -208,8 +211,11 @@ class Emitter:
             return type(arg)(self._resolve(a) for a in arg)
         return arg
 
-    def _apply_policy(self, policy: Policy, node, resolved: dict):
-        """Lay out the tensor arguments in place; returns the output's default layout."""
+    def _apply_policy(self, policy: Policy, node, resolved: dict, dependent=frozenset()):
+        """Lay out the tensor arguments in place; returns the output's default layout.
+
+        ``dependent``: the arguments whose values depend on a user input's values.
+        """
         if policy is Policy.CUSTOM:
             return None
         tensors = [(k, v) for k, v in resolved.items() if isinstance(v, TensorValue)]
@@ -226,15 +232,25 @@ class Emitter:
                         self.transposes.to_layout(v, canonical(v.rank))
                         if isinstance(v, TensorValue) else v for v in value)
             return "canonical"
-        return self._harmonise(resolved, tensors, node)
+        return self._harmonise(resolved, tensors, node, dependent)
 
-    def _harmonise(self, resolved: dict, tensors, node) -> Layout | str:
-        """AGNOSTIC: every tensor and constant argument in the layout of the widest tensor."""
+    def _harmonise(self, resolved: dict, tensors, node, dependent=frozenset()) -> Layout | str:
+        """AGNOSTIC: every tensor and constant argument in the layout of the widest tensor
+        whose values depend on a user input (else of the widest tensor).
+
+        Transposing the input-independent operands instead is free (TF folds them) and
+        keeps a transposed activation from meeting a constant in a Sub or Div: TF's TFLite
+        converter (push-transpose-through-ewise, TF 2.21) rewrites ``ewise(c, transpose(x))``
+        as ``transpose(ewise(x, c'))``, swapping the operands, so ``c - T(x)`` became
+        ``T(x - c')`` and ``c / T(x)`` became ``T(x / c')`` (YOLO's anchor decode).
+        """
         out_rank = len(node.meta["val"].shape)
         if not tensors:
             return "canonical"
-        lead = max((v for _k, v in tensors), key=lambda v: v.rank)
-        target = lead.layout if lead.rank == out_rank else canonical(out_rank)
+        lead = max((v for k, v in tensors if k in dependent),
+                   key=lambda v: v.rank, default=None)
+        lead = lead or max((v for _k, v in tensors), key=lambda v: v.rank)
+        target = lead.layout if lead.rank == out_rank else _padded(lead.layout, out_rank)
         if target.flat is not None and any(v.layout != target for _k, v in tensors):
             # features in block order meet a tensor in torch order: back to torch order
             target = canonical(out_rank)
@@ -248,13 +264,22 @@ class Emitter:
     def _broadcast_to_layout(self, value: TensorValue, target: Layout, rank: int):
         if value.layout == target:
             return value.tensor
-        if value.rank < rank:  # torch broadcasting pads leading dims
-            x = self.transposes.to_layout(value, canonical(value.rank))
+        if value.rank < rank:  # torch broadcasting pads leading dims, in the held layout
+            held = value.layout if value.layout.flat is None else canonical(value.rank)
+            x = self.transposes.to_layout(value, held)
             for _ in range(rank - value.rank):
                 x = keras.ops.expand_dims(x, 0)
-            value = TensorValue(x, canonical(rank), (1,) * (rank - value.rank) + tuple(value.shape),
-                                value.dtype)
+            value = TensorValue(x, _padded(held, rank), (1,) * (rank - value.rank)
+                                + tuple(value.shape), value.dtype)
         return self.transposes.to_layout(value, target)
+
+
+def _padded(layout: Layout, rank: int) -> Layout:
+    """``layout`` after torch broadcasting pads leading size-1 dims up to ``rank``."""
+    if layout.flat is not None:
+        return canonical(rank)
+    lead = rank - layout.rank
+    return Layout((*range(lead), *(lead + p for p in layout.perm)))
 
 
 _CONVERTER_OBSERVERS: list = []

@@ -101,3 +101,35 @@ def evaluate(node: torch.fx.Node, values: dict) -> object:
         result = node.target(*args, **kwargs)
     return pytree.tree_map(
         lambda t: t.detach().cpu().numpy() if isinstance(t, torch.Tensor) else t, result)
+
+
+# ops that read only the shape and dtype of these positional arguments, never their values
+_METADATA_ARGS = {
+    torch.ops.aten.type_as.default: (1,),
+    torch.ops.aten.sym_size.int: (0,),
+    **{op: (0,) for op in (torch.ops.aten.full_like.default, torch.ops.aten.zeros_like.default,
+                           torch.ops.aten.ones_like.default, torch.ops.aten.empty_like.default)},
+}
+
+
+def input_dependent(exported: torch.export.ExportedProgram) -> set[torch.fx.Node]:
+    """The nodes whose values depend on the values of a user input.
+
+    The rest (folded constants, and values such as ``arange(w).type_as(x)`` that read only
+    an input's shape or dtype) are, at static sizes, constants to TF's graph optimiser,
+    which folds a transpose of them: the layout pass transposes those, not activations.
+    """
+    signature = exported.graph_signature
+    lifted = {*signature.inputs_to_parameters, *signature.inputs_to_buffers,
+              *signature.inputs_to_lifted_tensor_constants}
+    dependent: set[torch.fx.Node] = set()
+    for node in exported.graph.nodes:
+        if node.op == "placeholder":
+            if node.name not in lifted:
+                dependent.add(node)
+        elif node.op == "call_function" and not is_constant(node):
+            metadata = {node.args[i] for i in _METADATA_ARGS.get(node.target, ())
+                        if i < len(node.args)}
+            if any(n in dependent for n in node.all_input_nodes if n not in metadata):
+                dependent.add(node)
+    return dependent

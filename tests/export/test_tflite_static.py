@@ -168,3 +168,39 @@ def test_new_axis_indexing_needs_no_flex(tmp_path):
         result = crossport.export(conversion, tmp_path / f"m{dynamic_batch}.tflite")
         assert result.passed
         assert "FlexStridedSlice" not in tflite_op_names(result.path)
+
+
+class AnchorDecode(torch.nn.Module):
+    """YOLO's box decode in small: ``anchors - lt`` and ``anchors / wh`` where the anchors
+    are built in forward from sizes alone (``arange(w).type_as(x)``: no converter folds them,
+    TF does) and held transposed (``.transpose(0, 1)`` is free), so one operand of the Sub
+    or Div needs a transpose to meet the other."""
+
+    def __init__(self, op, squeeze=False):
+        super().__init__()
+        self.op, self.squeeze = op, squeeze
+
+    def forward(self, x):
+        grid = torch.arange(x.shape[-1]).type_as(x) + 0.5
+        grid = (grid.view(-1, 1).expand(-1, 2) * torch.tensor([1.0, 3.0])).transpose(0, 1)
+        lt, rb = x.chunk(2, 1)
+        if self.squeeze:  # a lower-rank activation broadcast against the anchors
+            lt, rb, grid = lt[0], rb[0], grid.unsqueeze(0)
+        else:
+            grid = grid.unsqueeze(0)
+        if self.op == "sub":
+            return grid - lt, rb
+        return grid / (rb.abs() + 1.0), lt
+
+
+@pytest.mark.parametrize("squeeze", [False, True], ids=["same-rank", "broadcast"])
+@pytest.mark.parametrize("op", ["sub", "div"])
+def test_constant_minus_transposed_activation_stays_right_on_litert(tmp_path, op, squeeze):
+    """TF's TFLite converter swaps the operands of ``c - transpose(x)`` and
+    ``c / transpose(x)`` when it pushes the transpose past the op (push-transpose-through-
+    ewise, TF 2.21): the layout pass must transpose the anchors (folded by TF), never the
+    activation, so LiteRT computes what torch does."""
+    conversion = crossport.convert_with_report(AnchorDecode(op, squeeze).eval(),
+                                               random_inputs((1, 4, 6)))
+    result = crossport.export(conversion, tmp_path / "m.tflite")
+    assert result.passed and result.max_error < 1e-5, result.summary()
