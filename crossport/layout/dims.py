@@ -50,6 +50,7 @@ __all__ = [
     "physical_array",
     "physical_axes",
     "physical_axis",
+    "physical_broadcast",
     "physical_index",
     "physical_order",
     "physical_pad",
@@ -103,6 +104,19 @@ def physical_index(layout: Layout, dim: int, item) -> tuple:
 def physical_array(array, layout: Layout) -> np.ndarray:
     """A reference-order numpy array of the layout's rank, held in ``layout``."""
     return np.ascontiguousarray(np.transpose(np.asarray(array), layout.perm))
+
+
+def physical_broadcast(array, layout: Layout) -> np.ndarray:
+    """A reference-order constant that broadcasts from the right (a per-channel vector, a
+    ``[H, W, C]`` block), given the layout's rank with leading 1s and held in ``layout``: it
+    broadcasts against the held tensor as the constant did against the reference.
+
+    ``physical_broadcast(np.ones(3), channels_first(4)).shape == (1, 3, 1, 1)``.
+    """
+    array = np.asarray(array)
+    if array.ndim > layout.rank:
+        raise ValueError(f"a rank-{array.ndim} constant does not broadcast to rank {layout.rank}")
+    return physical_array(array.reshape((1,) * (layout.rank - array.ndim) + array.shape), layout)
 
 
 def physical_pad(layout: Layout, pad: Sequence[int]) -> list[tuple[int, int]]:

@@ -92,6 +92,12 @@ class Context:
     def canonical(self, value: Held, boundary: bool = False) -> Held:
         return self.to_layout(value, canonical(value.rank), boundary)
 
+    def plain(self, value: Held) -> Held:
+        """``value`` in a plain permutation layout, for ops that see the feature order: a
+        flat-permuted ``[N, F]`` is put back in Keras order, any other value is returned
+        as it is."""
+        return value if value.layout.flat is None else self.canonical(value)
+
     def _unflatten(self, value: Held) -> Held:
         """A flat-permuted ``[N, F]`` back to Keras feature order (reshape, permute, flatten)."""
         flat: FlatOrder = value.layout.flat

@@ -15,6 +15,8 @@ import sys
 import crossport.to_keras.ops  # noqa: F401  (registers the converters)
 from crossport.layout import Policy
 from crossport.to_keras.registry import registered_ops
+from crossport.to_torch.registry import registered_layers as reverse_layers
+from crossport.to_torch.registry import registered_ops as reverse_ops
 
 INTERNALS = re.compile(r"\.perm\b|\.flat\b|\bLayout\(|\.axis\(|\.axes\(|\.without\(|"
                        r"\.with_inserted\(|permuted_shape\(|% rank\b")
@@ -63,6 +65,53 @@ def test_custom_converters_remap_dims_through_the_layout_contract():
         "crossport.layout (physical_axis/axes/index/order/pad, after_reduce/permute/insert, "
         "ctx.plain); a genuinely special case goes in SPECIAL with its reason")
     assert set(found) == set(SPECIAL), f"no longer special: {set(SPECIAL) - set(found)}"
+
+
+REVERSE_SPECIAL = {
+    # the flat feature order of Flatten -> Dense permutes the Linear weight's columns (pitfall 9)
+    "core.Dense": "Dense",
+    # Flatten of a held block *makes* the flat-permuted layout (FlatOrder from the held order)
+    "shape.Flatten": "flatten_held",
+    # a reshape moving only unit dims runs as held when the real dims keep their held order
+    "shape.Reshape": "unit_reshape",
+}
+
+
+def reverse_converters_remapping_by_hand() -> dict[str, str]:
+    """CUSTOM Keras -> PyTorch converters (layers and keras.ops) reading layout internals,
+    named ``module.function`` (layers and keras.ops share names: ``merge.Concatenate``,
+    ``kops.Concatenate``); converters made by a factory (``kops._reduce``) are read whole."""
+    converters = {*reverse_layers().values(), *reverse_ops().values()}
+    found = {}
+    for fn in {c.fn for c in converters if c.policy is Policy.CUSTOM}:
+        own = inspect.getsource(fn)
+        where = fn.__name__ if INTERNALS.search(own) else _touches_internals(fn)
+        if where is None:  # a factory-made converter: follow the calls of its own source
+            fn_calls = re.findall(r"\b(\w+)\(", own)
+            where = next((w for name in fn_calls if (w := _touches_internals_by_name(
+                fn.__module__, name))), None)
+        if where:
+            found[f"{fn.__module__.rsplit('.', 1)[-1]}.{fn.__name__}"] = where
+    return found
+
+
+def _touches_internals_by_name(module_name: str, name: str) -> str | None:
+    functions = _functions(sys.modules[module_name])
+    if name not in functions:
+        return None
+    probe = type("probe", (), {"__module__": module_name, "__name__": name})
+    return _touches_internals(probe)
+
+
+def test_reverse_converters_remap_dims_through_the_layout_contract():
+    found = reverse_converters_remapping_by_hand()
+    unexpected = {name: where for name, where in found.items() if name not in REVERSE_SPECIAL}
+    assert not unexpected, (
+        f"Keras -> PyTorch converters remapping dims by hand: {unexpected}. State the Keras "
+        "axes and use crossport.layout (physical_axis/axes/array, after_reduce/permute, "
+        "ctx.plain); a genuinely special case goes in REVERSE_SPECIAL with its reason")
+    assert set(found) == set(REVERSE_SPECIAL), (
+        f"no longer special: {set(REVERSE_SPECIAL) - set(found)}")
 
 
 def test_layout_imports_no_direction():

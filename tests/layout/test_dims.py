@@ -29,6 +29,7 @@ from crossport.layout import (
     physical_array,
     physical_axes,
     physical_axis,
+    physical_broadcast,
     physical_index,
     physical_order,
     physical_pad,
@@ -125,6 +126,17 @@ def test_physical_order_and_array(layout):
     ref = reference()
     assert physical_order(layout, SHAPE) == tuple(held(ref, layout).shape)
     np.testing.assert_array_equal(physical_array(ref.numpy(), layout), held(ref, layout).numpy())
+
+
+@pytest.mark.parametrize("layout", LAYOUTS, ids=IDS)
+@pytest.mark.parametrize("trailing", [0, 1, 2, 3])
+def test_physical_broadcast_broadcasts_like_the_reference_constant(layout, trailing):
+    ref = reference()
+    constant = torch.randn(SHAPE[4 - trailing:], generator=torch.Generator().manual_seed(1))
+    got = held(ref, layout) * torch.from_numpy(physical_broadcast(constant.numpy(), layout))
+    torch.testing.assert_close(got, held(ref * constant, layout), rtol=0, atol=0)
+    with pytest.raises(ValueError):
+        physical_broadcast(np.ones((1,) * 5), layout)
 
 
 def test_negative_dims_count_from_the_end_and_out_of_range_is_an_error():

@@ -7,11 +7,11 @@ exact form; ``leaky_relu`` (the function) has slope 0.2, the ``LeakyReLU`` layer
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 from torch import nn
 
 from crossport.errors import InputError
+from crossport.layout import physical_axis, physical_broadcast
 from crossport.layout.policy import Policy
 from crossport.to_torch.context import Context, Held
 from crossport.to_torch.registry import register_layer
@@ -76,9 +76,9 @@ def _activation_supported(layer) -> str | None:
 def Activation(ctx: Context, layer, inputs: Held) -> Held:
     """keras.layers.Activation: elementwise ones keep the layout; softmax's axis is remapped."""
     name = activation_name(layer.get_config()["activation"])
-    dim = inputs.layout.axis(-1) if inputs.layout.flat is None else -1
-    if inputs.layout.flat is not None and name in ("softmax", "log_softmax", "glu"):
-        inputs = ctx.canonical(inputs)
+    if name in ("softmax", "log_softmax", "glu"):  # they see the feature order
+        inputs = ctx.plain(inputs)
+    dim = physical_axis(inputs.layout, -1)
     module = activation_module(name, dim)
     node = inputs.node if module is None else ctx.call_module(module, inputs.node)
     return Held(node, inputs.layout, inputs.shape)
@@ -119,9 +119,8 @@ def ELU(ctx: Context, layer, inputs):
                 "Softmax over several axes is not converted")
 def Softmax(ctx: Context, layer, inputs: Held, mask=None) -> Held:
     """keras.layers.Softmax(axis): nn.Softmax on the held dim of the Keras axis."""
-    if inputs.layout.flat is not None:
-        inputs = ctx.canonical(inputs)
-    dim = inputs.layout.axis(layer.get_config()["axis"])
+    inputs = ctx.plain(inputs)
+    dim = physical_axis(inputs.layout, layer.get_config()["axis"])
     return Held(ctx.call_module(nn.Softmax(dim=dim), inputs.node), inputs.layout, inputs.shape)
 
 
@@ -132,11 +131,8 @@ def PReLU(ctx: Context, layer, inputs: Held) -> Held:
     Keras computes ``relu(x) - alpha * relu(-x)`` with zero-initialised alphas, not torch's
     single 0.25: torch_layers.KerasPReLU with ``alpha`` held in the input's layout.
     """
-    if inputs.layout.flat is not None:
-        inputs = ctx.canonical(inputs)
-    alpha = np.asarray(layer.alpha.numpy())
-    full = alpha.reshape((1,) * (inputs.rank - alpha.ndim) + alpha.shape)
-    held = np.ascontiguousarray(full.transpose(inputs.layout.perm)[0])
+    inputs = ctx.plain(inputs)
+    held = physical_broadcast(layer.alpha.numpy(), inputs.layout)[0]
     module = KerasPReLU(held.shape)
     with torch.no_grad():
         module.alpha.copy_(torch.from_numpy(held))

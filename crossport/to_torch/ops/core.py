@@ -7,7 +7,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from crossport.layout import canonical
+from crossport.layout import canonical, physical_axis, physical_broadcast
 from crossport.layout.policy import Policy
 from crossport.to_torch.context import Context, Held
 from crossport.to_torch.modules import ChannelScale, Scale, ScaleShift, Standardize
@@ -93,8 +93,7 @@ def _rescaling_supported(layer) -> str | None:
 
 def _held_constant(value: np.ndarray, inputs: Held) -> torch.Tensor:
     """A Keras-broadcast constant shaped to broadcast against the held tensor."""
-    full = value.reshape((1,) * (inputs.rank - value.ndim) + value.shape)
-    return torch.from_numpy(np.ascontiguousarray(full.transpose(inputs.layout.perm)[0]))
+    return torch.from_numpy(physical_broadcast(value, inputs.layout)[0])
 
 
 @register_layer(policy=Policy.CUSTOM, supports=_rescaling_supported, keeps_layout=True)
@@ -102,13 +101,12 @@ def Rescaling(ctx: Context, layer, inputs: Held) -> Held:
     """keras.layers.Rescaling: ``x * scale + offset``, scalars or per-axis vectors (buffers
     laid out like the held input: a channel vector on an NCHW tensor is ``[C, 1, 1]``)."""
     scale, offset = _rescaling_constants(layer)
+    if scale.ndim or offset.ndim:  # per-axis constants see the feature order
+        inputs = ctx.plain(inputs)
     x = ctx.call_method("float", inputs.node)
     if not scale.ndim and not offset.ndim:
         return Held(ctx.call_module(Scale(float(scale), float(offset)), x), inputs.layout,
                     inputs.shape)
-    if inputs.layout.flat is not None:
-        inputs = ctx.canonical(inputs)
-        x = ctx.call_method("float", inputs.node)
     module = ScaleShift(_held_constant(scale, inputs), _held_constant(offset, inputs))
     return Held(ctx.call_module(module, x), inputs.layout, inputs.shape)
 
@@ -116,14 +114,10 @@ def Rescaling(ctx: Context, layer, inputs: Held) -> Held:
 @register_layer(policy=Policy.CUSTOM, keeps_layout=True)
 def Normalization(ctx: Context, layer, inputs: Held) -> Held:
     """keras.layers.Normalization: mean/variance buffers laid out like the held input."""
-    if inputs.layout.flat is not None:
-        inputs = ctx.canonical(inputs)
-    mean, var = (np.asarray(w.numpy(), dtype=np.float32) for w in (layer.mean, layer.variance))
-    rank = inputs.rank
-    mean = mean.reshape((1,) * (rank - mean.ndim) + mean.shape).transpose(inputs.layout.perm)
-    var = var.reshape((1,) * (rank - var.ndim) + var.shape).transpose(inputs.layout.perm)
-    module = Standardize(torch.from_numpy(np.ascontiguousarray(mean)),
-                         torch.from_numpy(np.ascontiguousarray(var)),
+    inputs = ctx.plain(inputs)
+    mean, var = (physical_broadcast(np.asarray(w.numpy(), dtype=np.float32), inputs.layout)
+                 for w in (layer.mean, layer.variance))
+    module = Standardize(torch.from_numpy(mean), torch.from_numpy(var),
                          bool(layer.get_config().get("invert", False)))
     return Held(ctx.call_module(module, inputs.node), inputs.layout, inputs.shape)
 
@@ -132,11 +126,10 @@ def Normalization(ctx: Context, layer, inputs: Held) -> Held:
 def Masking(ctx: Context, layer, inputs: Held) -> Held:
     """keras.layers.Masking(mask_value): steps whose features all equal ``mask_value`` are
     zeroed (``where(any(x != v, axis=-1), x, 0)``); the mask is a separate graph node."""
-    if inputs.layout.flat is not None:
-        inputs = ctx.canonical(inputs)
+    inputs = ctx.plain(inputs)
     value = float(layer.get_config()["mask_value"])
     keep = ctx.call_function(torch.any, ctx.call_function(torch.ne, inputs.node, value),
-                             dim=inputs.layout.axis(inputs.rank - 1), keepdim=True)
+                             dim=physical_axis(inputs.layout, -1), keepdim=True)
     node = ctx.call_function(torch.where, keep, inputs.node, 0.0)
     return Held(node, inputs.layout, inputs.shape)
 
@@ -144,9 +137,7 @@ def Masking(ctx: Context, layer, inputs: Held) -> Held:
 @register_layer(policy=Policy.CUSTOM, keeps_layout=True)
 def LayerScale(ctx: Context, layer, inputs: Held) -> Held:
     """keras.applications' LayerScale (ConvNeXt): ``x * gamma`` over the last Keras axis."""
-    if inputs.layout.flat is not None:
-        inputs = ctx.canonical(inputs)
+    inputs = ctx.plain(inputs)
     gamma = np.asarray(layer.gamma.numpy())
-    full = gamma.reshape((1,) * (inputs.rank - 1) + gamma.shape).transpose(inputs.layout.perm)
-    module = ChannelScale(torch.from_numpy(np.ascontiguousarray(full[0])))
+    module = ChannelScale(torch.from_numpy(physical_broadcast(gamma, inputs.layout)[0]))
     return Held(ctx.call_module(module, inputs.node), inputs.layout, inputs.shape)

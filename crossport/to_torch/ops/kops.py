@@ -12,7 +12,17 @@ import operator
 import torch
 import torch.nn.functional as F
 
-from crossport.layout import Layout, canonical
+from crossport.layout import (
+    after_permute,
+    after_reduce,
+    canonical,
+    normalize_dim,
+    normalize_dims,
+    physical_axes,
+    physical_axis,
+    reduction_dims,
+    transpose_perm,
+)
 from crossport.layout.policy import Policy
 from crossport.to_torch.context import Context, Held
 from crossport.to_torch.ops.shape import flatten_held, unit_reshape
@@ -65,12 +75,9 @@ for _name, _fn in _UNARY.items():
 @register_op(policy=Policy.CUSTOM)
 def Transpose(ctx: Context, op, x: Held) -> Held:
     """keras.ops.transpose(x, axes): a relabelled layout, no op (see layers' Permute)."""
-    if x.layout.flat is not None:
-        x = ctx.canonical(x)
-    axes = tuple(range(x.rank))[::-1] if op.axes is None else tuple(a % x.rank for a in op.axes)
-    inverse = [axes.index(d) for d in range(x.rank)]
-    layout = Layout(tuple(inverse[p] for p in x.layout.perm))
-    return Held(x.node, layout, tuple(x.shape[a] for a in axes))
+    x = ctx.plain(x)
+    axes = transpose_perm(x.rank) if op.axes is None else normalize_dims(op.axes, x.rank)
+    return Held(x.node, after_permute(x.layout, axes), tuple(x.shape[a] for a in axes))
 
 
 @register_op(policy=Policy.CUSTOM)
@@ -91,23 +98,20 @@ def Reshape(ctx: Context, op, x: Held) -> Held:
 
 
 def _is_flatten(x: Held, newshape: tuple) -> bool:
-    if x.rank < 3 or x.layout.flat is not None or None in x.shape[1:] or len(newshape) != 2:
+    if x.rank < 3 or None in x.shape[1:] or len(newshape) != 2:  # (flat ones are rank 2)
         return False
     return newshape[1] in (-1, math.prod(x.shape[1:])) and newshape[0] in (-1, x.shape[0])
 
 
 def _reduce(name, fn):
     def convert(ctx: Context, op, x: Held) -> Held:
-        if x.layout.flat is not None:
-            x = ctx.canonical(x)
-        axes = range(x.rank) if op.axis is None else (
-            [op.axis] if isinstance(op.axis, int) else list(op.axis))
-        axes = sorted(a % x.rank for a in axes)
-        held = tuple(x.layout.axis(a) for a in axes)
-        node = ctx.call_function(fn, x.node, dim=held, keepdim=bool(op.keepdims))
+        x = ctx.plain(x)
+        axes = sorted(reduction_dims(op.axis, x.rank))
+        node = ctx.call_function(fn, x.node, dim=physical_axes(x.layout, axes),
+                                 keepdim=bool(op.keepdims))
+        layout = after_reduce(x.layout, axes, bool(op.keepdims))
         if op.keepdims:
-            return Held(node, x.layout, tuple(1 if i in axes else s for i, s in enumerate(x.shape)))
-        layout = x.layout.without(axes)
+            return Held(node, layout, tuple(1 if i in axes else s for i, s in enumerate(x.shape)))
         return Held(node, layout, tuple(s for i, s in enumerate(x.shape) if i not in axes))
 
     convert.__name__ = name
@@ -126,8 +130,7 @@ _reduce("All", torch.all)
 @register_op(policy=Policy.CUSTOM, keeps_layout=True)
 def Softmax(ctx: Context, op, x: Held) -> Held:
     """keras.ops.softmax(x, axis): torch.softmax on the held dim."""
-    if x.layout.flat is not None:
-        x = ctx.canonical(x)
+    x = ctx.plain(x)
     axis = op.axis if isinstance(op.axis, int) else None
     if axis is None:
         x = ctx.canonical(x)
@@ -135,7 +138,8 @@ def Softmax(ctx: Context, op, x: Held) -> Held:
         node = ctx.call_method("reshape", ctx.call_function(torch.softmax, flat, 0),
                                *[-1 if s is None else s for s in x.shape])
         return Held(node, x.layout, x.shape)
-    return Held(ctx.call_function(torch.softmax, x.node, x.layout.axis(axis)), x.layout, x.shape)
+    return Held(ctx.call_function(torch.softmax, x.node, physical_axis(x.layout, axis)),
+                x.layout, x.shape)
 
 
 @register_op(policy=Policy.CANONICAL)
@@ -147,10 +151,11 @@ def Matmul(ctx: Context, op, x1, x2):
 @register_op(policy=Policy.CUSTOM, keeps_layout=True)
 def Concatenate(ctx: Context, op, xs) -> Held:
     """keras.ops.concatenate(xs, axis): torch.cat on the held dim (first input's layout)."""
-    first = xs[0] if xs[0].layout.flat is None else ctx.canonical(xs[0])
+    first = ctx.plain(xs[0])
     values = [ctx.to_layout(x, first.layout) for x in xs]
-    axis = op.axis % first.rank
-    node = ctx.call_function(torch.cat, [v.node for v in values], dim=first.layout.axis(axis))
+    axis = normalize_dim(op.axis, first.rank)
+    node = ctx.call_function(torch.cat, [v.node for v in values],
+                             dim=physical_axis(first.layout, axis))
     shape = list(first.shape)
     sizes = [v.shape[axis] for v in values]
     shape[axis] = None if None in sizes else sum(sizes)

@@ -6,6 +6,7 @@ import operator
 
 import torch
 
+from crossport.layout import normalize_dim, physical_axis
 from crossport.layout.policy import Policy
 from crossport.to_torch.context import Context, Held
 from crossport.to_torch.registry import register_layer
@@ -61,10 +62,11 @@ def Concatenate(ctx: Context, layer, inputs: list[Held]) -> Held:
     Every input takes the first input's layout (channels-first concatenation in CNNs: no
     permute).
     """
-    first = inputs[0] if inputs[0].layout.flat is None else ctx.canonical(inputs[0])
+    first = ctx.plain(inputs[0])
     values = [ctx.to_layout(x, first.layout) for x in inputs]
-    axis = int(layer.get_config()["axis"]) % first.rank
-    node = ctx.call_function(torch.cat, [v.node for v in values], dim=first.layout.axis(axis))
+    axis = normalize_dim(int(layer.get_config()["axis"]), first.rank)
+    node = ctx.call_function(torch.cat, [v.node for v in values],
+                             dim=physical_axis(first.layout, axis))
     shape = list(first.shape)
     sizes = [v.shape[axis] for v in values]
     shape[axis] = None if None in sizes else sum(sizes)

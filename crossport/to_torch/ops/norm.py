@@ -12,6 +12,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from crossport.layout import normalize_dims, physical_axes, physical_axis
 from crossport.layout.policy import Policy
 from crossport.to_torch.context import Context, Held
 from crossport.to_torch.registry import register_layer
@@ -40,7 +41,7 @@ def _copy(param: torch.Tensor | None, array: np.ndarray) -> None:
 
 def _axes(cfg_axis, rank: int) -> list[int]:
     axes = cfg_axis if isinstance(cfg_axis, (list, tuple)) else [cfg_axis]
-    return sorted(int(a) % rank for a in axes)
+    return sorted(normalize_dims([int(a) for a in axes], rank))
 
 
 def _bn_supported(layer) -> str | None:
@@ -68,14 +69,13 @@ def BatchNormalization(ctx: Context, layer, inputs: Held, **_call_kwargs) -> Hel
     """
     cfg = layer.get_config()
     axis = _axes(cfg["axis"], inputs.rank)[0]
-    if inputs.layout.flat is not None:
-        inputs = ctx.canonical(inputs)
-    if inputs.rank >= 3 and inputs.layout.axis(axis) != 1:
+    inputs = ctx.plain(inputs)
+    if inputs.rank >= 3 and physical_axis(inputs.layout, axis) != 1:
         perm = list(range(inputs.rank))  # bring the feature axis to dim 1, rest in order
         perm.remove(axis)
         perm.insert(1, axis)
         inputs = ctx.to_layout(inputs, type(inputs.layout)(tuple(perm)))
-    held_axis = inputs.layout.axis(axis)
+    held_axis = physical_axis(inputs.layout, axis)
     mean = _arr(layer.moving_mean)
     eps, momentum = float(cfg["epsilon"]), 1.0 - float(cfg["momentum"])
     if cfg["center"] and cfg["scale"] and held_axis == 1 and inputs.rank in _BN:
@@ -102,10 +102,9 @@ def LayerNormalization(ctx: Context, layer, inputs: Held) -> Held:
     (ConvNeXt's channel LayerNorm on an NCHW tensor) and gamma/beta transposed to match.
     """
     cfg = layer.get_config()
-    if inputs.layout.flat is not None:
-        inputs = ctx.canonical(inputs)
+    inputs = ctx.plain(inputs)
     keras_axes = _axes(cfg["axis"], inputs.rank)
-    held_axes = [inputs.layout.axis(a) for a in keras_axes]
+    held_axes = list(physical_axes(inputs.layout, keras_axes))
     order = list(np.argsort(held_axes))
     sizes = tuple(inputs.shape[a] for a in keras_axes)
     shape = tuple(sizes[i] for i in order)
@@ -133,10 +132,9 @@ def GroupNormalization(ctx: Context, layer, inputs: Held) -> Held:
     axis held at dim 1 (torch_layers.KerasGroupNorm otherwise, or without gamma/beta both).
     """
     cfg = layer.get_config()
-    if inputs.layout.flat is not None:
-        inputs = ctx.canonical(inputs)
+    inputs = ctx.plain(inputs)
     axis = _axes(cfg["axis"], inputs.rank)[0]
-    held_axis = inputs.layout.axis(axis)
+    held_axis = physical_axis(inputs.layout, axis)
     channels = inputs.shape[axis]
     groups = channels if cfg["groups"] == -1 else int(cfg["groups"])
     if held_axis == 1 and cfg["center"] and cfg["scale"]:

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from crossport.layout import FlatOrder, Layout, canonical, channels_first
+from crossport.layout import FlatOrder, Layout, after_permute, canonical, channels_first
 from crossport.layout.policy import Policy
 from crossport.to_torch.context import Context, Held, static
 from crossport.to_torch.registry import channels_first_layer, register_layer
@@ -28,11 +28,9 @@ def Flatten(ctx: Context, layer, inputs: Held) -> Held:
     rule): a relabelling of the held layout, then the same flatten.
     """
     if channels_first_layer(layer) and inputs.rank > 2:
-        if inputs.layout.flat is not None:
-            inputs = ctx.canonical(inputs)
-        inputs = relabel(inputs, (0, *range(2, inputs.rank), 1))
-    if inputs.rank <= 2 or inputs.layout.flat is not None:
-        return inputs if inputs.rank <= 2 else ctx.canonical(inputs)
+        inputs = relabel(ctx.plain(inputs), (0, *range(2, inputs.rank), 1))
+    if inputs.rank <= 2:  # (a flat-permuted value is rank 2: it stays as it is)
+        return inputs
     return flatten_held(ctx, inputs)
 
 
@@ -92,17 +90,13 @@ def Permute(ctx: Context, layer, inputs: Held) -> Held:
     With ``held == x.permute(p)`` and ``y = x.permute(d)``: ``held == y.permute(q)``,
     ``q[i] = inverse(d)[p[i]]``.
     """
-    if inputs.layout.flat is not None:
-        inputs = ctx.canonical(inputs)
-    return relabel(inputs, (0, *(int(d) for d in layer.get_config()["dims"])))
+    return relabel(ctx.plain(inputs), (0, *(int(d) for d in layer.get_config()["dims"])))
 
 
 def relabel(inputs: Held, dims: tuple) -> Held:
     """``inputs`` as the Keras tensor ``x.permute(dims)``: the same held node, a new layout."""
-    inverse = np.argsort(dims)
-    layout = Layout(tuple(int(inverse[p]) for p in inputs.layout.perm))
     shape = tuple(inputs.shape[d] for d in dims)
-    return Held(inputs.node, layout, shape)
+    return Held(inputs.node, after_permute(inputs.layout, dims), shape)
 
 
 def _pairs(cfg_value, rank: int) -> list[tuple[int, int]]:
