@@ -60,8 +60,18 @@ def ensure_venv(peer: str, root: Path = DEFAULT_DIR) -> Path:
     """The python of ``peer``'s venv, creating and installing it on first use.
 
     Raises ``subprocess.CalledProcessError`` if an install step fails (the log is in
-    ``<venv>/install.log``) and ``RuntimeError`` if torch ended up a CUDA build.
+    ``<venv>/install.log``) and ``RuntimeError`` if torch ended up a CUDA build. A lock file
+    keeps concurrent benchmark runs from building the same venv twice.
     """
+    import fcntl
+
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / f"{peer}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _ensure_venv_locked(peer, root)
+
+
+def _ensure_venv_locked(peer: str, root: Path) -> Path:
     target = root / peer
     stamp_path = target / "installed.json"
     if stamp_path.exists() and json.loads(stamp_path.read_text()).get("recipe") == _stamp(peer):
@@ -76,7 +86,9 @@ def ensure_venv(peer: str, root: Path = DEFAULT_DIR) -> Path:
         _pip(python, ["--no-deps", TORCHVISION, "pillow"], log)
         for step in RECIPES[peer]["steps"]:
             _pip(python, ["-c", str(constraints), *step], log)
-    check = ("import json, torch, importlib.metadata as md; "
+    # nobuco imports torchvision: the CPU-torch workaround of common.load_torchvision first
+    check = (f"import sys; sys.path.insert(0, {str(HERE)!r}); import common; "
+             "common.load_torchvision(); import json, torch, importlib.metadata as md; "
              f"import {RECIPES[peer]['import']}; "
              "print(json.dumps({'torch': torch.__version__, 'cuda': torch.version.cuda, "
              f"'{peer}': md.version('{peer}')}}))")
@@ -96,10 +108,12 @@ def versions(peer: str, root: Path = DEFAULT_DIR) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("peers", nargs="*", default=list(RECIPES), choices=list(RECIPES))
+    parser.add_argument("peers", nargs="*", help=f"any of {list(RECIPES)} (default: all)")
     parser.add_argument("--venv-dir", type=Path, default=DEFAULT_DIR)
     args = parser.parse_args()
-    for peer in args.peers:
+    if unknown := set(args.peers) - set(RECIPES):
+        parser.error(f"unknown peer(s) {sorted(unknown)}; choose from {list(RECIPES)}")
+    for peer in args.peers or list(RECIPES):
         print(peer, ensure_venv(peer, args.venv_dir), versions(peer, args.venv_dir))
 
 

@@ -233,7 +233,7 @@ def write_results(rows: list[dict], meta: dict, out_dir: Path) -> None:
         "## Peers: crossport vs litert-torch and nobuco (benchmarks/peers.py)", "",
         f"Date: {meta['date']}  ", f"Command: `{meta['command']}`", "",
         (f"Machine: {meta['cpu']}, {meta['cores']} cores, **1 thread** for torch, TF and "
-         f"LiteRT; load average {load[0]:.1f} at the start, {load[1]:.1f} at the end (the "
+         f"LiteRT; 1-minute load average between {min(load):.1f} and {max(load):.1f} (the "
          "machine is shared with other engineers, so absolute times are noisy: every number "
          "below is a ratio to torch eager timed interleaved in the same process, which is "
          "what to compare)."),
@@ -281,6 +281,18 @@ def metadata(args: argparse.Namespace, load_start: float) -> dict[str, Any]:
             "load_average": [load_start, os.getloadavg()[0]], "versions": versions}
 
 
+def merge(files: list[Path], out_dir: Path) -> None:
+    """One report from several runs' JSON (rows in MODELS order; meta of the first run)."""
+    loaded = [json.loads(f.read_text()) for f in files]
+    rows = [row for data in loaded for row in data["rows"]]
+    rows.sort(key=lambda r: MODELS.index(r["model"]) if r["model"] in MODELS else len(MODELS))
+    meta = dict(loaded[0]["meta"])
+    loads = [x for data in loaded for x in data["meta"]["load_average"]]
+    meta["load_average"] = [min(loads), max(loads)]
+    meta["command"] = " + ".join(sorted({d["meta"]["command"] for d in loaded}))
+    write_results(rows, meta, out_dir)
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", choices=list(peer_worker.TORCHVISION))
@@ -292,6 +304,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, default=HERE, help="where RESULTS.md and "
                         "results_peers.json go")
     parser.add_argument("--keep-logs", type=Path, help="copy each worker's log here")
+    parser.add_argument("--from-json", type=Path, nargs="+", help="only write the report "
+                        "from these results_peers.json files (e.g. runs split over models)")
     args = parser.parse_args(argv)
     args.models = args.models or (QUICK_MODELS if args.quick else MODELS)
     args.runs = args.runs or (5 if args.quick else 20)
@@ -303,6 +317,8 @@ def main(argv: list[str] | None = None) -> None:
     import os
 
     args = parse_args(argv)
+    if args.from_json:
+        return merge(args.from_json, args.out)
     load_start = os.getloadavg()[0]
     torch.set_num_threads(1)
     rows = [bench_model(name, args) for name in args.models]
