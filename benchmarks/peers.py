@@ -101,11 +101,11 @@ def bench_model(name: str, args: argparse.Namespace) -> dict[str, Any]:
         for converter in args.converters:
             print(f"[{time.strftime('%H:%M:%S')}] {name}: {converter}", flush=True)
             row[converter] = run_worker(converter, name, files, directory, args)
-            if args.keep_logs:
-                log = directory / f"{name}.{converter}.log"
-                if log.exists():
-                    args.keep_logs.mkdir(parents=True, exist_ok=True)
-                    (args.keep_logs / log.name).write_text(log.read_text())
+            if args.keep_logs:  # the worker's log and JSON, kept should the run be cut short
+                args.keep_logs.mkdir(parents=True, exist_ok=True)
+                for kept in (f"{name}.{converter}.log", f"{name}.{converter}.json"):
+                    if (directory / kept).exists():
+                        (args.keep_logs / kept).write_text((directory / kept).read_text())
     print(json.dumps(summary(row)), flush=True)
     return row
 
@@ -218,8 +218,9 @@ def detail_lines(rows: list[dict]) -> list[str]:
             eager = lat.get("torch_eager", {}).get("median_ms")
             others = ", ".join(f"{v['median_ms']:.1f} ({k})" for k, v in lat.items()
                                if k != "torch_eager")
-            errs = ", ".join(f"{k:.1e} ({v})" if False else f"{k}: {v:.1e}"
-                             for k, v in r.get("max_error", {}).items())
+            # the keras.applications twin has its own random weights: no parity to show
+            errs = ", ".join(f"{k}: {v:.1e}" for k, v in r.get("max_error", {}).items()
+                             if k != "keras_app")
             problems = "; ".join(f"{k}: {v.splitlines()[0][:120]}"
                                  for k, v in r.get("errors", {}).items()).replace("|", "/")
             lines.append(f"| {row['model']} | {conv} | {_s(eager)} | {others or '—'} | "
@@ -284,7 +285,14 @@ def metadata(args: argparse.Namespace, load_start: float) -> dict[str, Any]:
 def merge(files: list[Path], out_dir: Path) -> None:
     """One report from several runs' JSON (rows in MODELS order; meta of the first run)."""
     loaded = [json.loads(f.read_text()) for f in files]
+    workers = [d for d in loaded if "converter" in d]  # single worker JSONs (--keep-logs)
+    loaded = [d for d in loaded if "rows" in d]
     rows = [row for data in loaded for row in data["rows"]]
+    for result in workers:
+        row = next((r for r in rows if r["model"] == result["model"]), None)
+        if row is None:
+            rows.append(row := {"model": result["model"]})
+        row[result["converter"]] = result
     rows.sort(key=lambda r: MODELS.index(r["model"]) if r["model"] in MODELS else len(MODELS))
     meta = dict(loaded[0]["meta"])
     loads = [x for data in loaded for x in data["meta"]["load_average"]]
@@ -305,7 +313,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "results_peers.json go")
     parser.add_argument("--keep-logs", type=Path, help="copy each worker's log here")
     parser.add_argument("--from-json", type=Path, nargs="+", help="only write the report "
-                        "from these results_peers.json files (e.g. runs split over models)")
+                        "from these results_peers.json files (e.g. runs split over models) "
+                        "and/or worker JSONs kept by --keep-logs; the first must be a "
+                        "results_peers.json (its metadata heads the report)")
     args = parser.parse_args(argv)
     args.models = args.models or (QUICK_MODELS if args.quick else MODELS)
     args.runs = args.runs or (5 if args.quick else 20)
