@@ -140,18 +140,23 @@ def summary(row: dict) -> dict[str, Any]:
     return out
 
 
-def targets(s: dict) -> dict[str, bool | None]:
-    """Issue 13's targets; None where a number is missing."""
-    def le(a, b):
-        return None if a is None or b is None else a <= b
+NOISE = 0.05  # latency ratios within 5% of the peer's count as a tie on this shared machine
+
+
+def targets(s: dict) -> dict[str, str | None]:
+    """Issue 13's targets: "yes", "tie" (latency within NOISE), "no"; None if missing."""
+    def le(a, b, band=0.0):
+        if a is None or b is None:
+            return None
+        return "yes" if a <= b else "tie" if a <= b * (1 + band) else "no"
 
     graph_refs = [v for v in (s["nobuco_tf_graph"], s["keras_app_tf_graph"]) if v is not None]
     lt_total = (None if s["litert_torch_convert_s"] is None or s["litert_torch_export_s"] is None
                 else s["litert_torch_convert_s"] + s["litert_torch_export_s"])
     conv_limit = None if s["torch_export_s"] is None else 2 * s["torch_export_s"]
-    return {"tflite_le_litert": le(s["crossport_tflite"], s["litert_torch_tflite"]),
+    return {"tflite_le_litert": le(s["crossport_tflite"], s["litert_torch_tflite"], NOISE),
             "tf_graph_le_best_peer": le(s["crossport_tf_graph"],
-                                        min(graph_refs) if graph_refs else None),
+                                        min(graph_refs) if graph_refs else None, NOISE),
             "export_le_litert": le(s["crossport_export_s"], lt_total),
             "convert_le_2x_export": le(s["crossport_convert_s"], conv_limit)}
 
@@ -163,8 +168,8 @@ def _cell(row: dict, converter: str, variant: str, value: float | None) -> str:
     return f"failed: {err}" if err else "—"
 
 
-def _mark(flag: bool | None) -> str:
-    return {True: "yes", False: "**no**", None: "n/a"}[flag]
+def _mark(flag: str | None) -> str:
+    return {"yes": "yes", "tie": "tie (≤5%)", "no": "**no**", None: "n/a"}[flag]
 
 
 def table_lines(rows: list[dict]) -> list[str]:
