@@ -235,14 +235,14 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     runners = {"torch_eager": torch_eager}
     try:
         runners.update(CONVERTERS[args.converter](args.model, module, x, args.workdir, out))
-    except Exception as exc:  # a peer that cannot convert a model is a result, not a crash
+    except Exception as exc:  # noqa: BLE001 (a failed conversion is a result)
         out["errors"]["convert"] = f"{type(exc).__name__}: {exc}"[:2000]
         traceback.print_exc()
     out["max_error"] = {}
     for key, run in list(runners.items())[1:]:
         try:
             out["max_error"][key] = max_error(ref, run())
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 (a variant that cannot run: recorded)
             out["errors"][key] = f"{type(exc).__name__}: {exc}"[:2000]
             runners.pop(key)
     samples = common.interleaved_latency(runners, args.runs, args.warmup)

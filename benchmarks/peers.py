@@ -63,7 +63,7 @@ def run_worker(converter: str, name: str, files: tuple[Path, Path], directory: P
     out = directory / f"{name}.{converter}.json"
     try:
         python = python_for(converter, args.venv_dir)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 (a failed peer install is an error row)
         return {"converter": converter, "model": name, "errors": {"install": repr(exc)}}
     work = directory / f"{name}.{converter}"
     work.mkdir(exist_ok=True)
@@ -173,8 +173,8 @@ def _mark(flag: str | None) -> str:
 
 
 def table_lines(rows: list[dict]) -> list[str]:
-    lines = ["| model | crossport TFLite | litert-torch TFLite | crossport TF graph | "
-             "nobuco TF graph | keras.applications TF graph |",
+    lines = [("| model | crossport TFLite | litert-torch TFLite | crossport TF graph | "
+             "nobuco TF graph | keras.applications TF graph |"),
              "|---|---|---|---|---|---|"]
     for row in rows:
         s = summary(row)
@@ -192,9 +192,9 @@ def _s(v: float | None) -> str:
 
 
 def time_lines(rows: list[dict]) -> list[str]:
-    lines = ["| model | torch.export s | crossport convert+check s (x export) | crossport "
+    lines = [("| model | torch.export s | crossport convert+check s (x export) | crossport "
              "export s | litert-torch convert + export s | nobuco convert s | TFLite ≤ litert | "
-             "TF graph ≤ best peer | export ≤ litert | convert ≤ 2x export |",
+             "TF graph ≤ best peer | export ≤ litert | convert ≤ 2x export |"),
              "|---|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
         s, t = summary(row), summary(row)["targets"]
@@ -212,8 +212,8 @@ def time_lines(rows: list[dict]) -> list[str]:
 
 def detail_lines(rows: list[dict]) -> list[str]:
     """Absolute medians per process and the parity of each converted model."""
-    lines = ["| model | converter | torch eager ms | converted ms (variant) | max error vs "
-             "torch | errors |", "|---|---|---|---|---|---|"]
+    lines = [("| model | converter | torch eager ms | converted ms (variant) | max error vs "
+             "torch | errors |"), "|---|---|---|---|---|---|"]
     for row in rows:
         for conv in CONVERTERS:
             r = row.get(conv)
@@ -244,7 +244,7 @@ def write_results(rows: list[dict], meta: dict, out_dir: Path) -> None:
          "below is a ratio to torch eager timed interleaved in the same process, which is "
          "what to compare)."),
         "Versions: " + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()) + ".", "",
-        "Method: the torch module (torchvision, `weights=None`, seeded, BatchNorm statistics "
+        ("Method: the torch module (torchvision, `weights=None`, seeded, BatchNorm statistics "
         "calibrated on random batches, layer scales / zero-init weights made live, eval, "
         "1x3x224x224) is built once in the project venv and its state_dict saved; each "
         "converter then runs in its own process and venv (`peer_venvs.py` creates the "
@@ -259,7 +259,7 @@ def write_results(rows: list[dict], meta: dict, out_dir: Path) -> None:
         "crossport convert = `convert_with_report(check=True)`, export = `crossport.export("
         "format='tflite')` (re-check included); litert-torch = `litert_torch.convert` + "
         "`.export`; torch.export = `torch.export.export(strict=False)` in crossport's "
-        "process; each converter first converts a tiny model, untimed.", "",
+        "process; each converter first converts a tiny model, untimed."), "",
         "Latency, ratio to torch eager in the same process (smaller is faster):", "",
         *table_lines(rows), "",
         "Conversion and export times (seconds) and issue 13's targets:", "",
