@@ -332,12 +332,12 @@ def main(argv: list[str] | None = None) -> None:
     import os
 
     args = parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
     if args.from_json:
         return merge(args.from_json, args.out)
     load_start = os.getloadavg()[0]
     torch.set_num_threads(1)
     rows = [bench_model(name, args) for name in args.models]
-    args.out.mkdir(parents=True, exist_ok=True)
     write_results(rows, metadata(args, load_start), args.out)
 
 
