@@ -143,6 +143,12 @@ def stage_export(conversion, path: str | Path, format: str | None, staging: Stag
     Nothing reaches ``path`` until ``staging.commit()``; the CLI commits an export and the
     generated source together.
     """
+    if not hasattr(conversion, "report") or not hasattr(conversion, "options"):
+        raise InputError(
+            f"export takes the Conversion returned by crossport.convert_with_report (it holds "
+            f"the torch module the artifact is re-checked against), not a "
+            f"{type(conversion).__name__}; for a bare Keras model use its own "
+            "model.save(...) / model.export(...) (unchecked)")
     path = Path(path)
     format = format or infer_format(path)
     if format not in FORMATS:

@@ -11,6 +11,7 @@ to the exact erf form).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -45,8 +46,25 @@ def _softplus(x: torch.Tensor) -> torch.Tensor:
     return torch.logaddexp(x, torch.zeros_like(x))  # no torch threshold switch at 20
 
 
+# Module-level functions (no lambdas) so converted modules pickle with torch.save(module).
+def _linear(x: torch.Tensor) -> torch.Tensor:
+    return x
+
+
+def _hard_silu(x: torch.Tensor) -> torch.Tensor:
+    return x * _hard_sigmoid(x)
+
+
+def _leaky_relu(x: torch.Tensor) -> torch.Tensor:
+    return F.leaky_relu(x, 0.2)  # keras.activations default, not torch's 0.01
+
+
+def _mish(x: torch.Tensor) -> torch.Tensor:
+    return x * torch.tanh(_softplus(x))
+
+
 _ELEMENTWISE: dict[str, Activation] = {
-    "linear": lambda x: x,
+    "linear": _linear,
     "relu": F.relu,
     "relu6": F.relu6,
     "sigmoid": torch.sigmoid,
@@ -60,12 +78,12 @@ _ELEMENTWISE: dict[str, Activation] = {
     "swish": F.silu,
     "gelu": F.gelu,  # keras.activations.gelu: approximate=False
     "hard_sigmoid": _hard_sigmoid,
-    "hard_silu": lambda x: x * _hard_sigmoid(x),
-    "hard_swish": lambda x: x * _hard_sigmoid(x),
+    "hard_silu": _hard_silu,
+    "hard_swish": _hard_silu,
     "hard_tanh": F.hardtanh,
-    "leaky_relu": lambda x: F.leaky_relu(x, 0.2),  # keras.activations default, not 0.01
+    "leaky_relu": _leaky_relu,
     "exponential": torch.exp,
-    "mish": lambda x: x * torch.tanh(_softplus(x)),
+    "mish": _mish,
     "log_sigmoid": F.logsigmoid,
     "tanh_shrink": F.tanhshrink,
 }
@@ -103,11 +121,11 @@ def keras_activation(name: object, axis: int = -1) -> Activation:
     if key in _ELEMENTWISE:
         return _ELEMENTWISE[key]
     if key == "softmax":
-        return lambda x: torch.softmax(x, dim=axis)
+        return functools.partial(torch.softmax, dim=axis)
     if key == "log_softmax":
-        return lambda x: torch.log_softmax(x, dim=axis)
+        return functools.partial(torch.log_softmax, dim=axis)
     if key == "glu":
-        return lambda x: F.glu(x, dim=axis)
+        return functools.partial(F.glu, dim=axis)
     raise InputError(
         f"Keras activation {key!r} is not supported; supported: "
         f"{sorted([*_ELEMENTWISE, *_AXIS_WISE])}"

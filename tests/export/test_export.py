@@ -85,6 +85,13 @@ def test_unknown_suffix_is_an_input_error(conversion, tmp_path):
         crossport.export(conversion, tmp_path / "m.onnx")
 
 
+def test_a_bare_keras_model_is_an_input_error(conversion, tmp_path):
+    """export re-checks against torch: it needs the Conversion, not only its Keras model."""
+    with pytest.raises(crossport.InputError, match="convert_with_report"):
+        crossport.export(conversion.model, tmp_path / "m.keras")
+    assert not (tmp_path / "m.keras").exists()
+
+
 def test_exporting_twice_needs_overwrite(conversion, tmp_path):
     target = tmp_path / "m.keras"
     crossport.export(conversion, target, check=False)

@@ -49,14 +49,19 @@ RUNNER = textwrap.dedent("""
 
 
 def _model() -> keras.Model:
-    """Layers that convert to crossport modules (TF-SAME conv, Normalization, a Keras GRU)."""
+    """Layers that convert to crossport modules (TF-SAME conv, Normalization, a Keras GRU) and
+    Keras activations torch has no function for (the pickled module must hold no lambda)."""
     inp = keras.Input((9, 9, 3))
     x = L.Normalization(mean=[0.1, 0.2, 0.3], variance=[1.0, 2.0, 3.0])(inp)
     x = L.Conv2D(4, 3, 2, padding="same", activation="relu")(x)
+    x = L.DepthwiseConv2D(3, 2, padding="same")(x)  # activation "linear"
     x = L.AveragePooling2D(3, 1, padding="same")(x)
-    x = L.Reshape((25, 4))(x)
+    x = L.Reshape((9, 4))(x)
     x = L.GRU(3, reset_after=False)(x)
-    return keras.Model(inp, L.Dense(2)(x))
+    x = L.Dense(4, activation="mish")(x)
+    x = L.Dense(4, activation="hard_swish")(x)
+    x = L.Activation("softmax")(x)
+    return keras.Model(inp, L.Dense(2, activation="leaky_relu")(x))
 
 
 def test_converted_module_runs_without_keras(tmp_path: Path):
