@@ -3,6 +3,7 @@ signatures and an explicit KV cache, verified by greedy generation against HF.""
 
 from __future__ import annotations
 
+import gc
 import shutil
 import time
 from collections.abc import Callable
@@ -13,7 +14,7 @@ import torch
 
 from crossport.api import convert_with_report
 from crossport.errors import ExportError, InputError
-from crossport.generative import signatures
+from crossport.generative import signatures, streamed
 from crossport.generative.runner import LiteRTGenerator, SavedModelGenerator
 from crossport.generative.step import KVCacheStep
 from crossport.generative.verify import GenerationReport, check_prompt, default_prompts
@@ -103,15 +104,13 @@ def export(model: torch.nn.Module, path: str | Path, prefill_lengths=(8, 32),
     with stage("wrap"):
         step = KVCacheStep(model, max_cache_len).eval()
     conversion = _convert(step, min(prefill_lengths), on_stage, seconds)
+    error = conversion.report.max_error if conversion.report else None
     tmp = path.with_name(f".{path.name}.partial")
     _remove(tmp)
     try:
         with stage("write"):
-            archive = signatures.build_archive(conversion.model, prefill_lengths, step.cache_shape)
-            if format == "tflite":
-                signatures.write_tflite(archive, tmp, names, quantize)
-            else:
-                signatures.write_saved_model(archive, tmp)
+            _write(conversion, model, tmp, format, names, prefill_lengths, step.cache_shape,
+                   quantize)
         report = None
         if check:
             with stage("generate-check"):
@@ -125,9 +124,27 @@ def export(model: torch.nn.Module, path: str | Path, prefill_lengths=(8, 32),
         tmp.replace(path)
     finally:
         _remove(tmp)
-    error = conversion.report.max_error if conversion.report else None
     return GenerativeExport(path, format, quantize, names, step.cache_shape, _size(path), report,
                             error, seconds)
+
+
+def _write(conversion, model, path: Path, format: str, names, prefill_lengths, cache_shape,
+           quantize) -> None:
+    """Writes the artifact. For TFLite the converter sees the graph with tagged splat
+    weights (:mod:`streamed`) and the Keras model is dropped before it runs, so the process
+    holds the torch weights plus at most one more copy (the output file's)."""
+    archive = signatures.build_archive(conversion.model, prefill_lengths, cache_shape)
+    if format != "tflite":
+        signatures.write_saved_model(archive, path)
+        return
+    tagged = streamed.prepare(conversion.model, archive, names, model)
+    try:
+        del archive
+        conversion.model = None
+        gc.collect()
+        tagged.write(path, quantize)
+    finally:
+        tagged.cleanup()
 
 
 def _check_arguments(format, quantize, prefill_lengths, max_cache_len) -> None:
