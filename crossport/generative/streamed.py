@@ -20,7 +20,6 @@ converter transformed (folded into another constant) leaves no tag and is an
 from __future__ import annotations
 
 import gc
-import mmap
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -139,85 +138,107 @@ def _source(variable, params):
 
 
 def fill_weights(path: Path, weights: list[TaggedWeight]) -> None:
-    """Overwrite the tagged splat buffers of the flatbuffer at ``path`` in place."""
+    """Rewrites the flatbuffer at ``path`` with each tagged weight in a buffer of its own.
+
+    The converter shares one buffer among tensors of equal contents (every int8 splat is
+    all 127s), so tagged tensors are found by their own tag (value, or int8 scale x 127)
+    and pointed at a new buffer holding the real weight; the splat buffers are emptied.
+    """
+    import flatbuffers
     from tensorflow.lite.python import schema_py_generated as schema
 
-    with open(path, "r+b") as file, mmap.mmap(file.fileno(), 0) as mm:
-        base = np.frombuffer(mm, np.uint8)
-        model = schema.Model.GetRootAs(mm, 0)
-        found = {}
-        for buffer, (tensor, consumers) in _weight_buffers(model, schema).items():
-            data = _buffer_view(model.Buffers(buffer), base)
-            weight = _tag_of(data, tensor, weights, schema)
-            if weight is not None:
-                found.setdefault(weight.name, []).append(buffer)
-                _fill(data, base, tensor, consumers, weight, schema)
-        del base, model
-        missing = [w.name for w in weights if w.name not in found]
-        if missing:
-            raise ExportError(
-                f"the TFLite converter transformed weights {missing[:5]} (folded them into "
-                "other constants), so the tagged writer cannot place them; export with "
-                "format='saved_model', or report this with the model's config")
-
-
-def _weight_buffers(model, schema) -> dict:
-    """buffer index -> (a tensor using it, its consumers ``{(op name, input index)}``) for
-    every buffer holding constant data, over all subgraphs (signatures share buffers)."""
-    names = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
-    codes = [model.OperatorCodes(i) for i in range(model.OperatorCodesLength())]
-    opnames = [names.get(max(c.BuiltinCode(), c.DeprecatedBuiltinCode()), "?") for c in codes]
-    out = {}
-    for s in range(model.SubgraphsLength()):
-        graph = model.Subgraphs(s)
-        users: dict[int, list] = {}
-        for i in range(graph.OperatorsLength()):
-            op = graph.Operators(i)
-            for j in range(op.InputsLength()):
-                users.setdefault(op.Inputs(j), []).append((opnames[op.OpcodeIndex()], j, op))
-        for t in range(graph.TensorsLength()):
-            tensor = graph.Tensors(t)
-            if tensor.Buffer() == 0 or t not in users:
+    model = schema.ModelT.InitFromPackedBuf(path.read_bytes(), 0)
+    placed: dict[str, tuple] = {}  # weight -> (its new buffer, tensor shape, int8 scales)
+    replaced: set[int] = set()
+    for graph in model.subgraphs:
+        users = _users(model, graph, schema)
+        for t, tensor in enumerate(graph.tensors):
+            weight = _tag_of(model.buffers[tensor.buffer].data, tensor, weights, schema)
+            if weight is None:
                 continue
-            entry = out.setdefault(tensor.Buffer(), (tensor, set()))
-            entry[1].update(_consumers(graph, users, t))
-    return out
+            replaced.add(tensor.buffer)
+            if weight.name not in placed:
+                data, scales = _weight_data(tensor, weight, _consumers(users, t), schema)
+                model.buffers.append(_AlignedBuffer(data))
+                placed[weight.name] = (len(model.buffers) - 1, tuple(tensor.shape), scales)
+            index, shape, scales = placed[weight.name]
+            if tuple(tensor.shape) != shape:
+                raise ExportError(f"weight {weight.name} is read as {shape} and as "
+                                  f"{tuple(tensor.shape)}; the tagged writer cannot place it")
+            if scales is not None:
+                tensor.quantization.scale = scales
+            tensor.buffer = index
+    missing = [w.name for w in weights if w.name not in placed]
+    if missing:
+        raise ExportError(
+            f"the TFLite converter transformed weights {missing[:5]} (folded them into other "
+            "constants), so the tagged writer cannot place them; export with "
+            "format='saved_model', or report this with the model's config")
+    for index in replaced - {entry[0] for entry in placed.values()}:
+        model.buffers[index].data = None
+    builder = flatbuffers.Builder(1 << 20)
+    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
+    del model
+    with open(path, "wb") as file:
+        file.write(memoryview(builder.Bytes)[builder.Head():])
 
 
-def _consumers(graph, users, t, depth=0) -> set:
+class _AlignedBuffer:
+    """A ``BufferT`` whose data vector starts 16-byte aligned (as the converter writes it)."""
+
+    def __init__(self, data: np.ndarray):
+        self.data = data
+
+    def Pack(self, builder):  # the flatbuffers object API calls it so
+        from tensorflow.lite.python import schema_py_generated as schema
+
+        raw = np.ascontiguousarray(self.data).reshape(-1).view(np.uint8)
+        builder.StartVector(1, raw.size, 16)
+        builder.head = builder.Head() - raw.size
+        builder.Bytes[builder.Head():builder.Head() + raw.size] = raw.tobytes()
+        builder.vectorNumElems = raw.size
+        data = builder.EndVector()
+        schema.BufferStart(builder)
+        schema.BufferAddData(builder, data)
+        return schema.BufferEnd(builder)
+
+
+def _users(model, graph, schema) -> dict[int, list]:
+    """tensor index -> [(op name, input index, op)] in one subgraph."""
+    names = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
+    opnames = [names.get(max(c.builtinCode, c.deprecatedBuiltinCode), "?")
+               for c in model.operatorCodes]
+    users: dict[int, list] = {}
+    for op in graph.operators:
+        for j, t in enumerate(op.inputs if op.inputs is not None else []):
+            users.setdefault(int(t), []).append((opnames[op.opcodeIndex], j, op))
+    return users
+
+
+def _consumers(users, t, depth=0) -> set:
     """``{(op, input index)}`` reading tensor ``t``, looking through DEQUANTIZE (fp16)."""
     found = set()
     for name, j, op in users.get(t, []):
         if name == "DEQUANTIZE" and depth < 2:
-            found |= _consumers(graph, users, op.Outputs(0), depth + 1)
+            found |= _consumers(users, int(op.outputs[0]), depth + 1)
         else:
             found.add((name, j))
     return found
 
 
-def _buffer_view(buffer, base: np.ndarray) -> np.ndarray | None:
-    if buffer.Offset() > 1:  # data after the flatbuffer (large models)
-        return base[buffer.Offset():buffer.Offset() + buffer.Size()]
-    if buffer.DataLength() == 0:
-        return None
-    data = buffer.DataAsNumpy()
-    start = data.__array_interface__["data"][0] - base.__array_interface__["data"][0]
-    return base[start:start + data.size]
-
-
 def _tag_of(data, tensor, weights, schema) -> TaggedWeight | None:
-    """The weight whose tag this splat buffer holds, or None (a constant of the graph)."""
-    if data is None or data.size < MIN_ELEMENTS:
+    """The weight whose tag this splat tensor holds, or None (a constant of the graph)."""
+    if data is None or len(data) < MIN_ELEMENTS:
         return None
-    kind = tensor.Type()
-    if kind == schema.TensorType.INT8:
-        values = data.view(np.int8)
+    data = np.asarray(data, np.uint8)
+    if tensor.type == schema.TensorType.INT8:
         scales = _scales(tensor)
-        if scales is None or not (values == 127).all() or not (scales == scales[0]).all():
+        if scales is None or not (data.view(np.int8) == 127).all() or not (
+                scales == scales[0]).all():
             return None
         value = float(scales[0]) * 127
-    elif kind in (schema.TensorType.FLOAT32, schema.TensorType.FLOAT16):
-        values = data.view(np.float32 if kind == schema.TensorType.FLOAT32 else np.float16)
+    elif tensor.type in (schema.TensorType.FLOAT32, schema.TensorType.FLOAT16):
+        values = data.view(np.float32 if tensor.type == schema.TensorType.FLOAT32 else np.float16)
         if not (values == values[0]).all():
             return None
         value = float(values[0])
@@ -230,62 +251,54 @@ def _tag_of(data, tensor, weights, schema) -> TaggedWeight | None:
 
 
 def _scales(tensor) -> np.ndarray | None:
-    quant = tensor.Quantization()
-    if quant is None or quant.ScaleLength() == 0:
+    quant = tensor.quantization
+    if quant is None or quant.scale is None or len(quant.scale) == 0:
         return None
-    return quant.ScaleAsNumpy()
+    return np.asarray(quant.scale, np.float32)
 
 
-def _fill(data, base, tensor, consumers, weight: TaggedWeight, schema) -> None:
-    shape = tuple(int(s) for s in tensor.ShapeAsNumpy())
+def _weight_data(tensor, weight: TaggedWeight, consumers, schema):
+    """The real values in the tensor's layout and type, and its int8 scales (or None)."""
+    shape = tuple(int(s) for s in tensor.shape)
     values = weight.source()
     if ("FULLY_CONNECTED", 1) in consumers:
         values = values.T  # FC weights are [out, in]; the Dense kernel is [in, out]
     if len(consumers) != 1 or values.shape != shape:
         raise ExportError(f"weight {weight.name} {weight.shape} is read as {shape} by "
                           f"{sorted(consumers)}; the tagged TFLite writer cannot place it")
-    kind = tensor.Type()
-    if kind == schema.TensorType.INT8:
-        _fill_int8(data.view(np.int8).reshape(shape), values, tensor, base)
-    else:
-        dtype = np.float32 if kind == schema.TensorType.FLOAT32 else np.float16
-        out = data.view(dtype).reshape(shape)
-        for rows in _row_chunks(shape):
-            out[rows] = values[rows]
+    if tensor.type == schema.TensorType.INT8:
+        return _quantize_int8(values, tensor)
+    dtype = np.float32 if tensor.type == schema.TensorType.FLOAT32 else np.float16
+    out = np.empty(shape, dtype)
+    for rows in _row_chunks(shape):
+        out[rows] = values[rows]
+    return out, None
 
 
-def _fill_int8(out: np.ndarray, values: np.ndarray, tensor, base: np.ndarray) -> None:
-    """Symmetric int8 (zero point 0) along the converter's quantized dimension, in place."""
-    quant = tensor.Quantization()
-    scales = _scale_view(quant, base)
-    axis = quant.QuantizedDimension()
-    if (quant.ZeroPointLength() and np.any(quant.ZeroPointAsNumpy() != 0)) or (
-            scales.size not in (1, out.shape[axis])):
-        raise ExportError(f"unexpected int8 quantization of a weight {out.shape} "
-                          f"({scales.size} scales on axis {axis}, non-zero zero points?)")
-    per_channel = scales.size > 1
-    if per_channel and axis != 0:
-        raise ExportError(f"int8 scales on axis {axis} of a weight {out.shape}: the tagged "
-                          "writer handles axis 0 only")
-    amax = np.zeros(out.shape[0] if per_channel else 1, np.float32)
-    for rows in _row_chunks(out.shape):
+def _quantize_int8(values: np.ndarray, tensor):
+    """Symmetric int8 (zero point 0) along the converter's quantized dimension."""
+    quant = tensor.quantization
+    count, axis = len(quant.scale), quant.quantizedDimension
+    zero_points = quant.zeroPoint if quant.zeroPoint is not None else []
+    if np.any(np.asarray(zero_points) != 0) or count not in (1, values.shape[axis]) or (
+            count > 1 and axis != 0):
+        raise ExportError(f"unexpected int8 quantization of a weight {values.shape} ({count} "
+                          f"scales on axis {axis}, zero points {set(np.asarray(zero_points))})")
+    per_channel = count > 1
+    amax = np.zeros(values.shape[0] if per_channel else 1, np.float32)
+    for rows in _row_chunks(values.shape):
         block = np.abs(values[rows]).reshape(rows.stop - rows.start, -1).max(axis=1)
         if per_channel:
             amax[rows] = block
         else:
             amax[0] = max(amax[0], block.max())
     scale = np.where(amax > 0, amax / 127, 1.0).astype(np.float32)
-    scales[:] = scale
-    for rows in _row_chunks(out.shape):
-        s = scale[rows].reshape((-1,) + (1,) * (out.ndim - 1)) if per_channel else scale[0]
+    out = np.empty(values.shape, np.int8)
+    for rows in _row_chunks(values.shape):
+        s = scale[rows].reshape((-1,) + (1,) * (values.ndim - 1)) if per_channel else scale[0]
         x = values[rows] / s
         out[rows] = np.clip(np.sign(x) * np.floor(np.abs(x) + 0.5), -127, 127)
-
-
-def _scale_view(quant, base: np.ndarray) -> np.ndarray:
-    scales = quant.ScaleAsNumpy()
-    start = scales.__array_interface__["data"][0] - base.__array_interface__["data"][0]
-    return base[start:start + scales.nbytes].view(np.float32)
+    return out, scale.tolist()
 
 
 def _row_chunks(shape):
