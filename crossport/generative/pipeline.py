@@ -131,20 +131,27 @@ def export(model: torch.nn.Module, path: str | Path, prefill_lengths=(8, 32),
 def _write(conversion, model, path: Path, format: str, names, prefill_lengths, cache_shape,
            quantize) -> None:
     """Writes the artifact. For TFLite the converter sees the graph with tagged splat
-    weights (:mod:`streamed`) and the Keras model is dropped before it runs, so the process
-    holds the torch weights plus at most one more copy (the output file's)."""
+    weights (:mod:`streamed`), and the Keras model is dropped before the real weights are
+    filled in from the torch parameters."""
     archive = signatures.build_archive(conversion.model, prefill_lengths, cache_shape)
     if format != "tflite":
         signatures.write_saved_model(archive, path)
         return
-    tagged = streamed.prepare(conversion.model, archive, names, model)
-    try:
-        del archive
-        conversion.model = None
-        gc.collect()
-        tagged.write(path, quantize)
-    finally:
-        tagged.cleanup()
+    keep: set[str] = set()
+    while True:  # the converter runs on the graph alone (splat weights): cheap to retry
+        tagged = streamed.prepare(conversion.model, archive, names, model, keep)
+        try:
+            data = tagged.convert(quantize)
+        finally:
+            tagged.cleanup()
+        folded = tagged.missing(data)
+        if not folded:
+            break
+        keep |= folded  # converted again with their real values in the graph
+    del archive
+    conversion.model = None
+    gc.collect()
+    streamed.fill_weights(data, path, tagged.weights)
 
 
 def _check_arguments(format, quantize, prefill_lengths, max_cache_len) -> None:

@@ -19,7 +19,6 @@ converter transformed (folded into another constant) leaves no tag and is an
 
 from __future__ import annotations
 
-import gc
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -53,8 +52,8 @@ class TaggedGraph:
     weights: list[TaggedWeight]
     names: list[str]
 
-    def write(self, path: Path, quantize: str | None) -> None:
-        """Convert the tagged graph and stream the real weights into ``path``."""
+    def convert(self, quantize: str | None) -> bytes:
+        """The converter's flatbuffer of the tagged graph (weights still splats)."""
         import tensorflow as tf
 
         converter = tf.lite.TFLiteConverter.from_saved_model(str(self.saved_model),
@@ -63,29 +62,37 @@ class TaggedGraph:
             converter.optimizations = [tf.lite.Optimize.DEFAULT]  # int8 weights, float math
         if quantize == "fp16":
             converter.target_spec.supported_types = [tf.float16]
-        data = converter.convert()
-        path.write_bytes(data)
-        del data, converter
-        gc.collect()
-        fill_weights(path, self.weights)
+        return converter.convert()
+
+    def missing(self, data: bytes) -> set[str]:
+        """Weights whose tag is not in ``data``: the converter folded them into other
+        constants (e.g. a scale after the LM head fused into its weights)."""
+        from tensorflow.lite.python import schema_py_generated as schema
+
+        model = schema.ModelT.InitFromPackedBuf(data, 0)
+        found = {w.name for graph in model.subgraphs for tensor in graph.tensors
+                 if (w := _tag_of(model.buffers[tensor.buffer].data, tensor, self.weights,
+                                  schema)) is not None}
+        return {w.name for w in self.weights} - found
 
     def cleanup(self) -> None:
         shutil.rmtree(self.saved_model.parent, ignore_errors=True)
 
 
-def prepare(model, archive, names, torch_model) -> TaggedGraph:
+def prepare(model, archive, names, torch_model, keep=frozenset()) -> TaggedGraph:
     """Save ``archive``'s endpoints ``names`` with ``model``'s large weights as tagged splats.
 
     ``archive`` is the ExportArchive of :func:`signatures.build_archive` (its endpoint
     functions are re-traced here); the weights' values are looked up among
-    ``torch_model``'s parameters (the Keras copy can then be freed before converting).
+    ``torch_model``'s parameters (the Keras copy can then be freed before filling them
+    in). Weights named in ``keep`` stay real constants of the graph.
     """
     import keras
     import tensorflow as tf
 
     large = [v for v in model.weights
              if len(v.shape) >= 2 and int(np.prod(v.shape)) >= MIN_ELEMENTS
-             and v.dtype == "float32"]
+             and v.dtype == "float32" and v.path not in keep]
     if len(large) > 1500:
         raise ExportError(f"{len(large)} large weights: more than the tagged TFLite writer "
                           "distinguishes (1500)")
@@ -131,14 +138,21 @@ def _source(variable, params):
             if view is None or view.shape != shape:
                 continue
             value = np.asarray(variable.numpy()) if value is None else value
-            if np.array_equal(view, value):
+            if _same_corner(view, value) and np.array_equal(view, value):
                 return lambda view=view: view
     value = np.asarray(variable.numpy()) if value is None else value
     return lambda: value
 
 
-def fill_weights(path: Path, weights: list[TaggedWeight]) -> None:
-    """Rewrites the flatbuffer at ``path`` with each tagged weight in a buffer of its own.
+def _same_corner(a: np.ndarray, b: np.ndarray) -> bool:
+    """A cheap first test before comparing whole arrays (dozens of weights share a shape)."""
+    first = (0,) * (a.ndim - 1)
+    return np.array_equal(a[first][:64], b[first][:64])
+
+
+def fill_weights(data: bytes, path: Path, weights: list[TaggedWeight]) -> None:
+    """Writes the converter's flatbuffer ``data`` to ``path`` with each tagged weight in a
+    buffer of its own.
 
     The converter shares one buffer among tensors of equal contents (every int8 splat is
     all 127s), so tagged tensors are found by their own tag (value, or int8 scale x 127)
@@ -147,7 +161,8 @@ def fill_weights(path: Path, weights: list[TaggedWeight]) -> None:
     import flatbuffers
     from tensorflow.lite.python import schema_py_generated as schema
 
-    model = schema.ModelT.InitFromPackedBuf(path.read_bytes(), 0)
+    model = schema.ModelT.InitFromPackedBuf(data, 0)
+    del data
     placed: dict[str, tuple] = {}  # weight -> (its new buffer, tensor shape, int8 scales)
     replaced: set[int] = set()
     for graph in model.subgraphs:
