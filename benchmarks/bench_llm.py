@@ -180,7 +180,9 @@ def large_markdown(rows: list[dict]) -> str:
         "is low by construction; the logits error is reported). Exported with `quantize="
         "\"int8-weights\"`, prefill 32, cache 128, the export's own generation check on 3 "
         "prompts x 4 new tokens included in the export time. Peak RSS is the whole process "
-        "(the torch model stays alive throughout).", "",
+        "(the torch model stays alive throughout), run with `TF_ENABLE_ONEDNN_OPTS=0`: "
+        "TensorFlow's oneDNN allocator (the default on x86) keeps the memory of the dropped "
+        "Keras copy of the weights in its pool instead of returning it.", "",
         "| model | params | file MB (fp32 weights MB) | export s | peak RSS MB (x fp32 weights) "
         "| logits error, token agreement | prefill tok/s LiteRT / torch "
         "| decode tok/s LiteRT / torch |",
@@ -210,7 +212,10 @@ def write_markdown(quick: bool) -> None:
 
 def run_child(name: str, quick: bool) -> dict:
     cmd = [sys.executable, __file__, "--one", name] + (["--quick"] if quick else [])
-    done = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ))
+    env = dict(os.environ)
+    if name in LARGE:  # oneDNN's TF allocator keeps freed memory (the dropped Keras copy)
+        env.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if done.returncode != 0:
         raise SystemExit(f"{name} failed:\n{done.stderr[-3000:]}")
     row = json.loads(done.stdout.strip().splitlines()[-1])

@@ -162,7 +162,7 @@ def fill_weights(data: bytes, path: Path, weights: list[TaggedWeight]) -> None:
     from tensorflow.lite.python import schema_py_generated as schema
 
     model = schema.ModelT.InitFromPackedBuf(data, 0)
-    del data
+    graph_bytes = len(data)
     placed: dict[str, tuple] = {}  # weight -> (its new buffer, tensor shape, int8 scales)
     replaced: set[int] = set()
     for graph in model.subgraphs:
@@ -173,8 +173,10 @@ def fill_weights(data: bytes, path: Path, weights: list[TaggedWeight]) -> None:
                 continue
             replaced.add(tensor.buffer)
             if weight.name not in placed:
-                data, scales = _weight_data(tensor, weight, _consumers(users, t), schema)
-                model.buffers.append(_AlignedBuffer(data))
+                make, scales = _weight_data(tensor, weight, _consumers(users, t), schema)
+                itemsize = 1 if scales is not None else (
+                    4 if tensor.type == schema.TensorType.FLOAT32 else 2)
+                model.buffers.append(_AlignedBuffer(make, itemsize * int(np.prod(tensor.shape))))
                 placed[weight.name] = (len(model.buffers) - 1, tuple(tensor.shape), scales)
             index, shape, scales = placed[weight.name]
             if tuple(tensor.shape) != shape:
@@ -191,7 +193,8 @@ def fill_weights(data: bytes, path: Path, weights: list[TaggedWeight]) -> None:
             "format='saved_model', or report this with the model's config")
     for index in replaced - {entry[0] for entry in placed.values()}:
         model.buffers[index].data = None
-    builder = flatbuffers.Builder(1 << 20)
+    size = graph_bytes + sum(b.size + 16 for b in model.buffers if isinstance(b, _AlignedBuffer))
+    builder = flatbuffers.Builder(size + (1 << 20))  # sized once: growing copies it
     builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
     del model
     with open(path, "wb") as file:
@@ -199,19 +202,21 @@ def fill_weights(data: bytes, path: Path, weights: list[TaggedWeight]) -> None:
 
 
 class _AlignedBuffer:
-    """A ``BufferT`` whose data vector starts 16-byte aligned (as the converter writes it)."""
+    """A ``BufferT`` whose data (from ``make()`` at pack time) starts 16-byte aligned, as
+    the converter writes it."""
 
-    def __init__(self, data: np.ndarray):
-        self.data = data
+    def __init__(self, make, size: int):
+        self.make, self.size = make, size
 
     def Pack(self, builder):  # the flatbuffers object API calls it so
         from tensorflow.lite.python import schema_py_generated as schema
 
-        raw = np.ascontiguousarray(self.data).reshape(-1).view(np.uint8)
+        raw = np.ascontiguousarray(self.make()).reshape(-1).view(np.uint8)
         builder.StartVector(1, raw.size, 16)
         builder.head = builder.Head() - raw.size
-        builder.Bytes[builder.Head():builder.Head() + raw.size] = raw.tobytes()
+        builder.Bytes[builder.Head():builder.Head() + raw.size] = memoryview(raw)
         builder.vectorNumElems = raw.size
+        del raw
         data = builder.EndVector()
         schema.BufferStart(builder)
         schema.BufferAddData(builder, data)
@@ -273,25 +278,34 @@ def _scales(tensor) -> np.ndarray | None:
 
 
 def _weight_data(tensor, weight: TaggedWeight, consumers, schema):
-    """The real values in the tensor's layout and type, and its int8 scales (or None)."""
+    """A callable giving the real values in the tensor's layout and type (computed when
+    the buffer is packed, so one weight's copy exists at a time), and the int8 scales."""
     shape = tuple(int(s) for s in tensor.shape)
-    values = weight.source()
-    if ("FULLY_CONNECTED", 1) in consumers:
-        values = values.T  # FC weights are [out, in]; the Dense kernel is [in, out]
-    if len(consumers) != 1 or values.shape != shape:
+    transpose = ("FULLY_CONNECTED", 1) in consumers  # FC weights are [out, in] = Dense.T
+
+    def values():
+        return weight.source().T if transpose else weight.source()
+
+    if len(consumers) != 1 or tuple(reversed(weight.shape) if transpose else weight.shape
+                                    ) != shape:
         raise ExportError(f"weight {weight.name} {weight.shape} is read as {shape} by "
                           f"{sorted(consumers)}; the tagged TFLite writer cannot place it")
     if tensor.type == schema.TensorType.INT8:
-        return _quantize_int8(values, tensor)
+        scale = _int8_scales(values(), tensor)
+        return (lambda: _quantize_int8(values(), scale)), scale.tolist()
     dtype = np.float32 if tensor.type == schema.TensorType.FLOAT32 else np.float16
-    out = np.empty(shape, dtype)
-    for rows in _row_chunks(shape):
+    return (lambda: _converted(values(), dtype)), None
+
+
+def _converted(values: np.ndarray, dtype) -> np.ndarray:
+    out = np.empty(values.shape, dtype)
+    for rows in _row_chunks(values.shape):
         out[rows] = values[rows]
-    return out, None
+    return out
 
 
-def _quantize_int8(values: np.ndarray, tensor):
-    """Symmetric int8 (zero point 0) along the converter's quantized dimension."""
+def _int8_scales(values: np.ndarray, tensor) -> np.ndarray:
+    """Symmetric int8 scales (zero point 0) along the converter's quantized dimension."""
     quant = tensor.quantization
     count, axis = len(quant.scale), quant.quantizedDimension
     zero_points = quant.zeroPoint if quant.zeroPoint is not None else []
@@ -299,21 +313,24 @@ def _quantize_int8(values: np.ndarray, tensor):
             count > 1 and axis != 0):
         raise ExportError(f"unexpected int8 quantization of a weight {values.shape} ({count} "
                           f"scales on axis {axis}, zero points {set(np.asarray(zero_points))})")
-    per_channel = count > 1
-    amax = np.zeros(values.shape[0] if per_channel else 1, np.float32)
+    amax = np.zeros(values.shape[0] if count > 1 else 1, np.float32)
     for rows in _row_chunks(values.shape):
         block = np.abs(values[rows]).reshape(rows.stop - rows.start, -1).max(axis=1)
-        if per_channel:
+        if count > 1:
             amax[rows] = block
         else:
             amax[0] = max(amax[0], block.max())
-    scale = np.where(amax > 0, amax / 127, 1.0).astype(np.float32)
+    return np.where(amax > 0, amax / 127, 1.0).astype(np.float32)
+
+
+def _quantize_int8(values: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """round-half-away-from-zero(values / scale) in [-127, 127], per row or per tensor."""
     out = np.empty(values.shape, np.int8)
     for rows in _row_chunks(values.shape):
-        s = scale[rows].reshape((-1,) + (1,) * (values.ndim - 1)) if per_channel else scale[0]
+        s = scale[rows].reshape((-1,) + (1,) * (values.ndim - 1)) if scale.size > 1 else scale[0]
         x = values[rows] / s
         out[rows] = np.clip(np.sign(x) * np.floor(np.abs(x) + 0.5), -127, 127)
-    return out, scale.tolist()
+    return out
 
 
 def _row_chunks(shape):
