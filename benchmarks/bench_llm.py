@@ -199,15 +199,16 @@ def large_markdown(rows: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_markdown(quick: bool) -> None:
-    small = json.loads((HERE / "results_llm.json").read_text())
-    large_file = HERE / "results_llm_1b.json"
-    large = json.loads(large_file.read_text()) if large_file.exists() else []
-    text = markdown(small, quick)
-    if large:
-        text = text.replace("\nNot measured here: the 1.1B-parameter (TinyLlama-sized) config.\n",
-                            "\n") + large_markdown(large)
-    (HERE / "RESULTS_LLM.md").write_text(text)
+def write_markdown(rows: list[dict], quick: bool, large: bool) -> None:
+    """The small configs' table (``rows``), or the 1.1B section replacing the old one (the
+    small table and its load average are kept as they were measured)."""
+    path = HERE / "RESULTS_LLM.md"
+    if not large:
+        path.write_text(markdown(rows, quick))
+        return
+    text = path.read_text().split("\n## 1.1B parameters")[0].rstrip("\n") + "\n"
+    text = text.replace("\nNot measured here: the 1.1B-parameter (TinyLlama-sized) config.\n", "")
+    path.write_text(text + large_markdown(rows))
 
 
 def run_child(name: str, quick: bool) -> dict:
@@ -238,7 +239,7 @@ def main() -> None:
     else:
         rows = [run_child(name, args.quick) for name in CONFIGS]
         (HERE / "results_llm.json").write_text(json.dumps(rows, indent=2))
-    write_markdown(args.quick)
+    write_markdown(rows, args.quick, large=bool(args.config))
 
 
 if __name__ == "__main__":

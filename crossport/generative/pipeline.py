@@ -131,15 +131,21 @@ def export(model: torch.nn.Module, path: str | Path, prefill_lengths=(8, 32),
 def _write(conversion, model, path: Path, format: str, names, prefill_lengths, cache_shape,
            quantize) -> None:
     """Writes the artifact. For TFLite the converter sees the graph with tagged splat
-    weights (:mod:`streamed`), and the Keras model is dropped before the real weights are
-    filled in from the torch parameters."""
-    archive = signatures.build_archive(conversion.model, prefill_lengths, cache_shape)
+    weights (:mod:`streamed`), and the Keras model is dropped before it runs: the real
+    weights are filled in from the torch parameters."""
+    keras_model, conversion.model = conversion.model, None
     if format != "tflite":
-        signatures.write_saved_model(archive, path)
+        signatures.write_saved_model(
+            signatures.build_archive(keras_model, prefill_lengths, cache_shape), path)
         return
     keep: set[str] = set()
-    while True:  # the converter runs on the graph alone (splat weights): cheap to retry
-        tagged = streamed.prepare(conversion.model, archive, names, model, keep)
+    while True:
+        keras_model = keras_model or _rebuild(conversion)
+        archive = signatures.build_archive(keras_model, prefill_lengths, cache_shape)
+        tagged = streamed.prepare(keras_model, archive, names, model, keep)
+        del archive
+        keras_model = None
+        gc.collect()
         try:
             data = tagged.convert(quantize)
         finally:
@@ -148,10 +154,18 @@ def _write(conversion, model, path: Path, format: str, names, prefill_lengths, c
         if not folded:
             break
         keep |= folded  # converted again with their real values in the graph
-    del archive
-    conversion.model = None
-    gc.collect()
+        del data
     streamed.fill_weights(data, path, tagged.weights)
+
+
+def _rebuild(conversion):
+    """The Keras model again, from the captured program (the rare second conversion after
+    the TFLite converter folded a tagged weight; the first copy is gone by then)."""
+    from crossport.capture.export import input_names
+    from crossport.to_keras.emit import Emitter
+
+    names = input_names(conversion.module, len(conversion.example_args))
+    return Emitter(conversion.exported, names, conversion.options).emit().model
 
 
 def _check_arguments(format, quantize, prefill_lengths, max_cache_len) -> None:
