@@ -93,3 +93,13 @@ def quiet_tflite_interpreter():
         warnings.filterwarnings("ignore", message=r"\s*Warning: tf.lite.Interpreter is deprecated")
         warnings.filterwarnings("ignore", message=r".*experimental_preserve_all_tensors")
         yield
+
+
+def export_archive_endpoint(archive, name: str):
+    """The ``tf.function`` a Keras ``ExportArchive`` made for endpoint ``name`` (Keras keeps
+    it on a private trackable; the generative TFLite writer re-traces its Python function)."""
+    function = getattr(getattr(archive, "_tf_trackable", archive), name, None)
+    if function is None or not hasattr(function, "python_function"):
+        raise RuntimeError(f"this Keras version keeps no endpoint {name!r} where crossport "
+                           "looks for it (keras.export.ExportArchive internals changed)")
+    return function

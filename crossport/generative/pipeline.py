@@ -3,6 +3,7 @@ signatures and an explicit KV cache, verified by greedy generation against HF.""
 
 from __future__ import annotations
 
+import gc
 import shutil
 import time
 from collections.abc import Callable
@@ -13,7 +14,7 @@ import torch
 
 from crossport.api import convert_with_report
 from crossport.errors import ExportError, InputError
-from crossport.generative import signatures
+from crossport.generative import signatures, streamed
 from crossport.generative.runner import LiteRTGenerator, SavedModelGenerator, one_prompt
 from crossport.generative.step import KVCacheStep
 from crossport.generative.verify import GenerationReport, check_prompt, default_prompts
@@ -103,16 +104,13 @@ def export(model: torch.nn.Module, path: str | Path, prefill_lengths=(8, 32),
     with stage("wrap"):
         step = KVCacheStep(model, max_cache_len).eval()
     conversion = _convert(step, min(prefill_lengths), on_stage, seconds)
+    error = conversion.report.max_error if conversion.report else None
     tmp = path.with_name(f".{path.name}.partial")
     _remove(tmp)
     try:
         with stage("write"):
-            archive = signatures.build_archive(conversion.model, prefill_lengths,
-                                               step.cache_names, step.layer_cache_shape)
-            if format == "tflite":
-                signatures.write_tflite(archive, tmp, names, quantize)
-            else:
-                signatures.write_saved_model(archive, tmp)
+            _write(conversion, model, tmp, format, names, prefill_lengths, step.cache_names,
+                   step.layer_cache_shape, quantize)
         report = None
         if check:
             with stage("generate-check"):
@@ -126,9 +124,50 @@ def export(model: torch.nn.Module, path: str | Path, prefill_lengths=(8, 32),
         tmp.replace(path)
     finally:
         _remove(tmp)
-    error = conversion.report.max_error if conversion.report else None
     return GenerativeExport(path, format, quantize, names, step.cache_shape, _size(path), report,
                             error, seconds)
+
+
+def _write(conversion, model, path: Path, format: str, names, prefill_lengths, cache_names,
+           layer_cache_shape, quantize) -> None:
+    """Writes the artifact. For TFLite the converter sees the graph with tagged splat
+    weights (:mod:`streamed`), and the Keras model is dropped before it runs: the real
+    weights are filled in from the torch parameters."""
+    keras_model, conversion.model = conversion.model, None
+    if format != "tflite":
+        signatures.write_saved_model(
+            signatures.build_archive(keras_model, prefill_lengths, cache_names,
+                                     layer_cache_shape), path)
+        return
+    keep: set[str] = set()
+    while True:
+        keras_model = keras_model or _rebuild(conversion)
+        archive = signatures.build_archive(keras_model, prefill_lengths, cache_names,
+                                           layer_cache_shape)
+        tagged = streamed.prepare(keras_model, archive, names, model, keep)
+        del archive
+        keras_model = None
+        gc.collect()
+        try:
+            data = tagged.convert(quantize)
+        finally:
+            tagged.cleanup()
+        folded = tagged.missing(data)
+        if not folded:
+            break
+        keep |= folded  # converted again with their real values in the graph
+        del data
+    streamed.fill_weights(data, path, tagged.weights)
+
+
+def _rebuild(conversion):
+    """The Keras model again, from the captured program (the rare second conversion after
+    the TFLite converter folded a tagged weight; the first copy is gone by then)."""
+    from crossport.capture.export import input_names
+    from crossport.to_keras.emit import Emitter
+
+    names = input_names(conversion.module, len(conversion.example_args))
+    return Emitter(conversion.exported, names, conversion.options).emit().model
 
 
 def _check_arguments(format, quantize, prefill_lengths, max_cache_len) -> None:

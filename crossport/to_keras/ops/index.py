@@ -20,6 +20,7 @@ from crossport.layout import (
     physical_order,
 )
 from crossport.to_keras.fold import is_constant
+from crossport.to_keras.initial import call_with_weights
 from crossport.to_keras.ops.reduce import _reduce
 from crossport.to_keras.ops.shape import as_value
 from crossport.to_keras.registry import Policy, register
@@ -49,8 +50,7 @@ def aten_embedding_default(ctx, weight, indices, padding_idx=-1, scale_grad_by_f
     """
     value = as_value(ctx, indices)
     layer = keras.layers.Embedding(weight.shape[0], weight.shape[1], name=ctx.name())
-    y = layer(ctx.canonical(value))
-    layer.set_weights([np.asarray(weight)])
+    y = call_with_weights(layer, ctx.canonical(value), embeddings_initializer=np.asarray(weight))
     ctx.out_layout = canonical(value.rank + 1)
     return y
 

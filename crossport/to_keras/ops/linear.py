@@ -7,6 +7,7 @@ import torch
 
 from crossport.layout import Layout, canonical, physical_axis
 from crossport.to_keras.fold import is_constant
+from crossport.to_keras.initial import call_with_weights
 from crossport.to_keras.ops.elementwise import keras_add
 from crossport.to_keras.ops.shape import as_value
 from crossport.to_keras.registry import Policy, register
@@ -45,8 +46,9 @@ def aten_linear_default(ctx, input, weight, bias=None):
     else:
         x, out_layout = ctx.canonical(value), canonical(value.rank)
     dense = keras.layers.Dense(weight.shape[0], use_bias=bias is not None, name=ctx.name())
-    y = dense(x)
-    dense.set_weights([kernel] + ([bias] if bias is not None else []))
+    arrays = {"kernel_initializer": kernel} | ({"bias_initializer": bias} if bias is not None
+                                               else {})
+    y = call_with_weights(dense, x, **arrays)
     ctx.out_layout = out_layout
     return y
 
