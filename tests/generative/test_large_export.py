@@ -67,6 +67,7 @@ def available_memory() -> int:
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("big-memory")  # never beside SwinUNETR 96³ (CI: --dist loadgroup)
 @pytest.mark.skipif(not Path("/proc/meminfo").exists(), reason="reads /proc/meminfo (Linux)")
 def test_tinyllama_sized_int8_export_fits_size_and_memory(tmp_path):
     limit = 2.5 * fp32_weight_bytes(FIELDS)
