@@ -122,18 +122,21 @@ def svg_plot(report: DoctorReport, width: int = 960, height: int = 320) -> str:
     return "".join(parts)
 
 
-_TEMPLATE = """<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8">
-<title>crossport parity doctor</title>
-<style>
-body { font-family: -apple-system, Segoe UI, Helvetica, Arial, sans-serif; margin: 24px;
+# the page style both reports share (the status colour and tables)
+_BASE_STYLE = """body { font-family: -apple-system, Segoe UI, Helvetica, Arial, sans-serif; margin: 24px;
        color: #222; }
 h1 { font-size: 22px; } h2 { font-size: 17px; margin-top: 28px; }
-.status { font-weight: bold; color: {{ "#393" if report.passed else "#c00" }}; }
+.status { font-weight: bold; color: {{ "#393" if passed else "#c00" }}; }
 table { border-collapse: collapse; font-size: 13px; }
 th, td { border: 1px solid #ccc; padding: 3px 7px; text-align: left; }
 th { background: #f3f3f3; }
-tr.exceeds td { background: #fff4e0; }
+"""
+
+_TEMPLATE = """<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<title>crossport parity doctor</title>
+<style>{% set passed = report.passed %}
+""" + _BASE_STYLE + """tr.exceeds td { background: #fff4e0; }
 tr.first td { background: #ffd9d9; font-weight: bold; }
 .pitfall { border-left: 4px solid #c00; padding: 6px 12px; margin: 8px 0; background: #fff6f6; }
 code { background: #f3f3f3; padding: 1px 4px; }
@@ -231,14 +234,7 @@ _EXPORT_TEMPLATE = """<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <title>crossport export report</title>
 <style>
-body { font-family: -apple-system, Segoe UI, Helvetica, Arial, sans-serif; margin: 24px;
-       color: #222; }
-h1 { font-size: 22px; } h2 { font-size: 17px; margin-top: 28px; }
-.status { font-weight: bold; color: {{ "#393" if passed else "#c00" }}; }
-table { border-collapse: collapse; font-size: 13px; }
-th, td { border: 1px solid #ccc; padding: 3px 7px; text-align: left; }
-th { background: #f3f3f3; }
-tr.qlayer:first-child td { background: #ffd9d9; font-weight: bold; }
+""" + _BASE_STYLE + """tr.qlayer:first-child td { background: #ffd9d9; font-weight: bold; }
 code { background: #f3f3f3; padding: 1px 4px; }
 </style></head>
 <body>
