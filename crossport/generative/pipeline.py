@@ -4,8 +4,10 @@ signatures and an explicit KV cache, verified by greedy generation against HF.""
 from __future__ import annotations
 
 import gc
+import os
 import shutil
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -98,6 +100,7 @@ def export(model: torch.nn.Module, path: str | Path, prefill_lengths=(8, 32),
     _check_arguments(format, quantize, prefill_lengths, max_cache_len)
     if format == "tflite":
         _check_flatbuffer_size(model, quantize)
+        _warn_if_onednn_keeps_memory(model)
     names = signatures.signature_names(prefill_lengths)
     seconds: dict[str, float] = {}
     stage = _stage_timer(seconds, on_stage)
@@ -208,6 +211,21 @@ def _check_flatbuffer_size(model: torch.nn.Module, quantize: str | None) -> None
         f"{type(model).__name__}: its weights take ~{need / 1e9:.2f} GB with quantize="
         f"{quantize!r}, beyond TFLite's 2 GB FlatBuffer limit; use "
         f"{' or '.join(options) if options else 'a smaller model'}, or format='saved_model'")
+
+
+ONEDNN_WARN_BYTES = 1e9  # fp32 weights from which the retained copy matters
+
+
+def _warn_if_onednn_keeps_memory(model: torch.nn.Module) -> None:
+    """TF's oneDNN allocator (on by default on x86) keeps the dropped Keras copy of the
+    weights resident: about one more fp32 copy at the peak (docs/generative.md)."""
+    fp32_bytes = estimated_weight_bytes(model, None)
+    if fp32_bytes >= ONEDNN_WARN_BYTES and os.environ.get("TF_ENABLE_ONEDNN_OPTS") != "0":
+        warnings.warn(
+            f"{type(model).__name__}: ~{fp32_bytes / 1e9:.1f} GB of fp32 weights; with "
+            "TensorFlow's oneDNN allocator on, the peak memory holds about one more copy. "
+            "Set TF_ENABLE_ONEDNN_OPTS=0 before TensorFlow is imported (before importing "
+            "crossport) to give it back.", ResourceWarning, stacklevel=3)
 
 
 def _convert(step: KVCacheStep, length: int, on_stage, seconds: dict):

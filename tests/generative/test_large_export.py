@@ -104,3 +104,23 @@ def test_weight_bytes_formula_counts_llama_parameters():
     with torch.device("meta"):
         lm = transformers.LlamaForCausalLM(transformers.LlamaConfig(**small))
     assert fp32_weight_bytes(small) == 4 * sum(p.numel() for p in lm.parameters())
+
+
+def test_a_large_export_with_onednn_on_warns_about_its_memory(monkeypatch):
+    """Past ~1 GB of fp32 weights, oneDNN's pool keeps one more copy: the export says so and
+    how to avoid it, and is silent once TF_ENABLE_ONEDNN_OPTS=0."""
+    import warnings
+
+    import torch
+
+    from crossport.generative import pipeline
+
+    model = torch.nn.Linear(64, 64)
+    monkeypatch.setattr(pipeline, "ONEDNN_WARN_BYTES", 1000)
+    monkeypatch.delenv("TF_ENABLE_ONEDNN_OPTS", raising=False)
+    with pytest.warns(ResourceWarning, match="TF_ENABLE_ONEDNN_OPTS=0"):
+        pipeline._warn_if_onednn_keeps_memory(model)
+    monkeypatch.setenv("TF_ENABLE_ONEDNN_OPTS", "0")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        pipeline._warn_if_onednn_keeps_memory(model)
