@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from crossport.errors import InputError
@@ -254,6 +255,13 @@ class KerasLayerNorm(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         dims = sorted(a % x.ndim for a in self.axis)
+        if len(dims) == 1 and not self.rms_scaling:
+            # torch's fused kernel on the dim moved last (a view): the same function with
+            # float32 rounding of its own, ~2x faster than the moments written out
+            d = dims[0]
+            y = F.layer_norm(x.movedim(d, -1), self.normalized_shape, self.weight, self.bias,
+                             self.eps)
+            return y.movedim(-1, d)
         mean = x.mean(dims, keepdim=True)
         var = (x - mean).square().mean(dims, keepdim=True)
         gamma = self._broadcast(self.weight, x.ndim, dims)
