@@ -293,3 +293,17 @@ def test_a_model_that_builds_but_fails_when_run_is_a_conversion_error():
             crossport.convert(CallsExplodes().eval(), random_inputs((2, 3)))
     finally:
         del _REGISTRY[op]
+
+
+def test_a_converted_model_tf_cannot_run_is_a_conversion_error():
+    """A converter that builds a graph TF rejects only at run time (an integer Sigmoid) makes
+    the check fail with one ConversionError, not a raw TensorFlow error."""
+    from crossport.to_keras.registry import replaced
+
+    def int_sigmoid(ctx, self):
+        """relu(Tensor self) -> Tensor"""
+        return keras.layers.Activation("sigmoid", name=ctx.name())(keras.ops.cast(self, "int64"))
+
+    with replaced(torch.ops.aten.relu.default, int_sigmoid), \
+            pytest.raises(crossport.ConversionError, match="failed to run: InvalidArgumentError"):
+        crossport.convert(torch.nn.ReLU().eval(), (torch.randn(2, 3),))

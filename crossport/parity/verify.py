@@ -22,7 +22,7 @@ from crossport.capture import (
     requested_dynamic_dims,
     source_line,
 )
-from crossport.errors import InputError
+from crossport.errors import ConversionError, CrossportError, InputError
 from crossport.layout import Layout, channels_last
 from crossport.parity.accept import float64_evidence
 from crossport.parity.compare import Comparison, compare_output, compare_outputs, to_numpy
@@ -120,7 +120,16 @@ def run_keras(model: keras.Model, args: tuple, channels_last_io: bool,
               like=None) -> list[np.ndarray]:
     """Keras outputs for torch ``args``, flattened in torch's order when ``like`` is given."""
     arrays = to_keras_inputs(args, channels_last_io)
-    out = model(arrays if len(arrays) > 1 else arrays[0], training=False)
+    try:
+        out = model(arrays if len(arrays) > 1 else arrays[0], training=False)
+    except CrossportError:
+        raise
+    except Exception as exc:  # a model the converters built but TF cannot run: a crossport bug
+        detail = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
+        raise ConversionError(
+            f"the converted Keras model failed to run: {type(exc).__name__}: {detail} "
+            "(a converter emitted something TensorFlow rejects at run time; please report it "
+            "with this message)") from exc
     return from_keras_outputs(out, channels_last_io, like)
 
 

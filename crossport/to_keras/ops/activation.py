@@ -17,7 +17,12 @@ ops = keras.ops
 
 def _activation(ctx, x, fn):
     """A named ``Activation`` layer for Keras' own activations (serialisable by name);
-    other formulas are applied as ``keras.ops`` calls, which ``.keras`` files also keep."""
+    other formulas are applied as ``keras.ops`` calls, which ``.keras`` files also keep.
+    An integer input is cast to the float result dtype first (torch promotes
+    ``sigmoid(int64)`` to float32; TF has no integer kernel)."""
+    want = keras_dtype(ctx.out_dtype)
+    if ctx.out_dtype.is_floating_point and not str(x.dtype).startswith(("float", "bfloat")):
+        x = ops.cast(x, want)
     if isinstance(fn, str):
         return keras.layers.Activation(fn, name=ctx.name())(x)
     return fn(x)
