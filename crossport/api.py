@@ -131,9 +131,9 @@ def _running_keras(module: torch.nn.Module):
     except Exception as exc:  # TF/Keras raise many types at run time
         detail = " ".join(str(exc).split())[:300]
         raise ConversionError(
-            f"checking the Keras model converted from {type(module).__name__} against torch "
-            f"failed (it builds, but running it raised {type(exc).__name__}: {detail}). This "
-            "is a crossport bug: please report it with this message.") from exc
+            f"the Keras model converted from {type(module).__name__} failed to run: "
+            f"{type(exc).__name__}: {detail} (it builds, but TensorFlow rejects it at run time; "
+            "a crossport bug: please report it with this message)") from exc
 
 
 def convert(module: torch.nn.Module, example_args, options: ConvertOptions | None = None,

@@ -289,7 +289,7 @@ def test_a_model_that_builds_but_fails_when_run_is_a_conversion_error():
     op = torch.ops.crossport_test.explodes.default
     crossport.register(op, policy=crossport.Policy.AGNOSTIC, override=True)(crossport_test_bool_add)
     try:
-        with pytest.raises(crossport.ConversionError, match="running it raised"):
+        with pytest.raises(crossport.ConversionError, match="failed to run"):
             crossport.convert(CallsExplodes().eval(), random_inputs((2, 3)))
     finally:
         del _REGISTRY[op]
