@@ -5,11 +5,13 @@ from __future__ import annotations
 import inspect
 import os
 import traceback
+from collections.abc import Collection
 
 import torch
 from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
 from crossport.capture.borrow import borrowed
+from crossport.capture.functional import as_functional
 from crossport.capture.recurrent import opaque_recurrent_ops
 from crossport.errors import CaptureError, InputError
 from crossport.options import ConvertOptions
@@ -114,8 +116,11 @@ def _widen_unit_dynamic_dims(args: tuple, dynamic) -> tuple:
 
 
 def capture(module: torch.nn.Module, args: tuple, options: ConvertOptions,
-            keep_ops) -> torch.export.ExportedProgram:
+            keep_ops: Collection) -> torch.export.ExportedProgram:
     """Export ``module`` and decompose every op not in ``keep_ops`` to core ATen.
+
+    ``keep_ops``: every call target with a converter. When the exported graph needs no
+    decomposition (see ``capture/functional.py``), the re-trace is skipped.
 
     Raises:
         CaptureError: torch.export rejected the module; the message keeps torch's reason
@@ -135,6 +140,9 @@ def capture(module: torch.nn.Module, args: tuple, options: ConvertOptions,
             )
     except Exception as exc:  # torch raises many unrelated types here; all mean "no capture"
         raise CaptureError(_capture_message(module, exc, args)) from exc
+    functional = as_functional(exported, keep_ops)
+    if functional is not None:
+        return functional
     table = torch.export.default_decompositions()
     for op in keep_ops:
         if op in table:

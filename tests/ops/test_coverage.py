@@ -18,16 +18,11 @@ from crossport.capture import capture
 from crossport.options import ConvertOptions
 from crossport.to_keras.registry import native_overloads, registered_ops
 
-# Converters torch.export never leaves in a graph today (the op is composite: it is traced
-# through). test_unreachable_converters_stay_unreachable fails when that changes, so they
-# then get a row like every other converter.
+# Converters torch.export never leaves in a graph today.
+# test_unreachable_converters_stay_unreachable fails when that changes, so they then get a
+# row like every other converter.
 UNREACHABLE = {
-    "aten_dropout_default": (torch.ops.aten.dropout.default,
-                             lambda x: torch.dropout(x, 0.3, False)),
-    "aten_batch_norm_default": (torch.ops.aten.batch_norm.default, lambda x: torch.batch_norm(
-        x, None, None, torch.zeros(3), torch.ones(3), False, 0.1, 1e-5, False)),
-    "aten_expand_as_default": (torch.ops.aten.expand_as.default,
-                               lambda x: x[:, :1].expand_as(x) + 1),
+    # run_decompositions or the in-place swap (capture/functional.py) always makes it dropout
     "aten_dropout__default": (torch.ops.aten.dropout_.default,
                               lambda x: torch.dropout_(x * 1, 0.3, False)),
 }
