@@ -47,7 +47,7 @@ def as_functional(exported: torch.export.ExportedProgram,
         schema = node.target._schema
         if schema.is_mutable:
             twin = _out_of_place_twin(node, fresh)
-            if twin is None:
+            if twin is None or twin not in converted:
                 return None
             swaps[node] = twin
             fresh.add(node)
