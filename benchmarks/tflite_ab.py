@@ -28,34 +28,42 @@ import common  # sets env vars before TF loads
 import numpy as np
 
 
-def runner(path: Path, x: np.ndarray | None):
+def example_input(detail: dict) -> np.ndarray:
+    """Seeded input for the interpreter's input ``detail``: normal floats, or token ids
+    below 1000 for integer inputs (cast to each file's own integer type)."""
+    rng = np.random.default_rng(0)
+    if np.issubdtype(detail["dtype"], np.integer):
+        return rng.integers(0, 1000, detail["shape"]).astype(detail["dtype"])
+    return rng.standard_normal(detail["shape"]).astype(detail["dtype"])
+
+
+def runner(path: Path):
     """A 1-thread LiteRT interpreter of ``path`` (default XNNPACK delegate), input set once."""
     from ai_edge_litert.interpreter import Interpreter
 
     it = Interpreter(model_path=str(path), num_threads=1)
     it.allocate_tensors()
     (inp,), (out,) = it.get_input_details(), it.get_output_details()
-    if x is None:
-        x = np.random.default_rng(0).standard_normal(inp["shape"]).astype(np.float32)
-    it.set_tensor(inp["index"], x)
+    it.set_tensor(inp["index"], example_input(inp))
 
     def run():
         it.invoke()
         return it.get_tensor(out["index"])
-    return run, x
+    return run
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("files", nargs="+", help="NAME=PATH, all taking the same input")
+    parser.add_argument("files", nargs="+", help="NAME=PATH, files of one model (one input "
+                        "each, same shape; seeded values, so every file gets the same)")
     parser.add_argument("--runs", type=int, default=40)
     parser.add_argument("--warmup", type=int, default=3)
     args = parser.parse_args()
     named = [f.split("=", 1) for f in args.files]
-    fns, x, outputs = {}, None, {}
+    fns, outputs = {}, {}
     for copy in ("", "'"):
         for name, path in named:
-            fns[name + copy], x = runner(Path(path), x)
+            fns[name + copy] = runner(Path(path))
             outputs[name] = fns[name + copy]()
     samples = common.interleaved_latency(fns, args.runs, args.warmup)
     first = named[0][0]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -19,6 +20,11 @@ def floats(shape, seed=0):
 
 def qkv(b=2, h=2, lq=5, lk=6, e=4, f=3):
     return lambda: (floats((b, h, lq, e), 0), floats((b, h, lk, e), 1), floats((b, h, lk, f), 2))
+
+
+def _with_inf_key(k):
+    k[:, :, 1] = float("inf")
+    return k
 
 
 def sdpa(**kw):
@@ -110,6 +116,16 @@ CASES = [
     case("sdpa-bool-mask-fully-masked-row", with_mask(torch.tensor([[True] * 6, [False] * 6] * 2
                                                                    + [[True] * 6])), qkv(), expect_converters=("aten_scaled_dot_product_attention_default",)),
     case("sdpa-float-mask-broadcast", with_mask(FLOAT_MASK), qkv(), expect_converters=("aten_scaled_dot_product_attention_default",)),
+    # torch adds a bool mask as 0/-inf: an inf key at a masked position makes its rows NaN
+    case("sdpa-bool-mask-inf-key-masked", with_mask(BOOL_MASK),
+         lambda: (floats((2, 2, 5, 4)), _with_inf_key(floats((2, 2, 6, 4), 1)),
+                  floats((2, 2, 6, 3), 2)),
+         expect_converters=("aten_scaled_dot_product_attention_default",)),
+    # constant masks are checked at conversion for rows they mask whole (the run-time check
+    # is dropped when none can be): these rows keep it
+    case("sdpa-float-mask-minus-inf-row", with_mask(torch.tensor(
+        [[0.0] * 6, [float("-inf")] * 6, [0.0, -1.0, 0.0, 0.0, 0.0, float("-inf")], [0.0] * 6,
+         [-2.0] * 6])), qkv(), expect_converters=("aten_scaled_dot_product_attention_default",)),
     case("sdpa-mask-input", MaskInput(), lambda: (*qkv()(), floats((2, 1, 1, 6), 5)), expect_converters=("aten_scaled_dot_product_attention_default",)),
     case("sdpa-dropout-zero", sdpa(dropout_p=0.0), qkv(), expect_converters=("aten_scaled_dot_product_attention_default",)),
     case("sdpa-gqa", sdpa(enable_gqa=True), lambda: (floats((2, 4, 5, 4)), floats((2, 2, 6, 4), 1),
@@ -150,3 +166,17 @@ def test_attention(module, shapes, kwargs):
 def test_sdpa_dropout_in_eval_is_a_clear_error():
     with pytest.raises(UnsupportedOpError, match="dropout_p=0.3"):
         crossport.convert(sdpa(dropout_p=0.3), qkv()(), check=False)
+
+
+@pytest.mark.parametrize("mask, is_causal, expected", [
+    (None, True, False),  # row i keeps keys 0..i
+    (np.array([[True, False], [False, True]]), False, False),
+    (np.array([[True, False], [False, False]]), False, True),
+    (np.array([[0.0, -np.inf], [-np.inf, -np.inf]]), False, True),
+    (np.array([[-1e30, -np.inf], [0.0, -np.inf]]), False, False),  # finite -1e30 keeps a row
+    (np.array([False, True]), True, True),  # causal row 0 keeps key 0 only, which is masked
+])
+def test_whole_row_masking_is_decided_from_constant_masks(mask, is_causal, expected):
+    from crossport.to_keras.ops.attention import _may_mask_a_whole_row
+
+    assert _may_mask_a_whole_row(mask, is_causal, 2, 2) is expected

@@ -45,7 +45,8 @@ def aten_scaled_dot_product_attention_default(ctx, query, key, value, attn_mask=
                                               enable_gqa=False):
     """scaled_dot_product_attention(Tensor query, Tensor key, Tensor value, Tensor? attn_mask=None, float dropout_p=0.0, bool is_causal=False, *, float? scale=None, bool enable_gqa=False) -> Tensor
 
-    Boolean masks keep True positions, float masks are added; is_causal is top-left
+    Boolean masks keep True positions (added as 0/-inf, like torch, so an inf or NaN score
+    at a masked position still makes the row NaN), float masks are added; is_causal is top-left
     aligned (``tril`` of an ``[L, S]`` block). Rows with every position masked give 0
     (torch's safe softmax), not NaN. scale defaults to ``1/sqrt(E)``.
     """
@@ -71,16 +72,17 @@ def aten_scaled_dot_product_attention_default(ctx, query, key, value, attn_mask=
     masked = attn_mask is not None or is_causal
     if attn_mask is not None:
         mask = _mask(ctx, attn_mask)
-        if _is_bool(attn_mask):
-            scores = ops.where(mask, scores, float("-inf"))
-        else:
-            scores = ops.add(scores, ops.cast(mask, scores.dtype))
+        if _is_bool(attn_mask):  # as torch does: -inf added, so inf/NaN scores give NaN
+            mask = (np.where(mask, 0.0, -np.inf).astype(np.float32)
+                    if isinstance(mask, np.ndarray) else ops.where(mask, 0.0, float("-inf")))
+        scores = ops.add(scores, ops.cast(mask, scores.dtype))
     if is_causal:
         length, source = q.static_shape()[-2], k.static_shape()[-2]
         causal = np.tril(np.ones((length, source), dtype=bool))
         scores = ops.where(causal, scores, float("-inf"))
     probs = ops.softmax(scores, axis=-1)
-    if masked:  # a fully masked row is 0 in torch, NaN in a plain softmax
+    if masked and _may_mask_a_whole_row(attn_mask, is_causal, q.shape[-2], k.shape[-2]):
+        # a fully masked row is 0 in torch, NaN in a plain softmax
         alive = ops.any(ops.greater(scores, float("-inf")), axis=-1, keepdims=True)
         probs = ops.where(alive, probs, ops.zeros_like(probs))
     if same_batch:
@@ -110,6 +112,27 @@ def _repeat_heads(ctx, value: TensorValue, times: int) -> TensorValue:
     shape = list(value.shape)
     shape[-3] = shape[-3] * times
     return TensorValue(x, value.layout, tuple(shape), value.dtype)
+
+
+def _may_mask_a_whole_row(attn_mask, is_causal: bool, length, source) -> bool:
+    """Whether some query row can end up with every key at -inf.
+
+    Decided from the graph when it can be: a causal mask alone never masks a whole row (row i
+    keeps keys 0..i), and a constant mask is checked. The run-time check it saves costs
+    three ops XNNPACK does not take (GREATER, REDUCE_ANY, SELECT_V2) in every attention
+    layer of a TFLite file, each splitting the delegate's graph.
+    """
+    if attn_mask is None:
+        return False  # is_causal only
+    if isinstance(attn_mask, TensorValue) or not isinstance(length, int) \
+            or not isinstance(source, int):
+        return True  # known at run time only
+    mask = np.asarray(attn_mask)
+    keep = mask if mask.dtype == np.bool_ else mask > -np.inf
+    keep = np.broadcast_to(keep, keep.shape[:-2] + (length, source))
+    if is_causal:
+        keep = keep & np.tril(np.ones((length, source), dtype=bool))
+    return bool((~keep.any(axis=-1)).any())
 
 
 def _mask(ctx, mask):
