@@ -79,7 +79,8 @@ def aten_scaled_dot_product_attention_default(ctx, query, key, value, attn_mask=
     if is_causal:
         length, source = q.static_shape()[-2], k.static_shape()[-2]
         causal = np.tril(np.ones((length, source), dtype=bool))
-        scores = ops.where(causal, scores, float("-inf"))
+        bias = np.where(causal, 0.0, -np.inf).astype(np.float32)  # added, as torch does
+        scores = ops.add(scores, ops.cast(bias, scores.dtype))
     probs = ops.softmax(scores, axis=-1)
     if masked and _may_mask_a_whole_row(attn_mask, is_causal, q.shape[-2], k.shape[-2]):
         # a fully masked row is 0 in torch, NaN in a plain softmax

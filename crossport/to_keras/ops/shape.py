@@ -272,6 +272,9 @@ def _split_at_run_time(ctx, value: TensorValue, dim: int):
     return tuple(parts)
 
 
+_XNNPACK_MAX_SPLIT = 4  # outputs of one SPLIT that LiteRT's XNNPACK delegate takes
+
+
 @register(aten.split_with_sizes.default, aten.split_with_sizes_copy.default,
           policy=Policy.CUSTOM, keeps_layout=True, dynamic=True)
 def aten_split_with_sizes_default(ctx, self, split_sizes, dim=0):
@@ -289,7 +292,12 @@ def aten_split_with_sizes_default(ctx, self, split_sizes, dim=0):
     if not cuts:  # one part (chunk(1), or a split size >= the length): the tensor itself
         ctx.out_layout = [layout]
         return (x,)
-    parts = ops.split(x, [int(c) for c in cuts], axis=physical_axis(layout, dim))
+    axis = physical_axis(layout, dim)
+    if len(set(split_sizes)) == 1 and len(split_sizes) <= _XNNPACK_MAX_SPLIT:
+        parts = ops.split(x, len(split_sizes), axis=axis)  # one SPLIT
+    else:  # TFLite's SPLIT_V is no XNNPACK op (GPT-2's q/k/v split cut its graph 12 times)
+        bounds = zip([0, *cuts], [*cuts, total])
+        parts = [x[tuple([slice(None)] * axis + [slice(int(a), int(b))])] for a, b in bounds]
     ctx.out_layout = [layout] * len(parts)
     return tuple(parts)
 
