@@ -107,6 +107,7 @@ def test_batchnorm_training_step_matches_keras(rank, momentum):
     """Keras folds the biased batch variance into moving_variance (torch's BatchNorm: the
     unbiased one); Keras momentum m is torch momentum 1 - m. A small batch makes the
     n/(n-1) difference large."""
+    keras.utils.set_random_seed(0)  # kernels from Keras' RNG, not from whatever ran before
     first = L.Conv2D(3, 1, name="first") if rank == 4 else L.Dense(3, name="first")
     shape = (4, 4, 2) if rank == 4 else (5,)
     model = keras.Sequential([keras.Input(shape), first,
