@@ -88,13 +88,27 @@ def configure_tf_threads() -> None:
     tf.config.threading.set_inter_op_parallelism_threads(THREADS)
 
 
-def tflite_runner(path: Path, x_in: np.ndarray) -> Callable[[], np.ndarray]:
-    """LiteRT interpreter (XNNPACK, 1 thread), allocated once; a call is invoke + fetch."""
+def seeded_input(detail: dict) -> np.ndarray:
+    """Seeded input for an interpreter input ``detail``: normal floats, or token ids below
+    1000 for integer inputs (in the file's own integer type)."""
+    rng = np.random.default_rng(0)
+    if np.issubdtype(detail["dtype"], np.integer):
+        return rng.integers(0, 1000, detail["shape"]).astype(detail["dtype"])
+    return rng.standard_normal(detail["shape"]).astype(detail["dtype"])
+
+
+def tflite_runner(path: Path, x_in: np.ndarray | None = None) -> Callable[[], np.ndarray]:
+    """LiteRT interpreter (XNNPACK, 1 thread), allocated once; a call is invoke + fetch.
+
+    ``x_in`` None: :func:`seeded_input` for the file's input.
+    """
     from ai_edge_litert.interpreter import Interpreter
 
     interpreter = Interpreter(model_path=str(path), num_threads=THREADS)
     interpreter.allocate_tensors()
     (inp,), (out,) = interpreter.get_input_details(), interpreter.get_output_details()
+    if x_in is None:
+        x_in = seeded_input(inp)
     if tuple(inp["shape"]) != x_in.shape:
         raise ValueError(f"TFLite input shape {tuple(inp['shape'])}, expected {x_in.shape}")
     interpreter.set_tensor(inp["index"], x_in)

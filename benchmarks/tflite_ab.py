@@ -26,30 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import common  # sets env vars before TF loads
 import numpy as np
-
-
-def example_input(detail: dict) -> np.ndarray:
-    """Seeded input for the interpreter's input ``detail``: normal floats, or token ids
-    below 1000 for integer inputs (cast to each file's own integer type)."""
-    rng = np.random.default_rng(0)
-    if np.issubdtype(detail["dtype"], np.integer):
-        return rng.integers(0, 1000, detail["shape"]).astype(detail["dtype"])
-    return rng.standard_normal(detail["shape"]).astype(detail["dtype"])
-
-
-def runner(path: Path):
-    """A 1-thread LiteRT interpreter of ``path`` (default XNNPACK delegate), input set once."""
-    from ai_edge_litert.interpreter import Interpreter
-
-    it = Interpreter(model_path=str(path), num_threads=1)
-    it.allocate_tensors()
-    (inp,), (out,) = it.get_input_details(), it.get_output_details()
-    it.set_tensor(inp["index"], example_input(inp))
-
-    def run():
-        it.invoke()
-        return it.get_tensor(out["index"])
-    return run
+from peer_worker import tflite_runner
 
 
 def main() -> None:
@@ -63,7 +40,7 @@ def main() -> None:
     fns, outputs = {}, {}
     for copy in ("", "'"):
         for name, path in named:
-            fns[name + copy] = runner(Path(path))
+            fns[name + copy] = tflite_runner(Path(path))  # 1 thread, seeded input
             outputs[name] = fns[name + copy]()
     samples = common.interleaved_latency(fns, args.runs, args.warmup)
     first = named[0][0]

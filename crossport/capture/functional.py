@@ -40,9 +40,9 @@ def as_functional(exported: torch.export.ExportedProgram,
             if node.args[0] in fresh:
                 fresh.add(node)
             continue
-        if node.target not in converted or not isinstance(node.target, torch._ops.OpOverload):
-            if node.target not in converted:
-                return None
+        if node.target not in converted:
+            return None
+        if not isinstance(node.target, torch._ops.OpOverload):
             continue  # SymInt arithmetic
         schema = node.target._schema
         if schema.is_mutable:

@@ -8,6 +8,14 @@ a torch module's configuration and weights. See :mod:`crossport.layers.base` for
 # The converter's run-time shape layers (SizeOf, DynamicReshape, ...): registered for
 # deserialisation on import, but plumbing rather than hand-porting blocks, so not in __all__.
 from crossport.layers import dynamic, linalg  # noqa: F401
+from crossport.layers.adaptive_pooling import (
+    AdaptiveAvgPool1d,
+    AdaptiveAvgPool2d,
+    AdaptiveAvgPool3d,
+    AdaptiveMaxPool1d,
+    AdaptiveMaxPool2d,
+    AdaptiveMaxPool3d,
+)
 from crossport.layers.constant import Constant
 from crossport.layers.conv import (
     Conv1d,
@@ -30,12 +38,6 @@ from crossport.layers.normalization import (
 )
 from crossport.layers.padding import Pad
 from crossport.layers.pooling import (
-    AdaptiveAvgPool1d,
-    AdaptiveAvgPool2d,
-    AdaptiveAvgPool3d,
-    AdaptiveMaxPool1d,
-    AdaptiveMaxPool2d,
-    AdaptiveMaxPool3d,
     AvgPool1d,
     AvgPool2d,
     AvgPool3d,
