@@ -278,3 +278,18 @@ class DynamicIndexPut(keras.layers.Layer):
 
     def get_config(self) -> dict:
         return {**super().get_config(), "first": self.first, "accumulate": self.accumulate}
+
+
+@keras.saving.register_keras_serializable(package="crossport")
+class CausalBias(keras.layers.Layer):
+    """``is_causal`` attention's additive mask for the run-time ``[L, S]`` of ``scores``' last
+    two axes: 0 where key ``j <= i``, -inf elsewhere (torch's top-left ``tril``)."""
+
+    def call(self, scores):
+        shape = ops.shape(scores)
+        rows = ops.expand_dims(ops.arange(shape[-2]), 1)
+        cols = ops.expand_dims(ops.arange(shape[-1]), 0)
+        return ops.cast(ops.where(cols <= rows, 0.0, float("-inf")), scores.dtype)
+
+    def compute_output_spec(self, scores):
+        return keras.KerasTensor(tuple(scores.shape[-2:]), dtype=scores.dtype)

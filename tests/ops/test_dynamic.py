@@ -124,6 +124,9 @@ CASES = [
                  id="size-in-float-arithmetic"),
     pytest.param(CausalMask(), (2, 5, 3), {0: {1: "seq"}}, False, [(2, 8, 3)],
                  id="causal-mask-from-arange"),
+    pytest.param(Op(lambda x: F.scaled_dot_product_attention(
+        x.unsqueeze(1), x.unsqueeze(1) * 0.5, x.unsqueeze(1), is_causal=True)),
+        (2, 6, 4), {0: {1: "seq"}}, True, [(3, 9, 4), (1, 2, 4)], id="sdpa-causal-dynamic-seq"),
     pytest.param(Slicing(), (2, 7, 3), {0: {1: "seq"}}, False, [(2, 4, 3)],
                  id="slices-open-and-symbolic-end"),
     pytest.param(Recurrent(nn.LSTM), (2, 6, 3), {}, True, [(3, 6, 3), (1, 6, 3)],

@@ -19,7 +19,7 @@ import torch
 from crossport.layout import Layout, canonical, physical_order
 from crossport.to_keras.ops.shape import as_value
 from crossport.to_keras.registry import Policy, register
-from crossport.to_keras.values import TensorValue
+from crossport.to_keras.values import TensorValue, concrete
 
 aten = torch.ops.aten
 ops = keras.ops
@@ -76,11 +76,9 @@ def aten_scaled_dot_product_attention_default(ctx, query, key, value, attn_mask=
             mask = (np.where(mask, 0.0, -np.inf).astype(np.float32)
                     if isinstance(mask, np.ndarray) else ops.where(mask, 0.0, float("-inf")))
         scores = ops.add(scores, ops.cast(mask, scores.dtype))
-    if is_causal:
-        length, source = q.static_shape()[-2], k.static_shape()[-2]
-        causal = np.tril(np.ones((length, source), dtype=bool))
-        bias = np.where(causal, 0.0, -np.inf).astype(np.float32)  # added, as torch does
-        scores = ops.add(scores, ops.cast(bias, scores.dtype))
+    if is_causal:  # added as 0/-inf, as torch does
+        scores = ops.add(scores, ops.cast(_causal_bias(ctx, q.shape[-2], k.shape[-2], scores),
+                                          scores.dtype))
     probs = ops.softmax(scores, axis=-1)
     if masked and _may_mask_a_whole_row(attn_mask, is_causal, q.shape[-2], k.shape[-2]):
         # a fully masked row is 0 in torch, NaN in a plain softmax
@@ -113,6 +111,17 @@ def _repeat_heads(ctx, value: TensorValue, times: int) -> TensorValue:
     shape = list(value.shape)
     shape[-3] = shape[-3] * times
     return TensorValue(x, value.layout, tuple(shape), value.dtype)
+
+
+def _causal_bias(ctx, length, source, scores):
+    """0 where key j <= query i (``tril`` of ``[L, S]``), -inf elsewhere: a constant for
+    static lengths, a ``CausalBias`` of ``scores``' run-time shape when either is dynamic."""
+    if not (ctx.is_dynamic(length) or ctx.is_dynamic(source)):
+        keep = np.tril(np.ones((concrete(length), concrete(source)), dtype=bool))
+        return np.where(keep, 0.0, -np.inf).astype(np.float32)
+    from crossport.layers.dynamic import CausalBias
+
+    return CausalBias(name=ctx.name("causal"))(scores)
 
 
 def _may_mask_a_whole_row(attn_mask, is_causal: bool, length, source) -> bool:
