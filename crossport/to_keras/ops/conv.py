@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from crossport.to_keras.fold import is_constant
+from crossport.to_keras.initial import call_with_weights
 from crossport.to_keras.registry import Policy, register
 from crossport.weights import conv_weight_to_keras, depthwise_weight_to_keras
 
@@ -100,12 +101,13 @@ def emit_conv(ctx, input, weight, bias, stride, padding, dilation, groups):
                   use_bias=bias is not None, name=ctx.name())
     if depthwise:
         layer = _DEPTHWISE[n](depth_multiplier=out_channels // in_channels, **common)
-        kernel_value = depthwise_weight_to_keras(weight, in_channels)
+        arrays = {"depthwise_initializer": depthwise_weight_to_keras(weight, in_channels)}
     else:
         layer = _CONV[n](filters=out_channels, groups=groups, **common)
-        kernel_value = conv_weight_to_keras(weight)
-    y = layer(x)
-    layer.set_weights([kernel_value] + ([bias] if bias is not None else []))
+        arrays = {"kernel_initializer": conv_weight_to_keras(weight)}
+    if bias is not None:
+        arrays["bias_initializer"] = bias
+    y = call_with_weights(layer, x, **arrays)
     if subsample is not None:
         y = y[(slice(None), *(slice(None, None, s) for s in subsample), slice(None))]
     return y

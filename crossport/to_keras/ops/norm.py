@@ -9,6 +9,7 @@ import torch
 from crossport.layers.fused_norm import FusedBatchNormalization, StableLayerNormalization
 from crossport.layout import after_reduce, physical_array, physical_axes
 from crossport.to_keras.fold import is_constant
+from crossport.to_keras.initial import call_with_weights
 from crossport.to_keras.ops.shape import as_value
 from crossport.to_keras.registry import Policy, register
 from crossport.weights import flat_feature_order
@@ -43,10 +44,11 @@ def emit_batch_norm(ctx, input, weight, bias, running_mean, running_var, momentu
         axis=-1, epsilon=eps, momentum=1.0 - momentum,  # Keras momentum is mirrored
         center=bias is not None, scale=weight is not None, name=ctx.name(),
     )
-    y = layer(input)
-    weights = [w for w in (weight, bias) if w is not None] + [running_mean, running_var]
-    layer.set_weights([np.asarray(w, dtype=np.float32) for w in weights])
-    return y
+    arrays = {"gamma_initializer": weight, "beta_initializer": bias,
+              "moving_mean_initializer": running_mean,
+              "moving_variance_initializer": running_var}
+    return call_with_weights(layer, input, **{name: np.asarray(w, dtype=np.float32)
+                                              for name, w in arrays.items() if w is not None})
 
 
 @register(aten.batch_norm.default, policy=Policy.CHANNELS_LAST, supports=_batch_norm_supports, dynamic=True)
