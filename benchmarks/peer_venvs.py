@@ -28,7 +28,8 @@ TORCHVISION = "torchvision==0.28.0"
 # peer -> pip install steps after torch (each a list of pip arguments), and the module to import
 RECIPES: dict[str, dict] = {
     "litert-torch": {
-        "steps": [["litert-torch==0.10.0"]],
+        # timm for tflite_files.py's timm models (transformers comes with litert-torch)
+        "steps": [["litert-torch==0.10.0"], ["--no-deps", "timm==1.0.31"]],
         "import": "litert_torch",
     },
     "nobuco": {
