@@ -43,8 +43,8 @@ HERE = Path(__file__).resolve().parent
 
 
 def time_files(named: list[tuple[str, str]], runs: int, warmup: int) -> list[dict]:
-    """Each file's two copies' medians, their mean, and its ratio and max diff to the
-    first file's."""
+    """Each file's two copies' medians, their mean, and its ratio and max diff
+    (``max|d| / max(1, max|first|)``) to the first file's."""
     fns, outputs = {}, {}
     for copy in ("", "'"):
         for name, path in named:
@@ -56,7 +56,8 @@ def time_files(named: list[tuple[str, str]], runs: int, warmup: int) -> list[dic
     for name, _path in named:
         copies = [common.summarize(samples[name + c])["median_ms"] for c in ("", "'")]
         rows.append({"name": name, "copies_ms": copies, "ms": statistics.mean(copies),
-                     "max_diff": float(np.abs(outputs[name] - outputs[first]).max())})
+                     "max_diff": float(np.abs(outputs[name] - outputs[first]).max()
+                                       / max(1.0, np.abs(outputs[first]).max()))})
     for row in rows:
         row["ratio"] = row["ms"] / rows[0]["ms"]
     return rows
@@ -89,7 +90,7 @@ def run_models(models: list[str], runs: int, warmup: int, venv_dir: Path,
     """The ``tflite-set`` section: per model, the A/B of both files and the seconds."""
     lines = [
         "| model | crossport ms (copies) | litert-torch ms (copies) | litert-torch / crossport "
-        "| max diff | torch.export s | crossport convert s (x export) | crossport export s "
+        "| max diff (normalized) | torch.export s | crossport convert s (x export) | crossport export s "
         "| litert-torch convert + export s |",
         "|---|---|---|---|---|---|---|---|---|"]
     root = keep or Path(tempfile.mkdtemp(prefix="tflite-set-"))
@@ -146,7 +147,7 @@ def main() -> None:
     rows = time_files([f.split("=", 1) for f in args.files], args.runs, args.warmup)
     first = rows[0]["name"]
     print("| file | median ms (copy 1 / copy 2) | mean of copies | ratio to "
-          f"{first} | max diff to {first} |")
+          f"{first} | normalized max diff to {first} |")
     print("|---|---|---|---|---|")
     for row in rows:
         a, b = row["copies_ms"]

@@ -105,7 +105,8 @@ MODELS: dict[str, tuple[Callable[[], torch.nn.Module], Callable[[], torch.Tensor
 
 
 def model_and_input(name: str, workdir: Path) -> tuple[torch.nn.Module, torch.Tensor, bool]:
-    """The seeded module and input, saved on the first call and re-loaded after."""
+    """The seeded module (made live) and input, saved on the first call and re-loaded
+    after."""
     build, make_input, channels_last = MODELS[name]
     common.load_torchvision()  # timm and transformers import torchvision
     torch.manual_seed(0)
@@ -114,8 +115,9 @@ def model_and_input(name: str, workdir: Path) -> tuple[torch.nn.Module, torch.Te
     if state.exists():
         module.load_state_dict(torch.load(state, weights_only=True))
         x = torch.load(inputs, weights_only=True)
-    else:
+    else:  # live weights (parity.md): zero-init gains and heads made non-zero, BN calibrated
         x = make_input()
+        module = common.calibrate_batchnorm(module, tuple(x.shape))
         torch.save(module.state_dict(), state)
         torch.save(x, inputs)
     return module, x, channels_last

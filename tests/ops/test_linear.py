@@ -66,6 +66,16 @@ CASES = [
                            w=torch.randn(6, 4, generator=torch.Generator().manual_seed(4))),
          (3, 6),
          expect_converters=("aten_addmm_default",)),
+    case("addmm-hf-conv1d", Fn(lambda m, x: torch.addmm(m.b, x.view(-1, 40), m.w).view(2, 3, 48),
+                               b=torch.randn(48, generator=torch.Generator().manual_seed(3)),
+                               w=torch.randn(40, 48, generator=torch.Generator().manual_seed(4))),
+         (2, 3, 40), expect_converters=("aten_addmm_default", "aten_view_default")),
+    case("matmul-param-right", Fn(lambda m, x: x @ m.w,
+                                  w=torch.randn(40, 48, generator=torch.Generator().manual_seed(4))),
+         (2, 3, 40), expect_converters=("aten_matmul_default",)),
+    case("matmul-param-left", Fn(lambda m, x: m.w @ x,
+                                 w=torch.randn(48, 40, generator=torch.Generator().manual_seed(4))),
+         (2, 40, 3), expect_converters=("aten_matmul_default",)),
     case("conv1d-transpose-linear-no-transpose", seeded(lambda: nn.Sequential(
         nn.Conv1d(3, 4, 3), Fn(lambda x: x.transpose(1, 2)), nn.Linear(4, 6))), (2, 3, 9), expect_converters=("aten_conv_nd", "aten_linear_default", "aten_permute_default")),
     case("linear-transpose-conv1d-no-transpose", seeded(lambda: nn.Sequential(
@@ -79,3 +89,31 @@ CASES = [
 @pytest.mark.parametrize("module, shapes, kwargs", CASES)
 def test_linear(module, shapes, kwargs):
     assert_converts(module, inputs(shapes), **kwargs)
+
+
+class HFConv1D(nn.Module):
+    """GPT-2's projection: ``addmm(bias, x, W)`` with ``W`` stored as [in, out]."""
+
+    def __init__(self, n_in=40, n_out=48):
+        super().__init__()
+        torch.manual_seed(0)
+        self.weight = nn.Parameter(torch.randn(n_in, n_out))
+        self.bias = nn.Parameter(torch.randn(n_out))
+
+    def forward(self, x):
+        out = torch.addmm(self.bias, x.view(-1, x.size(-1)), self.weight)
+        return out.view(*x.shape[:-1], -1) @ self.weight.T  # and a matmul with a parameter
+
+
+def test_matrix_product_constants_are_model_weights():
+    """A parameter in addmm/matmul is a weight of the Keras model (saved in its weights
+    file), not a constant inlined in its graph (GPT-2's export took 5x longer)."""
+    import numpy as np
+
+    import crossport
+
+    module = HFConv1D().eval()
+    conversion = crossport.convert_with_report(module, (torch.randn(2, 3, 40),))
+    stored = sum(int(np.prod(w.shape)) for w in conversion.model.weights)
+    assert stored >= sum(p.numel() for p in module.parameters()), stored
+    assert "Dense" in {type(layer).__name__ for layer in conversion.model.layers}
