@@ -16,6 +16,7 @@ import torch
 
 from crossport.api import convert_with_report
 from crossport.errors import ExportError, InputError
+from crossport.export.tagged import fill_weights
 from crossport.generative import signatures, streamed
 from crossport.generative.runner import LiteRTGenerator, SavedModelGenerator, one_prompt
 from crossport.generative.step import KVCacheStep
@@ -160,7 +161,7 @@ def _write(conversion, model, path: Path, format: str, names, prefill_lengths, c
             break
         keep |= folded  # converted again with their real values in the graph
         del data
-    streamed.fill_weights(data, path, tagged.weights)
+    fill_weights(data, path, tagged.weights)
 
 
 def _rebuild(conversion):

@@ -234,3 +234,55 @@ def test_lean_converter_writes_what_tfs_converter_writes(tmp_path, quantization)
     outs = [list(_litert(f).get_signature_runner("serving_default")(x=x.numpy()).values())[0]
             for f in files.values()]
     np.testing.assert_array_equal(outs[0], outs[1])
+
+
+class TextEncoder(torch.nn.Module):
+    """Embedding, a scaled query projection (TF folds the scale into its kernel) and MLP."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.embed = torch.nn.Embedding(100, 32)
+        self.query = torch.nn.Linear(32, 32)
+        self.mlp = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU(),
+                                       torch.nn.Linear(64, 32))
+
+    def forward(self, ids):
+        x = self.embed(ids)
+        return self.mlp(x) + self.query(x) * 0.125
+
+
+@pytest.mark.parametrize("format", ["tflite", "tflite-fp16"])
+def test_float_tflite_places_tagged_weights_in_one_conversion(tmp_path, format):
+    """Dense kernels and Embedding tables convert as tagged splats and are placed after:
+    one converter run, the file re-checked against torch by the export itself."""
+    from crossport.export import tagged
+
+    conversion = crossport.convert_with_report(TextEncoder().eval(),
+                                               (torch.randint(0, 100, (1, 8)),))
+    names = {w.name for w in tagged.select(conversion.model)}
+    assert any("embed" in n for n in names) and not any("query" in n for n in names), names
+    result = crossport.export(conversion, tmp_path / "m.tflite", format=format)
+    assert result.passed and "weights" in result.stages, result.stages
+    ids = torch.randint(0, 100, (1, 8), generator=torch.Generator().manual_seed(5))
+    runner = _litert(tmp_path / "m.tflite").get_signature_runner("serving_default")
+    (out,) = runner(**{runner.get_input_details().popitem()[0]: ids.numpy()}).values()
+    expected = TextEncoder().eval()(ids).detach().numpy()
+    np.testing.assert_allclose(out, expected, atol=1e-5 if format == "tflite" else 2e-2)
+
+
+def test_a_tag_the_converter_did_not_keep_is_reported_not_placed(tmp_path):
+    """A weight whose tag is not in the converter's file is named and nothing is written
+    (the export then converts it with its real values)."""
+    from crossport.export import formats, tagged
+
+    conversion = crossport.convert_with_report(TextEncoder().eval(),
+                                               (torch.randint(0, 100, (1, 8)),))
+    weights = tagged.select(conversion.model)
+    data = formats._convert(conversion.model, "float32", conversion, {}, weights)
+    ghost = tagged.TaggedWeight("ghost/kernel", 1 + 900 * tagged.TAG_STEP, (64, 64),
+                                lambda: np.zeros((64, 64), "float32"))
+    assert tagged.place(data, tmp_path / "m.tflite", [*weights, ghost]) == {"ghost/kernel"}
+    assert not (tmp_path / "m.tflite").exists()
+    assert tagged.place(data, tmp_path / "m.tflite", weights) == set()
+    assert (tmp_path / "m.tflite").exists()
