@@ -296,12 +296,16 @@ _SCALES = {"Multiply", "Divide", "TrueDivide", "BatchNormalization",
 
 
 def _scaled_after(layer, depth: int = 0) -> bool:
-    """Whether ``layer``'s output reaches, through shape-only ops, a product with a
+    """Whether ``layer``'s output goes only, through shape-only ops, to a product with a
     constant or a norm: the TFLite converter folds those into the preceding kernel (BERT's
-    query projection times 1/sqrt(d))."""
+    query projection times 1/sqrt(d)); an output read elsewhere too is not folded (GPT-2's
+    ``0.5 * x * (1 + tanh(...))``)."""
     import keras
 
-    for node in getattr(layer, "_outbound_nodes", []):
+    nodes = getattr(layer, "_outbound_nodes", [])
+    if len(nodes) != 1:
+        return False
+    for node in nodes:
         op = node.operation
         name = type(op).__name__
         if name in _SCALES:
