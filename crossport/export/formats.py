@@ -114,6 +114,7 @@ def _convert(model, quantization: str, conversion, stages: dict, splats=()) -> b
 
     import tensorflow as tf
 
+    from crossport.export import tagged
     from crossport.export.tflite import converter_from_saved_model, run_converter
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -122,6 +123,8 @@ def _convert(model, quantization: str, conversion, stages: dict, splats=()) -> b
             write_converter_input(model, saved, {id(w.variable): w.tag for w in splats})
         with timed(stages, "tflite convert"):
             converter = converter_from_saved_model(saved)
+            if splats:
+                tagged.unfold_splats(converter)
             if quantization in ("float16", "int8"):
                 converter.optimizations = [tf.lite.Optimize.DEFAULT]
             if quantization == "float16":

@@ -73,9 +73,11 @@ def place_weights(data: bytes, path: Path, weights: list[TaggedWeight],
     problems: dict[str, str] = {}
     replaced: set[int] = set()
     for graph in model.subgraphs:
+        filled = _constant_fills(model, graph, weights, schema)
         users = _users(model, graph, schema)
         for t, tensor in enumerate(graph.tensors):
-            weight = tag_of(model.buffers[tensor.buffer].data, tensor, weights, schema)
+            weight = filled.get(t) or tag_of(model.buffers[tensor.buffer].data, tensor,
+                                             weights, schema)
             if weight is None or weight.name in problems:
                 continue
             replaced.add(tensor.buffer)
@@ -123,6 +125,8 @@ class _AlignedBuffer:
     """A ``BufferT`` whose data (from ``make()`` at pack time) starts 16-byte aligned, as
     the converter writes it."""
 
+    data = None  # not read as a tag: its bytes exist only while packing
+
     def __init__(self, make, size: int):
         self.make, self.size = make, size
 
@@ -139,6 +143,55 @@ class _AlignedBuffer:
         schema.BufferStart(builder)
         schema.BufferAddData(builder, data)
         return schema.BufferEnd(builder)
+
+
+def _constant_fills(model, graph, weights, schema) -> dict[int, TaggedWeight]:
+    """Removes the ``FILL`` ops of constant shape and value from ``graph`` (the converter
+    emits them for large splat constants when asked to, see :func:`unfold_splats`):
+    a tag's output tensor is returned for placing, any other becomes a constant buffer
+    holding the filled value (what the converter would otherwise have written).
+    ``{output tensor index: weight}``."""
+    codes = [max(c.builtinCode, c.deprecatedBuiltinCode) for c in model.operatorCodes]
+    found: dict[int, TaggedWeight] = {}
+    kept = []
+    for op in graph.operators or []:
+        fill = codes[op.opcodeIndex] == schema.BuiltinOperator.FILL
+        shape, value = (_constant(model, graph, int(t), schema) for t in op.inputs[:2]) \
+            if fill else (None, None)
+        if shape is None or value is None or value.size != 1:
+            kept.append(op)
+            continue
+        out = int(op.outputs[0])
+        tensor = graph.tensors[out]
+        filled = np.full(tuple(int(d) for d in shape), value.reshape(()), value.dtype)
+        weight = tag_of(filled.reshape(-1)[:MIN_ELEMENTS].view(np.uint8) if filled.size >=
+                        MIN_ELEMENTS else None, tensor, weights, schema)
+        if weight is not None and tuple(filled.shape) == tuple(tensor.shape):
+            found[out] = weight
+        else:
+            model.buffers.append(_AlignedBuffer(lambda filled=filled: filled, filled.nbytes))
+            tensor.buffer = len(model.buffers) - 1
+    graph.operators = kept
+    return found
+
+
+def _constant(model, graph, t: int, schema) -> np.ndarray | None:
+    """The value of constant tensor ``t`` (None if it has no data)."""
+    tensor = graph.tensors[t]
+    data = model.buffers[tensor.buffer].data
+    types = {schema.TensorType.FLOAT32: np.float32, schema.TensorType.FLOAT16: np.float16,
+             schema.TensorType.INT32: np.int32, schema.TensorType.INT64: np.int64}
+    if data is None or len(data) == 0 or tensor.type not in types:
+        return None
+    return np.asarray(data, np.uint8).view(types[tensor.type])
+
+
+def unfold_splats(converter) -> None:
+    """Asks TF's converter to emit large splat constants as ``FILL`` ops instead of writing
+    them out at full size (2-3 s of GPT-2 small's conversion); :func:`place_weights` turns
+    them back into constants. A TF without the option writes them out as before."""
+    if hasattr(converter, "_experimental_unfold_large_splat_constant"):
+        converter._experimental_unfold_large_splat_constant = True
 
 
 def _users(model, graph, schema) -> dict[int, list]:

@@ -286,3 +286,29 @@ def test_a_tag_the_converter_did_not_keep_is_reported_not_placed(tmp_path):
     assert not (tmp_path / "m.tflite").exists()
     assert tagged.place(data, tmp_path / "m.tflite", weights) == set()
     assert (tmp_path / "m.tflite").exists()
+
+
+class DenseWithSplatConstant(torch.nn.Module):
+    """A Dense (tagged) and a conv whose kernel is one repeated value (a splat for TF, not
+    tagged: conv kernels stay real)."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv = torch.nn.Conv2d(128, 128, 3, padding=1)
+        torch.nn.init.constant_(self.conv.weight, 0.01)
+        self.proj = torch.nn.Linear(128, 512)  # large enough for TF to unfold
+
+    def forward(self, x):
+        return self.proj(self.conv(x).mean((2, 3)))
+
+
+def test_splats_unfolded_by_the_converter_become_constants_again(tmp_path):
+    """The float export asks TF's converter for FILL ops instead of full-size splats; every
+    FILL of a constant, a tag or a genuine splat like ``offset``, is a constant buffer in
+    the file again (XNNPACK takes no FILL)."""
+    conversion = crossport.convert_with_report(DenseWithSplatConstant().eval(),
+                                               random_inputs((1, 128, 8, 8)))
+    assert crossport.export(conversion, tmp_path / "m.tflite").passed
+    ops = tflite_op_names(tmp_path / "m.tflite")
+    assert "FILL" not in ops and "FULLY_CONNECTED" in ops, ops
