@@ -64,8 +64,9 @@ class OutputOnly(torch.nn.Module):
 
 
 def build_model(name: str) -> torch.nn.Module:
-    """The torchvision module for ``name`` with random weights (overwritten by the state)."""
-    path, kwargs = TORCHVISION[name]
+    """The torchvision module for ``name`` with random weights (overwritten by the state);
+    a name not in ``TORCHVISION`` is a plain ``torchvision.models`` constructor."""
+    path, kwargs = TORCHVISION.get(name, (name, {}))
     ctor = common.load_torchvision().models
     for part in path.split("."):
         ctor = getattr(ctor, part)

@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import common  # sets TF/Keras/OpenMP env vars before those libraries load
 import torch
-from peer_worker import TORCHVISION, OutputOnly, configure_threads, tiny_model
+from peer_worker import TORCHVISION, build_model, configure_threads, tiny_model
 
 TEXT_TOKENS = 128
 
@@ -40,14 +40,7 @@ class LastHiddenState(torch.nn.Module):
 
 
 def _torchvision(name: str) -> Callable[[], torch.nn.Module]:
-    def build():
-        path, kwargs = TORCHVISION.get(name, (name, {}))
-        ctor = common.load_torchvision().models
-        for part in path.split("."):
-            ctor = getattr(ctor, part)
-        module = ctor(weights=None, **kwargs)
-        return OutputOnly(module) if name.startswith("deeplab") else module
-    return build
+    return lambda: build_model(name)
 
 
 def _timm(name: str) -> Callable[[], torch.nn.Module]:

@@ -155,9 +155,10 @@ def _constant_fills(model, graph, weights, schema) -> dict[int, TaggedWeight]:
     found: dict[int, TaggedWeight] = {}
     kept = []
     for op in graph.operators or []:
-        fill = codes[op.opcodeIndex] == schema.BuiltinOperator.FILL
-        shape, value = (_constant(model, graph, int(t), schema) for t in op.inputs[:2]) \
-            if fill else (None, None)
+        if codes[op.opcodeIndex] != schema.BuiltinOperator.FILL:
+            kept.append(op)
+            continue
+        shape, value = (_constant(model, graph, int(t), schema) for t in op.inputs[:2])
         if shape is None or value is None or value.size != 1:
             kept.append(op)
             continue

@@ -16,8 +16,7 @@ from crossport.errors import ExportError
 _ATEN_OF = {"Erf": "erf", "Tan": "tan", "Atan": "atan", "Erfinv": "erfinv"}
 
 
-def converter_from_saved_model(saved: Path, ops: str = "builtins",
-                               signature_keys: list[str] | None = None):
+def converter_from_saved_model(saved: Path, ops: str = "builtins"):
     """A ``TFLiteConverter`` limited to builtin ops (``ops``: builtins, int8 or int16x8).
 
     It is TF's own converter without two pure-Python passes over the finished flatbuffer
@@ -25,11 +24,9 @@ def converter_from_saved_model(saved: Path, ops: str = "builtins",
     """
     import tensorflow as tf
 
-    signature_keys = signature_keys or ["serving_default"]
-    converter = _lean_converter(saved, signature_keys)
+    converter = _lean_converter(saved)
     if converter is None:
-        converter = tf.lite.TFLiteConverter.from_saved_model(str(saved),
-                                                             signature_keys=signature_keys)
+        converter = tf.lite.TFLiteConverter.from_saved_model(str(saved))
     ops_set = {
         "builtins": tf.lite.OpsSet.TFLITE_BUILTINS,
         "int8": tf.lite.OpsSet.TFLITE_BUILTINS_INT8,
@@ -39,7 +36,7 @@ def converter_from_saved_model(saved: Path, ops: str = "builtins",
     return converter
 
 
-def _lean_converter(saved: Path, signature_keys: list[str]):
+def _lean_converter(saved: Path):
     """TF's SavedModel converter minus its Python post-passes, or None on another TF.
 
     After the MLIR conversion, TF's Python wrapper unpacks and re-packs the whole flatbuffer
@@ -64,7 +61,7 @@ def _lean_converter(saved: Path, signature_keys: list[str]):
                 return super()._optimize_tflite_model(model, quant_mode, *args, **kwargs)
             return model
 
-    converter = LeanSavedModelConverter(str(saved), {"serve"}, list(signature_keys))
+    converter = LeanSavedModelConverter(str(saved), {"serve"}, ["serving_default"])
     converter.exclude_conversion_metadata = True
     return converter
 

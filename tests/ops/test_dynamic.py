@@ -113,7 +113,24 @@ class TwoInputs(nn.Module):
         return ids * mask.unsqueeze(-1)
 
 
+class ConstantMatrixProducts(nn.Module):
+    """GPT-2's Conv1D (``addmm(bias, x.view(-1, D), W)``) and ``x @ W``: Dense layers."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.weight = nn.Parameter(torch.randn(8, 40))
+        self.bias = nn.Parameter(torch.randn(40))
+        self.out = nn.Parameter(torch.randn(40, 6))
+
+    def forward(self, x):
+        y = torch.addmm(self.bias, x.reshape(-1, x.shape[-1]), self.weight)
+        return y.reshape(*x.shape[:-1], -1) @ self.out
+
+
 CASES = [
+    pytest.param(ConstantMatrixProducts(), (2, 5, 8), {0: {1: "seq"}}, True,
+                 [(3, 9, 8), (1, 2, 8)], id="addmm-and-matmul-with-parameters-dynamic"),
     pytest.param(Heads(), (2, 6, 8), {0: {1: "seq"}}, True, [(3, 5, 8), (1, 9, 8)],
                  id="reshape-two-dynamic-dims"),
     pytest.param(Positions(), (2, 6, 4), {"x": {1: "seq"}}, True, [(3, 11, 4)],

@@ -25,6 +25,15 @@ def _linear_supports(node):
     return None
 
 
+def _dense(ctx, x, kernel: np.ndarray, bias: np.ndarray | None = None):
+    """``x @ kernel (+ bias)`` as a Dense layer (FULLY_CONNECTED in TFLite)."""
+    dense = keras.layers.Dense(kernel.shape[1], use_bias=bias is not None, name=ctx.name())
+    arrays = {"kernel_initializer": kernel}
+    if bias is not None:
+        arrays["bias_initializer"] = bias
+    return call_with_weights(dense, x, **arrays)
+
+
 @register(aten.linear.default, policy=Policy.CUSTOM, supports=_linear_supports, dynamic=True)
 def aten_linear_default(ctx, input, weight, bias=None):
     """linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor
@@ -46,10 +55,7 @@ def aten_linear_default(ctx, input, weight, bias=None):
         x, out_layout = value.tensor, layout
     else:
         x, out_layout = ctx.canonical(value), canonical(value.rank)
-    dense = keras.layers.Dense(weight.shape[0], use_bias=bias is not None, name=ctx.name())
-    arrays = {"kernel_initializer": kernel} | ({"bias_initializer": bias} if bias is not None
-                                               else {})
-    y = call_with_weights(dense, x, **arrays)
+    y = _dense(ctx, x, kernel, bias)
     ctx.out_layout = out_layout
     return y
 
@@ -65,15 +71,6 @@ def _is_kernel(x, value) -> bool:
     a float32 tensor of rank >= 2."""
     return (isinstance(value, np.ndarray) and value.ndim == 2 and value.dtype == np.float32
             and not isinstance(x, np.ndarray) and len(x.shape) >= 2 and x.dtype == "float32")
-
-
-def _dense(ctx, x, kernel: np.ndarray, bias: np.ndarray | None = None):
-    """``x @ kernel (+ bias)`` as a Dense layer (FULLY_CONNECTED in TFLite)."""
-    dense = keras.layers.Dense(kernel.shape[1], use_bias=bias is not None, name=ctx.name())
-    arrays = {"kernel_initializer": kernel}
-    if bias is not None:
-        arrays["bias_initializer"] = bias
-    return call_with_weights(dense, x, **arrays)
 
 
 def _operand(ctx, value):
