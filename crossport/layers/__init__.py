@@ -26,6 +26,7 @@ from crossport.layers.conv import (
     ConvTranspose3d,
 )
 from crossport.layers.fused_norm import FusedBatchNormalization, StableLayerNormalization
+from crossport.layers.grouped_conv import GroupedConv1D, GroupedConv2D
 from crossport.layers.normalization import (
     BatchNorm1d,
     BatchNorm2d,
@@ -75,6 +76,8 @@ __all__ = [
     "ConvTranspose3d",
     "Erf",
     "FusedBatchNormalization",
+    "GroupedConv1D",
+    "GroupedConv2D",
     "GroupNorm",
     "InstanceNorm1d",
     "InstanceNorm2d",

@@ -23,6 +23,7 @@ from crossport.layers.base import (
     slice_axis,
     torch_same_padding,
 )
+from crossport.layers.grouped_conv import conv
 from crossport.layers.padding import pad_axes
 from crossport.weights import (
     conv_transpose_weight_to_keras,
@@ -186,7 +187,7 @@ class _ConvNd(_ConvBase):
             if any(s > 1 for s in stride) and any(d > 1 for d in dilation):
                 # TF has no strided dilated conv: dilate the kernel instead (exact zeros)
                 kernel, dilation = dilate_kernel(kernel, dilation), 1
-            y = ops.conv(x, kernel, stride, padding, dilation_rate=dilation)
+            y = conv(x, kernel, stride, padding, dilation_rate=dilation)
         return y + self.bias if self.use_bias else y
 
     def get_config(self) -> dict:

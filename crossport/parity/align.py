@@ -36,8 +36,9 @@ _TORCH_FAMILIES: dict[str, tuple[str, ...]] = {
 }
 
 _KERAS_FAMILIES: dict[str, tuple[str, ...]] = {
-    "conv": ("Conv1D", "Conv2D", "Conv3D", "DepthwiseConv1D", "DepthwiseConv2D",
-             "SeparableConv1D", "SeparableConv2D", "Conv1d", "Conv2d", "Conv3d"),
+    "conv": ("Conv1D", "Conv2D", "Conv3D", "GroupedConv1D", "GroupedConv2D",
+             "DepthwiseConv1D", "DepthwiseConv2D", "SeparableConv1D", "SeparableConv2D",
+             "Conv1d", "Conv2d", "Conv3d"),
     "conv_transpose": ("Conv1DTranspose", "Conv2DTranspose", "Conv3DTranspose",
                        "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d"),
     "dense": ("Dense", "EinsumDense"),

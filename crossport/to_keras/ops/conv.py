@@ -8,6 +8,7 @@ import keras
 import numpy as np
 import torch
 
+from crossport.layers.grouped_conv import GroupedConv1D, GroupedConv2D
 from crossport.to_keras.fold import is_constant
 from crossport.to_keras.initial import call_with_weights
 from crossport.to_keras.registry import Policy, register
@@ -16,6 +17,8 @@ from crossport.weights import conv_weight_to_keras, depthwise_weight_to_keras
 aten = torch.ops.aten
 
 _CONV = {1: keras.layers.Conv1D, 2: keras.layers.Conv2D, 3: keras.layers.Conv3D}
+# Grouped: TF's own grouped conv instead of Keras' XLA call (crossport.layers.grouped_conv)
+_GROUPED_CONV = {1: GroupedConv1D, 2: GroupedConv2D, 3: keras.layers.Conv3D}
 _DEPTHWISE = {1: keras.layers.DepthwiseConv1D, 2: keras.layers.DepthwiseConv2D}
 _ZERO_PAD = {1: keras.layers.ZeroPadding1D, 2: keras.layers.ZeroPadding2D,
              3: keras.layers.ZeroPadding3D}
@@ -103,7 +106,8 @@ def emit_conv(ctx, input, weight, bias, stride, padding, dilation, groups):
         layer = _DEPTHWISE[n](depth_multiplier=out_channels // in_channels, **common)
         arrays = {"depthwise_initializer": depthwise_weight_to_keras(weight, in_channels)}
     else:
-        layer = _CONV[n](filters=out_channels, groups=groups, **common)
+        layer = (_GROUPED_CONV if groups > 1 else _CONV)[n](filters=out_channels, groups=groups,
+                                                           **common)
         arrays = {"kernel_initializer": conv_weight_to_keras(weight)}
     if bias is not None:
         arrays["bias_initializer"] = bias

@@ -71,10 +71,11 @@ def load(module: nn.Module, weight: np.ndarray, bias=None) -> nn.Module:
     return module
 
 
-@register_layer("Conv1D", "Conv2D", "Conv3D", policy=Policy.CHANNELS_FIRST,
-                supports=conv_supported)
+@register_layer("Conv1D", "Conv2D", "Conv3D", "GroupedConv1D", "GroupedConv2D",
+                policy=Policy.CHANNELS_FIRST, supports=conv_supported)
 def ConvND(ctx: Context, layer, inputs):
-    """keras.layers.Conv{1,2,3}D -> nn.Conv{1,2,3}d (groups too), TFConvNd for asymmetric SAME.
+    """keras.layers.Conv{1,2,3}D (crossport's GroupedConv{1,2}D alike) -> nn.Conv{1,2,3}d
+    (groups too), TFConvNd for asymmetric SAME.
 
     TF SAME puts the odd extra pad after (pitfall 4); Conv1D ``causal`` pads (k-1)*d before.
     """
