@@ -70,6 +70,11 @@ SIZES = [
     *[pytest.param(lambda: after_conv(lambda x: x.mean((2, 3))), (1, 3, n // 100, 100),
                    id=f"mean-hw-after-conv-{n}", marks=m)
       for n, m in sizes(1_000, 100_000, 1_000_000)],
+    # an SE block's spatial mean: one running sum up to reduction.JOINT elements, folded above
+    *[pytest.param(lambda: after_conv(lambda x: x.mean((2, 3), keepdim=True)), (1, 3, s, s),
+                   id=f"se-mean-{s}x{s}") for s in (28, 32, 33, 56)],
+    *[pytest.param(lambda: after_conv(lambda x: torch.relu(x).sum((2, 3))), (1, 3, s, s),
+                   id=f"relu-sum-hw-{s}x{s}") for s in (32, 56)],
 ]
 
 
