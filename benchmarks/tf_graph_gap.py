@@ -11,6 +11,13 @@ either venv (so each TF release times both graphs):
     NOBUCO_PY tf_graph_gap.py export nobuco DIR --model resnet18   # nobuco's venv (TF 2.15)
     python tf_graph_gap.py time DIR --model resnet18 --runs 30     # either venv (or both)
 
+or every step for several models at once (both TF releases timed, one JSON per model and
+release in DIR; ``keras_app``, the keras.applications twin with random weights, is timed
+too where ``peer_worker.KERAS_TWINS`` has one):
+
+    python tf_graph_gap.py set DIR --models resnet18 swin_t --nobuco-python NOBUCO_PY
+    python tf_graph_gap.py table DIR      # the Markdown table of DIR's results
+
 ``time`` also counts each loaded graph's op types (before Grappler) and prints JSON;
 ``ops CONVERTER DIR`` counts the op types TF actually executes (the graph TF dumps after
 Grappler, placement and its oneDNN rewrite, via ``TF_DUMP_GRAPH_PREFIX``).
@@ -32,7 +39,7 @@ import numpy as np
 import peer_worker
 import torch
 
-CONVERTERS = ("crossport", "nobuco")
+CONVERTERS = ("crossport", "nobuco", "keras_app")
 
 
 def load_module(name: str, directory: Path) -> tuple[torch.nn.Module, torch.Tensor]:
@@ -42,8 +49,15 @@ def load_module(name: str, directory: Path) -> tuple[torch.nn.Module, torch.Tens
     return module.eval(), torch.load(directory / f"{name}.input.pt")
 
 
-def to_keras(converter: str, module: torch.nn.Module, x: torch.Tensor):
+def to_keras(converter: str, module: torch.nn.Module, x: torch.Tensor, name: str):
     """The converter's Keras model, NHWC in and out (as ``peer_worker`` converts it)."""
+    if converter == "keras_app":
+        import keras
+
+        ctor, kwargs = peer_worker.KERAS_TWINS[name]
+        return getattr(keras.applications, ctor)(
+            weights=None, input_shape=tuple(x.shape[2:]) + (x.shape[1],),
+            classifier_activation=None, **kwargs)
     if converter == "crossport":
         import crossport
 
@@ -61,16 +75,19 @@ def export(converter: str, name: str, directory: Path) -> None:
     import tensorflow as tf
 
     module, x = load_module(name, directory)
-    model = to_keras(converter, module, x)
+    model = to_keras(converter, module, x, name)
     x_nhwc = x.permute(0, 2, 3, 1).contiguous().numpy()
     holder = tf.Module()
-    holder.model = model
+    # The variables, not the Keras model: Keras 2 (nobuco's venv) would also trace its
+    # legacy training-mode call functions, which its StochasticDepth (swin_t) cannot trace.
+    holder.weights = list(model.weights)
     holder.serve = tf.function(lambda t: model(t, training=False),
                                input_signature=[tf.TensorSpec(x_nhwc.shape, tf.float32)])
     with torch.no_grad():
         want = module(x).numpy()
     got = np.asarray(holder.serve(tf.constant(x_nhwc)))
-    print(f"{converter}: max |keras - torch| = {np.abs(got - want).max():.2e}")
+    if converter != "keras_app":  # the twin has its own (random) weights
+        print(f"{converter}: max |keras - torch| = {np.abs(got - want).max():.2e}")
     tf.saved_model.save(holder, str(directory / f"{name}.{converter}.savedmodel"))
 
 
@@ -84,11 +101,13 @@ def time_all(name: str, directory: Path, runs: int) -> dict:
     with torch.no_grad():
         want = module(x).numpy()
     fns, ops, kept = {}, {}, []
-    for converter in CONVERTERS:
+    present = [c for c in CONVERTERS if (directory / f"{name}.{c}.savedmodel").exists()]
+    for converter in present:
         loaded = tf.saved_model.load(str(directory / f"{name}.{converter}.savedmodel"))
         serve = loaded.serve
-        err = float(np.abs(np.asarray(serve(x_tf)) - want).max())
-        print(f"{converter}: max |loaded - torch| = {err:.2e}")
+        if converter != "keras_app":
+            err = float(np.abs(np.asarray(serve(x_tf)) - want).max())
+            print(f"{converter}: max |loaded - torch| = {err:.2e}")
         fns[converter] = functools.partial(serve, x_tf)
         ops[converter] = graph_ops(serve.get_concrete_function(x_tf).graph)
         kept.append(loaded)  # the restored object owns the variables
@@ -101,7 +120,7 @@ def time_all(name: str, directory: Path, runs: int) -> dict:
     med = {k: common.summarize(v)["median_ms"] for k, v in samples.items()}
     return {"tf": tf.__version__, "model": name, "runs": runs,
             "load_avg": os.getloadavg(), "median_ms": med,
-            "ratio_to_torch": {k: med[k] / med["torch_eager"] for k in CONVERTERS},
+            "ratio_to_torch": {k: med[k] / med["torch_eager"] for k in present},
             "graph_ops": ops}
 
 
@@ -136,11 +155,55 @@ def executed_ops(converter: str, name: str, directory: Path) -> dict:
             "onednn": os.environ.get("TF_ENABLE_ONEDNN_OPTS", "default"), "ops": counts}
 
 
+def run_set(models: list[str], directory: Path, nobuco_python: str, runs: int) -> None:
+    """Every step for each model, each in its own process; ``time`` once per TF release,
+    each result written to ``DIR/MODEL.tf-VERSION.json``."""
+    import subprocess
+
+    here, project = str(Path(__file__).resolve()), sys.executable
+
+    def step(python: str, *args: str) -> str:
+        done = subprocess.run([python, here, *args, str(directory)], check=True,
+                              capture_output=True, text=True)
+        return done.stdout
+
+    for name in models:
+        step(project, "prepare", "--model", name)
+        step(project, "export", "crossport", "--model", name)
+        if name in peer_worker.KERAS_TWINS:
+            step(project, "export", "keras_app", "--model", name)
+        step(nobuco_python, "export", "nobuco", "--model", name)
+        for python in (project, nobuco_python):
+            out = step(python, "time", "--model", name, "--runs", str(runs))
+            result = json.loads(out[out.index("{"):])
+            (directory / f"{name}.tf-{result['tf']}.json").write_text(json.dumps(result))
+            print(name, result["tf"], {k: round(v, 3) for k, v in
+                                       result["ratio_to_torch"].items()}, flush=True)
+
+
+def set_table(directory: Path) -> str:
+    """A Markdown table of every ``set`` result in ``directory``: ratio to torch eager per
+    converter and TF release (smaller is faster), crossport's ratio to the best other."""
+    rows = ["| model | TF | crossport | nobuco | keras.applications | crossport / best other "
+            "| torch eager ms | load average |", "|---|---|---|---|---|---|---|---|"]
+    for path in sorted(directory.glob("*.tf-*.json")):
+        r = json.loads(path.read_text())
+        ratio = r["ratio_to_torch"]
+        others = [v for k, v in ratio.items() if k != "crossport"]
+        cells = [f"{ratio[c]:.3f}" if c in ratio else "—" for c in CONVERTERS]
+        rows.append(f"| {r['model']} | {r['tf']} | {' | '.join(cells)} | "
+                    f"{ratio['crossport'] / min(others):.3f} | "
+                    f"{r['median_ms']['torch_eager']:.1f} | {r['load_avg'][0]:.1f} |")
+    return "\n".join(rows)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("step", choices=("prepare", "export", "time", "ops"))
+    parser.add_argument("step", choices=("prepare", "export", "time", "ops", "set", "table"))
     parser.add_argument("args", nargs="+", help="[CONVERTER] DIR")
     parser.add_argument("--model", default="resnet18")
+    parser.add_argument("--models", nargs="+", help="the models of ``set``")
+    parser.add_argument("--nobuco-python", help="nobuco's venv python (``set``)")
     parser.add_argument("--runs", type=int, default=30)
     opts = parser.parse_args()
     directory = Path(opts.args[-1])
@@ -151,6 +214,10 @@ def main() -> None:
         peers.prepare(opts.model, directory)
     elif opts.step == "export":
         export(opts.args[0], opts.model, directory)
+    elif opts.step == "table":
+        print(set_table(directory))
+    elif opts.step == "set":
+        run_set(opts.models, directory, opts.nobuco_python, opts.runs)
     elif opts.step == "ops":
         print(json.dumps(executed_ops(opts.args[0], opts.model, directory)))
     else:
