@@ -30,6 +30,23 @@ CASES = [
     case("maxpool2d-rect-kernel-stride", nn.MaxPool2d((2, 3), stride=(1, 2)), (1, 3, 7, 9), expect_converters=("aten_max_pool2d_default",)),
     case("maxpool2d-negative-inputs-pad", Fn(lambda x: F.max_pool2d(-x.abs() - 1, 3, 1, 1)),
          (1, 2, 5, 5), expect_converters=("aten_abs_default", "aten_max_pool2d_default", "aten_neg_default", "aten_sub_tensor")),
+    # after a ReLU torch's -inf padding can be zeros (ResNet's stem): a Keras pad + pool
+    case("maxpool2d-after-relu-zero-pad", nn.Sequential(nn.ReLU(), nn.MaxPool2d(3, 2, 1)),
+         (1, 3, 9, 10), expect_layers=("ZeroPadding2D", "MaxPooling2D"),
+         expect_converters=("aten_max_pool2d_default",)),
+    case("maxpool1d-after-relu6-zero-pad", nn.Sequential(nn.ReLU6(), nn.MaxPool1d(3, 2, 1)),
+         (1, 3, 11), expect_layers=("ZeroPadding1D", "MaxPooling1D"),
+         expect_converters=("aten_max_pool2d_default",)),
+    case("maxpool2d-after-relu-ceil-exact-zero-pad",
+         nn.Sequential(nn.ReLU(), nn.MaxPool2d(3, 2, 1, ceil_mode=True)), (1, 3, 9, 9),
+         expect_layers=("ZeroPadding2D",), expect_converters=("aten_max_pool2d_default",)),
+    case("maxpool2d-after-relu-ceil-partial", nn.Sequential(nn.ReLU(), nn.MaxPool2d(
+        3, 2, 1, ceil_mode=True)), (1, 3, 10, 10), expect_layers=("MaxPool2d",),
+         expect_converters=("aten_max_pool2d_default",)),
+    # a ReLU then a shift is negative at the edges: -inf padding stays (zeros would win)
+    case("maxpool2d-after-shifted-relu-pad", nn.Sequential(nn.ReLU(), Fn(lambda x: x - 3),
+                                                            nn.MaxPool2d(3, 1, 1)),
+         (1, 2, 6, 7), expect_layers=("MaxPool2d",), expect_converters=("aten_max_pool2d_default",)),
     case("maxpool3d-basic", nn.MaxPool3d(2), (1, 2, 4, 6, 6), expect_converters=("aten_max_pool2d_default",)),
     case("maxpool3d-pad-ceil", nn.MaxPool3d(3, stride=2, padding=1, ceil_mode=True),
          (1, 2, 5, 6, 7), expect_converters=("aten_max_pool2d_default",)),

@@ -15,6 +15,8 @@ from crossport.to_keras.registry import Policy, register
 
 aten = torch.ops.aten
 
+_ZERO_PAD = {1: keras.layers.ZeroPadding1D, 2: keras.layers.ZeroPadding2D,
+             3: keras.layers.ZeroPadding3D}
 _MAX = {1: keras.layers.MaxPooling1D, 2: keras.layers.MaxPooling2D, 3: keras.layers.MaxPooling3D}
 _AVG = {1: keras.layers.AveragePooling1D, 2: keras.layers.AveragePooling2D,
         3: keras.layers.AveragePooling3D}
@@ -46,13 +48,44 @@ def _exact_without_ceil(in_shape, kernel, stride) -> bool:
     return all((size - k) % s == 0 for size, k, s in zip(in_shape, kernel, stride))
 
 
+def _nonnegative(node) -> bool:
+    """``node``'s value is >= 0 (or NaN) wherever it is defined: a ReLU or a clamp below at
+    0 or more (ReLU6 is ``hardtanh(0, 6)`` in the exported graph)."""
+    if not isinstance(node, torch.fx.Node):
+        return False
+    if node.target in (aten.relu.default, aten.relu_.default):
+        return True
+    if node.target in (aten.hardtanh.default, aten.hardtanh_.default):
+        low = node.args[1] if len(node.args) > 1 else node.kwargs.get("min_val", -1.0)
+        return low >= 0
+    if node.target in (aten.clamp.default, aten.clamp_.default):
+        low = node.args[1] if len(node.args) > 1 else node.kwargs.get("min")
+        return isinstance(low, (int, float)) and low >= 0
+    return False
+
+
+def _zero_padded_max(ctx, kernel, stride, padding, dilation, ceil_mode) -> bool:
+    """torch's ``-inf`` padding can be zeros: the input is non-negative and every window
+    holds an input element (torch keeps ``padding <= kernel // 2``). Zeros are one cheap
+    ``PAD`` (TF fuses it, TFLite and its int8 calibration take it as is)."""
+    if not any(padding) or any(d != 1 for d in dilation) or not _nonnegative(ctx.node.args[0]):
+        return False
+    if not ceil_mode:
+        return True
+    spatial = ctx.arg_shape(0)[2:]
+    return (not any(ctx.is_dynamic(s) for s in ctx.node.args[0].meta["val"].shape[2:])
+            and _exact_without_ceil([s + 2 * p for s, p in zip(spatial, padding)], kernel,
+                                    stride))
+
+
 @register(aten.max_pool1d.default, aten.max_pool2d.default, aten.max_pool3d.default,
           policy=Policy.CHANNELS_LAST, dynamic=True)
 def aten_max_pool2d_default(ctx, self, kernel_size, stride=(), padding=0, dilation=1,
                             ceil_mode=False):
     """max_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, int[2] dilation=1, bool ceil_mode=False)
 
-    torch pads with -inf and ceil_mode adds a last partial window: crossport.layers.MaxPoolNd.
+    torch pads with -inf and ceil_mode adds a last partial window: crossport.layers.MaxPoolNd,
+    or zero padding and a Keras pool after a ReLU (ResNet's stem).
     """
     n = _nd(ctx.node.target)
     kernel, stride, padding, dilation = _window(kernel_size, stride, padding, dilation, n)
@@ -62,6 +95,10 @@ def aten_max_pool2d_default(ctx, self, kernel_size, stride=(), padding=0, dilati
              and (not ceil_mode or (not dynamic and _exact_without_ceil(spatial, kernel, stride))))
     if plain:
         return _MAX[n](pool_size=kernel, strides=stride, padding="valid", name=ctx.name())(self)
+    if _zero_padded_max(ctx, kernel, stride, padding, dilation, ceil_mode):
+        pads = tuple((p, p) for p in padding)
+        x = _ZERO_PAD[n](padding=pads if n > 1 else pads[0], name=ctx.name("pad"))(self)
+        return _MAX[n](pool_size=kernel, strides=stride, padding="valid", name=ctx.name())(x)
     layer = getattr(torch_semantics, f"MaxPool{n}d")(
         kernel, stride, padding, dilation, ceil_mode, data_format="channels_last", name=ctx.name())
     return layer(self)
