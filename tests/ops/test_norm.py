@@ -54,7 +54,20 @@ class TF1LayerNorm(nn.Module):
 CASES = [
     # batch norm
     case("pitfall5-batchnorm2d-eps1e-5-small-var", randomized(nn.BatchNorm2d(4)), (2, 4, 5, 6),
+         expect_layers=("BatchNormalization",), expect_converters=("aten_batch_norm_default",)),
+    # TF folds its fused BN only into a conv the BN alone reads (not a depthwise one)
+    case("batchnorm2d-after-conv-is-fused", conv_then(nn.BatchNorm2d(4)), (2, 3, 8, 8),
          expect_layers=("FusedBatchNormalization",), expect_converters=("aten_batch_norm_default",)),
+    case("batchnorm2d-after-grouped-conv-is-fused", randomized(nn.Sequential(
+        nn.Conv2d(4, 6, 3, groups=2), nn.BatchNorm2d(6))), (1, 4, 7, 7),
+         expect_layers=("FusedBatchNormalization",), expect_converters=("aten_batch_norm_default",)),
+    case("batchnorm2d-after-depthwise-is-keras", randomized(nn.Sequential(
+        nn.Conv2d(4, 4, 3, groups=4), nn.BatchNorm2d(4), nn.ReLU6())), (1, 4, 7, 7),
+         expect_layers=("BatchNormalization",), expect_converters=("aten_batch_norm_default",)),
+    case("batchnorm2d-after-shared-conv-is-keras", randomized(nn.Sequential(
+        nn.Conv2d(3, 4, 3), Fn(lambda y: torch.nn.functional.batch_norm(
+            y, torch.arange(4.0), torch.arange(1.0, 5.0)) + y))), (1, 3, 7, 7),
+         expect_layers=("BatchNormalization",), expect_converters=("aten_batch_norm_default",)),
     case("batchnorm2d-custom-eps-momentum", randomized(nn.BatchNorm2d(4, eps=1e-3, momentum=0.3)),
          (2, 4, 5, 6), expect_converters=("aten_batch_norm_default",)),
     case("batchnorm1d-2d-input", randomized(nn.BatchNorm1d(5)), (3, 5),
