@@ -70,6 +70,11 @@ def to_keras(converter: str, module: torch.nn.Module, x: torch.Tensor, name: str
                                    outputs_channel_order=ChannelOrder.TENSORFLOW)
 
 
+def nhwc(array: np.ndarray) -> np.ndarray:
+    """A torch output in the converters' NHWC output layout (segmentation maps)."""
+    return array.transpose(0, 2, 3, 1) if array.ndim == 4 else array
+
+
 def export(converter: str, name: str, directory: Path) -> None:
     """Convert and save ``serve(x)`` = ``model(x, training=False)`` as a SavedModel."""
     import tensorflow as tf
@@ -84,7 +89,7 @@ def export(converter: str, name: str, directory: Path) -> None:
     holder.serve = tf.function(lambda t: model(t, training=False),
                                input_signature=[tf.TensorSpec(x_nhwc.shape, tf.float32)])
     with torch.no_grad():
-        want = module(x).numpy()
+        want = nhwc(module(x).numpy())
     got = np.asarray(holder.serve(tf.constant(x_nhwc)))
     if converter != "keras_app":  # the twin has its own (random) weights
         print(f"{converter}: max |keras - torch| = {np.abs(got - want).max():.2e}")
@@ -99,7 +104,7 @@ def time_all(name: str, directory: Path, runs: int) -> dict:
     module, x = load_module(name, directory)
     x_tf = tf.constant(x.permute(0, 2, 3, 1).contiguous().numpy())
     with torch.no_grad():
-        want = module(x).numpy()
+        want = nhwc(module(x).numpy())
     fns, ops, kept = {}, {}, []
     present = [c for c in CONVERTERS if (directory / f"{name}.{c}.savedmodel").exists()]
     for converter in present:
@@ -162,19 +167,19 @@ def run_set(models: list[str], directory: Path, nobuco_python: str, runs: int) -
 
     here, project = str(Path(__file__).resolve()), sys.executable
 
-    def step(python: str, *args: str) -> str:
-        done = subprocess.run([python, here, *args, str(directory)], check=True,
-                              capture_output=True, text=True)
+    def step(python: str, *positional: str, model: str) -> str:
+        done = subprocess.run([python, here, *positional, str(directory), "--model", model,
+                               "--runs", str(runs)], check=True, capture_output=True, text=True)
         return done.stdout
 
     for name in models:
-        step(project, "prepare", "--model", name)
-        step(project, "export", "crossport", "--model", name)
+        step(project, "prepare", model=name)
+        step(project, "export", "crossport", model=name)
         if name in peer_worker.KERAS_TWINS:
-            step(project, "export", "keras_app", "--model", name)
-        step(nobuco_python, "export", "nobuco", "--model", name)
+            step(project, "export", "keras_app", model=name)
+        step(nobuco_python, "export", "nobuco", model=name)
         for python in (project, nobuco_python):
-            out = step(python, "time", "--model", name, "--runs", str(runs))
+            out = step(python, "time", model=name)
             result = json.loads(out[out.index("{"):])
             (directory / f"{name}.tf-{result['tf']}.json").write_text(json.dumps(result))
             print(name, result["tf"], {k: round(v, 3) for k, v in
