@@ -9,13 +9,16 @@ forward is TF's own grouped ``Conv2D`` and its gradient is the XLA one Keras wou
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import keras
 
 
-def _xla_conv(strides, padding: str, dilations):
-    """The XLA-compiled grouped convolution (what Keras runs), for the gradient."""
+@functools.lru_cache(maxsize=None)
+def _xla_conv(strides: tuple, padding: str, dilations: tuple):
+    """The XLA-compiled grouped convolution (what Keras runs), for the gradient; one per
+    configuration, so eager training steps do not recompile it."""
     import tensorflow as tf
 
     @tf.function(jit_compile=True, autograph=False)
@@ -31,7 +34,7 @@ def grouped_convolution(x: Any, kernel: Any, strides, padding: str, dilations) -
     without oneDNN)."""
     import tensorflow as tf
 
-    padding = padding.upper()
+    strides, dilations, padding = _ints(strides), _ints(dilations), padding.upper()
 
     @tf.custom_gradient
     def conv(x, kernel):
@@ -44,6 +47,10 @@ def grouped_convolution(x: Any, kernel: Any, strides, padding: str, dilations) -
         return tf.nn.convolution(x, kernel, strides, padding, dilations=dilations), grad
 
     return conv(x, tf.convert_to_tensor(kernel))  # a value: the gradient reaches the variable
+
+
+def _ints(value) -> int | tuple[int, ...]:
+    return int(value) if isinstance(value, int) else tuple(int(v) for v in value)
 
 
 def conv(x: Any, kernel: Any, strides, padding: str, dilation_rate) -> Any:
@@ -63,13 +70,20 @@ def _native(x: Any, kernel: Any) -> bool:
 
 
 class _Grouped:
-    """The ``convolution_op`` shared by the grouped Conv1D/Conv2D subclasses."""
+    """The ``call`` shared by the grouped Conv1D/Conv2D subclasses (Keras' Conv1D.call does
+    not go through ``convolution_op``, so ``call`` itself is replaced)."""
 
-    def convolution_op(self, inputs: Any, kernel: Any) -> Any:
-        if self.data_format != "channels_last" or not _native(inputs, kernel):
-            return super().convolution_op(inputs, kernel)
-        return grouped_convolution(inputs, kernel, self.strides, self.padding,
-                                   self.dilation_rate)
+    def call(self, inputs: Any) -> Any:
+        if self.data_format != "channels_last" or not _native(inputs, self.kernel):
+            return super().call(inputs)
+        padding = self.padding
+        if padding == "causal":  # Conv1D only, as Keras does it
+            inputs = keras.ops.pad(inputs, self._compute_causal_padding())
+            padding = "valid"
+        y = grouped_convolution(inputs, self.kernel, self.strides, padding, self.dilation_rate)
+        if self.use_bias:
+            y = keras.ops.add(y, self.bias)  # channels-last: broadcasts over the last axis
+        return self.activation(y) if self.activation is not None else y
 
 
 @keras.saving.register_keras_serializable(package="crossport")

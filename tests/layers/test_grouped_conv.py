@@ -27,6 +27,7 @@ CASES = [  # (layer class, Keras twin, input shape, filters, kernel, strides, pa
     (GroupedConv2D, keras.layers.Conv2D, (1, 13, 10, 6), 9, (3, 2), 1, "valid", 2, 3),
     (GroupedConv1D, keras.layers.Conv1D, (2, 20, 8), 12, 5, 2, "valid", 1, 4),
     (GroupedConv1D, keras.layers.Conv1D, (1, 17, 6), 6, 3, 1, "same", 3, 6),
+    (GroupedConv1D, keras.layers.Conv1D, (2, 15, 8), 4, 3, 1, "causal", 2, 2),
 ]
 
 
@@ -58,10 +59,11 @@ def test_grouped_conv_equals_keras_conv_forward_and_gradient(case):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
-def test_grouped_conv_runs_without_xla():
-    """The traced graph has TF's grouped Conv2D and no XLA-compiled call (the reason for
-    the layer); Keras' own Conv2D compiles one."""
-    ours, ref, x = _pair(CASES[0])
+@pytest.mark.parametrize("case", [CASES[0], CASES[3]], ids=["2d", "1d"])
+def test_grouped_conv_runs_without_xla(case):
+    """The traced graph has TF's grouped convolution and no XLA-compiled call (the reason
+    for the layer); Keras' own Conv compiles one."""
+    ours, ref, x = _pair(case)
 
     def xla_calls(layer) -> int:
         graph = tf.function(lambda t: layer(t)).get_concrete_function(
