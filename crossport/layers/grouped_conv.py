@@ -37,7 +37,7 @@ def grouped_convolution(x: Any, kernel: Any, strides, padding: str, dilations) -
     strides, dilations, padding = _ints(strides), _ints(dilations), padding.upper()
 
     @tf.custom_gradient
-    def conv(x, kernel):
+    def forward(x, kernel):
         def grad(upstream):
             with tf.GradientTape() as tape:
                 tape.watch([x, kernel])
@@ -46,7 +46,7 @@ def grouped_convolution(x: Any, kernel: Any, strides, padding: str, dilations) -
 
         return tf.nn.convolution(x, kernel, strides, padding, dilations=dilations), grad
 
-    return conv(x, tf.convert_to_tensor(kernel))  # a value: the gradient reaches the variable
+    return forward(x, tf.convert_to_tensor(kernel))  # a value: the gradient reaches the variable
 
 
 def _ints(value) -> int | tuple[int, ...]:

@@ -11,7 +11,7 @@ import torch
 from crossport.layers.grouped_conv import GroupedConv1D, GroupedConv2D
 from crossport.to_keras.fold import is_constant
 from crossport.to_keras.initial import call_with_weights
-from crossport.to_keras.registry import Policy, register
+from crossport.to_keras.registry import Policy, bind_arguments, register
 from crossport.weights import conv_weight_to_keras, depthwise_weight_to_keras
 
 aten = torch.ops.aten
@@ -64,12 +64,6 @@ def _conv_supports(node: torch.fx.Node) -> str | None:
     if not is_constant(weight):
         return "the weight is computed in the graph (only parameter weights are supported)"
     return None
-
-
-def _arg(node, index, name, default):
-    if len(node.args) > index:
-        return node.args[index]
-    return node.kwargs.get(name, default)
 
 
 def _dilated_weight(weight, dilation):
@@ -139,7 +133,7 @@ def aten_conv_nd(ctx, input, weight, bias=None, stride=1, padding=0, dilation=1,
 
 
 def _convolution_supports(node):
-    if _arg(node, 6, "transposed", False):
+    if bind_arguments(node)["transposed"]:
         return "transposed convolution through aten.convolution (use conv_transposeNd)"
     return _conv_supports(node)
 

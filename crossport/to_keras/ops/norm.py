@@ -11,7 +11,7 @@ from crossport.layout import after_reduce, physical_array, physical_axes
 from crossport.to_keras.fold import is_constant
 from crossport.to_keras.initial import call_with_weights
 from crossport.to_keras.ops.shape import as_value
-from crossport.to_keras.registry import Policy, register
+from crossport.to_keras.registry import Policy, bind_arguments, register
 from crossport.weights import flat_feature_order
 
 aten = torch.ops.aten
@@ -36,24 +36,16 @@ def _batch_norm_supports(node: torch.fx.Node) -> str | None:
 _CONVS = (aten.conv2d.default, aten.conv2d.padding, aten.convolution.default)
 
 
-def _argument(node: torch.fx.Node, name: str, default):
-    """The schema argument ``name`` of ``node`` (positional, keyword or default)."""
-    for i, argument in enumerate(node.target._schema.arguments):
-        if argument.name == name:
-            return node.args[i] if i < len(node.args) else node.kwargs.get(name, default)
-    return default
-
-
 def _folds_into_conv(node) -> bool:
     """``node`` (a BN's input) is a 2-D, not depthwise, not transposed convolution read by
     that BN alone: TF's remapper then folds a fused BN into it (``_FusedConv2D``)."""
     if not isinstance(node, torch.fx.Node) or node.target not in _CONVS or len(node.users) != 1:
         return False
-    weight = node.args[1].meta.get("val") if isinstance(node.args[1], torch.fx.Node) else None
-    if weight is None or weight.ndim != 4 or _argument(node, "transposed", False):
+    arguments = bind_arguments(node)
+    weight = getattr(arguments["weight"], "meta", {}).get("val")
+    if weight is None or weight.ndim != 4 or arguments.get("transposed", False):
         return False
-    groups = _argument(node, "groups", 1)
-    return groups == 1 or int(weight.shape[1]) > 1  # depthwise: one input channel per group
+    return arguments["groups"] == 1 or int(weight.shape[1]) > 1  # depthwise: 1 input/group
 
 
 def emit_batch_norm(ctx, input, weight, bias, running_mean, running_var, momentum, eps):

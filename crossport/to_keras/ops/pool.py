@@ -11,7 +11,7 @@ import keras
 import torch
 
 from crossport import layers as torch_semantics
-from crossport.to_keras.registry import Policy, register
+from crossport.to_keras.registry import Policy, bind_arguments, register
 
 aten = torch.ops.aten
 
@@ -48,6 +48,17 @@ def _exact_without_ceil(in_shape, kernel, stride) -> bool:
     return all((size - k) % s == 0 for size, k, s in zip(in_shape, kernel, stride))
 
 
+def _ceil_adds_no_window(ctx, kernel, stride, padding, ceil_mode) -> bool:
+    """ceil_mode is off, or every window fits the padded input exactly (static sizes only:
+    a dynamic size may leave a partial window)."""
+    if not ceil_mode:
+        return True
+    if any(ctx.is_dynamic(s) for s in ctx.node.args[0].meta["val"].shape[2:]):
+        return False
+    padded = [s + 2 * p for s, p in zip(ctx.arg_shape(0)[2:], padding)]
+    return _exact_without_ceil(padded, kernel, stride)
+
+
 def _nonnegative(node) -> bool:
     """``node``'s value is >= 0 (or NaN) wherever it is defined: a ReLU or a clamp below at
     0 or more (ReLU6 is ``hardtanh(0, 6)`` in the exported graph)."""
@@ -56,26 +67,11 @@ def _nonnegative(node) -> bool:
     if node.target in (aten.relu.default, aten.relu_.default):
         return True
     if node.target in (aten.hardtanh.default, aten.hardtanh_.default):
-        low = node.args[1] if len(node.args) > 1 else node.kwargs.get("min_val", -1.0)
-        return low >= 0
+        return bind_arguments(node)["min_val"] >= 0
     if node.target in (aten.clamp.default, aten.clamp_.default):
-        low = node.args[1] if len(node.args) > 1 else node.kwargs.get("min")
+        low = bind_arguments(node)["min"]
         return isinstance(low, (int, float)) and low >= 0
     return False
-
-
-def _zero_padded_max(ctx, kernel, stride, padding, dilation, ceil_mode) -> bool:
-    """torch's ``-inf`` padding can be zeros: the input is non-negative and every window
-    holds an input element (torch keeps ``padding <= kernel // 2``). Zeros are one cheap
-    ``PAD`` (TF fuses it, TFLite and its int8 calibration take it as is)."""
-    if not any(padding) or any(d != 1 for d in dilation) or not _nonnegative(ctx.node.args[0]):
-        return False
-    if not ceil_mode:
-        return True
-    spatial = ctx.arg_shape(0)[2:]
-    return (not any(ctx.is_dynamic(s) for s in ctx.node.args[0].meta["val"].shape[2:])
-            and _exact_without_ceil([s + 2 * p for s, p in zip(spatial, padding)], kernel,
-                                    stride))
 
 
 @register(aten.max_pool1d.default, aten.max_pool2d.default, aten.max_pool3d.default,
@@ -89,13 +85,13 @@ def aten_max_pool2d_default(ctx, self, kernel_size, stride=(), padding=0, dilati
     """
     n = _nd(ctx.node.target)
     kernel, stride, padding, dilation = _window(kernel_size, stride, padding, dilation, n)
-    spatial = ctx.arg_shape(0)[2:]
-    dynamic = any(ctx.is_dynamic(s) for s in ctx.node.args[0].meta["val"].shape[2:])
-    plain = (not any(padding) and all(d == 1 for d in dilation)
-             and (not ceil_mode or (not dynamic and _exact_without_ceil(spatial, kernel, stride))))
-    if plain:
+    keras_pool = (all(d == 1 for d in dilation)
+                  and _ceil_adds_no_window(ctx, kernel, stride, padding, ceil_mode))
+    if keras_pool and not any(padding):
         return _MAX[n](pool_size=kernel, strides=stride, padding="valid", name=ctx.name())(self)
-    if _zero_padded_max(ctx, kernel, stride, padding, dilation, ceil_mode):
+    if keras_pool and _nonnegative(ctx.node.args[0]):
+        # torch's -inf padding can be zeros: every window holds an input element (torch keeps
+        # padding <= kernel // 2), all >= 0. One cheap PAD: TF fuses it, int8 calibrates it.
         pads = tuple((p, p) for p in padding)
         x = _ZERO_PAD[n](padding=pads if n > 1 else pads[0], name=ctx.name("pad"))(self)
         return _MAX[n](pool_size=kernel, strides=stride, padding="valid", name=ctx.name())(x)
@@ -127,10 +123,8 @@ def aten_avg_pool2d_default(ctx, self, kernel_size, stride=(), padding=0, ceil_m
     """
     n = _nd(ctx.node.target)
     kernel, stride, padding, _ = _window(kernel_size, stride, padding, 1, n)
-    spatial = ctx.arg_shape(0)[2:]
-    dynamic = any(ctx.is_dynamic(s) for s in ctx.node.args[0].meta["val"].shape[2:])
     plain = (not any(padding) and divisor_override is None
-             and (not ceil_mode or (not dynamic and _exact_without_ceil(spatial, kernel, stride))))
+             and _ceil_adds_no_window(ctx, kernel, stride, padding, ceil_mode))
     if plain:
         return _AVG[n](pool_size=kernel, strides=stride, padding="valid", name=ctx.name())(self)
     layer = getattr(torch_semantics, f"AvgPool{n}d")(
