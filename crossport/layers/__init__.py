@@ -8,6 +8,7 @@ a torch module's configuration and weights. See :mod:`crossport.layers.base` for
 # The converter's run-time shape layers (SizeOf, DynamicReshape, ...): registered for
 # deserialisation on import, but plumbing rather than hand-porting blocks, so not in __all__.
 from crossport.layers import dynamic, linalg  # noqa: F401
+from crossport.layers.activation import GELU
 from crossport.layers.adaptive_pooling import (
     AdaptiveAvgPool1d,
     AdaptiveAvgPool2d,
@@ -76,6 +77,7 @@ __all__ = [
     "ConvTranspose3d",
     "Erf",
     "FusedBatchNormalization",
+    "GELU",
     "GroupedConv1D",
     "GroupedConv2D",
     "GroupNorm",

@@ -47,7 +47,7 @@ _KERAS_FAMILIES: dict[str, tuple[str, ...]] = {
              "UnitNormalization", "RMSNormalization", "LayerNorm", "GroupNorm", "BatchNorm1d",
              "BatchNorm2d", "BatchNorm3d", "InstanceNorm1d", "InstanceNorm2d",
              "InstanceNorm3d"),
-    "act": ("ReLU", "LeakyReLU", "Activation", "ELU", "PReLU", "Softmax"),
+    "act": ("ReLU", "LeakyReLU", "Activation", "ELU", "PReLU", "Softmax", "GELU"),
     "pool": ("MaxPooling1D", "MaxPooling2D", "MaxPooling3D", "AveragePooling1D",
              "AveragePooling2D", "AveragePooling3D", "GlobalAveragePooling1D",
              "GlobalAveragePooling2D", "GlobalAveragePooling3D", "GlobalMaxPooling1D",

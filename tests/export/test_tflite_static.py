@@ -236,6 +236,30 @@ def test_lean_converter_writes_what_tfs_converter_writes(tmp_path, quantization)
     np.testing.assert_array_equal(outs[0], outs[1])
 
 
+class GeluBlock(torch.nn.Module):
+    """Exact and tanh GELU after a conv and after a Linear."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3)
+        self.fc = torch.nn.Linear(8, 6)
+
+    def forward(self, x):
+        h = torch.nn.functional.gelu(self.conv(x)).mean((2, 3))
+        return torch.nn.functional.gelu(self.fc(h), approximate="tanh")
+
+
+def test_gelu_exports_as_tflite_gelu_ops(tmp_path):
+    """crossport.layers.GELU computes torch's erf formula; TF's Erf has no TFLite builtin,
+    so the export must fuse each GELU into the builtin op (never Flex)."""
+    torch.manual_seed(0)
+    conversion = crossport.convert_with_report(GeluBlock().eval(), random_inputs((1, 3, 10, 10)))
+    result = crossport.export(conversion, tmp_path / "m.tflite")
+    ops = tflite_op_names(result.path)
+    assert result.passed and ops.count("GELU") == 2, ops
+    assert not [op for op in ops if op.startswith("Flex") or op in ("CUSTOM", "ERF")], ops
+
+
 class TextEncoder(torch.nn.Module):
     """Embedding, a scaled query projection (TF folds the scale into its kernel) and MLP."""
 

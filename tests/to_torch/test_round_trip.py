@@ -90,3 +90,14 @@ def test_erf_round_trip():
 class Erf(nn.Module):
     def forward(self, x):
         return torch.erf(x)
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_round_trip_keeps_its_approximation(approximate):
+    """The converter's crossport.layers.GELU comes back as nn.GELU with its approximation."""
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Conv2d(3, 4, 3), nn.GELU(approximate), nn.Flatten(), nn.Linear(64, 3),
+                        nn.GELU(approximate))
+    back = _round_trip(net, torch.randn(2, 3, 6, 6))
+    gelus = [m.approximate for m in back.module.modules() if isinstance(m, nn.GELU)]
+    assert back.report.passed and gelus == [approximate] * 2

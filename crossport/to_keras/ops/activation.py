@@ -6,6 +6,7 @@ import keras
 import numpy as np
 import torch
 
+from crossport.layers.activation import GELU
 from crossport.layers.special import Erf
 from crossport.to_keras.fold import is_constant
 from crossport.to_keras.registry import Policy, register
@@ -25,7 +26,7 @@ def _activation(ctx, x, fn):
         x = ops.cast(x, want)
     if isinstance(fn, str):
         return keras.layers.Activation(fn, name=ctx.name())(x)
-    return fn(x)
+    return fn(x)  # a function of keras.ops, or a layer
 
 
 @register(aten.relu.default, aten.relu_.default, policy=Policy.AGNOSTIC, dynamic=True)
@@ -95,10 +96,10 @@ def aten_selu_default(ctx, self):
 def aten_gelu_default(ctx, self, approximate="none"):
     """gelu(Tensor self, *, str approximate='none') -> Tensor
 
-    torch 'none'/'tanh' is Keras approximate=False/True; Keras' own default is True.
+    crossport.layers.GELU: torch's formula (Keras' own gelu defaults to tanh, and its exact
+    form runs TF's slower Erfc kernel).
     """
-    exact = approximate == "none"
-    return _activation(ctx, self, lambda x: ops.gelu(x, approximate=not exact))
+    return _activation(ctx, self, GELU(approximate, name=ctx.name()))
 
 
 @register(aten.silu.default, aten.silu_.default, policy=Policy.AGNOSTIC, dynamic=True)

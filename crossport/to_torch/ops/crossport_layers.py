@@ -55,3 +55,9 @@ def Erf(ctx: Context, layer, inputs):
     import torch
 
     return ctx.call_function(torch.erf, inputs)
+
+
+@register_layer(policy=Policy.AGNOSTIC)
+def GELU(ctx: Context, layer, inputs):
+    """crossport.layers.GELU -> nn.GELU with the same ``approximate``."""
+    return ctx.call_module(nn.GELU(approximate=layer.get_config()["approximate"]), inputs)
