@@ -25,6 +25,12 @@ DEFAULT_DIR = HERE / ".venvs"
 TORCH = "torch==2.13.0"  # this machine's index resolves it to the local CPU build
 TORCHVISION = "torchvision==0.28.0"
 
+HF_AND_TIMM = ["timm==1.0.31", "transformers==5.23.0", "tokenizers==0.23.3",
+               "huggingface_hub==2.4.0", "safetensors==0.8.0", "regex==2026.11.15",
+               "hf-xet==1.8.0", "PyYAML==6.0.3", "httpx2==2.16.2", "httpcore2==2.16.2",
+               "anyio==4.14.2", "h11==0.16.0", "truststore==0.10.5", "click==8.5.1",
+               "typer==0.29.2", "shellingham==1.5.4"]
+
 # peer -> pip install steps after torch (each a list of pip arguments), and the module to import
 RECIPES: dict[str, dict] = {
     "litert-torch": {
@@ -36,7 +42,10 @@ RECIPES: dict[str, dict] = {
         # nobuco 0.17 (its latest) imports keras.src.engine, i.e. Keras 2: TF 2.21 ships
         # Keras 3 and fails at `import nobuco`, so this venv has TF 2.15, the last with
         # Keras 2 built in (tensorflow-cpu keeps CUDA wheels out)
-        "steps": [["tensorflow-cpu==2.15.1"], ["nobuco==0.17.0"]],
+        "steps": [["tensorflow-cpu==2.15.1"], ["nobuco==0.17.0"],
+                  # tf_graph_gap.py's timm and HF models: their packages and the pure-Python
+                  # deps they import (no-deps keeps torch and TF as they are)
+                  ["--no-deps", *HF_AND_TIMM]],
         "import": "nobuco",
     },
 }

@@ -12,8 +12,11 @@ either venv (so each TF release times both graphs):
     python tf_graph_gap.py time DIR --model resnet18 --runs 30     # either venv (or both)
 
 or every step for several models at once (both TF releases timed, one JSON per model and
-release in DIR; ``keras_app``, the keras.applications twin with random weights, is timed
-too where ``peer_worker.KERAS_TWINS`` has one):
+release in DIR; ``keras_app``, the model written in Keras by hand with random weights, is
+timed too where there is one: a keras.applications twin, or ``keras_refs``' BERT / GPT-2).
+Models: ``peer_worker``'s torchvision set (``peers.prepare`` weights) and the rest of
+``tflite_files.MODELS`` (timm, BERT, GPT-2, Whisper encoder; text and audio models take
+their torch inputs, image models NHWC):
 
     python tf_graph_gap.py set DIR --models resnet18 swin_t --nobuco-python NOBUCO_PY
     python tf_graph_gap.py table DIR      # the Markdown table of DIR's results
@@ -37,60 +40,108 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # sets TF/Keras/OpenMP env vars before those libraries load
 import numpy as np
 import peer_worker
+import tflite_files
 import torch
 
 CONVERTERS = ("crossport", "nobuco", "keras_app")
+# keras.applications twins: peers.py's, and timm's MobileNetV3 (the same architecture)
+IMAGE_TWINS = {**peer_worker.KERAS_TWINS,
+               "timm_mobilenetv3_large_100": ("MobileNetV3Large",
+                                              {"include_preprocessing": False})}
+TEXT_TWINS = {"bert_base": "bert_encoder", "gpt2_small": "gpt2_decoder"}  # keras_refs
 
 
-def load_module(name: str, directory: Path) -> tuple[torch.nn.Module, torch.Tensor]:
-    """The module with the state_dict ``prepare`` saved, and the NCHW input."""
+def prepare(name: str, directory: Path) -> None:
+    """Save the seeded, live weights and the input every converter gets."""
+    if name in peer_worker.TORCHVISION:
+        import peers
+
+        peers.prepare(name, directory)
+    else:  # timm, HF text and audio models: tflite_files' builders (saved on first use)
+        (directory / name).mkdir(exist_ok=True)
+        tflite_files.model_and_input(name, directory / name)
+
+
+def load_module(name: str, directory: Path) -> tuple[torch.nn.Module, torch.Tensor, bool]:
+    """The module with the weights ``prepare`` saved, its torch input, and whether the
+    converters take that input (and give spatial outputs) channels-last."""
+    if name not in peer_worker.TORCHVISION:
+        if not (directory / name / "state.pt").exists():  # never new weights per venv
+            raise FileNotFoundError(f"run the prepare step for {name} first")
+        return tflite_files.model_and_input(name, directory / name)
     module = peer_worker.build_model(name)
     module.load_state_dict(torch.load(directory / f"{name}.state.pt"))
-    return module.eval(), torch.load(directory / f"{name}.input.pt")
+    return module.eval(), torch.load(directory / f"{name}.input.pt"), True
 
 
-def to_keras(converter: str, module: torch.nn.Module, x: torch.Tensor, name: str):
-    """The converter's Keras model, NHWC in and out (as ``peer_worker`` converts it)."""
+def has_keras_twin(name: str) -> bool:
+    return name in IMAGE_TWINS or name in TEXT_TWINS
+
+
+def keras_twin(name: str, x: torch.Tensor):
+    """The model written in Keras by hand, random weights: a keras.applications model, or
+    ``keras_refs``' BERT / GPT-2 (every token unmasked), taking the converters' input."""
+    import keras
+
+    if name in TEXT_TWINS:
+        import keras_refs
+
+        ref = getattr(keras_refs, TEXT_TWINS[name])(seq=x.shape[1])
+        ids = keras.Input(tuple(x.shape[1:]), batch_size=x.shape[0],
+                          dtype=str(x.dtype).removeprefix("torch."))
+        ids32 = keras.ops.cast(ids, "int32")
+        return keras.Model(ids, ref([ids32, keras.ops.ones_like(ids32)]))
+    ctor, kwargs = IMAGE_TWINS[name]
+    return getattr(keras.applications, ctor)(
+        weights=None, input_shape=tuple(x.shape[2:]) + (x.shape[1],),
+        classifier_activation=None, **kwargs)
+
+
+def graph_input(x: torch.Tensor, channels_last: bool) -> np.ndarray:
+    """The converted graphs' input: NHWC for image models, the torch input otherwise."""
+    return (x.permute(0, 2, 3, 1) if channels_last else x).contiguous().numpy()
+
+
+def to_keras(converter: str, module: torch.nn.Module, x: torch.Tensor, name: str,
+             channels_last: bool):
+    """The converter's Keras model; image models NHWC in and out (as ``peer_worker``
+    converts them), text and audio models on their torch layouts."""
     if converter == "keras_app":
-        import keras
-
-        ctor, kwargs = peer_worker.KERAS_TWINS[name]
-        return getattr(keras.applications, ctor)(
-            weights=None, input_shape=tuple(x.shape[2:]) + (x.shape[1],),
-            classifier_activation=None, **kwargs)
+        return keras_twin(name, x)
     if converter == "crossport":
         import crossport
 
-        return crossport.convert(module, (x,), channels_last_io=True)
+        return crossport.convert(module, (x,), channels_last_io=channels_last)
     import nobuco
     from nobuco import ChannelOrder
 
-    return nobuco.pytorch_to_keras(module, args=[x],
-                                   inputs_channel_order=ChannelOrder.TENSORFLOW,
-                                   outputs_channel_order=ChannelOrder.TENSORFLOW)
+    order = ChannelOrder.TENSORFLOW if channels_last else ChannelOrder.PYTORCH
+    return nobuco.pytorch_to_keras(module, args=[x], inputs_channel_order=order,
+                                   outputs_channel_order=order)
 
 
-def nhwc(array: np.ndarray) -> np.ndarray:
-    """A torch output in the converters' NHWC output layout (segmentation maps)."""
-    return array.transpose(0, 2, 3, 1) if array.ndim == 4 else array
+def torch_reference(module: torch.nn.Module, x: torch.Tensor, channels_last: bool) -> np.ndarray:
+    """torch's output in the converted graphs' output layout (NHWC segmentation maps)."""
+    with torch.no_grad():
+        array = module(x).numpy()
+    return array.transpose(0, 2, 3, 1) if channels_last and array.ndim == 4 else array
 
 
 def export(converter: str, name: str, directory: Path) -> None:
     """Convert and save ``serve(x)`` = ``model(x, training=False)`` as a SavedModel."""
     import tensorflow as tf
 
-    module, x = load_module(name, directory)
-    model = to_keras(converter, module, x, name)
-    x_nhwc = x.permute(0, 2, 3, 1).contiguous().numpy()
+    module, x, channels_last = load_module(name, directory)
+    model = to_keras(converter, module, x, name, channels_last)
+    x_in = graph_input(x, channels_last)
     holder = tf.Module()
     # The variables, not the Keras model: Keras 2 (nobuco's venv) would also trace its
     # legacy training-mode call functions, which its StochasticDepth (swin_t) cannot trace.
     holder.weights = list(model.weights)
     holder.serve = tf.function(lambda t: model(t, training=False),
-                               input_signature=[tf.TensorSpec(x_nhwc.shape, tf.float32)])
-    with torch.no_grad():
-        want = nhwc(module(x).numpy())
-    got = np.asarray(holder.serve(tf.constant(x_nhwc)))
+                               input_signature=[tf.TensorSpec(x_in.shape, x_in.dtype)])
+    want = torch_reference(module, x, channels_last)
+    got = np.asarray(holder.serve(tf.constant(x_in)))
     if converter != "keras_app":  # the twin has its own (random) weights
         print(f"{converter}: max |keras - torch| = {np.abs(got - want).max():.2e}")
     tf.saved_model.save(holder, str(directory / f"{name}.{converter}.savedmodel"))
@@ -101,10 +152,9 @@ def time_all(name: str, directory: Path, runs: int) -> dict:
     import tensorflow as tf
 
     common.configure_runtime(1)
-    module, x = load_module(name, directory)
-    x_tf = tf.constant(x.permute(0, 2, 3, 1).contiguous().numpy())
-    with torch.no_grad():
-        want = nhwc(module(x).numpy())
+    module, x, channels_last = load_module(name, directory)
+    x_tf = tf.constant(graph_input(x, channels_last))
+    want = torch_reference(module, x, channels_last)
     fns, ops, kept = {}, {}, []
     present = [c for c in CONVERTERS if (directory / f"{name}.{c}.savedmodel").exists()]
     for converter in present:
@@ -151,8 +201,8 @@ def executed_ops(converter: str, name: str, directory: Path) -> dict:
 
     common.configure_runtime(1)
     loaded = tf.saved_model.load(str(directory / f"{name}.{converter}.savedmodel"))
-    _, x = load_module(name, directory)
-    loaded.serve(tf.constant(x.permute(0, 2, 3, 1).contiguous().numpy()))
+    _, x, channels_last = load_module(name, directory)
+    loaded.serve(tf.constant(graph_input(x, channels_last)))
     (final,) = [p for p in dump.iterdir() if p.name.endswith("after_partition_passes.pbtxt")]
     ops = re.findall(r'^  op: "(\w+)"', final.read_text(), flags=re.MULTILINE)
     counts = {op: ops.count(op) for op in sorted(set(ops), key=lambda o: -ops.count(o))}
@@ -169,15 +219,21 @@ def run_set(models: list[str], directory: Path, nobuco_python: str, runs: int) -
 
     def step(python: str, *positional: str, model: str) -> str:
         done = subprocess.run([python, here, *positional, str(directory), "--model", model,
-                               "--runs", str(runs)], check=True, capture_output=True, text=True)
+                               "--runs", str(runs)], capture_output=True, text=True)
+        if done.returncode:  # say which step failed and why; the caller decides
+            tail = "\n".join(done.stderr.strip().splitlines()[-3:])
+            raise RuntimeError(f"{model}: {' '.join(positional)} failed:\n{tail}")
         return done.stdout
 
     for name in models:
         step(project, "prepare", model=name)
         step(project, "export", "crossport", model=name)
-        if name in peer_worker.KERAS_TWINS:
+        if has_keras_twin(name):
             step(project, "export", "keras_app", model=name)
-        step(nobuco_python, "export", "nobuco", model=name)
+        try:  # a model nobuco cannot convert is still timed against the others
+            step(nobuco_python, "export", "nobuco", model=name)
+        except RuntimeError as exc:
+            print(exc, flush=True)
         for python in (project, nobuco_python):
             out = step(python, "time", model=name)
             result = json.loads(out[out.index("{"):])
@@ -189,15 +245,15 @@ def run_set(models: list[str], directory: Path, nobuco_python: str, runs: int) -
 def set_table(directory: Path) -> str:
     """A Markdown table of every ``set`` result in ``directory``: ratio to torch eager per
     converter and TF release (smaller is faster), crossport's ratio to the best other."""
-    rows = ["| model | TF | crossport | nobuco | keras.applications | crossport / best other "
+    rows = ["| model | TF | crossport | nobuco | Keras by hand | crossport / best other "
             "| torch eager ms | load average |", "|---|---|---|---|---|---|---|---|"]
     for path in sorted(directory.glob("*.tf-*.json")):
         r = json.loads(path.read_text())
         ratio = r["ratio_to_torch"]
         others = [v for k, v in ratio.items() if k != "crossport"]
         cells = [f"{ratio[c]:.3f}" if c in ratio else "—" for c in CONVERTERS]
-        rows.append(f"| {r['model']} | {r['tf']} | {' | '.join(cells)} | "
-                    f"{ratio['crossport'] / min(others):.3f} | "
+        best = f"{ratio['crossport'] / min(others):.3f}" if others else "—"
+        rows.append(f"| {r['model']} | {r['tf']} | {' | '.join(cells)} | {best} | "
                     f"{r['median_ms']['torch_eager']:.1f} | {r['load_avg'][0]:.1f} |")
     return "\n".join(rows)
 
@@ -214,9 +270,7 @@ def main() -> None:
     directory = Path(opts.args[-1])
     directory.mkdir(parents=True, exist_ok=True)
     if opts.step == "prepare":
-        import peers
-
-        peers.prepare(opts.model, directory)
+        prepare(opts.model, directory)
     elif opts.step == "export":
         export(opts.args[0], opts.model, directory)
     elif opts.step == "table":
