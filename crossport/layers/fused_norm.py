@@ -83,9 +83,17 @@ class StableLayerNormalization(keras.layers.LayerNormalization):
         centered = x - stable_mean(x, axis=axes, keepdims=True)
         variance = stable_mean(ops.square(centered), axis=axes, keepdims=True)
         y = centered * ops.rsqrt(variance + self.epsilon)
-        shape = [x.shape[a] if a in axes else 1 for a in range(len(x.shape))]
         if self.scale:
-            y = y * ops.reshape(ops.cast(self.gamma, dtype), shape)
+            y = y * _broadcastable(ops.cast(self.gamma, dtype), axes, len(x.shape))
         if self.center:
-            y = y + ops.reshape(ops.cast(self.beta, dtype), shape)
+            y = y + _broadcastable(ops.cast(self.beta, dtype), axes, len(x.shape))
         return ops.cast(y, self.compute_dtype)
+
+
+def _broadcastable(param: Any, axes: list[int], rank: int) -> Any:
+    """A LayerNorm parameter (shaped like the normalized axes) laid out to broadcast against
+    the input; as it is over trailing axes (the usual case: no reshape op in the graph)."""
+    if axes == list(range(rank - len(axes), rank)):
+        return param
+    return keras.ops.reshape(param, [param.shape[axes.index(a)] if a in axes else 1
+                                     for a in range(rank)])
