@@ -45,7 +45,8 @@ class _FunctionalCache:
         self.keys: dict[int, torch.Tensor] = {}
         self.values: dict[int, torch.Tensor] = {}
 
-    def update(self, key_states, value_states, layer_idx, cache_kwargs=None):
+    def update(self, key_states, value_states, layer_idx, *_args, **_kwargs):
+        # the rest is cache_kwargs (transformers < 5.24) or kwargs (5.24): not needed here
         self.keys[layer_idx] = self._write(self.k_caches[layer_idx], key_states)
         self.values[layer_idx] = self._write(self.v_caches[layer_idx], value_states)
         return self.keys[layer_idx], self.values[layer_idx]
@@ -102,6 +103,7 @@ class KVCacheStep(nn.Module):
         self.window = check_supported(lm, self.max_cache_len)
         self.dict_masks = _takes_mask_dict(lm)
         self._keeps_logits = "logits_to_keep" in inspect.signature(lm.forward).parameters
+        self._cache_arg = _cache_argument(lm)
         self.cache_shape = self._probe_cache_shape()  # [layers, *layer_cache_shape]
         self.layers = self.cache_shape[0]
         self.layer_cache_shape = self.cache_shape[1:]
@@ -114,7 +116,7 @@ class KVCacheStep(nn.Module):
     def _step(self, tokens, input_pos, last_index, *caches):
         slots = torch.arange(self.max_cache_len, dtype=input_pos.dtype)
         cache = _FunctionalCache(caches[:self.layers], caches[self.layers:], input_pos[:1])
-        out = self.lm(input_ids=tokens, position_ids=input_pos[None], past_key_values=cache,
+        out = self.lm(input_ids=tokens, position_ids=input_pos[None], **{self._cache_arg: cache},
                       attention_mask=self._masks(slots, input_pos), use_cache=True,
                       **({"logits_to_keep": last_index} if self._keeps_logits else {}))
         logits = out.logits if self._keeps_logits else out.logits.index_select(1, last_index)
@@ -136,7 +138,7 @@ class KVCacheStep(nn.Module):
         shapes = {}
 
         class Probe:
-            def update(_, key_states, value_states, layer_idx, cache_kwargs=None):
+            def update(_, key_states, value_states, layer_idx, *_args, **_kwargs):
                 shapes[layer_idx] = tuple(key_states.shape)
                 return key_states, value_states
 
@@ -148,7 +150,7 @@ class KVCacheStep(nn.Module):
         masks = {kind: mask for kind in MASK_KINDS} if self.dict_masks else mask
         with torch.no_grad():
             self.lm(input_ids=tokens, position_ids=positions[None], attention_mask=masks,
-                    past_key_values=Probe(), use_cache=True)
+                    use_cache=True, **{self._cache_arg: Probe()})
         if not shapes:
             raise UnsupportedOpError(
                 f"{type(self.lm).__name__}: no layer wrote past_key_values; the generative "
@@ -160,6 +162,12 @@ class KVCacheStep(nn.Module):
                 f"are shared ({shapes}); one stacked cache tensor cannot hold them")
         heads, head_dim = kinds.pop()
         return (len(shapes), 1, heads, self.max_cache_len, head_dim)
+
+
+def _cache_argument(lm: nn.Module) -> str:
+    """The forward argument that takes the KV cache: ``cache`` from transformers 5.24 on
+    (``past_key_values`` still works there, deprecated), ``past_key_values`` before."""
+    return "cache" if "cache" in inspect.signature(lm.forward).parameters else "past_key_values"
 
 
 def _named(fn, names: list[str]):
