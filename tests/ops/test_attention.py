@@ -180,3 +180,31 @@ def test_whole_row_masking_is_decided_from_constant_masks(mask, is_causal, expec
     from crossport.to_keras.ops.attention import _may_mask_a_whole_row
 
     assert _may_mask_a_whole_row(mask, is_causal, 2, 2) is expected
+
+
+class ConstantMask(nn.Module):
+    """sdpa with a mask built inside forward from constants, as transformers 5's BERT does
+    without a padding mask (folded by the converter)."""
+
+    def __init__(self, keep: torch.Tensor):
+        super().__init__()
+        self.register_buffer("keep", keep)
+
+    def forward(self, q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=self.keep)
+
+
+@pytest.mark.parametrize("keep, adds", [
+    (torch.ones(1, 1, 6, 6, dtype=torch.bool), False),  # every position kept: no add
+    (torch.zeros(1, 1, 6, 6), False),  # zeros added: no add
+    (torch.tril(torch.ones(6, 6, dtype=torch.bool)), True),
+    (torch.full((6, 6), -2.0), True),
+])
+def test_a_mask_that_keeps_everything_is_not_added(keep, adds):
+    """Same function either way (checked), one full-size add fewer per layer."""
+    x = tuple(torch.randn(2, 3, 6, 4, generator=torch.Generator().manual_seed(i))
+              for i in range(3))
+    plain = crossport.convert(sdpa(), x)
+    masked = crossport.convert(ConstantMask(keep).eval(), x)
+    extra = len(masked.operations) - len(plain.operations)
+    assert (extra > 0) is adds, [type(op).__name__ for op in masked.operations]

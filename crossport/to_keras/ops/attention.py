@@ -69,6 +69,8 @@ def aten_scaled_dot_product_attention_default(ctx, query, key, value, attn_mask=
         scores = ops.einsum(f"{q_sub},{k_sub}->{batch}wx", scaled_q, k.tensor)
     else:
         scores = ops.matmul(scaled_q, ops.swapaxes(k.tensor, -1, -2))
+    if _adds_nothing(attn_mask):  # HF's "every token attends" mask, folded to a constant
+        attn_mask = None
     masked = attn_mask is not None or is_causal
     if attn_mask is not None:
         mask = _mask(ctx, attn_mask)
@@ -143,6 +145,16 @@ def _may_mask_a_whole_row(attn_mask, is_causal: bool, length, source) -> bool:
     if is_causal:
         keep = keep & np.tril(np.ones((length, source), dtype=bool))
     return bool((~keep.any(axis=-1)).any())
+
+
+def _adds_nothing(attn_mask) -> bool:
+    """A constant mask that keeps every position: all True, or all zeros added. Dropping it
+    changes nothing but the sign of a zero score (torch: -0.0 + 0.0 = 0.0), and saves a
+    full-size add per attention layer (transformers 5 BERT builds one without padding)."""
+    if attn_mask is None or isinstance(attn_mask, TensorValue):
+        return False
+    mask = np.asarray(attn_mask)
+    return bool(mask.all()) if mask.dtype == np.bool_ else not mask.any()
 
 
 def _mask(ctx, mask):
