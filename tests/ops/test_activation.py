@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+import crossport
 from tests.harness import assert_converts
 from tests.ops.opcases import Fn, case, inputs
 
@@ -81,3 +82,14 @@ CASES = [
 @pytest.mark.parametrize("module, shapes, kwargs", CASES)
 def test_activation(module, shapes, kwargs):
     assert_converts(module, inputs(shapes), **kwargs)
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_float16_gelu_stays_float16_and_rounds_like_torch(approximate):
+    """torch computes a half GELU in float32 and rounds once; the converted layer too (it
+    keeps its float16 input, no autocast to the model's float32 policy)."""
+    x = (torch.randn(4, 64, generator=torch.Generator().manual_seed(0)) * 3).half()
+    conversion = crossport.convert_with_report(torch.nn.GELU(approximate).eval(), (x,))
+    out = conversion.model(x.numpy())
+    assert out.dtype == "float16" and conversion.report.passed
+    assert conversion.report.max_error <= 1e-3  # float16 rounding at most

@@ -144,6 +144,15 @@ CASES = [
     pytest.param(Op(lambda x: F.scaled_dot_product_attention(
         x.unsqueeze(1), x.unsqueeze(1) * 0.5, x.unsqueeze(1), is_causal=True)),
         (2, 6, 4), {0: {1: "seq"}}, True, [(3, 9, 4), (1, 2, 4)], id="sdpa-causal-dynamic-seq"),
+    pytest.param(Op(lambda x: F.scaled_dot_product_attention(
+        x.unsqueeze(1), x.unsqueeze(1), x.unsqueeze(1),
+        attn_mask=(torch.arange(x.shape[1]) >= 0).expand(x.shape[1], x.shape[1]))),
+        (2, 6, 4), {0: {1: "seq"}}, True, [(3, 9, 4), (1, 2, 4)],
+        id="sdpa-keep-all-mask-of-run-time-length"),  # a run-time mask: kept, not dropped
+    pytest.param(nn.Sequential(nn.Conv2d(2, 3, 3), nn.GELU()), (1, 2, 6, 6),
+                 {0: {2: "h", 3: "w"}}, True, [(2, 2, 9, 7), (1, 2, 4, 11)], id="gelu-exact"),
+    pytest.param(Op(lambda x: F.gelu(x, approximate="tanh")), (2, 5, 3), {0: {1: "seq"}}, True,
+                 [(3, 8, 3), (1, 1, 3)], id="gelu-tanh"),
     pytest.param(Slicing(), (2, 7, 3), {0: {1: "seq"}}, False, [(2, 4, 3)],
                  id="slices-open-and-symbolic-end"),
     pytest.param(Recurrent(nn.LSTM), (2, 6, 3), {}, True, [(3, 6, 3), (1, 6, 3)],
