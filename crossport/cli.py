@@ -26,7 +26,7 @@ from rich.text import Text
 from crossport.compat import quiet_tensorflow, quiet_warnings
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="Port PyTorch models to Keras 3 with proven numerical parity.")
+                  help="Port models between PyTorch and Keras 3 with proven numerical parity.")
 console = Console()
 err_console = Console(stderr=True, soft_wrap=True)  # soft_wrap: never break an error line
 _debug = False
@@ -75,7 +75,7 @@ def _global_options(
     debug: Annotated[bool, typer.Option(
         "--debug", help="show tracebacks and TensorFlow/torch logs on errors")] = False,
 ):
-    """Port PyTorch models to Keras 3 with proven numerical parity."""
+    """Port models between PyTorch and Keras 3 with proven numerical parity."""
     global _debug
     _debug = _debug or debug
     if not _debug:
