@@ -18,7 +18,8 @@ ops = keras.ops
 
 def _activation(ctx, x, fn):
     """A named ``Activation`` layer for Keras' own activations (serialisable by name);
-    other formulas are applied as ``keras.ops`` calls, which ``.keras`` files also keep.
+    ``fn`` is otherwise a ``keras.ops`` formula or a crossport layer (``GELU``), both of
+    which ``.keras`` files keep.
     An integer input is cast to the float result dtype first (torch promotes
     ``sigmoid(int64)`` to float32; TF has no integer kernel)."""
     want = keras_dtype(ctx.out_dtype)
@@ -26,7 +27,7 @@ def _activation(ctx, x, fn):
         x = ops.cast(x, want)
     if isinstance(fn, str):
         return keras.layers.Activation(fn, name=ctx.name())(x)
-    return fn(x)  # a function of keras.ops, or a layer
+    return fn(x)
 
 
 @register(aten.relu.default, aten.relu_.default, policy=Policy.AGNOSTIC, dynamic=True)
