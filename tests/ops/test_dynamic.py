@@ -137,6 +137,12 @@ CASES = [
                  id="arange-seq-expand-batch-by-name"),
     pytest.param(SizeAsNumber(), (2, 6, 3), {0: {1: "seq"}}, False, [(2, 9, 3)],
                  id="size-used-as-number"),
+    pytest.param(Op(lambda x: x + torch.arange(x.shape[1]).unsqueeze(0)
+                    .repeat(x.shape[0], 1).unsqueeze(-1)),
+                 (2, 6, 3), {0: {1: "seq"}}, True, [(3, 9, 3), (1, 2, 3)],
+                 id="repeat-count-from-dynamic-batch"),
+    pytest.param(Op(lambda x: x.repeat(1, 2, 1) * 0.5), (2, 5, 3), {0: {1: "seq"}}, True,
+                 [(3, 7, 3)], id="repeat-along-a-dynamic-dim"),
     pytest.param(SizeAsFloat(), (2, 6, 3), {0: {1: "seq"}}, False, [(2, 9, 3), (2, 2, 3)],
                  id="size-in-float-arithmetic"),
     pytest.param(CausalMask(), (2, 5, 3), {0: {1: "seq"}}, False, [(2, 8, 3)],
@@ -288,6 +294,10 @@ CASES = [
 REFUSED = [
     pytest.param(lambda x: F.interpolate(x, scale_factor=0.5, mode="bilinear", antialias=True),
                  "_upsample_bilinear2d_aa", id="antialiased-interpolate"),
+    # pad to even sizes: the amount is 0 at the example's 6x6 and at any even check size,
+    # so a converter freezing it passes such checks and is wrong at 7x7
+    pytest.param(lambda x: F.pad(x, (0, (2 - x.shape[3] % 2) % 2, 0, (2 - x.shape[2] % 2) % 2)),
+                 "pad amount", id="pad-amount-from-a-dynamic-size"),
 ]
 
 

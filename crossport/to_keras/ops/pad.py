@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 
 from crossport import layers as torch_semantics
+from crossport.to_keras.dynamic_dims import constant_sizes
 from crossport.to_keras.ops.shape import as_value
 from crossport.to_keras.registry import Policy, register
 
@@ -23,6 +24,11 @@ def _pad_supports(node: torch.fx.Node) -> str | None:
     if mode not in _MODES:
         return f"pad mode {mode!r} (supported: {', '.join(_MODES)})"
     return None
+
+
+# ``Pad`` takes constant amounts: one computed from a dynamic size (padding a sequence to a
+# multiple of a window, Swin's ``maybe_pad``) is refused rather than frozen.
+_static_amounts = constant_sizes(1, "pad amount")
 
 
 def emit_pad(ctx, self, pad, mode: str, value):
@@ -42,7 +48,8 @@ def emit_pad(ctx, self, pad, mode: str, value):
     return layer(x)
 
 
-@register(aten.pad.default, policy=Policy.CUSTOM, keeps_layout=True, supports=_pad_supports, dynamic=True)
+@register(aten.pad.default, policy=Policy.CUSTOM, keeps_layout=True, supports=_pad_supports,
+          dynamic=_static_amounts)
 def aten_pad_default(ctx, self, pad, mode="constant", value=None):
     """pad(Tensor self, SymInt[] pad, str mode="constant", float? value=None) -> Tensor
 
@@ -52,27 +59,31 @@ def aten_pad_default(ctx, self, pad, mode="constant", value=None):
     return emit_pad(ctx, self, pad, mode, 0.0 if value is None else value)
 
 
-@register(aten.constant_pad_nd.default, policy=Policy.CUSTOM, keeps_layout=True, dynamic=True)
+@register(aten.constant_pad_nd.default, policy=Policy.CUSTOM, keeps_layout=True,
+          dynamic=_static_amounts)
 def aten_constant_pad_nd_default(ctx, self, pad, value=0):
     """constant_pad_nd(Tensor self, SymInt[] pad, Scalar value=0) -> Tensor"""
     return emit_pad(ctx, self, pad, "constant", value)
 
 
 @register(aten.reflection_pad1d.default, aten.reflection_pad2d.default,
-          aten.reflection_pad3d.default, policy=Policy.CUSTOM, keeps_layout=True, dynamic=True)
+          aten.reflection_pad3d.default, policy=Policy.CUSTOM, keeps_layout=True,
+          dynamic=_static_amounts)
 def aten_reflection_pad2d_default(ctx, self, padding):
     """reflection_pad2d(Tensor self, SymInt[4] padding) -> Tensor (mirror, edge not repeated)"""
     return emit_pad(ctx, self, padding, "reflect", None)
 
 
 @register(aten.replication_pad1d.default, aten.replication_pad2d.default,
-          aten.replication_pad3d.default, policy=Policy.CUSTOM, keeps_layout=True, dynamic=True)
+          aten.replication_pad3d.default, policy=Policy.CUSTOM, keeps_layout=True,
+          dynamic=_static_amounts)
 def aten_replication_pad2d_default(ctx, self, padding):
     """replication_pad2d(Tensor self, SymInt[4] padding) -> Tensor (edge repeated)"""
     return emit_pad(ctx, self, padding, "replicate", None)
 
 
-@register(aten._pad_circular.default, policy=Policy.CUSTOM, keeps_layout=True, dynamic=True)
+@register(aten._pad_circular.default, policy=Policy.CUSTOM, keeps_layout=True,
+          dynamic=_static_amounts)
 def aten_pad_circular_default(ctx, self, pad):
     """_pad_circular(Tensor self, SymInt[] pad) -> Tensor (wraps around)"""
     return emit_pad(ctx, self, pad, "circular", None)
