@@ -81,6 +81,20 @@ class DynamicBroadcast(_Shaped):
 
 
 @keras.saving.register_keras_serializable(package="crossport")
+class DynamicTile(_Shaped):
+    """``tile(x, target)`` where ``None`` counts come from scalar inputs (``x.repeat(n, 1)``
+    with ``n`` a dynamic batch)."""
+
+    def call(self, x, *counts):
+        return ops.tile(x, _fill(self.target, counts))
+
+    def compute_output_spec(self, x, *counts):
+        shape = tuple(None if s is None or r is None else s * r
+                      for s, r in zip(x.shape, self.target))
+        return keras.KerasTensor(shape, dtype=x.dtype)
+
+
+@keras.saving.register_keras_serializable(package="crossport")
 class DynamicFull(_Shaped):
     """A tensor of ``target`` shape filled with ``fill_value``; ``call(*sizes)``."""
 

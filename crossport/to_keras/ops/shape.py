@@ -197,8 +197,46 @@ def aten_expand_default(ctx, self, size, implicit=False):
         target = [None if dyn else int(concrete(s)) for s, dyn in zip(sizes, dynamic)]
         scalars = [ctx.size(s) for s, dyn in zip(sizes, dynamic) if dyn]
         return DynamicBroadcast(target, name=ctx.name("broadcast"))(value.tensor, *scalars)
-    zeros = np.zeros(physical_order(value.layout, grow), dtype=keras_dtype(value.dtype))
+    return _grow(value, physical_order(value.layout, grow))
+
+
+def _grow(value, grow: list[int]):
+    """``value`` broadcast by adding zeros of shape ``grow`` (static sizes; the dims that stay
+    may be dynamic). TF has no bool add and no unsigned negation (``keras_add``'s form)."""
+    if value.dtype == torch.bool:
+        return ops.logical_or(value.tensor, np.zeros(grow, dtype=bool))
+    if not value.dtype.is_floating_point and not value.dtype.is_signed:  # uint8
+        wide = keras_add(ops.cast(value.tensor, "int32"), np.zeros(grow, dtype=np.int32))
+        return ops.cast(wide, keras_dtype(value.dtype))
+    zeros = np.zeros(grow, dtype=keras_dtype(value.dtype))
     return keras_add(value.tensor, zeros)  # ops.add may become a wrong-axis bias_add
+
+
+@register(aten.repeat.default, policy=Policy.CUSTOM, keeps_layout=True, dynamic=True)
+def aten_repeat_default(ctx, self, repeats):
+    """repeat(Tensor self, SymInt[] repeats) -> Tensor (``Tensor.repeat``, ``torch.tile``)
+
+    A tile on the held layout, counts in held order; extra counts add leading dims (the
+    tensor is put in torch order first, as expand does). A count computed from a dynamic
+    size (``ids.repeat(batch, 1)``) is a scalar input of ``DynamicTile``.
+    """
+    value = ctx.plain(as_value(ctx, self))
+    x, layout = value.tensor, value.layout
+    if len(repeats) > value.rank:
+        x = ctx.canonical(value)
+        for _ in range(len(repeats) - value.rank):
+            x = ops.expand_dims(x, 0)
+        layout = canonical(len(repeats))
+    ctx.out_layout = layout
+    counts = physical_order(layout, list(repeats))
+    if any(ctx.is_dynamic(c) for c in counts):
+        from crossport.layers.dynamic import DynamicTile
+
+        target = [None if ctx.is_dynamic(c) else int(concrete(c)) for c in counts]
+        scalars = [ctx.size(c) for c in counts if ctx.is_dynamic(c)]
+        return DynamicTile(target, name=ctx.name("tile"))(x, *scalars)
+    counts = [int(concrete(c)) for c in counts]
+    return x if all(c == 1 for c in counts) else ops.tile(x, counts)
 
 
 @register(aten.expand_as.default, policy=Policy.CUSTOM, keeps_layout=True, dynamic=True)
