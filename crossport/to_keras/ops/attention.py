@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from crossport.layout import Layout, canonical, physical_order
+from crossport.to_keras.ops.elementwise import keras_multiply
 from crossport.to_keras.ops.shape import as_value
 from crossport.to_keras.registry import Policy, register
 from crossport.to_keras.values import TensorValue, concrete
@@ -64,7 +65,7 @@ def aten_scaled_dot_product_attention_default(ctx, query, key, value, attn_mask=
     k_sub = _subscripts(batch + "xy", k.layout)
     v_sub = _subscripts(batch + "xz", v.layout)
     out_sub = _subscripts(batch + "wz", q.layout)
-    scaled_q = ops.multiply(q.tensor, scale)
+    scaled_q = keras_multiply(q.tensor, scale)
     if same_batch:
         scores = ops.einsum(f"{q_sub},{k_sub}->{batch}wx", scaled_q, k.tensor)
     else:

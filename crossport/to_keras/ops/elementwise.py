@@ -35,8 +35,22 @@ def keras_add(x, y):
     return ops.add(x, y)
 
 
+def keras_multiply(x, y):
+    """``keras.ops.multiply``, its result marked dense.
+
+    Keras 3.15 counts a Python or numpy operand as sparse, so ``x * 2`` comes out flagged
+    sparse, and a layer later traced on a sparse placeholder fails (``Pad``: "Failed to
+    convert elements of SparseTensor"). The flag is metadata only; the values are dense.
+    """
+    out = ops.multiply(x, y)
+    if isinstance(out, keras.KerasTensor) and out.sparse and not any(
+            isinstance(v, keras.KerasTensor) and v.sparse for v in (x, y)):
+        out = ops.convert_to_tensor(out, sparse=False)
+    return out
+
+
 def _scaled(other, alpha):
-    return other if alpha == 1 else ops.multiply(other, alpha)
+    return other if alpha == 1 else keras_multiply(other, alpha)
 
 
 @register(aten.add.Tensor, aten.add_.Tensor, aten.add.Scalar, policy=Policy.AGNOSTIC, dynamic=True)
@@ -71,7 +85,7 @@ def aten_mul_tensor(ctx, self, other):
     """
     if ctx.out_dtype == torch.bool:
         return ops.logical_and(self, other)
-    return ops.multiply(self, other)
+    return keras_multiply(self, other)
 
 
 @register(aten.div.Tensor, aten.div_.Tensor, aten.div.Scalar, policy=Policy.AGNOSTIC, dynamic=True)

@@ -9,7 +9,7 @@ import torch
 from crossport.layout import Layout, canonical, physical_axis
 from crossport.to_keras.fold import is_constant
 from crossport.to_keras.initial import call_with_weights
-from crossport.to_keras.ops.elementwise import keras_add
+from crossport.to_keras.ops.elementwise import keras_add, keras_multiply
 from crossport.to_keras.ops.shape import as_value
 from crossport.to_keras.registry import Policy, register
 from crossport.weights import dense_weight_to_keras, flat_feature_order
@@ -98,7 +98,7 @@ def aten_addmm_default(ctx, self, mat1, mat2, beta=1, alpha=1):
     product = _matmul(ctx, mat1, mat2)
     if alpha != 1:
         product = product * alpha
-    return keras_add(product, _operand(ctx, self) if beta == 1 else ops.multiply(self, beta))
+    return keras_add(product, _operand(ctx, self) if beta == 1 else keras_multiply(self, beta))
 
 
 @register(aten.matmul.default, policy=Policy.CANONICAL, dynamic=True)
