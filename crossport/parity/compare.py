@@ -84,32 +84,43 @@ class Comparison:
                 "outputs": [asdict(o) for o in self.outputs]}
 
 
-def compare_outputs(ref: Sequence, got: Sequence, *, check_dtype: bool = True) -> Comparison:
-    """Compare torch leaves ``ref`` with Keras leaves ``got`` (same order) output by output.
+# Which framework is the reference (``ref``) and which the conversion (``got``), for messages.
+FORWARD = ("torch", "Keras")
+REVERSE = ("Keras", "torch")
+
+
+def compare_outputs(ref: Sequence, got: Sequence, *, check_dtype: bool = True,
+                    names: tuple[str, str] = FORWARD) -> Comparison:
+    """Compare reference leaves ``ref`` with converted leaves ``got`` (same order).
 
     ``ref`` items may be torch tensors or numpy arrays; ``got`` items anything array-like.
     ``check_dtype=False`` skips the dtype rule (comparing intermediate values whose dtype
-    the Keras layer chooses, as the layer-by-layer doctor does).
+    the Keras layer chooses, as the layer-by-layer doctor does). ``names`` labels the two
+    sides in messages: torch is the reference in this direction, Keras in ``to_torch``'s
+    (``REVERSE``).
     """
     comparison = Comparison()
     if len(ref) != len(got):
-        comparison.structure.append(f"torch returns {len(ref)} output tensor(s), Keras {len(got)}")
+        comparison.structure.append(f"{names[0]} returns {len(ref)} output tensor(s), "
+                                    f"{names[1]} {len(got)}")
     for i, (r, g) in enumerate(zip(ref, got)):
-        comparison.outputs.append(compare_output(r, g, i, check_dtype=check_dtype))
+        comparison.outputs.append(compare_output(r, g, i, check_dtype=check_dtype, names=names))
     return comparison
 
 
-def compare_output(ref, got, index: int = 0, *, check_dtype: bool = True) -> OutputComparison:
-    """Compare one torch leaf with one Keras leaf (see the module docstring for the rules)."""
+def compare_output(ref, got, index: int = 0, *, check_dtype: bool = True,
+                   names: tuple[str, str] = FORWARD) -> OutputComparison:
+    """Compare one reference leaf with one converted leaf (the module docstring's rules)."""
     ref, got = to_numpy(ref), to_numpy(got)
     result = OutputComparison(index, None, str(ref.dtype), str(got.dtype))
     where = f"output {index}"
     if ref.shape != got.shape:
-        result.mismatches.append(f"{where}: shape {tuple(got.shape)} in Keras, torch "
-                                 f"{tuple(ref.shape)}")
+        result.mismatches.append(f"{where}: shape {tuple(got.shape)} in {names[1]}, "
+                                 f"{names[0]} {tuple(ref.shape)}")
         return result
     if check_dtype and ref.dtype != got.dtype:
-        result.mismatches.append(f"{where}: dtype {got.dtype} in Keras, torch {ref.dtype}")
+        result.mismatches.append(f"{where}: dtype {got.dtype} in {names[1]}, {names[0]} "
+                                 f"{ref.dtype}")
     if ref.size == 0:
         result.error = 0.0
         return result
@@ -117,7 +128,7 @@ def compare_output(ref, got, index: int = 0, *, check_dtype: bool = True) -> Out
         result.error = _exact_error(ref, got, where, result.mismatches)
         return result
     ref64, got64 = ref.astype(np.float64), got.astype(np.float64)
-    result.mismatches.extend(_nonfinite_mismatches(ref64, got64, where))
+    result.mismatches.extend(_nonfinite_mismatches(ref64, got64, where, names))
     result.error = _finite_error(ref64, got64)
     return result
 
@@ -137,20 +148,23 @@ def _exact_error(ref: np.ndarray, got: np.ndarray, where: str, mismatches: list[
     return _finite_error(ref.astype(np.float64), got.astype(np.float64))
 
 
-def _nonfinite_mismatches(ref64: np.ndarray, got64: np.ndarray, where: str) -> list[str]:
+def _nonfinite_mismatches(ref64: np.ndarray, got64: np.ndarray, where: str,
+                          names: tuple[str, str] = FORWARD) -> list[str]:
     out = []
+    ref_name, got_name = names
     ref_nan, got_nan = np.isnan(ref64), np.isnan(got64)
-    only_torch = int(np.count_nonzero(ref_nan & ~got_nan))
-    only_keras = int(np.count_nonzero(got_nan & ~ref_nan))
-    if only_torch:
-        out.append(f"{where}: NaN at {only_torch} position(s) in torch but not in Keras")
-    if only_keras:
-        out.append(f"{where}: NaN at {only_keras} position(s) in Keras but not in torch")
+    only_ref = int(np.count_nonzero(ref_nan & ~got_nan))
+    only_got = int(np.count_nonzero(got_nan & ~ref_nan))
+    if only_ref:
+        out.append(f"{where}: NaN at {only_ref} position(s) in {ref_name} but not in {got_name}")
+    if only_got:
+        out.append(f"{where}: NaN at {only_got} position(s) in {got_name} but not in {ref_name}")
     for sign, name in ((1, "+inf"), (-1, "-inf")):
         in_ref, in_got = ref64 == sign * np.inf, got64 == sign * np.inf
         count = int(np.count_nonzero(in_ref != in_got))
         if count:
-            out.append(f"{where}: {name} at {count} position(s) in only one of torch and Keras")
+            out.append(f"{where}: {name} at {count} position(s) in only one of {ref_name} "
+                       f"and {got_name}")
     return out
 
 

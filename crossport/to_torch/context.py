@@ -38,6 +38,7 @@ class Context:
         self.layer = None       # the Keras layer being converted
         self.path = ""          # its module path
         self.input_shape: tuple = ()  # Keras shape of the layer's first tensor input
+        self.output_dtypes: list[str] = []  # Keras dtypes of the layer's outputs
         self.permutes = 0       # permutes inside the model (boundary ones not counted)
         self._modules: dict[tuple[int, str], str] = {}
 
@@ -67,6 +68,11 @@ class Context:
 
     def call_method(self, name: str, *args, **kwargs) -> torch.fx.Node:
         return self._tag(self.graph.call_method(name, args, kwargs))
+
+    def output_dtype(self, index: int = 0) -> torch.dtype:
+        """The torch dtype of the current layer's Keras output ``index`` (Keras' promotion
+        rules differ from torch's: an int32 sum stays int32, a mean of ints is float32)."""
+        return getattr(torch, self.output_dtypes[index])
 
     def _tag(self, node: torch.fx.Node) -> torch.fx.Node:
         node.meta["keras_layer"] = self.path

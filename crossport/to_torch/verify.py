@@ -8,17 +8,21 @@ layers' outputs are compared one by one and the first past tolerance is named.
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import io
+import sys
 
 import keras
 import numpy as np
 import torch
 
 from crossport.layout import Layout
+from crossport.parity.compare import REVERSE, compare_outputs
 from crossport.parity.metrics import normalized_error, rounding_verdict
 from crossport.parity.report import NodeDivergence, ParityReport
 from crossport.parity.verify import fresh_inputs
-from crossport.to_torch.emit import EmittedModule
+from crossport.to_torch.emit import EmittedModule, layer_error
 from crossport.to_torch.graph import KGraph
 from crossport.weights import flat_feature_order
 
@@ -49,22 +53,58 @@ def run_torch(module, args: tuple, channels_first_io: bool) -> list[np.ndarray]:
     return leaves
 
 
+class _FailingLayer(torch.fx.Interpreter):
+    """Runs the module node by node to name the Keras layer whose torch code fails."""
+
+    def run_node(self, n):
+        try:
+            return super().run_node(n)
+        except Exception as exc:
+            what = (type(self.module.get_submodule(n.target)).__name__
+                    if n.op == "call_module" else getattr(n.target, "__name__", str(n.target)))
+            raise layer_error(n.meta.get("keras_layer") or n.name, f"torch {what}",
+                              "running the torch code of", exc) from exc
+
+
+def run_converted(module, args: tuple, channels_first_io: bool) -> list[np.ndarray]:
+    """``run_torch`` on the converted module; a failure is a ``ConversionError`` naming the
+    Keras layer whose torch code failed (say, an integer input to a float layer)."""
+    printed = io.StringIO()  # fx prints the generated code on a failure: keep stderr clean
+    try:
+        with contextlib.redirect_stderr(printed):
+            out = run_torch(module, args, channels_first_io)
+    except Exception:
+        with torch.no_grad():
+            _FailingLayer(module).run(*args)
+        raise  # the node-by-node run passed: the failure is outside the graph's nodes
+    sys.stderr.write(printed.getvalue())
+    return out
+
+
 def _as_double(args: tuple) -> tuple:
     return tuple(a.double() if a.is_floating_point() else a for a in args)
 
 
 def verify(kmodel, graph: KGraph, emitted: EmittedModule, example_args: tuple, *,
            channels_first_io: bool, atol: float, check_inputs: int, seed: int) -> ParityReport:
-    """Compare Keras and the torch module on the example and ``check_inputs`` fresh inputs."""
+    """Compare Keras and the torch module on the example and ``check_inputs`` fresh inputs.
+
+    The forward direction's one compare routine, Keras as the reference: shapes, dtypes
+    (exactly Keras'), NaN/inf positions and integer values are mismatches no tolerance
+    excuses; floats give the normalized error.
+    """
     input_sets = [example_args] + [fresh_inputs(example_args, seed + 1 + i)
                                    for i in range(check_inputs)]
-    errors = []
+    comparisons = []
     for args in input_sets:
         ref = run_keras(kmodel, args, channels_first_io)
-        got = run_torch(emitted.module, args, channels_first_io)
-        errors.append(max((normalized_error(r, g) for r, g in zip(ref, got)), default=0.0))
+        got = run_converted(emitted.module, args, channels_first_io)
+        comparisons.append(compare_outputs(ref, got, names=REVERSE))
+    errors = [c.error for c in comparisons]
     worst = int(np.argmax(errors))
-    report = ParityReport(max_error=errors[worst], errors=errors, atol=atol)
+    mismatched = [c.mismatches for c in comparisons if c.mismatches]
+    report = ParityReport(max_error=errors[worst], errors=errors, atol=atol,
+                          mismatches=mismatched[0] if mismatched else [])
     if errors[worst] > atol:
         diagnose(report, kmodel, graph, emitted, input_sets[worst], channels_first_io)
     return report

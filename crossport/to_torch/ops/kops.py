@@ -103,12 +103,15 @@ def _is_flatten(x: Held, newshape: tuple) -> bool:
     return newshape[1] in (-1, math.prod(x.shape[1:])) and newshape[0] in (-1, x.shape[0])
 
 
-def _reduce(name, fn):
+def _reduce(name, fn, keras_dtype: bool = False):
     def convert(ctx: Context, op, x: Held) -> Held:
         x = ctx.plain(x)
         axes = sorted(reduction_dims(op.axis, x.rank))
+        # sum and mean take Keras' result dtype (torch widens an int32 sum to int64 and
+        # refuses the mean of ints, which Keras returns as float32)
+        dtype = {"dtype": ctx.output_dtype()} if keras_dtype else {}
         node = ctx.call_function(fn, x.node, dim=physical_axes(x.layout, axes),
-                                 keepdim=bool(op.keepdims))
+                                 keepdim=bool(op.keepdims), **dtype)
         layout = after_reduce(x.layout, axes, bool(op.keepdims))
         if op.keepdims:
             return Held(node, layout, tuple(1 if i in axes else s for i, s in enumerate(x.shape)))
@@ -119,8 +122,8 @@ def _reduce(name, fn):
     register_op(name, policy=Policy.CUSTOM)(convert)
 
 
-_reduce("Mean", torch.mean)
-_reduce("Sum", torch.sum)
+_reduce("Mean", torch.mean, keras_dtype=True)
+_reduce("Sum", torch.sum, keras_dtype=True)
 _reduce("Max", torch.amax)
 _reduce("Min", torch.amin)
 _reduce("Any", torch.any)
