@@ -9,11 +9,14 @@ and its output's layout follows from the policy. Plain CNNs end with zero permut
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import keras
 import torch
 
+from crossport.errors import ConversionError, CrossportError
 from crossport.layout import Layout, canonical, channels_first
 from crossport.layout.assign import preferred_native
 from crossport.layout.policy import Policy
@@ -45,13 +48,22 @@ def emit(graph: KGraph, channels_first_io: bool = False) -> EmittedModule:
             value = ctx.to_layout(value, want, boundary=True)
             boundary += 1
         held[id(tensor)] = value
-    for knode in graph.nodes:
-        outputs = _convert(ctx, graph, knode, held)
+    bindings = iter(graph.bindings)
+    pending = next(bindings, None)
+    for position, knode in enumerate(graph.nodes + [None]):
+        while pending is not None and pending[0] == position:  # a nested model's call
+            _position, alias, tensor = pending
+            held[id(alias)] = held[id(tensor)]
+            pending = next(bindings, None)
+        if knode is None:
+            break
+        with converting(knode):
+            outputs = _convert(ctx, knode, held)
         for tensor, value in zip(knode.outputs, outputs):
             held[id(tensor)] = value
 
     def finish(tensor):
-        value = held[id(graph.resolve(tensor))]
+        value = held[id(tensor)]
         want = channels_first(value.rank) if channels_first_io else canonical(value.rank)
         nonlocal boundary
         if value.layout != want:
@@ -61,6 +73,29 @@ def emit(graph: KGraph, channels_first_io: bool = False) -> EmittedModule:
     ctx.graph.output(keras.tree.map_structure(finish, graph.outputs))
     module = torch.fx.GraphModule(ctx.root, ctx.graph, class_name="KerasModel").eval()
     return EmittedModule(module, held, ctx.permutes, boundary)
+
+
+@contextmanager
+def converting(knode: KNode) -> Iterator[None]:
+    """Re-raise any exception but a ``CrossportError`` as a ``ConversionError`` naming the
+    Keras layer (the forward direction's ``to_keras.emit.converting``)."""
+    try:
+        yield
+    except CrossportError:
+        raise
+    except Exception as exc:  # a converter's own failure: any type, wrapped once here
+        raise layer_error(knode.path, knode.class_name, "converting", exc) from exc
+
+
+def layer_error(path: str, class_name: str, doing: str, exc: Exception) -> ConversionError:
+    """One line naming the Keras layer and the original exception."""
+    detail = " ".join(str(exc).split())
+    if len(detail) > 300:
+        detail = detail[:300] + " ..."
+    return ConversionError(
+        f"{doing} Keras layer {path!r} ({class_name}) failed: {type(exc).__name__}: {detail}. "
+        "This is a case crossport's converter does not handle: please report it with this "
+        "message.", node=path, op=class_name)
 
 
 def _preferred_channels_first(graph: KGraph) -> set[int]:
@@ -92,14 +127,15 @@ def _preferred_channels_first(graph: KGraph) -> set[int]:
     return {n[1] for n in chosen if isinstance(n, tuple)}
 
 
-def _convert(ctx: Context, graph: KGraph, knode: KNode, held: dict) -> list[Held]:
+def _convert(ctx: Context, knode: KNode, held: dict) -> list[Held]:
     converter = knode.converter
     ctx.layer, ctx.path = knode.operation, knode.path
     tensors = knode.input_tensors()
     ctx.input_shape = tuple(tensors[0].shape) if tensors else ()
+    ctx.output_dtypes = [t.dtype for t in knode.outputs]
 
     def value_of(x):
-        return held[id(graph.resolve(x))] if isinstance(x, keras.KerasTensor) else x
+        return held[id(x)] if isinstance(x, keras.KerasTensor) else x
 
     args = keras.tree.map_structure(value_of, knode.args)
     kwargs = keras.tree.map_structure(value_of, knode.kwargs)

@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass, field
 
 import keras
+import torch
 
 from crossport.errors import InputError, UnsupportedLayerError
 from crossport.to_torch.registry import LayerConverter, lookup
@@ -47,9 +48,33 @@ class KGraph:
     outputs: list             # the outer model's output structure (KerasTensors inside)
     nodes: list[KNode] = field(default_factory=list)
     aliases: dict[int, object] = field(default_factory=dict)  # inner/outer tensor identities
+    # The same identities in call order: (position in ``nodes``, alias, tensor). A nested
+    # model called twice binds its inner tensors once per call, so emission applies each
+    # binding just before the node at that position (``aliases`` keeps only the last call's).
+    bindings: list[tuple[int, object, object]] = field(default_factory=list)
     # Keras masks at run time: MultiHeadAttention clears its inputs' masks (for later layers)
     cleared: set[int] = field(default_factory=set)   # tensors whose mask is None from then on
     suspect: set[int] = field(default_factory=set)   # masks derived from a cleared one
+
+    paths: dict[tuple[str, int], str] = field(default_factory=dict)  # (prefix, id(op))
+
+    def path_of(self, operation, prefix: str = "") -> str:
+        """The torch module path of a Keras layer: its cleaned name, made unique.
+
+        Two layers whose names clean to the same identifier (``a.b`` and ``a_b``), or a name
+        ``nn.Module`` already uses (``forward``, ``to``), get a numbered suffix; one layer
+        called twice keeps one path (its module is shared).
+        """
+        key = (prefix, id(operation))
+        if key not in self.paths:
+            base = prefix + module_name(operation.name)
+            taken = set(self.paths.values())
+            path, n = base, 0
+            while path in taken or path.rsplit(".", 1)[-1] in _RESERVED:
+                n += 1
+                path = f"{base}_{n}"
+            self.paths[key] = path
+        return self.paths[key]
 
     def resolve(self, tensor):
         while id(tensor) in self.aliases:
@@ -65,6 +90,9 @@ def input_name(tensor) -> str:
     """The placeholder name of a model input: its InputLayer's name."""
     history = getattr(tensor, "_keras_history", None)
     return module_name(history.operation.name if history else tensor.name)
+
+
+_RESERVED = frozenset(dir(torch.nn.Module())) | {"_modules", "_parameters", "_buffers"}
 
 
 def module_name(name: str) -> str:
@@ -110,7 +138,7 @@ def _walk(model, prefix: str, graph: KGraph) -> None:
             op = node.operation
             if isinstance(op, keras.layers.InputLayer):
                 continue
-            path = prefix + module_name(op.name)
+            path = graph.path_of(op, prefix)
             args = tuple(node.arguments.args)
             kwargs = {k: v for k, v in node.arguments.kwargs.items()
                       if k not in _IGNORED_KWARGS and not (k == "mask" and v is None)}
@@ -199,7 +227,7 @@ def _capture_producer(tensor, graph: KGraph) -> None:
     for t in keras.tree.flatten((args, kwargs)):
         if _is_tensor(t):
             _capture_producer(t, graph)
-    graph.nodes.append(KNode(op, module_name(op.name), args, kwargs, list(node.outputs),
+    graph.nodes.append(KNode(op, graph.path_of(op), args, kwargs, list(node.outputs),
                              lookup(op)))
 
 
@@ -210,10 +238,15 @@ def _inline(model, path: str, args: tuple, outputs: list, graph: KGraph) -> None
         raise InputError(f"nested model {path}: called with {len(given)} tensors, "
                          f"it takes {len(inner.inputs)}")
     for inner_input, outer in zip(inner.inputs, given):
-        graph.aliases[id(inner_input)] = outer
+        _bind(graph, inner_input, outer)
     _walk(inner, path + ".", graph)
     for outer, inner_output in zip(outputs, keras.tree.flatten(inner.outputs)):
-        graph.aliases[id(outer)] = inner_output
+        _bind(graph, outer, inner_output)
+
+
+def _bind(graph: KGraph, alias, tensor) -> None:
+    graph.aliases[id(alias)] = tensor
+    graph.bindings.append((len(graph.nodes), alias, tensor))
 
 
 def preflight(graph: KGraph) -> None:

@@ -196,3 +196,50 @@ def test_unloadable_file_is_an_input_error(tmp_path):
     path.write_text("not a model")
     with pytest.raises(crossport.InputError, match="could not load"):
         crossport.to_torch(str(path), (torch.randn(1, 3),))
+
+
+def test_nested_model_called_twice():
+    """Each call of a nested model binds its inner tensors anew (chained and siamese)."""
+    inner = keras.Sequential([keras.Input((4,)), L.Dense(4, activation="relu")], name="inner")
+    x = keras.Input((4,))
+    conv = assert_to_torch(keras.Model(x, inner(inner(x))))
+    assert sum(1 for name, _m in conv.module.named_modules() if name == "inner.dense") == 1
+    a, b = keras.Input((4,)), keras.Input((4,))
+    assert_to_torch(keras.Model([a, b], [inner(a), inner(b)]))
+
+
+def test_layer_names_that_clean_to_one_torch_name():
+    """``a.b`` and ``a_b`` both clean to ``a_b``; ``forward`` and ``to`` are nn.Module's."""
+    x = keras.Input((4,))
+    y = L.Dense(4, name="a_b")(L.Dense(4, name="a.b")(x))
+    y = L.Dense(3, name="to")(L.Dense(4, name="forward")(y))
+    conv = assert_to_torch(keras.Model(x, y))
+    names = [name for name, _m in conv.module.named_children()]
+    assert len(set(names)) == 4 and "forward" not in names and "to" not in names, names
+
+
+def test_integer_reductions_keep_keras_dtypes():
+    """Keras keeps an int32 sum int32 (torch would widen it to int64) and gives the mean of
+    ints as float32 (torch refuses it)."""
+    x = keras.Input((6,), dtype="int32")
+    model = keras.Model(x, [keras.ops.sum(x, axis=1), keras.ops.mean(x, axis=1)])
+    assert_to_torch(model, live=False)
+
+
+def test_check_compares_dtypes(monkeypatch):
+    """A module right in value but not in dtype fails the check, saying so."""
+    from crossport.to_torch.context import Context
+
+    monkeypatch.setattr(Context, "output_dtype", lambda self, index=0: torch.int64)
+    x = keras.Input((6,), dtype="int32")
+    with pytest.raises(crossport.ParityError, match="dtype int64 in torch, Keras int32"):
+        crossport.to_torch(keras.Model(x, keras.ops.sum(x, axis=1)),
+                           (torch.randint(0, 9, (2, 6), dtype=torch.int32),))
+
+
+def test_torch_failure_names_the_keras_layer():
+    """A converted module that fails in torch is a ConversionError naming the Keras layer."""
+    x = keras.Input((6,), dtype="int32")
+    model = keras.Model(x, L.Dense(2, name="head")(x))
+    with pytest.raises(crossport.ConversionError, match="Keras layer 'head'"):
+        crossport.to_torch(model, (torch.randint(0, 9, (2, 6), dtype=torch.int32),))
