@@ -12,6 +12,7 @@ to the exact erf form).
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -99,9 +100,23 @@ def activation_name(identifier: object) -> str:
     if isinstance(identifier, dict):  # serialized form {"class_name": ..., "config": name}
         return activation_name(identifier.get("config"))
     name = getattr(identifier, "__name__", None)
-    if name is None:
-        raise InputError(f"cannot name the Keras activation {identifier!r}")
+    if name is None or not _is_keras_function(identifier, name):
+        raise InputError(
+            f"the activation {identifier!r} is not one of Keras' own functions (a user "
+            "function, a lambda, or one that only shares a Keras name): its torch form is "
+            "unknown. Use a Keras activation, or a separate layer crossport converts.")
     return name
+
+
+def _is_keras_function(fn: object, name: str) -> bool:
+    """``fn`` is the Keras activation called ``name`` (not just a function of that name)."""
+    keras = sys.modules.get("keras")  # a Keras function given: Keras is loaded
+    if keras is None:
+        return False
+    try:
+        return keras.activations.get(name) is fn
+    except (ValueError, TypeError):
+        return False
 
 
 def keras_activation(name: object, axis: int = -1) -> Activation:

@@ -200,7 +200,8 @@ def test_unloadable_file_is_an_input_error(tmp_path):
 
 def test_nested_model_called_twice():
     """Each call of a nested model binds its inner tensors anew (chained and siamese)."""
-    inner = keras.Sequential([keras.Input((4,)), L.Dense(4, activation="relu")], name="inner")
+    inner = keras.Sequential([keras.Input((4,)), L.Dense(4, activation="relu", name="dense")],
+                             name="inner")
     x = keras.Input((4,))
     conv = assert_to_torch(keras.Model(x, inner(inner(x))))
     assert sum(1 for name, _m in conv.module.named_modules() if name == "inner.dense") == 1
@@ -243,3 +244,16 @@ def test_torch_failure_names_the_keras_layer():
     model = keras.Model(x, L.Dense(2, name="head")(x))
     with pytest.raises(crossport.ConversionError, match="Keras layer 'head'"):
         crossport.to_torch(model, (torch.randint(0, 9, (2, 6), dtype=torch.int32),))
+
+
+def relu(x):  # a user function that only shares Keras' name
+    return keras.activations.leaky_relu(x, negative_slope=0.3)
+
+
+@pytest.mark.parametrize("activation", [relu, lambda x: x * 2], ids=["named-relu", "lambda"])
+def test_user_activation_functions_are_refused(activation):
+    """An activation is identified by the function itself, not by its name."""
+    x = keras.Input((6,))
+    for layer in (L.Activation(activation), L.Dense(3, activation=activation)):
+        with pytest.raises(crossport.UnsupportedLayerError, match="not one of Keras' own"):
+            crossport.to_torch(keras.Model(x, layer(x)), (torch.randn(2, 6),))

@@ -58,7 +58,8 @@ POOL = {
 
 
 def _spatial(data, rank, lo=1, hi=9):
-    hi = hi if rank < 3 else min(hi, 6)
+    hi = hi if rank < 3 else min(hi, 6)  # 3D inputs stay small (time) ...
+    hi = max(hi, lo)  # ... but at least one dilated kernel wide (k=4, dilation 2: 7)
     return tuple(data.draw(st.integers(lo, hi)) for _ in range(rank))
 
 

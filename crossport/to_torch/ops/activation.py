@@ -39,6 +39,13 @@ _PLAIN = {
 _AXIS_WISE = {"softmax": nn.Softmax, "log_softmax": nn.LogSoftmax}
 
 
+def layer_activation(layer, attribute: str = "activation"):
+    """The layer's activation function itself, not its config: a config names a user
+    function ``relu`` exactly as it names Keras' ``relu``."""
+    fn = getattr(layer, attribute, None)
+    return fn if callable(fn) else layer.get_config()[attribute]
+
+
 def activation_unsupported(identifier) -> str | None:
     """A reason when a Keras activation identifier has no torch equivalent here."""
     try:
@@ -69,13 +76,13 @@ def apply_activation(ctx: Context, identifier, x: torch.fx.Node, dim: int = -1) 
 
 
 def _activation_supported(layer) -> str | None:
-    return activation_unsupported(layer.get_config()["activation"])
+    return activation_unsupported(layer_activation(layer))
 
 
 @register_layer(policy=Policy.CUSTOM, supports=_activation_supported, keeps_layout=True)
 def Activation(ctx: Context, layer, inputs: Held) -> Held:
     """keras.layers.Activation: elementwise ones keep the layout; softmax's axis is remapped."""
-    name = activation_name(layer.get_config()["activation"])
+    name = activation_name(layer_activation(layer))
     if name in ("softmax", "log_softmax", "glu"):  # they see the feature order
         inputs = ctx.plain(inputs)
     dim = physical_axis(inputs.layout, -1)

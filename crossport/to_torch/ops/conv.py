@@ -15,7 +15,11 @@ from torch import nn
 
 from crossport.layout.policy import Policy
 from crossport.to_torch.context import Context
-from crossport.to_torch.ops.activation import activation_unsupported, apply_activation
+from crossport.to_torch.ops.activation import (
+    activation_unsupported,
+    apply_activation,
+    layer_activation,
+)
 from crossport.to_torch.registry import channels_first_layer, register_layer
 from crossport.torch_layers import (
     TFConv1d,
@@ -90,7 +94,7 @@ def ConvND(ctx: Context, layer, inputs):
                          cfg["strides"], padding, cfg["dilation_rate"], cfg["groups"],
                          bias=cfg["use_bias"])
     y = ctx.call_module(load(module, weight, layer.bias if cfg["use_bias"] else None), inputs)
-    return apply_activation(ctx, cfg["activation"], y, dim=1)
+    return apply_activation(ctx, layer_activation(layer), y, dim=1)
 
 
 @register_layer("DepthwiseConv1D", "DepthwiseConv2D", policy=Policy.CHANNELS_FIRST,
@@ -110,7 +114,7 @@ def DepthwiseConvND(ctx: Context, layer, inputs):
     module = _CONV[rank](channels, weight.shape[0], cfg["kernel_size"], cfg["strides"], padding,
                          cfg["dilation_rate"], channels, bias=cfg["use_bias"])
     y = ctx.call_module(load(module, weight, layer.bias if cfg["use_bias"] else None), inputs)
-    return apply_activation(ctx, cfg["activation"], y, dim=1)
+    return apply_activation(ctx, layer_activation(layer), y, dim=1)
 
 
 @register_layer("SeparableConv1D", "SeparableConv2D", policy=Policy.CHANNELS_FIRST,
@@ -137,7 +141,7 @@ def SeparableConvND(ctx: Context, layer, inputs):
     pointwise = _CONV[rank](pw_weight.shape[1], pw_weight.shape[0], 1, bias=cfg["use_bias"])
     y = ctx.call_module(load(pointwise, pw_weight, layer.bias if cfg["use_bias"] else None), y,
                         suffix="_pointwise")
-    return apply_activation(ctx, cfg["activation"], y, dim=1)
+    return apply_activation(ctx, layer_activation(layer), y, dim=1)
 
 
 def _plain_transpose_padding(cfg: dict, in_sizes) -> tuple[tuple, tuple] | None:
@@ -179,4 +183,4 @@ def ConvNDTranspose(ctx: Context, layer, inputs):
                            plain[0], plain[1], bias=cfg["use_bias"],
                            dilation=cfg["dilation_rate"])
     y = ctx.call_module(load(module, weight, layer.bias if cfg["use_bias"] else None), inputs)
-    return apply_activation(ctx, cfg["activation"], y, dim=1)
+    return apply_activation(ctx, layer_activation(layer), y, dim=1)

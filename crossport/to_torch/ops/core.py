@@ -11,14 +11,18 @@ from crossport.layout import canonical, physical_axis, physical_broadcast
 from crossport.layout.policy import Policy
 from crossport.to_torch.context import Context, Held
 from crossport.to_torch.modules import ChannelScale, Scale, ScaleShift, Standardize
-from crossport.to_torch.ops.activation import activation_unsupported, apply_activation
+from crossport.to_torch.ops.activation import (
+    activation_unsupported,
+    apply_activation,
+    layer_activation,
+)
 from crossport.to_torch.ops.conv import load
 from crossport.to_torch.registry import register_layer
 from crossport.weights import dense_weight_from_keras, flat_feature_order
 
 
 def _dense_supported(layer) -> str | None:
-    return activation_unsupported(layer.get_config()["activation"])
+    return activation_unsupported(layer_activation(layer))
 
 
 @register_layer(policy=Policy.CUSTOM, supports=_dense_supported)
@@ -42,7 +46,7 @@ def Dense(ctx: Context, layer, inputs: Held) -> Held:
     module = nn.Linear(weight.shape[1], weight.shape[0], bias=cfg["use_bias"])
     y = ctx.call_module(load(module, weight, layer.bias if cfg["use_bias"] else None),
                         inputs.node)
-    y = apply_activation(ctx, cfg["activation"], y, dim=-1)
+    y = apply_activation(ctx, layer_activation(layer), y, dim=-1)
     return Held(y, layout, (*inputs.shape[:-1], weight.shape[0]))
 
 

@@ -17,6 +17,7 @@ from torch import nn
 
 from crossport.layout.policy import Policy
 from crossport.to_torch.context import Context
+from crossport.to_torch.ops.activation import layer_activation
 from crossport.to_torch.registry import register_layer
 from crossport.torch_layers import KerasGRU, KerasLSTM, KerasSimpleRNN, activation_name
 from crossport.weights import (
@@ -39,10 +40,10 @@ def _plain(layer) -> bool:
     """Whether torch's cuDNN-style layer computes exactly this Keras layer."""
     cfg = layer.get_config()
     kind = type(layer).__name__
-    act = activation_name(cfg["activation"])
+    act = activation_name(layer_activation(layer))
     if kind == "SimpleRNN":
         return act in ("tanh", "relu") and cfg["use_bias"]
-    if act != "tanh" or activation_name(cfg["recurrent_activation"]) != "sigmoid":
+    if act != "tanh" or activation_name(layer_activation(layer, "recurrent_activation")) != "sigmoid":
         return False
     return cfg["use_bias"] and (kind == "LSTM" or cfg["reset_after"])
 
@@ -70,7 +71,7 @@ def _make_plain(layer, bidirectional: bool = False) -> nn.RNNBase:
     cfg = layer.get_config()
     kwargs = {"batch_first": True, "bidirectional": bidirectional}
     if kind == "SimpleRNN":
-        kwargs["nonlinearity"] = activation_name(cfg["activation"])
+        kwargs["nonlinearity"] = activation_name(layer_activation(layer))
     return _PLAIN[kind](int(layer.cell.kernel.shape[0]), int(cfg["units"]), **kwargs)
 
 
