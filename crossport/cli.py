@@ -25,6 +25,9 @@ from rich.text import Text
 
 from crossport.compat import quiet_tensorflow, quiet_warnings
 
+if __name__ == "__main__":  # python -m crossport.cli: one module, so to-torch shares _debug
+    sys.modules.setdefault("crossport.cli", sys.modules[__name__])
+
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Port models between PyTorch and Keras 3 with proven numerical parity.")
 console = Console()
@@ -254,17 +257,39 @@ def _check_targets(output: Path | None, format: str | None, emit_source: Path | 
     from crossport.codegen import source_files
     from crossport.errors import CrossportError
     from crossport.export import target_kind
-    from crossport.export.staging import FILE, check_target
+    from crossport.export.staging import FILE
 
-    if emit_source is not None and emit_source.suffix != ".py":
-        _fail(f"--emit-source {emit_source}: the generated source must be a .py file")
+    check_source_suffix(emit_source)
     try:
-        if output is not None:
-            check_target(output, target_kind(output, format), overwrite)
-        for path in source_files(emit_source) if emit_source is not None else []:
-            check_target(path, FILE, overwrite)
+        targets = [(output, target_kind(output, format))] if output is not None else []
     except CrossportError as exc:
         _fail(f"{type(exc).__name__}: {exc}")
+    targets += [(path, FILE) for path in source_files(emit_source)] if emit_source else []
+    check_free(targets, overwrite)
+
+
+def check_source_suffix(emit_source: Path | None) -> None:
+    """``--emit-source`` must name a .py file (both directions)."""
+    if emit_source is not None and emit_source.suffix != ".py":
+        _fail(f"--emit-source {emit_source}: the generated source must be a .py file")
+
+
+def check_free(targets: list[tuple[Path, str]], overwrite: bool) -> None:
+    """Fail now, in one line, if a ``(path, kind)`` target exists without ``--overwrite``
+    or two outputs are the same file (``Staging`` would refuse that only after converting)."""
+    from crossport.errors import CrossportError
+    from crossport.export.staging import check_target
+
+    seen: set[Path] = set()
+    for path, kind in targets:
+        if path.resolve() in seen:
+            _fail(f"{path} would be written twice: -o and --emit-source (which also writes "
+                  f"the weights beside its .py) name the same file; choose different paths")
+        seen.add(path.resolve())
+        try:
+            check_target(path, kind, overwrite)
+        except CrossportError as exc:
+            _fail(f"{type(exc).__name__}: {exc}")
 
 
 _OVERWRITE_HELP = ("replace existing outputs (a file by a file, a SavedModel by a SavedModel); "

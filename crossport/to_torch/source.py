@@ -3,21 +3,23 @@
 The file defines ``class KerasModel(nn.Module)`` whose ``__init__`` builds every submodule with
 its constructor arguments and whose ``forward`` is the GraphModule's code, and
 ``build_model()`` loading the state_dict saved beside it (``<file>.pt``). The written file is
-imported back, loaded strictly and compared with the module on the example inputs before
-``to_torch_source`` returns: a module it cannot write faithfully is an ``ExportError``.
+imported back from a staging folder beside the target, loaded strictly and compared with the
+module on the example inputs before both files land: a module it cannot write faithfully is
+an ``ExportError`` and nothing is written. Existing files are replaced only with
+``overwrite=True``.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import os
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
 from torch import nn
 
-from crossport.errors import ExportError
+from crossport.errors import ExportError, InputError
+from crossport.export.staging import Staging
 from crossport.to_torch import modules as own
 from crossport.torch_layers import conv as tf_conv
 from crossport.torch_layers import normalization as tf_norm
@@ -178,13 +180,19 @@ def source(module: torch.fx.GraphModule) -> str:
         "    return model.eval()", ""])
 
 
-def to_torch_source(conversion_or_module, path, example_args: tuple | None = None) -> Path:
+def to_torch_source(conversion_or_module, path, example_args: tuple | None = None, *,
+                    overwrite: bool = False) -> Path:
     """Write ``path`` (PyTorch source) and ``path.with_suffix('.pt')`` (its state_dict).
+
+    Both files are written and re-checked in a staging folder beside ``path`` and land
+    together, or neither does.
 
     Args:
         conversion_or_module: a :class:`~crossport.to_torch.api.TorchConversion` or its module.
         path: the ``.py`` file to write.
         example_args: inputs for the re-check (a TorchConversion remembers its own).
+        overwrite: replace existing files of those two names; without it either existing
+            is an ``ExportError`` and nothing is written.
 
     Example:
         >>> import keras, torch, crossport, tempfile, pathlib
@@ -194,29 +202,49 @@ def to_torch_source(conversion_or_module, path, example_args: tuple | None = Non
         >>> out.name
         'm.py'
     """
+    with Staging(overwrite) as staging:
+        stage_torch_source(conversion_or_module, path, staging, example_args)
+        staging.commit()
+    return Path(path)
+
+
+def torch_source_files(path: str | Path) -> list[Path]:
+    """The files :func:`to_torch_source` writes for ``path``: the source and its weights."""
+    path = Path(path)
+    return [path, path.with_suffix(".pt")]
+
+
+def stage_torch_source(conversion_or_module, path: str | Path, staging: Staging,
+                       example_args: tuple | None = None) -> Path:
+    """Write and re-check the source and its weights at temporary paths claimed in
+    ``staging``; nothing reaches ``path`` until ``staging.commit()``."""
     module = getattr(conversion_or_module, "module", conversion_or_module)
     example_args = example_args or getattr(conversion_or_module, "example_args", None)
     if not example_args:
         raise ExportError("to_torch_source needs example_args for its re-check")
     path = Path(path)
-    weights = path.with_suffix(".pt")
+    if path.suffix != ".py":
+        raise InputError(f"{path}: the generated source must be a .py file")
     text = source(module)
-    path.write_text(text)
-    torch.save(module.state_dict(), weights)
+    # Same names in one staging folder: build_model() finds its .pt beside the staged .py.
+    staged, weights = (staging.claim(p) for p in torch_source_files(path))
     try:
-        _recheck(path, module, example_args)
-    except Exception as exc:
-        for written in (path, weights):
-            if written.exists():
-                os.unlink(written)
-        if isinstance(exc, ExportError):
-            raise
+        staged.write_text(text)
+        torch.save(module.state_dict(), weights)
+    except OSError as exc:
+        raise ExportError(f"writing {path} failed: {type(exc).__name__}: {exc}") from exc
+    try:
+        _recheck(staged, module, example_args, path)
+    except ExportError:
+        raise
+    except Exception as exc:  # the staged files are discarded: nothing lands
         raise ExportError(f"the written source does not rebuild the module: "
                           f"{type(exc).__name__}: {exc}") from exc
     return path
 
 
-def _recheck(path: Path, module: nn.Module, args: tuple) -> None:
+def _recheck(path: Path, module: nn.Module, args: tuple, target: Path) -> None:
+    """Rebuild from the staged ``path``; errors name the ``target`` the user gave."""
     spec = importlib.util.spec_from_file_location(f"_crossport_check_{path.stem}", path)
     written = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(written)
@@ -228,5 +256,5 @@ def _recheck(path: Path, module: nn.Module, args: tuple) -> None:
                 want.is_floating_point() and want.shape == got.shape
                 and torch.allclose(want, got, rtol=0, atol=0, equal_nan=True))
             if not same:
-                raise ExportError(f"{path}: the rebuilt module differs from the conversion "
+                raise ExportError(f"{target}: the rebuilt module differs from the conversion "
                                   f"(max |d| {(want - got).abs().max().item():.2e})")

@@ -50,3 +50,17 @@ def test_source_rebuilds_the_module(build, tmp_path):
     fresh = random_inputs(model, 3, 5, int_high=20)
     with torch.no_grad():
         torch.testing.assert_close(rebuilt(*fresh), conv.module(*fresh), rtol=0, atol=0)
+
+
+def test_existing_files_are_kept_unless_overwrite(tmp_path):
+    """Both files are staged: an existing .py or .pt is refused, or replaced with overwrite."""
+    model = keras.Sequential([keras.Input((4,)), L.Dense(2)])
+    conv = crossport.to_torch_with_report(model, (torch.randn(1, 4),))
+    (tmp_path / "m.pt").write_bytes(b"the user's weights")
+    with pytest.raises(crossport.ExportError, match="m.pt already exists"):
+        crossport.to_torch_source(conv, tmp_path / "m.py")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.pt"]
+    assert (tmp_path / "m.pt").read_bytes() == b"the user's weights"
+    crossport.to_torch_source(conv, tmp_path / "m.py", overwrite=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.pt", "m.py"]
+    assert torch.load(tmp_path / "m.pt", weights_only=True).keys() == conv.module.state_dict().keys()
