@@ -53,13 +53,17 @@ class ConvertOptions:
             crossport.errors.InputError: option atol='1e-4' (str): expected a non-negative number, e.g. atol=1e-4
         """
         for spec in fields(self):
-            value = getattr(self, spec.name)
-            check = _CHECKS.get(spec.name)
-            problem = check(value) if check else None
-            if problem:
-                raise InputError(f"option {spec.name}={value!r} ({type(value).__name__}): "
-                                 f"expected {problem}")
+            check_option(spec.name, getattr(self, spec.name))
         return self
+
+
+def check_option(name: str, value) -> None:
+    """Raise ``InputError`` unless ``value`` is valid for option ``name`` (the rules both
+    directions share: ``atol``, ``check_inputs``, ``seed``, flags)."""
+    check = _CHECKS.get(name)
+    problem = check(value) if check else None
+    if problem:
+        raise InputError(f"option {name}={value!r} ({type(value).__name__}): expected {problem}")
 
 
 def _flag(value) -> str | None:
@@ -101,6 +105,7 @@ def _rule(value) -> str | None:
 
 _CHECKS = {
     "check": _flag, "atol": _tolerance, "tolerance": _rule, "channels_last_io": _flag,
+    "channels_first_io": _flag,
     "dynamic_batch": _flag, "dynamic_dims": _dynamic_dims, "check_inputs": _count, "strict_export": _flag,
     "seed": lambda v: None if isinstance(v, Integral) and not isinstance(v, bool) else "an int",
 }

@@ -94,10 +94,14 @@ def to_torch_with_report(kmodel_or_path, example_args, *, channels_first_io: boo
         >>> conv.report.passed, conv.permutes
         (True, 0)
     """
+    from crossport.options import check_option
     from crossport.to_torch.emit import emit
     from crossport.to_torch.graph import capture, preflight
     from crossport.to_torch.verify import verify
 
+    for name, value in (("channels_first_io", channels_first_io), ("check", check),
+                        ("atol", atol), ("check_inputs", check_inputs), ("seed", seed)):
+        check_option(name, value)
     seconds: dict[str, float] = {}
     start = time.perf_counter()
     kmodel = _load(kmodel_or_path)

@@ -257,3 +257,12 @@ def test_user_activation_functions_are_refused(activation):
     for layer in (L.Activation(activation), L.Dense(3, activation=activation)):
         with pytest.raises(crossport.UnsupportedLayerError, match="not one of Keras' own"):
             crossport.to_torch(keras.Model(x, layer(x)), (torch.randn(2, 6),))
+
+
+@pytest.mark.parametrize("option", [{"atol": -1.0}, {"atol": float("nan")}, {"check_inputs": -1},
+                                    {"check": "yes"}], ids=["atol-negative", "atol-nan",
+                                                            "check-inputs-negative", "check-str"])
+def test_bad_options_are_input_errors(option):
+    model = keras.Sequential([keras.Input((4,)), L.Dense(2)])
+    with pytest.raises(crossport.InputError, match=f"option {next(iter(option))}="):
+        crossport.to_torch(model, (torch.randn(2, 4),), **option)
