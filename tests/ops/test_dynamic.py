@@ -128,6 +128,17 @@ class ConstantMatrixProducts(nn.Module):
         return y.reshape(*x.shape[:-1], -1) @ self.out
 
 
+class TableTail(nn.Module):
+    """The last ``seq`` rows of a table: a run-time start, an open end (MPT's ALiBi slice)."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("table", torch.randn(64, 3, generator=torch.Generator().manual_seed(0)))
+
+    def forward(self, x):
+        return x + self.table[64 - x.shape[1]:]
+
+
 CASES = [
     pytest.param(ConstantMatrixProducts(), (2, 5, 8), {0: {1: "seq"}}, True,
                  [(3, 9, 8), (1, 2, 8)], id="addmm-and-matmul-with-parameters-dynamic"),
@@ -141,6 +152,10 @@ CASES = [
                     .repeat(x.shape[0], 1).unsqueeze(-1)),
                  (2, 6, 3), {0: {1: "seq"}}, True, [(3, 9, 3), (1, 2, 3)],
                  id="repeat-count-from-dynamic-batch"),
+    pytest.param(TableTail(), (2, 6, 3), {0: {1: "seq"}}, True, [(3, 9, 3), (1, 2, 3)],
+                 id="slice-run-time-start-open-end"),
+    pytest.param(Op(lambda x: x[:, x.shape[1] // 2:] * 2), (2, 6, 3), {0: {1: "seq"}}, False,
+                 [(2, 9, 3), (2, 1, 3)], id="slice-second-half"),
     pytest.param(Op(lambda x: x.repeat(1, 2, 1) * 0.5), (2, 5, 3), {0: {1: "seq"}}, True,
                  [(3, 7, 3)], id="repeat-along-a-dynamic-dim"),
     pytest.param(SizeAsFloat(), (2, 6, 3), {0: {1: "seq"}}, False, [(2, 9, 3), (2, 2, 3)],

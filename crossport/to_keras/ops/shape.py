@@ -357,7 +357,10 @@ def aten_slice_tensor(ctx, self, dim=0, start=None, end=None, step=1):
     if ctx.is_dynamic(start) or ctx.is_dynamic(end):  # bounds from run-time sizes
         from crossport.layers.dynamic import DynamicSlice
 
-        bounds = [None if ctx.is_dynamic(b) else b for b in (start or 0, end)]
+        start = 0 if start is None else start
+        if end is None or (not ctx.is_dynamic(end) and end >= _INT32_MAX):
+            end = _INT32_MAX  # open end: clamped to the size at run time (None = a scalar)
+        bounds = [None if ctx.is_dynamic(b) else int(b) for b in (start, end)]
         scalars = [ctx.size(b) for b in (start, end) if ctx.is_dynamic(b)]
         out = ctx.out_shape[dim] if not ctx.is_dynamic(ctx.node.meta["val"].shape[dim]) else None
         ctx.out_layout = layout
