@@ -266,6 +266,18 @@ def preflight(graph: KGraph) -> None:
         )
 
 
+def _precision_reason(op) -> str | None:
+    """Half-precision compute (``mixed_float16``, ``bfloat16`` policies): the converted
+    module computes in float32, so it would not be the function Keras computes."""
+    policy = getattr(op, "dtype_policy", None)
+    compute = getattr(policy, "compute_dtype", "float32")
+    if compute in ("float16", "bfloat16"):
+        return (f"computes in {compute} (dtype policy {policy.name!r}); only float32 compute "
+                "converts: rebuild the model under keras.config.set_dtype_policy('float32') "
+                "and load its weights")
+    return None
+
+
 def _unsupported_reason(node: KNode) -> str | None:
     op = node.operation
     if node.refusal:
@@ -274,6 +286,9 @@ def _unsupported_reason(node: KNode) -> str | None:
         return "Lambda layers run arbitrary Python; rewrite it with keras.ops or a layer"
     if isinstance(op, keras.Model):
         return "subclassed model without a functional graph"
+    precision = _precision_reason(op)
+    if precision:
+        return precision
     if node.converter is None:
         kind = "layer" if isinstance(op, keras.layers.Layer) else "keras.ops op"
         return f"no converter for this {kind}"

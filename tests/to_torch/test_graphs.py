@@ -266,3 +266,11 @@ def test_bad_options_are_input_errors(option):
     model = keras.Sequential([keras.Input((4,)), L.Dense(2)])
     with pytest.raises(crossport.InputError, match=f"option {next(iter(option))}="):
         crossport.to_torch(model, (torch.randn(2, 4),), **option)
+
+
+def test_half_precision_compute_is_refused():
+    """A mixed_float16 layer computes in float16: refused up front, naming the policy."""
+    x = keras.Input((4,))
+    model = keras.Model(x, L.Dense(2, dtype="float32")(L.Dense(4, dtype="mixed_float16")(x)))
+    with pytest.raises(crossport.UnsupportedLayerError, match="mixed_float16"):
+        crossport.to_torch(model, (torch.randn(2, 4),))
