@@ -95,6 +95,45 @@ class DynamicTile(_Shaped):
 
 
 @keras.saving.register_keras_serializable(package="crossport")
+class DynamicPad(keras.layers.Layer):
+    """Constant padding with run-time amounts (a sequence padded to a multiple of a window).
+
+    ``pads`` holds one ``(before, after)`` pair per Keras axis, ``None`` for an amount given
+    as a scalar input (in order); amounts are >= 0. Each padded axis gets filler blocks
+    concatenated on (``ops.pad`` cannot take run-time widths inside a graph).
+    """
+
+    def __init__(self, pads, value: float = 0.0, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.pads = [[None if a is None else int(a) for a in pair] for pair in pads]
+        self.value = value
+
+    def call(self, x, *scalars):
+        it = iter(scalars)
+        for axis, pair in enumerate(self.pads):
+            before, after = (next(it) if a is None else a for a in pair)
+            blocks = [self._filler(x, axis, before), x, self._filler(x, axis, after)]
+            if blocks[0] is not None or blocks[2] is not None:
+                x = ops.concatenate([b for b in blocks if b is not None], axis=axis)
+        return x
+
+    def _filler(self, x, axis: int, amount):
+        if isinstance(amount, int) and amount == 0:
+            return None
+        shape = list(ops.shape(x))
+        shape[axis] = ops.cast(amount, "int32") if not isinstance(amount, int) else amount
+        return ops.broadcast_to(ops.cast(self.value, x.dtype), shape)
+
+    def compute_output_spec(self, x, *scalars):
+        shape = [None if s is None or None in pair else s + sum(pair)
+                 for s, pair in zip(x.shape, self.pads)]
+        return keras.KerasTensor(tuple(shape), dtype=x.dtype)
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "pads": self.pads, "value": self.value}
+
+
+@keras.saving.register_keras_serializable(package="crossport")
 class DynamicFull(_Shaped):
     """A tensor of ``target`` shape filled with ``fill_value``; ``call(*sizes)``."""
 

@@ -126,8 +126,13 @@ def physical_pad(layout: Layout, pad: Sequence[int]) -> list[tuple[int, int]]:
         raise ValueError(f"pad {tuple(pad)}: expected pairs for at most {layout.rank} dims")
     pairs = [(0, 0)] * layout.rank
     for k in range(len(pad) // 2):
-        pairs[layout.rank - 1 - k] = (int(pad[2 * k]), int(pad[2 * k + 1]))
+        pairs[layout.rank - 1 - k] = (_amount(pad[2 * k]), _amount(pad[2 * k + 1]))
     return list(physical_order(layout, pairs))
+
+
+def _amount(value):
+    """An int as an int; anything else (a run-time size) passed through as it is."""
+    return int(value) if isinstance(value, (int, np.integer)) else value
 
 
 def after_reduce(layout: Layout, dims: Iterable[int], keepdim: bool) -> Layout:

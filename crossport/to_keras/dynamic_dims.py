@@ -101,25 +101,6 @@ def static_dims(argument: str, dims: Callable[[torch.fx.Node], Iterable[int]],
     return check
 
 
-def constant_sizes(position: int, what: str) -> Callable[[torch.fx.Node], str | None]:
-    """A ``dynamic=`` predicate: any input dim may be dynamic, but not the int list at
-    argument ``position`` (a pad's amounts, a repeat's counts), which the converter bakes
-    in as constants: one computed from a dynamic size would be frozen at the example's
-    value, silently wrong at every other size.
-    """
-
-    def check(node: torch.fx.Node) -> str | None:
-        items = node.args[position] if len(node.args) > position else ()
-        for i, item in enumerate(items):
-            value = item.meta.get("val") if isinstance(item, torch.fx.Node) else item
-            if is_dynamic_size(value):
-                return (f"{what} {i} ({value}) is computed from a dynamic size; the "
-                        f"converter needs constant {what}s")
-        return None
-
-    return check
-
-
 def _rank(node: torch.fx.Node, argument: str) -> int:
     for name, val in _tensor_inputs(node):
         if name == argument:

@@ -152,6 +152,12 @@ CASES = [
                     .repeat(x.shape[0], 1).unsqueeze(-1)),
                  (2, 6, 3), {0: {1: "seq"}}, True, [(3, 9, 3), (1, 2, 3)],
                  id="repeat-count-from-dynamic-batch"),
+    # pad H and W to even sizes after a conv (channels-last): the amounts are 0 at the
+    # example's 6x6, so a converter freezing them would be wrong at 7x9
+    pytest.param(nn.Sequential(nn.Conv2d(2, 3, 1), Op(lambda x: F.pad(
+                     x, (0, (2 - x.shape[3] % 2) % 2, 1, (2 - x.shape[2] % 2) % 2), value=0.5))),
+                 (1, 2, 6, 6), {0: {2: "h", 3: "w"}}, False, [(1, 2, 7, 9), (1, 2, 5, 4)],
+                 id="pad-to-even-run-time-amounts"),
     pytest.param(TableTail(), (2, 6, 3), {0: {1: "seq"}}, True, [(3, 9, 3), (1, 2, 3)],
                  id="slice-run-time-start-open-end"),
     pytest.param(Op(lambda x: x[:, x.shape[1] // 2:] * 2), (2, 6, 3), {0: {1: "seq"}}, False,
@@ -309,10 +315,10 @@ CASES = [
 REFUSED = [
     pytest.param(lambda x: F.interpolate(x, scale_factor=0.5, mode="bilinear", antialias=True),
                  "_upsample_bilinear2d_aa", id="antialiased-interpolate"),
-    # pad to even sizes: the amount is 0 at the example's 6x6 and at any even check size,
-    # so a converter freezing it passes such checks and is wrong at 7x7
-    pytest.param(lambda x: F.pad(x, (0, (2 - x.shape[3] % 2) % 2, 0, (2 - x.shape[2] % 2) % 2)),
-                 "pad amount", id="pad-amount-from-a-dynamic-size"),
+    pytest.param(lambda x: F.pad(x, (0, (2 - x.shape[3] % 2) % 2, 0, 0), mode="reflect"),
+                 "only constant padding", id="reflect-pad-amount-from-a-dynamic-size"),
+    pytest.param(lambda x: F.pad(x, (0, 4 - x.shape[3])), "may be negative",
+                 id="pad-amount-that-may-crop"),
 ]
 
 
@@ -371,6 +377,15 @@ def test_export_rechecks_at_the_second_shape(tmp_path):
     seen.clear()
     crossport.export(conversion, tmp_path / "m.keras")
     assert (2, 6) in seen and any(s[1] != 6 for s in seen), seen
+
+
+def test_run_time_pad_amounts_survive_saved_model(tmp_path):
+    """DynamicPad runs in graph mode too (the SavedModel export re-checks at two shapes)."""
+    module = Op(lambda x: F.pad(x, (0, 0, 0, (3 - x.shape[1] % 3) % 3), value=1.0).sum(1))
+    conversion = crossport.convert_with_report(module.eval(), (torch.randn(2, 6, 4),),
+                                               dynamic_dims={"x": {1: "seq"}})
+    crossport.export(conversion, tmp_path / "pad_saved_model")
+    assert_matches_at_sizes(module, conversion, [(2, 7, 4), (3, 8, 4)])
 
 
 def test_two_inputs_share_a_dynamic_dim():

@@ -10,7 +10,8 @@ from __future__ import annotations
 import torch
 
 from crossport import layers as torch_semantics
-from crossport.to_keras.dynamic_dims import constant_sizes
+from crossport.layout import physical_pad
+from crossport.to_keras.dynamic_dims import is_dynamic_size
 from crossport.to_keras.ops.shape import as_value
 from crossport.to_keras.registry import Policy, register
 
@@ -26,9 +27,36 @@ def _pad_supports(node: torch.fx.Node) -> str | None:
     return None
 
 
-# ``Pad`` takes constant amounts: one computed from a dynamic size (padding a sequence to a
-# multiple of a window, Swin's ``maybe_pad``) is refused rather than frozen.
-_static_amounts = constant_sizes(1, "pad amount")
+def _runtime_amounts(node: torch.fx.Node) -> str | None:
+    """``dynamic=``: any input dim may be dynamic; amounts computed from a dynamic size only
+    in constant mode and when provably >= 0 (``DynamicPad``); otherwise refused, never
+    frozen at the example's value (a pad to a multiple of a window is 0 there, and at the
+    check's sizes too)."""
+    amounts = node.args[1] if len(node.args) > 1 else ()
+    dynamic = [_dynamic_amount(a) for a in amounts]
+    dynamic = [(i, v) for i, v in enumerate(dynamic) if v is not None]
+    if not dynamic:
+        return None
+    i, value = dynamic[0]
+    if _mode(node) != "constant":
+        return (f"pad amount {i} ({value}) is computed from a dynamic size; only constant "
+                f"padding takes run-time amounts, not {_mode(node)!r}")
+    for i, value in dynamic:
+        if not value.node.expr.is_nonnegative:
+            return (f"pad amount {i} ({value}) is computed from a dynamic size and may be "
+                    "negative (a crop); run-time amounts must be provably >= 0")
+    return None
+
+
+def _dynamic_amount(item):
+    value = item.meta.get("val") if isinstance(item, torch.fx.Node) else item
+    return value if is_dynamic_size(value) else None
+
+
+def _mode(node: torch.fx.Node) -> str:
+    if node.target in (aten.pad.default,):
+        return node.args[2] if len(node.args) > 2 else node.kwargs.get("mode", "constant")
+    return "constant" if node.target is aten.constant_pad_nd.default else "other"
 
 
 def emit_pad(ctx, self, pad, mode: str, value):
@@ -40,6 +68,8 @@ def emit_pad(ctx, self, pad, mode: str, value):
     value_ = ctx.plain(as_value(ctx, self))  # a flat-permuted [N, F]: feature order undone
     x, layout = value_.tensor, value_.layout
     ctx.out_layout = layout
+    if any(ctx.is_dynamic(p) for p in pad):
+        return _pad_at_run_time(ctx, x, layout, pad, value)
     pad = [int(p) for p in pad]
     if not any(pad):
         return x
@@ -48,8 +78,19 @@ def emit_pad(ctx, self, pad, mode: str, value):
     return layer(x)
 
 
+def _pad_at_run_time(ctx, x, layout, pad, value):
+    """Constant padding whose amounts are run-time sizes (``_runtime_amounts`` vouched they
+    are >= 0), per held axis."""
+    from crossport.layers.dynamic import DynamicPad
+
+    pairs = physical_pad(layout, list(pad))
+    scalars = [ctx.size(a) for pair in pairs for a in pair if ctx.is_dynamic(a)]
+    static = [[None if ctx.is_dynamic(a) else int(a) for a in pair] for pair in pairs]
+    return DynamicPad(static, value=value, name=ctx.name("pad"))(x, *scalars)
+
+
 @register(aten.pad.default, policy=Policy.CUSTOM, keeps_layout=True, supports=_pad_supports,
-          dynamic=_static_amounts)
+          dynamic=_runtime_amounts)
 def aten_pad_default(ctx, self, pad, mode="constant", value=None):
     """pad(Tensor self, SymInt[] pad, str mode="constant", float? value=None) -> Tensor
 
@@ -60,7 +101,7 @@ def aten_pad_default(ctx, self, pad, mode="constant", value=None):
 
 
 @register(aten.constant_pad_nd.default, policy=Policy.CUSTOM, keeps_layout=True,
-          dynamic=_static_amounts)
+          dynamic=_runtime_amounts)
 def aten_constant_pad_nd_default(ctx, self, pad, value=0):
     """constant_pad_nd(Tensor self, SymInt[] pad, Scalar value=0) -> Tensor"""
     return emit_pad(ctx, self, pad, "constant", value)
@@ -68,7 +109,7 @@ def aten_constant_pad_nd_default(ctx, self, pad, value=0):
 
 @register(aten.reflection_pad1d.default, aten.reflection_pad2d.default,
           aten.reflection_pad3d.default, policy=Policy.CUSTOM, keeps_layout=True,
-          dynamic=_static_amounts)
+          dynamic=_runtime_amounts)
 def aten_reflection_pad2d_default(ctx, self, padding):
     """reflection_pad2d(Tensor self, SymInt[4] padding) -> Tensor (mirror, edge not repeated)"""
     return emit_pad(ctx, self, padding, "reflect", None)
@@ -76,14 +117,14 @@ def aten_reflection_pad2d_default(ctx, self, padding):
 
 @register(aten.replication_pad1d.default, aten.replication_pad2d.default,
           aten.replication_pad3d.default, policy=Policy.CUSTOM, keeps_layout=True,
-          dynamic=_static_amounts)
+          dynamic=_runtime_amounts)
 def aten_replication_pad2d_default(ctx, self, padding):
     """replication_pad2d(Tensor self, SymInt[4] padding) -> Tensor (edge repeated)"""
     return emit_pad(ctx, self, padding, "replicate", None)
 
 
 @register(aten._pad_circular.default, policy=Policy.CUSTOM, keeps_layout=True,
-          dynamic=_static_amounts)
+          dynamic=_runtime_amounts)
 def aten_pad_circular_default(ctx, self, pad):
     """_pad_circular(Tensor self, SymInt[] pad) -> Tensor (wraps around)"""
     return emit_pad(ctx, self, pad, "circular", None)
