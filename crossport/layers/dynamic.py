@@ -96,11 +96,13 @@ class DynamicTile(_Shaped):
 
 @keras.saving.register_keras_serializable(package="crossport")
 class DynamicPad(keras.layers.Layer):
-    """Constant padding with run-time amounts (a sequence padded to a multiple of a window).
+    """``F.pad`` in constant mode with run-time amounts (a sequence padded to a multiple of a
+    window); a negative amount crops, as in torch.
 
     ``pads`` holds one ``(before, after)`` pair per Keras axis, ``None`` for an amount given
-    as a scalar input (in order); amounts are >= 0. Each padded axis gets filler blocks
-    concatenated on (``ops.pad`` cannot take run-time widths inside a graph).
+    as a scalar input (in order). Each padded axis is cropped by the negative parts, then
+    gets filler blocks for the positive parts concatenated on (``ops.pad`` cannot take
+    run-time widths inside a graph).
     """
 
     def __init__(self, pads, value: float = 0.0, **kwargs: Any):
@@ -112,16 +114,29 @@ class DynamicPad(keras.layers.Layer):
         it = iter(scalars)
         for axis, pair in enumerate(self.pads):
             before, after = (next(it) if a is None else a for a in pair)
+            if isinstance(before, int) and isinstance(after, int) and before == after == 0:
+                continue
+            x = self._crop(x, axis, before, after)
             blocks = [self._filler(x, axis, before), x, self._filler(x, axis, after)]
-            if blocks[0] is not None or blocks[2] is not None:
-                x = ops.concatenate([b for b in blocks if b is not None], axis=axis)
+            x = ops.concatenate([b for b in blocks if b is not None], axis=axis)
         return x
 
+    @staticmethod
+    def _crop(x, axis: int, before, after):
+        if all(isinstance(a, int) and a >= 0 for a in (before, after)):
+            return x
+        start = ops.maximum(-ops.cast(before, "int32"), 0)
+        stop = ops.shape(x)[axis] - ops.maximum(-ops.cast(after, "int32"), 0)
+        index = [slice(None)] * len(x.shape)
+        index[axis] = slice(start, stop)
+        return x[tuple(index)]
+
     def _filler(self, x, axis: int, amount):
-        if isinstance(amount, int) and amount == 0:
+        if isinstance(amount, int) and amount <= 0:
             return None
         shape = list(ops.shape(x))
-        shape[axis] = ops.cast(amount, "int32") if not isinstance(amount, int) else amount
+        shape[axis] = amount if isinstance(amount, int) else ops.maximum(
+            ops.cast(amount, "int32"), 0)
         return ops.broadcast_to(ops.cast(self.value, x.dtype), shape)
 
     def compute_output_spec(self, x, *scalars):

@@ -79,6 +79,12 @@ class RuntimeSizes:
             return ops.mod(*args)
         if isinstance(expr, symfn.CeilDiv):
             return ops.negative(ops.floor_divide(ops.negative(args[0]), args[1]))
+        if isinstance(expr, (symfn.CeilToInt, sympy.ceiling)):  # math.ceil(h / 4)
+            return ops.cast(ops.ceil(args[0]), "int32")
+        if isinstance(expr, (symfn.FloorToInt, sympy.floor)):
+            return ops.cast(ops.floor(args[0]), "int32")
+        if isinstance(expr, symfn.TruncToInt):
+            return ops.cast(ops.trunc(args[0]), "int32")
         if isinstance(expr, symfn.Max):
             return _fold(ops.maximum, args)
         if isinstance(expr, symfn.Min):

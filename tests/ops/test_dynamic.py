@@ -7,6 +7,8 @@ expanding to a dynamic size, sizes used as numbers.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -158,6 +160,12 @@ CASES = [
                      x, (0, (2 - x.shape[3] % 2) % 2, 1, (2 - x.shape[2] % 2) % 2), value=0.5))),
                  (1, 2, 6, 6), {0: {2: "h", 3: "w"}}, False, [(1, 2, 7, 9), (1, 2, 5, 4)],
                  id="pad-to-even-run-time-amounts"),
+    pytest.param(Op(lambda x: F.pad(x, (0, 8 - x.shape[2]), value=-1.0)), (2, 3, 6),
+                 {0: {2: "w"}}, False, [(2, 3, 11), (2, 3, 2)],
+                 id="pad-or-crop-to-a-fixed-size"),
+    pytest.param(Op(lambda x: F.pad(x, (0, 0, 0, math.ceil(x.shape[1] / 4) * 4 - x.shape[1]))),
+                 (2, 6, 3), {0: {1: "seq"}}, False, [(2, 9, 3), (2, 12, 3)],
+                 id="pad-with-math-ceil-of-a-size"),
     pytest.param(TableTail(), (2, 6, 3), {0: {1: "seq"}}, True, [(3, 9, 3), (1, 2, 3)],
                  id="slice-run-time-start-open-end"),
     pytest.param(Op(lambda x: x[:, x.shape[1] // 2:] * 2), (2, 6, 3), {0: {1: "seq"}}, False,
@@ -317,8 +325,7 @@ REFUSED = [
                  "_upsample_bilinear2d_aa", id="antialiased-interpolate"),
     pytest.param(lambda x: F.pad(x, (0, (2 - x.shape[3] % 2) % 2, 0, 0), mode="reflect"),
                  "only constant padding", id="reflect-pad-amount-from-a-dynamic-size"),
-    pytest.param(lambda x: F.pad(x, (0, 4 - x.shape[3])), "may be negative",
-                 id="pad-amount-that-may-crop"),
+
 ]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import operator
 
 import torch
@@ -36,5 +37,5 @@ def _symbolic_result(ctx, *args):
 
 for _fn in (operator.add, operator.sub, operator.mul, operator.floordiv, operator.truediv,
             operator.mod, operator.neg, operator.pow, torch.sym_max, torch.sym_min,
-            torch.sym_float, torch.sym_int):
+            torch.sym_float, torch.sym_int, math.ceil, math.floor, math.trunc):
     register(_fn, policy=Policy.CUSTOM, dynamic=True)(_symbolic_result)

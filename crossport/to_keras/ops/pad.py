@@ -29,22 +29,14 @@ def _pad_supports(node: torch.fx.Node) -> str | None:
 
 def _runtime_amounts(node: torch.fx.Node) -> str | None:
     """``dynamic=``: any input dim may be dynamic; amounts computed from a dynamic size only
-    in constant mode and when provably >= 0 (``DynamicPad``); otherwise refused, never
-    frozen at the example's value (a pad to a multiple of a window is 0 there, and at the
-    check's sizes too)."""
+    in constant mode (``DynamicPad``), otherwise refused, never frozen at the example's
+    value (a pad to a multiple of a window is 0 there, and at the check's sizes too)."""
     amounts = node.args[1] if len(node.args) > 1 else ()
-    dynamic = [_dynamic_amount(a) for a in amounts]
-    dynamic = [(i, v) for i, v in enumerate(dynamic) if v is not None]
-    if not dynamic:
-        return None
-    i, value = dynamic[0]
-    if _mode(node) != "constant":
+    dynamic = [(i, v) for i, v in enumerate(map(_dynamic_amount, amounts)) if v is not None]
+    if dynamic and _mode(node) != "constant":
+        i, value = dynamic[0]
         return (f"pad amount {i} ({value}) is computed from a dynamic size; only constant "
                 f"padding takes run-time amounts, not {_mode(node)!r}")
-    for i, value in dynamic:
-        if not value.node.expr.is_nonnegative:
-            return (f"pad amount {i} ({value}) is computed from a dynamic size and may be "
-                    "negative (a crop); run-time amounts must be provably >= 0")
     return None
 
 
@@ -79,8 +71,7 @@ def emit_pad(ctx, self, pad, mode: str, value):
 
 
 def _pad_at_run_time(ctx, x, layout, pad, value):
-    """Constant padding whose amounts are run-time sizes (``_runtime_amounts`` vouched they
-    are >= 0), per held axis."""
+    """Constant padding whose amounts are run-time sizes (negative ones crop), per held axis."""
     from crossport.layers.dynamic import DynamicPad
 
     pairs = physical_pad(layout, list(pad))
