@@ -222,6 +222,7 @@ class Emitter:
         if policy is Policy.CHANNELS_LAST:
             for key, value in tensors:
                 resolved[key] = self.transposes.to_layout(value, channels_last(value.rank))
+            _constant_input_channels_last(resolved)
             return "channels_last"
         if policy is Policy.CANONICAL:
             for key, value in tensors:
@@ -341,6 +342,18 @@ def conversion_error(node: torch.fx.Node, exc: Exception) -> ConversionError:
         "handle: please report it with this message (crossport.register(..., "
         "override=True) can replace the converter meanwhile).",
         node=node.name, op=op)
+
+
+def _constant_input_channels_last(resolved: dict) -> None:
+    """A constant as the data input (the first argument) of a channels-last op: held
+    channels-last like any tensor input. It reaches the converter only when the op also
+    reads a run-time size (a position table resized to the image's size); otherwise the
+    whole op is folded. Later constant arguments (weights) keep torch's layout."""
+    first = next(iter(resolved), None)
+    value = resolved.get(first)
+    if isinstance(value, np.ndarray) and value.ndim >= 3:
+        resolved[first] = np.ascontiguousarray(
+            np.transpose(value, channels_last(value.ndim).perm))
 
 
 def _runtime_scalar(ctx: NodeContext, value, node: torch.fx.Node):

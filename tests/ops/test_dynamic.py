@@ -130,6 +130,20 @@ class ConstantMatrixProducts(nn.Module):
         return y.reshape(*x.shape[:-1], -1) @ self.out
 
 
+class ResizedTable(nn.Module):
+    """A position table resized to the image's patch grid (timm's dynamic_img_size)."""
+
+    def __init__(self, antialias=False):
+        super().__init__()
+        self.antialias = antialias
+        self.pos = nn.Parameter(torch.randn(1, 4, 3, 3, generator=torch.Generator().manual_seed(0)))
+
+    def forward(self, x):
+        grid = (x.shape[2] // 4, x.shape[3] // 4)
+        pos = F.interpolate(self.pos, size=grid, mode="bicubic", antialias=self.antialias)
+        return F.avg_pool2d(x, 4) + pos.sum(1, keepdim=True)
+
+
 class TableTail(nn.Module):
     """The last ``seq`` rows of a table: a run-time start, an open end (MPT's ALiBi slice)."""
 
@@ -166,6 +180,8 @@ CASES = [
     pytest.param(Op(lambda x: F.pad(x, (0, 0, 0, math.ceil(x.shape[1] / 4) * 4 - x.shape[1]))),
                  (2, 6, 3), {0: {1: "seq"}}, False, [(2, 9, 3), (2, 12, 3)],
                  id="pad-with-math-ceil-of-a-size"),
+    pytest.param(ResizedTable(), (1, 2, 16, 16), {0: {2: "h", 3: "w"}}, False,
+                 [(1, 2, 24, 12), (1, 2, 9, 30)], id="parameter-resized-to-a-run-time-size"),
     pytest.param(TableTail(), (2, 6, 3), {0: {1: "seq"}}, True, [(3, 9, 3), (1, 2, 3)],
                  id="slice-run-time-start-open-end"),
     pytest.param(Op(lambda x: x[:, x.shape[1] // 2:] * 2), (2, 6, 3), {0: {1: "seq"}}, False,
@@ -323,6 +339,8 @@ CASES = [
 REFUSED = [
     pytest.param(lambda x: F.interpolate(x, scale_factor=0.5, mode="bilinear", antialias=True),
                  "_upsample_bilinear2d_aa", id="antialiased-interpolate"),
+    pytest.param(ResizedTable(antialias=True), "antialiased",
+                 id="antialiased-resize-of-a-parameter-to-a-run-time-size"),
     pytest.param(lambda x: F.pad(x, (0, (2 - x.shape[3] % 2) % 2, 0, 0), mode="reflect"),
                  "only constant padding", id="reflect-pad-amount-from-a-dynamic-size"),
 

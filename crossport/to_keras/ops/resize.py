@@ -210,6 +210,11 @@ def _resize_dynamic(node: torch.fx.Node) -> str | None:
     if "_aa" not in str(node.target):
         return None
     shape_in = node.args[0].meta["val"].shape
+    dynamic_out = [d for d, size in enumerate(node.meta["val"].shape) if is_dynamic_size(size)]
+    if dynamic_out:  # a constant (a position table) resized to a run-time size
+        return (f"{node.target.__name__.split('.')[0]} (antialiased resampling) needs a "
+                f"static output size in dim {dynamic_out[0]} "
+                f"({node.meta['val'].shape[dynamic_out[0]]})")
     return static_dims("input" if "input" in _argument_names(node) else "self",
                        lambda _node: range(2, len(shape_in)),
                        f"{node.target.__name__.split('.')[0]} (antialiased resampling)")(node)
