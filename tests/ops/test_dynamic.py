@@ -144,6 +144,20 @@ class ResizedTable(nn.Module):
         return F.avg_pool2d(x, 4) + pos.sum(1, keepdim=True)
 
 
+class SpaceToDepthConv(nn.Module):
+    """timm's SpaceToDepth, then a conv: torch.export records the channel count as a size
+    expression (``c*(h//(h//2))*...``) it cannot prove equal to the weight's 8."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(8, 4, 3, padding=1)
+
+    def forward(self, x):
+        n, c, h, w = x.size()
+        x = x.view(n, c, h // 2, 2, w // 2, 2).permute(0, 3, 5, 1, 2, 4).contiguous()
+        return self.conv(x.view(n, c * 4, h // 2, w // 2))
+
+
 class TableTail(nn.Module):
     """The last ``seq`` rows of a table: a run-time start, an open end (MPT's ALiBi slice)."""
 
@@ -339,6 +353,7 @@ CASES = [
 REFUSED = [
     pytest.param(lambda x: F.interpolate(x, scale_factor=0.5, mode="bilinear", antialias=True),
                  "_upsample_bilinear2d_aa", id="antialiased-interpolate"),
+    pytest.param(SpaceToDepthConv(), "input channels", id="conv-channels-from-a-size-expression"),
     pytest.param(ResizedTable(antialias=True), "antialiased",
                  id="antialiased-resize-of-a-parameter-to-a-run-time-size"),
     pytest.param(lambda x: F.pad(x, (0, (2 - x.shape[3] % 2) % 2, 0, 0), mode="reflect"),

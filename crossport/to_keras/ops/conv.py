@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from crossport.layers.grouped_conv import GroupedConv1D, GroupedConv2D
+from crossport.to_keras.dynamic_dims import static_dims
 from crossport.to_keras.fold import is_constant
 from crossport.to_keras.initial import call_with_weights
 from crossport.to_keras.registry import Policy, bind_arguments, register
@@ -120,9 +121,14 @@ def _depthwise_strides(stride: tuple[int, ...]):
     return (common,) * len(stride), tuple(s // common for s in stride)
 
 
+# The weight fixes the channel count; a size expression torch could not prove equal to it
+# (a space-to-depth view, tresnet) would build a Keras conv with unknown channels.
+_STATIC_CHANNELS = static_dims("input", lambda _node: [1], "a convolution's input channels")
+
+
 @register(aten.conv1d.default, aten.conv2d.default, aten.conv3d.default,
           aten.conv1d.padding, aten.conv2d.padding, aten.conv3d.padding,
-          policy=Policy.CHANNELS_LAST, supports=_conv_supports, dynamic=True)
+          policy=Policy.CHANNELS_LAST, supports=_conv_supports, dynamic=_STATIC_CHANNELS)
 def aten_conv_nd(ctx, input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """conv{1,2,3}d(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, padding, dilation, SymInt groups)
 
@@ -138,7 +144,8 @@ def _convolution_supports(node):
     return _conv_supports(node)
 
 
-@register(aten.convolution.default, policy=Policy.CHANNELS_LAST, supports=_convolution_supports, dynamic=True)
+@register(aten.convolution.default, policy=Policy.CHANNELS_LAST, supports=_convolution_supports,
+          dynamic=_STATIC_CHANNELS)
 def aten_convolution_default(ctx, input, weight, bias, stride, padding, dilation, transposed,
                              output_padding, groups):
     """convolution(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups)"""
