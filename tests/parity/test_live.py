@@ -112,3 +112,27 @@ def test_check_live_rejects_non_finite_outputs():
         net.bias.fill_(float("nan"))
     with pytest.raises(DeadModelError, match="not finite"):
         check_live(net, (torch.randn(2, 4),))
+
+
+def test_make_live_revives_a_scaled_down_head():
+    """A head initialised with a tiny scale gives ~1e-4 logits, where the normalized error
+    cannot see a 20% mistake: it is re-initialised, a normal layer is not."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.GELU(), torch.nn.Linear(64, 10))
+    with torch.no_grad():
+        net[2].weight.mul_(2e-4)  # max|w| 2.5e-5: above the all-but-zero threshold
+        net[2].bias.zero_()
+    body = net[0].weight.detach().clone()
+    x = torch.randn(2, 64)
+    with pytest.raises(DeadModelError, match="max"):
+        check_live(net.eval(), (x,))
+    make_live(net, (x,))
+    assert torch.equal(net[0].weight, body)
+    check_live(net, (x,))
+
+
+def test_check_live_varies_token_ids():
+    """A text model's output changes with its token ids (integer inputs are redrawn)."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Embedding(50, 8), torch.nn.Linear(8, 4)).eval()
+    check_live(net, (torch.randint(0, 50, (2, 6)),))
