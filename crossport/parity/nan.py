@@ -19,6 +19,9 @@ NAN_SKIPPING_OPS = {
     "max_pool1d", "max_pool2d", "max_pool3d", "max_pool2d_with_indices",
     "max_pool3d_with_indices", "adaptive_max_pool1d", "adaptive_max_pool2d",
     "adaptive_max_pool3d",
+    # torch orders NaN above +inf and a softmax row holding NaN is all NaN; TF's sort and
+    # top-k order NaN arbitrarily and its softmax keeps the finite entries' share
+    "sort", "argsort", "topk", "_softmax", "softmax",
 }
 
 
@@ -41,5 +44,6 @@ def nan_notes(exported, input_sets: list[tuple]) -> list[str]:
                     if n.op == "call_function" and _op_name(n.target) in NAN_SKIPPING_OPS})
     if not found:
         return []
-    return [(f"an input holds NaN/inf and the model has {', '.join(found)}: TF's kernels skip "
-             "NaN there where torch propagates it; see docs/parity.md")]
+    return [(f"an input holds NaN/inf and the model has {', '.join(found)}: TF's kernels "
+             "handle NaN there differently from torch (max pooling skips it, sort and top-k "
+             "order it, softmax keeps the other entries); see docs/parity.md")]

@@ -197,12 +197,19 @@ def _atan(x):
     return ops.arctan2(x, ops.ones_like(x))
 
 
+def _sign(x):
+    """torch.sign(nan) is 0; TF's Sign gives NaN."""
+    if not keras.backend.is_float_dtype(x.dtype):
+        return ops.sign(x)
+    return ops.where(ops.isnan(x), ops.zeros_like(x), ops.sign(x))
+
+
 _UNARY = {
     aten.neg.default: ops.negative, aten.abs.default: ops.abs, aten.exp.default: ops.exp,
     aten.log.default: ops.log, aten.log1p.default: ops.log1p, aten.expm1.default: ops.expm1,
     aten.sqrt.default: ops.sqrt, aten.rsqrt.default: ops.rsqrt, aten.sin.default: ops.sin,
     aten.cos.default: ops.cos, aten.floor.default: ops.floor, aten.ceil.default: ops.ceil,
-    aten.sign.default: ops.sign, aten.reciprocal.default: ops.reciprocal,
+    aten.sign.default: _sign, aten.reciprocal.default: ops.reciprocal,
     aten.logical_not.default: ops.logical_not, aten.exp2.default: lambda x: ops.power(2.0, x),
     aten.log2.default: ops.log2, aten.tan.default: _tan, aten.atan.default: _atan,
     aten.square.default: ops.square, aten.trunc.default: ops.trunc,
