@@ -41,6 +41,7 @@ class Context:
         self.output_dtypes: list[str] = []  # Keras dtypes of the layer's outputs
         self.permutes = 0       # permutes inside the model (boundary ones not counted)
         self._modules: dict[tuple[int, str], str] = {}
+        self._constants: list[str] = []
 
     # -- modules and nodes ----------------------------------------------------------------
     def add_module(self, module: nn.Module, suffix: str = "") -> str:
@@ -58,6 +59,14 @@ class Context:
         parent.add_module(leaf, module)
         self._modules[key] = path
         return path
+
+    def constant(self, array: np.ndarray) -> Held:
+        """``array`` as a buffer of the root module (named after the current layer), held
+        in Keras order."""
+        name = f"{self.path.replace('.', '_')}_constant_{len(self._constants)}"
+        self._constants.append(name)
+        self.root.register_buffer(name, torch.from_numpy(np.ascontiguousarray(array)))
+        return Held(self._tag(self.graph.get_attr(name)), canonical(array.ndim), array.shape)
 
     def call_module(self, module: nn.Module, *args, suffix: str = "", **kwargs) -> torch.fx.Node:
         target = self.add_module(module, suffix)

@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import keras
+import numpy as np
 import torch
 
 from crossport.errors import ConversionError, CrossportError
@@ -135,12 +136,27 @@ def _convert(ctx: Context, knode: KNode, held: dict) -> list[Held]:
     ctx.output_dtypes = [t.dtype for t in knode.outputs]
 
     def value_of(x):
-        return held[id(x)] if isinstance(x, keras.KerasTensor) else x
+        if not isinstance(x, keras.KerasTensor):
+            return x
+        return _autocast(ctx, knode.operation, x, held[id(x)])
 
     args = keras.tree.map_structure(value_of, knode.args)
     kwargs = keras.tree.map_structure(value_of, knode.kwargs)
     shapes = [tuple(t.shape) for t in knode.outputs]
     return apply_converter(ctx, converter, knode.operation, args, kwargs, shapes)
+
+
+def _autocast(ctx: Context, operation, tensor, value: Held) -> Held:
+    """Keras layers cast float inputs to their compute dtype (``Layer.__call__``); torch
+    modules do not (a float64 tensor into a float32 conv is an error)."""
+    if not isinstance(operation, keras.layers.Layer) or not getattr(operation, "autocast", True):
+        return value
+    want = getattr(operation, "compute_dtype", None)
+    if (want is None or tensor.dtype == want or not keras.backend.is_float_dtype(tensor.dtype)
+            or not keras.backend.is_float_dtype(want)):
+        return value
+    return Held(ctx.call_method("to", value.node, getattr(torch, want)), value.layout,
+                value.shape)
 
 
 def apply_converter(ctx: Context, converter, operation, args, kwargs, shapes: list) -> list[Held]:
@@ -150,6 +166,9 @@ def apply_converter(ctx: Context, converter, operation, args, kwargs, shapes: li
     if policy is Policy.CUSTOM:
         result = converter.fn(ctx, operation, *args, **kwargs)
         return [r for r in keras.tree.flatten(result)]
+    if policy is Policy.AGNOSTIC:  # x * np.arange(6), x / np.sqrt(np.float32(4))
+        args, kwargs = keras.tree.map_structure(lambda v: _numpy_operand(ctx, v),
+                                                (args, kwargs))
     target = _target_layout(policy, args)
     args, kwargs = keras.tree.map_structure(lambda v: _lay_out(ctx, v, policy, target),
                                             (args, kwargs))
@@ -165,6 +184,21 @@ def apply_converter(ctx: Context, converter, operation, args, kwargs, shapes: li
             layout = canonical(len(shape))
         out.append(Held(node, layout, shape))
     return out
+
+
+def _numpy_operand(ctx: Context, value):
+    """A numpy constant operand of an elementwise op: a 0-d one as a Python number, an
+    array as a buffer held in Keras order (laid out like any tensor), in the dtype Keras
+    computes in (a float64 ``np.sqrt`` times a float32 tensor is float32 in Keras)."""
+    if not isinstance(value, (np.ndarray, np.generic)):
+        return value
+    if np.ndim(value) == 0:
+        return value.item()
+    array = np.asarray(value)
+    out_dtype = getattr(np, ctx.output_dtypes[0], None) if ctx.output_dtypes else None
+    if out_dtype is not None and array.dtype.kind == "f" and np.dtype(out_dtype).kind == "f":
+        array = array.astype(out_dtype)
+    return ctx.constant(array)
 
 
 def _target_layout(policy: Policy, args) -> Layout | None:

@@ -267,11 +267,12 @@ def preflight(graph: KGraph) -> None:
 
 
 def _precision_reason(op) -> str | None:
-    """Half-precision compute (``mixed_float16``, ``bfloat16`` policies): the converted
-    module computes in float32, so it would not be the function Keras computes."""
+    """Compute in another float type (``mixed_float16``, ``bfloat16``, ``float64``
+    policies): the converted module holds float32 weights and computes in float32, so it
+    would not be the function Keras computes."""
     policy = getattr(op, "dtype_policy", None)
     compute = getattr(policy, "compute_dtype", "float32")
-    if compute in ("float16", "bfloat16"):
+    if compute in ("float16", "bfloat16", "float64"):
         return (f"computes in {compute} (dtype policy {policy.name!r}); only float32 compute "
                 "converts: rebuild the model under keras.config.set_dtype_policy('float32') "
                 "and load its weights")

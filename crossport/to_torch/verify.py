@@ -40,7 +40,11 @@ def keras_arrays(args: tuple, channels_first_io: bool) -> list[np.ndarray]:
 
 def run_keras(model, args: tuple, channels_first_io: bool) -> list[np.ndarray]:
     arrays = keras_arrays(args, channels_first_io)
-    out = model(arrays if len(arrays) > 1 else arrays[0], training=False)
+    structure = getattr(model, "_inputs_struct", None)  # dict inputs: in flatten order
+    if isinstance(structure, dict):
+        out = model(keras.tree.pack_sequence_as(structure, arrays), training=False)
+    else:
+        out = model(arrays if len(arrays) > 1 else arrays[0], training=False)
     return [np.asarray(o) for o in keras.tree.flatten(out)]
 
 

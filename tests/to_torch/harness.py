@@ -64,7 +64,10 @@ def _keras_out(model, args, channels_first):
     arrays = [a.numpy() for a in args]
     if channels_first:
         arrays = [np.moveaxis(a, 1, -1) if a.ndim >= 3 else a for a in arrays]
-    out = model(arrays if len(arrays) > 1 else arrays[0], training=False)
+    if isinstance(model._inputs_struct, dict):  # a dict of inputs, in Keras' flatten order
+        out = model(keras.tree.pack_sequence_as(model._inputs_struct, arrays), training=False)
+    else:
+        out = model(arrays if len(arrays) > 1 else arrays[0], training=False)
     return [np.asarray(o) for o in keras.tree.flatten(out)]
 
 

@@ -274,3 +274,51 @@ def test_half_precision_compute_is_refused():
     model = keras.Model(x, L.Dense(2, dtype="float32")(L.Dense(4, dtype="mixed_float16")(x)))
     with pytest.raises(crossport.UnsupportedLayerError, match="mixed_float16"):
         crossport.to_torch(model, (torch.randn(2, 4),))
+
+
+def test_numpy_constants_in_keras_ops():
+    """numpy scalars and arrays as operands: numbers and buffers, laid out like tensors
+    (a per-channel array times a channels-first conv output)."""
+    x = keras.Input((8, 8, 3))
+    y = L.Conv2D(4, 3)(x) * np.arange(1, 5, dtype="float32")
+    y = y / np.sqrt(np.float32(4.0)) + np.full((6, 1, 4), 0.5)
+    assert_to_torch(keras.Model(x, L.Conv2D(2, 1)(y)))
+
+
+def test_dict_inputs_in_any_insertion_order():
+    """Keras flattens a dict of inputs in sorted key order; the check feeds it a dict."""
+    a, b = keras.Input((4,), name="a"), keras.Input((3,), name="b")
+    model = keras.Model({"b": b, "a": a}, L.Dense(2)(L.Concatenate()([a, b])))
+    assert_to_torch(model)
+
+
+def test_gru_initial_state_as_one_tensor():
+    x, h = keras.Input((5, 3)), keras.Input((4,))
+    assert_to_torch(keras.Model([x, h], L.GRU(4)(x, initial_state=h)))
+
+
+def _mixed_rank_dot():
+    a, b = keras.Input((4,)), keras.Input((3, 4))
+    return keras.Model([a, b], L.Dot(axes=(1, 2))([a, b]))
+
+
+def _mha_over_axis_1_of_rank_4():
+    q = keras.Input((3, 2, 8))
+    return keras.Model(q, L.MultiHeadAttention(2, 4, attention_axes=(1,))(q, q))
+
+
+def _bidirectional_with_other_backward_layer():
+    x = keras.Input((5, 3))
+    layer = L.Bidirectional(L.LSTM(4), backward_layer=L.GRU(4, go_backwards=True))
+    return keras.Model(x, layer(x))
+
+
+@pytest.mark.parametrize("build, reason", [
+    (_mixed_rank_dot, "ranks"), (_mha_over_axis_1_of_rank_4, "rank 4"),
+    (_bidirectional_with_other_backward_layer, "backward layer")],
+    ids=["dot-mixed-ranks", "mha-rank-4-query", "bidirectional-lstm-gru"])
+def test_layers_used_beyond_their_converter_are_refused(build, reason):
+    model = build()
+    example = tuple(torch.randn(2, *t.shape[1:]) for t in model.inputs)
+    with pytest.raises(crossport.UnsupportedLayerError, match=reason):
+        crossport.to_torch(model, example)

@@ -18,6 +18,9 @@ def _mha_supported(layer) -> str | None:
     cfg = layer.get_config()
     if tuple(cfg.get("attention_axes") or (1,)) != (1,):
         return f"attention_axes={cfg['attention_axes']} (only attention over axis 1)"
+    ranks = {len(t.shape) for node in layer._inbound_nodes for t in node.input_tensors[:1]}
+    if ranks - {3}:
+        return f"a query of rank {max(ranks)} (only [batch, sequence, features])"
     if cfg.get("use_gate") or cfg.get("sliding_window"):
         return "gated or sliding-window attention is not converted"
     if cfg.get("output_shape") is not None and np.ndim(cfg["output_shape"]) > 0 and \

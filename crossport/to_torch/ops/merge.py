@@ -75,7 +75,13 @@ def Concatenate(ctx: Context, layer, inputs: list[Held]) -> Held:
 
 def _dot_supported(layer) -> str | None:
     axes = layer.get_config()["axes"]
-    return None if isinstance(axes, int) or len(axes) == 2 else f"Dot axes {axes}"
+    if not (isinstance(axes, int) or len(axes) == 2):
+        return f"Dot axes {axes}"
+    for node in layer._inbound_nodes:
+        ranks = [len(t.shape) for t in node.input_tensors]
+        if len(set(ranks)) != 1 or ranks[0] not in (2, 3):
+            return f"Dot of inputs of ranks {ranks} (only two rank-2 or two rank-3 inputs)"
+    return None
 
 
 @register_layer(policy=Policy.CANONICAL, supports=_dot_supported)

@@ -76,9 +76,10 @@ def _make_plain(layer, bidirectional: bool = False) -> nn.RNNBase:
 
 
 def _initial(ctx: Context, kind: str, initial_state, bidirectional: bool = False):
-    if not initial_state:
+    if initial_state is None or (isinstance(initial_state, (list, tuple)) and not initial_state):
         return None
-    states = [s for s in initial_state]
+    # Keras takes one tensor as well as a list of them (GRU(x, initial_state=h))
+    states = list(initial_state) if isinstance(initial_state, (list, tuple)) else [initial_state]
     if bidirectional:  # Keras: forward states then backward states -> [2, N, H] each
         half = len(states) // 2
         pairs = list(zip(states[:half], states[half:]))
@@ -153,6 +154,9 @@ def _bidirectional_supported(layer) -> str | None:
         return f"Bidirectional merge_mode={layer.get_config()['merge_mode']!r}: only 'concat'"
     if type(inner).__name__ not in _PLAIN or not (_plain(inner) and _plain(backward)):
         return "Bidirectional over a layer torch's bidirectional RNNs do not compute exactly"
+    if type(inner) is not type(backward):
+        return (f"Bidirectional with a {type(backward).__name__} backward layer over a "
+                f"{type(inner).__name__} is not converted")
     fwd, bwd = inner.get_config(), backward.get_config()
     if fwd["go_backwards"] or not bwd["go_backwards"]:
         return "Bidirectional with a custom go_backwards setup is not converted"
