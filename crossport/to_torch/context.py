@@ -15,6 +15,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from crossport.errors import UnsupportedLayerError
 from crossport.layout import FlatOrder, Layout, canonical, transpose_between
 
 
@@ -146,7 +147,9 @@ def static(shape) -> tuple[int, ...]:
     """The non-batch sizes of a Keras shape; all must be known."""
     sizes = tuple(shape[1:])
     if any(s is None for s in sizes):
-        raise ValueError(f"needs static sizes, got {shape}")
+        raise UnsupportedLayerError(
+            f"a flatten over Keras shape {shape} needs static sizes after the batch: give the "
+            "model's inputs fixed sizes there (keras.Input(shape=...)) to convert it")
     return sizes
 
 

@@ -322,3 +322,15 @@ def test_layers_used_beyond_their_converter_are_refused(build, reason):
     example = tuple(torch.randn(2, *t.shape[1:]) for t in model.inputs)
     with pytest.raises(crossport.UnsupportedLayerError, match=reason):
         crossport.to_torch(model, example)
+
+
+def test_keras_ops_abs():
+    """keras.ops.abs builds an ``Absolute`` op (not ``Abs``)."""
+    x = keras.Input((5,))
+    assert_to_torch(keras.Model(x, keras.ops.abs(x) - 0.5))
+
+
+def test_flatten_over_a_dynamic_dim_is_refused():
+    x = keras.Input((None, 2))
+    with pytest.raises(crossport.UnsupportedLayerError, match="needs static sizes"):
+        crossport.to_torch(keras.Model(x, L.Flatten()(x) * 2.0), (torch.randn(2, 4, 2),))

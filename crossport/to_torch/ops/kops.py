@@ -40,6 +40,7 @@ _BINARY = {
 _UNARY = {
     "Relu": torch.relu, "Relu6": F.relu6, "Sigmoid": torch.sigmoid, "Tanh": torch.tanh,
     "Exp": torch.exp, "Log": torch.log, "Sqrt": torch.sqrt, "Abs": torch.abs,
+    "Absolute": torch.abs,  # keras.ops.abs builds an Absolute op
     "Negative": torch.neg, "Square": torch.square, "Silu": F.silu, "Rsqrt": torch.rsqrt,
     "Softplus": lambda x: torch.logaddexp(x, torch.zeros_like(x)),
     "HardSigmoid": F.hardsigmoid, "HardSilu": F.hardswish, "Gelu": None,
