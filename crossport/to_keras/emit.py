@@ -436,6 +436,19 @@ def _dtype_reason(node: torch.fx.Node) -> str | None:
     return next((r for r in reasons if r), None)
 
 
+# Ops without a converter that a known model setting avoids: the way out, in the error.
+_WAY_OUT = {
+    "transformers.grouped_mm_fallback.default": "HF mixture-of-experts",
+    "aten.histc.default": "HF mixture-of-experts routing",
+}
+_MOE_WAY_OUT = "build it with experts_implementation='batched_mm' in its config, which converts"
+
+
+def _no_converter(node: torch.fx.Node) -> str:
+    what = _WAY_OUT.get(str(node.target))
+    return f"no converter ({what}: {_MOE_WAY_OUT})" if what else "no converter"
+
+
 def check_supported(graph: torch.fx.Graph, skip=frozenset()) -> None:
     """The pre-flight check: one error listing every unsupported op, count and locations.
 
@@ -448,7 +461,8 @@ def check_supported(graph: torch.fx.Graph, skip=frozenset()) -> None:
         if node.op != "call_function" or node.target is operator.getitem or node in skip:
             continue
         converter = lookup(node.target)
-        reason = "no converter" if converter is None else converter.unsupported_reason(node)
+        reason = (_no_converter(node) if converter is None
+                  else converter.unsupported_reason(node))
         reason = reason or _dtype_reason(node)
         if reason:
             problems.setdefault((str(node.target), reason), []).append(describe(node))
