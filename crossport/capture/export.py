@@ -12,6 +12,7 @@ from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
 from crossport.capture.borrow import borrowed
 from crossport.capture.functional import as_functional
+from crossport.capture.guards import refuse_unmet_conditions
 from crossport.capture.recurrent import opaque_recurrent_ops
 from crossport.errors import CaptureError, InputError
 from crossport.options import ConvertOptions
@@ -140,6 +141,10 @@ def capture(module: torch.nn.Module, args: tuple, options: ConvertOptions,
             )
     except Exception as exc:  # torch raises many unrelated types here; all mean "no capture"
         raise CaptureError(_capture_message(module, exc, args)) from exc
+    if dynamic is not None:
+        names = input_names(module, len(args))
+        refuse_unmet_conditions(module, exported, args, names,
+                                requested_dynamic_dims(args, options, names))
     functional = as_functional(exported, keep_ops)
     if functional is not None:
         return functional

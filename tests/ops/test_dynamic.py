@@ -139,9 +139,9 @@ class ResizedTable(nn.Module):
         self.pos = nn.Parameter(torch.randn(1, 4, 3, 3, generator=torch.Generator().manual_seed(0)))
 
     def forward(self, x):
-        grid = (x.shape[2] // 4, x.shape[3] // 4)
+        grid = (x.shape[2] // 2, x.shape[3] // 2)
         pos = F.interpolate(self.pos, size=grid, mode="bicubic", antialias=self.antialias)
-        return F.avg_pool2d(x, 4) + pos.sum(1, keepdim=True)
+        return F.avg_pool2d(x, 2) + pos.sum(1, keepdim=True)
 
 
 class SpaceToDepthConv(nn.Module):
@@ -426,6 +426,22 @@ def test_run_time_pad_amounts_survive_saved_model(tmp_path):
                                                dynamic_dims={"x": {1: "seq"}})
     crossport.export(conversion, tmp_path / "pad_saved_model")
     assert_matches_at_sizes(module, conversion, [(2, 7, 4), (3, 8, 4)])
+
+
+class PadIfOdd(nn.Module):
+    """A Python branch on a size: torch.export traces the even side only."""
+
+    def forward(self, x):
+        if x.shape[-1] % 2:
+            x = F.pad(x, (0, 1))
+        return x.reshape(x.shape[0], -1, 2).sum(-1)
+
+
+def test_a_branch_on_a_dynamic_size_is_refused():
+    """The graph of an even example has no pad; at an odd size torch pads and the graph
+    would not: refused (the guard torch.export keeps names the condition)."""
+    with pytest.raises(DynamicDimError, match=r"x dim 1 % 2\) == 0"):
+        crossport.convert(PadIfOdd(), (torch.randn(2, 8),), dynamic_dims={"x": {1: "w"}})
 
 
 def test_two_inputs_share_a_dynamic_dim():

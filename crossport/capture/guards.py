@@ -1,0 +1,144 @@
+"""Size conditions a captured graph assumes: a dynamic dim must not hide one.
+
+torch.export follows one side of a Python condition on a dynamic size (``if w % 4 != 0:
+pad``) and records the condition as a guard, which ``ExportedProgram.module()`` checks on
+every call. The graph, and so the Keras model built from it, carries no trace of it: at a
+size on the other side it would compute something else, or fail. So when a divisibility or
+equality guard fails at a size torch's own module accepts, conversion refuses the dynamic
+dim (``DynamicDimError``). Guards that hold at every size tried are tautologies torch could
+not simplify (``3*max(1, s - s//2) == 3*s - 3*(s//2)``); range guards (``>= 2``) and
+``!=`` guards (a derived size is not 0 or 1) are left alone, as torch.export assumes them
+of every dynamic dim.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import torch
+
+from crossport.capture.borrow import borrowed
+from crossport.errors import DynamicDimError
+
+# Sizes tried for the dynamic dims: the example's size moved by 1, -1, 2, -2 ... 32 (near
+# the example first: far smaller sizes are often ones the model rejects), then a few large
+# ones; all dims together, then one at a time. A guard is a Python expression over sizes,
+# so this costs microseconds; torch runs only where a guard fails, at most _TORCH_RUNS times.
+_DELTAS = tuple(d for k in range(1, 33) for d in (k, -k))
+_LARGE = (97, 128, 255)
+_TORCH_RUNS = 8
+
+
+class _Sized:
+    def __init__(self, shape):
+        self._shape = tuple(shape)
+
+    def size(self):
+        return self._shape
+
+
+def size_conditions(exported: torch.export.ExportedProgram) -> list[str]:
+    """The equality guards of ``exported`` (divisibility ``s % 4 == 0`` included) as Python
+    source. ``!=`` guards are torch.export's size-oblivious assumptions that a derived size
+    is not 0 or 1, like the range guards."""
+    guards = getattr(exported, "_guards_code", None) or []  # private, torch 2.13
+    return [g for g in guards if "==" in g and "!=" not in g]
+
+
+def readable(guard: str) -> str:
+    """``L['x'].size()[3]`` as ``x dim 3``."""
+    guard = re.sub(r"L\['(\w+)'\]\.size\(\)\[(\d+)\]", r"\1 dim \2", guard)
+    return re.sub(r"L\['(\w+)'\]\[(\d+)\]\.size\(\)\[(\d+)\]", r"\1[\2] dim \3", guard)
+
+
+_BUILTINS = {"__builtins__": {"max": max, "min": min, "abs": abs}}
+
+
+def _compiled(guard: str):
+    try:
+        return compile(guard, "<torch.export guard>", "eval")
+    except SyntaxError:  # a guard form not handled here: no verdict
+        return None
+
+
+def _holds(guard, names: list[str], shapes: list[tuple]) -> bool | None:
+    """The guard (source or compiled) at ``shapes`` (one per input); None if it cannot be
+    evaluated here."""
+    code = _compiled(guard) if isinstance(guard, str) else guard
+    if code is None:
+        return None
+    sized = [_Sized(s) for s in shapes]
+    scope = dict(zip(names, sized))
+    scope["args"] = sized[len(names):] or sized
+    try:
+        return bool(eval(code, _BUILTINS, {"L": scope}))
+    except Exception:  # a guard form not handled here: no verdict
+        return None
+
+
+def _sample_shapes(args: tuple, dynamic: dict[int, set[int]]) -> Iterator[list[tuple]]:
+    base = [list(a.shape) for a in args]
+    dims = [(i, d) for i, ds in sorted(dynamic.items()) for d in sorted(ds)]
+
+    def moved(chosen, change) -> list[tuple] | None:
+        shapes = [list(s) for s in base]
+        for i, d in chosen:
+            shapes[i][d] = change(base[i][d])
+        if any(shapes[i][d] < 2 for i, d in chosen):
+            return None
+        return [tuple(s) for s in shapes]
+
+    changes = [lambda n, k=k: n + k for k in _DELTAS] + [lambda _n, v=v: v for v in _LARGE]
+    for group in [dims] + [[dim] for dim in dims]:
+        for change in changes:
+            shapes = moved(group, change)
+            if shapes is not None:
+                yield shapes
+
+
+def _torch_accepts(module: torch.nn.Module, args: tuple, shapes: list[tuple]) -> bool:
+    from crossport.parity.verify import fresh_inputs
+
+    try:
+        with torch.no_grad(), borrowed(module):
+            module(*fresh_inputs(args, 0, shapes))
+        return True
+    except Exception:  # the model's own limit there: not a size it accepts
+        return False
+
+
+def refuse_unmet_conditions(module: torch.nn.Module, exported, args: tuple,
+                            names: list[str], dynamic: dict[int, set[int]]) -> None:
+    """Raise ``DynamicDimError`` if a guard fails at a size torch accepts."""
+    conditions = [(g, _compiled(g)) for g in size_conditions(exported)]
+    if not conditions:
+        return
+    runs = 0
+    for shapes in _sample_shapes(args, dynamic):
+        failing = [g for g, code in conditions if _holds(code, names, shapes) is False]
+        if not failing:
+            continue
+        if runs >= _TORCH_RUNS:
+            return
+        runs += 1
+        if _torch_accepts(module, args, shapes):
+            raise _unmet(failing, shapes)
+
+
+def _short(text: str, limit: int = 160) -> str:
+    return text if len(text) <= limit else text[:limit] + " ..."
+
+
+def _unmet(failing: list[str], shapes: list[tuple]) -> DynamicDimError:
+    shown = "; ".join(_short(readable(g)) for g in failing[:3])
+    more = f" (and {len(failing) - 3} more)" if len(failing) > 3 else ""
+    at = ", ".join("x".join(map(str, s)) for s in shapes)
+    return DynamicDimError(
+        f"the captured graph holds only where {shown}{more}, and torch runs the model at "
+        f"input shapes {at} where it does not: torch.export followed one side of a Python "
+        "condition on a dynamic size (such as `if w % 4 != 0: pad`), so the converted "
+        "model would be wrong there. Convert with that dim static, or compute the size "
+        "without a branch (pad by (4 - w % 4) % 4 always).",
+        problems=[{"op": "size condition", "reason": readable(g), "where": at}
+                  for g in failing])
