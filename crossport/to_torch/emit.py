@@ -135,12 +135,14 @@ def _convert(ctx: Context, knode: KNode, held: dict) -> list[Held]:
     ctx.input_shape = tuple(tensors[0].shape) if tensors else ()
     ctx.output_dtypes = [t.dtype for t in knode.outputs]
 
-    def value_of(x):
+    def value_of(x, data: bool = False):
         if not isinstance(x, keras.KerasTensor):
             return x
-        return _autocast(ctx, knode.operation, x, held[id(x)])
+        value = _autocast(ctx, knode.operation, x, held[id(x)])
+        return _promote_integers(ctx, knode, x, value) if data else value
 
-    args = keras.tree.map_structure(value_of, knode.args)
+    args = tuple(keras.tree.map_structure(lambda x, first=(i == 0): value_of(x, first), a)
+                 for i, a in enumerate(knode.args))
     kwargs = keras.tree.map_structure(value_of, knode.kwargs)
     shapes = [tuple(t.shape) for t in knode.outputs]
     return apply_converter(ctx, converter, knode.operation, args, kwargs, shapes)
@@ -155,6 +157,24 @@ def _autocast(ctx: Context, operation, tensor, value: Held) -> Held:
     if (want is None or tensor.dtype == want or not keras.backend.is_float_dtype(tensor.dtype)
             or not keras.backend.is_float_dtype(want)):
         return value
+    return Held(ctx.call_method("to", value.node, getattr(torch, want)), value.layout,
+                value.shape)
+
+
+# Layers whose data input is integer ids by design (not a value to compute with).
+_INDEX_LAYERS = frozenset({"Embedding", "CategoryEncoding", "IntegerLookup", "StringLookup",
+                           "Hashing", "HashedCrossing", "Discretization"})
+
+
+def _promote_integers(ctx: Context, knode: KNode, tensor, value: Held) -> Held:
+    """An integer data input of a layer computing in float (``Dense`` on int32 ids, a global
+    average pool of counts): Keras' ops promote it to float, torch's modules refuse it."""
+    layer = knode.operation
+    if (not isinstance(layer, keras.layers.Layer) or knode.class_name in _INDEX_LAYERS
+            or not keras.backend.is_int_dtype(tensor.dtype)
+            or not all(keras.backend.is_float_dtype(d) for d in ctx.output_dtypes)):
+        return value
+    want = getattr(layer, "compute_dtype", None) or "float32"
     return Held(ctx.call_method("to", value.node, getattr(torch, want)), value.layout,
                 value.shape)
 

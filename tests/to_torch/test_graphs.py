@@ -238,8 +238,12 @@ def test_check_compares_dtypes(monkeypatch):
                            (torch.randint(0, 9, (2, 6), dtype=torch.int32),))
 
 
-def test_torch_failure_names_the_keras_layer():
-    """A converted module that fails in torch is a ConversionError naming the Keras layer."""
+def test_torch_failure_names_the_keras_layer(monkeypatch):
+    """A converted module that fails in torch is a ConversionError naming the Keras layer
+    (an int32 input reaching nn.Linear once integer promotion is switched off)."""
+    from crossport.to_torch import emit
+
+    monkeypatch.setattr(emit, "_promote_integers", lambda ctx, knode, tensor, value: value)
     x = keras.Input((6,), dtype="int32")
     model = keras.Model(x, L.Dense(2, name="head")(x))
     with pytest.raises(crossport.ConversionError, match="Keras layer 'head'"):
@@ -334,3 +338,13 @@ def test_flatten_over_a_dynamic_dim_is_refused():
     x = keras.Input((None, 2))
     with pytest.raises(crossport.UnsupportedLayerError, match="needs static sizes"):
         crossport.to_torch(keras.Model(x, L.Flatten()(x) * 2.0), (torch.randn(2, 4, 2),))
+
+
+def test_integer_inputs_to_float_layers():
+    """Keras' ops promote an int input of Dense or a global pool to float; torch's modules
+    refuse it, so the module casts it first (Embedding keeps its ids)."""
+    ids = keras.Input((6,), dtype="int32")
+    counts = keras.Input((4, 4, 3), dtype="int32")
+    pooled = L.GlobalAveragePooling2D()(counts)
+    out = L.Concatenate()([L.Dense(3)(ids), pooled, L.Flatten()(L.Embedding(10, 2)(ids))])
+    assert_to_torch(keras.Model([ids, counts], out), int_high=9)
