@@ -62,10 +62,9 @@ def _compiled(guard: str):
         return None
 
 
-def _holds(guard, names: list[str], shapes: list[tuple]) -> bool | None:
-    """The guard (source or compiled) at ``shapes`` (one per input); None if it cannot be
-    evaluated here."""
-    code = _compiled(guard) if isinstance(guard, str) else guard
+def _holds(code, names: list[str], shapes: list[tuple]) -> bool | None:
+    """The compiled guard at ``shapes`` (one per input); None if it cannot be evaluated
+    here."""
     if code is None:
         return None
     sized = [_Sized(s) for s in shapes]

@@ -138,8 +138,7 @@ def _convert(ctx: Context, knode: KNode, held: dict) -> list[Held]:
     def value_of(x, data: bool = False):
         if not isinstance(x, keras.KerasTensor):
             return x
-        value = _autocast(ctx, knode.operation, x, held[id(x)])
-        return _promote_integers(ctx, knode, x, value) if data else value
+        return _as_layer_computes(ctx, knode, x, held[id(x)], data)
 
     args = tuple(keras.tree.map_structure(lambda x, first=(i == 0): value_of(x, first), a)
                  for i, a in enumerate(knode.args))
@@ -148,33 +147,32 @@ def _convert(ctx: Context, knode: KNode, held: dict) -> list[Held]:
     return apply_converter(ctx, converter, knode.operation, args, kwargs, shapes)
 
 
-def _autocast(ctx: Context, operation, tensor, value: Held) -> Held:
-    """Keras layers cast float inputs to their compute dtype (``Layer.__call__``); torch
-    modules do not (a float64 tensor into a float32 conv is an error)."""
-    if not isinstance(operation, keras.layers.Layer) or not getattr(operation, "autocast", True):
-        return value
-    want = getattr(operation, "compute_dtype", None)
-    if (want is None or tensor.dtype == want or not keras.backend.is_float_dtype(tensor.dtype)
-            or not keras.backend.is_float_dtype(want)):
-        return value
-    return Held(ctx.call_method("to", value.node, getattr(torch, want)), value.layout,
-                value.shape)
-
-
 # Layers whose data input is integer ids by design (not a value to compute with).
 _INDEX_LAYERS = frozenset({"Embedding", "CategoryEncoding", "IntegerLookup", "StringLookup",
                            "Hashing", "HashedCrossing", "Discretization"})
 
 
-def _promote_integers(ctx: Context, knode: KNode, tensor, value: Held) -> Held:
-    """An integer data input of a layer computing in float (``Dense`` on int32 ids, a global
-    average pool of counts): Keras' ops promote it to float, torch's modules refuse it."""
+def _as_layer_computes(ctx: Context, knode: KNode, tensor, value: Held, data: bool) -> Held:
+    """An input in the dtype the Keras layer computes it in; torch's modules cast nothing.
+
+    Keras' ``Layer.__call__`` casts float inputs to the compute dtype (a float64 tensor into
+    a float32 conv), and its ops promote an integer data input of a layer computing in
+    float (``Dense`` on int32 ids, a global average pool of counts); layers that take ids by
+    design keep them.
+    """
     layer = knode.operation
-    if (not isinstance(layer, keras.layers.Layer) or knode.class_name in _INDEX_LAYERS
-            or not keras.backend.is_int_dtype(tensor.dtype)
-            or not all(keras.backend.is_float_dtype(d) for d in ctx.output_dtypes)):
+    want = getattr(layer, "compute_dtype", None)
+    if (not isinstance(layer, keras.layers.Layer) or want is None or tensor.dtype == want
+            or not keras.backend.is_float_dtype(want)):
         return value
-    want = getattr(layer, "compute_dtype", None) or "float32"
+    if keras.backend.is_float_dtype(tensor.dtype):
+        cast = getattr(layer, "autocast", True)
+    else:
+        cast = (data and keras.backend.is_int_dtype(tensor.dtype)
+                and knode.class_name not in _INDEX_LAYERS
+                and all(keras.backend.is_float_dtype(d) for d in ctx.output_dtypes))
+    if not cast:
+        return value
     return Held(ctx.call_method("to", value.node, getattr(torch, want)), value.layout,
                 value.shape)
 

@@ -243,7 +243,8 @@ def test_torch_failure_names_the_keras_layer(monkeypatch):
     (an int32 input reaching nn.Linear once integer promotion is switched off)."""
     from crossport.to_torch import emit
 
-    monkeypatch.setattr(emit, "_promote_integers", lambda ctx, knode, tensor, value: value)
+    monkeypatch.setattr(emit, "_as_layer_computes",
+                        lambda ctx, knode, tensor, value, data: value)
     x = keras.Input((6,), dtype="int32")
     model = keras.Model(x, L.Dense(2, name="head")(x))
     with pytest.raises(crossport.ConversionError, match="Keras layer 'head'"):

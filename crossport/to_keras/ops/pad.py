@@ -46,7 +46,7 @@ def _dynamic_amount(item):
 
 
 def _mode(node: torch.fx.Node) -> str:
-    if node.target in (aten.pad.default,):
+    if node.target is aten.pad.default:
         return node.args[2] if len(node.args) > 2 else node.kwargs.get("mode", "constant")
     return "constant" if node.target is aten.constant_pad_nd.default else "other"
 
