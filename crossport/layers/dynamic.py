@@ -15,6 +15,8 @@ from typing import Any
 import keras
 from keras import ops
 
+from crossport.layers.ordering import top_k_torch_order
+
 
 def _fill(target, scalars) -> list:
     """``target`` with its ``None`` entries replaced by ``scalars`` in order."""
@@ -222,7 +224,7 @@ class DynamicSlice(keras.layers.Layer):
 class DynamicTopK(keras.layers.Layer):
     """``top_k`` along the last axis with a run-time ``k``: ``call(x, k) -> (values, indices)``.
 
-    ``largest=False`` takes the smallest (ties keep index order, as torch's ``topk``/``sort``).
+    ``largest=False`` takes the smallest. torch's order: NaN above +inf, ties in index order.
     """
 
     def __init__(self, largest: bool = True, **kwargs: Any):
@@ -230,11 +232,7 @@ class DynamicTopK(keras.layers.Layer):
         self.largest = largest
 
     def call(self, x, k):
-        k = ops.cast(k, "int32")
-        if self.largest:
-            return ops.top_k(x, k, sorted=True)
-        values, indices = ops.top_k(ops.negative(x), k, sorted=True)
-        return ops.negative(values), indices
+        return top_k_torch_order(x, ops.cast(k, "int32"), self.largest)
 
     def compute_output_spec(self, x, k):
         shape = (*x.shape[:-1], None)

@@ -5,8 +5,9 @@ a second pool over an isnan mask on every call (measured ~2x the pool's time on 
 8x56x56x64 3x3/2 pool), so crossport keeps TF's kernel and says so: when an input set holds
 a NaN or inf and the graph has a max pool, the parity report carries a note. relu, clamp,
 maximum, minimum, amax and amin propagate NaN in both; argmax/argmin/max(dim)/min(dim)
-point at the first NaN like torch (a cheap isnan/any, see ops/reduce.py). Measured against
-torch in tests/ops/test_nan.py.
+point at the first NaN like torch (a cheap isnan/any, see ops/reduce.py); sort, argsort and
+topk order NaN above +inf like torch (an integer sort key, layers/ordering.py). Measured
+against torch in tests/ops/test_nan.py.
 """
 
 from __future__ import annotations
@@ -19,9 +20,8 @@ NAN_SKIPPING_OPS = {
     "max_pool1d", "max_pool2d", "max_pool3d", "max_pool2d_with_indices",
     "max_pool3d_with_indices", "adaptive_max_pool1d", "adaptive_max_pool2d",
     "adaptive_max_pool3d",
-    # torch orders NaN above +inf and a softmax row holding NaN is all NaN; TF's sort and
-    # top-k order NaN arbitrarily and its softmax keeps the finite entries' share
-    "sort", "argsort", "topk", "_softmax", "softmax",
+    # a softmax row holding NaN is all NaN in torch; TF's keeps the finite entries' share
+    "_softmax", "softmax",
 }
 
 
@@ -45,5 +45,5 @@ def nan_notes(exported, input_sets: list[tuple]) -> list[str]:
     if not found:
         return []
     return [(f"an input holds NaN/inf and the model has {', '.join(found)}: TF's kernels "
-             "handle NaN there differently from torch (max pooling skips it, sort and top-k "
-             "order it, softmax keeps the other entries); see docs/parity.md")]
+             "handle NaN there differently from torch (max pooling skips it, softmax keeps "
+             "the other entries); see docs/parity.md")]

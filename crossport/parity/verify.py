@@ -34,6 +34,17 @@ from crossport.parity.shapes import CheckShapes, check_shapes
 from crossport.weights import flat_feature_order
 
 
+def _int_range(t: torch.Tensor) -> tuple[int, int]:
+    """``randint``'s ``[low, high)`` covering ``t``'s values (all but the dtype's largest:
+    ``high`` must fit in int64, which ``max + 1`` of an int64 tensor may not)."""
+    if not t.numel():
+        return 0, 1
+    top = torch.iinfo(t.dtype).max
+    low, high = int(t.min()), int(t.max()) + 1
+    low = min(low, top - 1)
+    return low, min(max(high, low + 1), top)
+
+
 def fresh_inputs(example: tuple, seed: int, shapes: tuple | None = None) -> tuple:
     """Random inputs typed like ``example``: normal floats, ints within its range.
 
@@ -48,9 +59,7 @@ def fresh_inputs(example: tuple, seed: int, shapes: tuple | None = None) -> tupl
         elif t.dtype == torch.bool:
             out.append(torch.rand(shape, generator=gen) > 0.5)
         else:
-            low, high = (int(t.min()), int(t.max()) + 1) if t.numel() else (0, 1)
-            out.append(torch.randint(low, max(high, low + 1), shape, generator=gen,
-                                     dtype=t.dtype))
+            out.append(torch.randint(*_int_range(t), shape, generator=gen, dtype=t.dtype))
     return tuple(out)
 
 

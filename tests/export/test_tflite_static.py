@@ -336,3 +336,24 @@ def test_splats_unfolded_by_the_converter_become_constants_again(tmp_path):
     assert crossport.export(conversion, tmp_path / "m.tflite").passed
     ops = tflite_op_names(tmp_path / "m.tflite")
     assert "FILL" not in ops and "FULLY_CONNECTED" in ops, ops
+
+
+class SortsWithNaN(torch.nn.Module):
+    def forward(self, x):
+        values, indices = torch.topk(x * 2, 3, largest=False)
+        return values, indices, torch.sort(x, dim=-1, descending=True, stable=True).values
+
+
+def test_sort_and_topk_order_nan_like_torch_on_litert(tmp_path):
+    """torch's NaN order (above +inf) through TFLite builtins only (BITCAST, BITWISE_XOR)."""
+    net = SortsWithNaN().eval()
+    conversion = crossport.convert_with_report(net, random_inputs((2, 10)))
+    result = crossport.export(conversion, tmp_path / "m.tflite")
+    ops = tflite_op_names(result.path)
+    assert not [op for op in ops if op.startswith("Flex") or op == "CUSTOM"], ops
+    runner = _litert(result.path).get_signature_runner("serving_default")
+    (x,) = random_inputs((2, 10), seed=1)
+    x[0, 3], x[0, 7], x[1, 1], x[1, 5] = float("nan"), -float("inf"), float("inf"), float("nan")
+    got = [runner(x=x.numpy())[f"output_{i}"] for i in range(3)]
+    for out, want in zip(got, net(x)):
+        np.testing.assert_array_equal(out, want.numpy())

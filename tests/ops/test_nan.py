@@ -1,8 +1,8 @@
 """NaN and inf through the ops whose NaN handling could differ (docs/parity.md).
 
 torch propagates NaN through relu, clamp, maximum/minimum, amax/amin, max(dim) and max
-pooling, and its arg-reductions point at the first NaN. The converted ops match torch
-except max pooling, where TF's kernel skips NaN (matching would double the pool's cost):
+pooling, its arg-reductions point at the first NaN, and sort/topk order NaN above +inf.
+The converted ops match torch except max pooling, where TF's kernel skips NaN (matching would double the pool's cost):
 that row is a strict xfail, and the parity report says so when an input holds NaN.
 Inputs hold NaN, +inf and -inf at seeded positions; the harness compares NaN/inf positions
 exactly and the rest to the tolerance.
@@ -29,6 +29,15 @@ def nonfinite(shape, seed=0, nan=3, inf=2):
     x[where[nan:nan + inf]] = float("inf")
     x[where[nan + inf:nan + 2 * inf]] = float("-inf")
     return x.reshape(shape)
+
+
+def _signed_zeros(x):
+    """``x`` with a few +0.0 and -0.0 entries (torch sorts them as equal) and a negative
+    subnormal (which TF's CPU comparisons flush to zero, torch's do not)."""
+    flat = x.flatten().clone()
+    flat[[1, 4, 7]] = torch.tensor([0.0, -0.0, -1e-40])
+    flat[[10, 13]] = torch.tensor([-0.0, 0.0])
+    return flat.reshape(x.shape)
 
 
 def one(shape, **kw):
@@ -63,6 +72,20 @@ CASES = [
     case("nan-argmin-first-nan", Fn(lambda x: x.argmin(0)), one((6, 5), nan=4, inf=3), expect_converters=("aten_argmin_default",)),
     case("nan-argmax-flat", Fn(lambda x: x.argmax()), one((3, 5)), expect_converters=("aten_argmax_default",)),
     case("nan-sign-is-zero", Fn(torch.sign), one((3, 8), nan=3, inf=2), expect_converters=("aten_sign_default",)),
+    # torch orders NaN above +inf and -0.0 with +0.0; TF's top_k alone puts NaN anywhere
+    case("nan-sort-ascending", Fn(lambda x: tuple(torch.sort(x, dim=-1, stable=True))),
+         lambda: (_signed_zeros(nonfinite((4, 9), nan=6, inf=4)),), expect_converters=("aten_sort_default",)),
+    case("nan-sort-descending-dim0", Fn(lambda x: tuple(torch.sort(x, dim=0, descending=True, stable=True))),
+         one((9, 4), nan=6, inf=4), kernel_transposes=True, expect_converters=("aten_sort_default",)),
+    case("nan-argsort", Fn(lambda x: torch.argsort(x, dim=1, stable=True)), one((3, 10), nan=5, inf=3),
+         expect_converters=("aten_sort_default",)),
+    case("nan-topk-largest", Fn(lambda x: tuple(torch.topk(x, 4))), one((5, 8), nan=4, inf=4),
+         expect_converters=("aten_topk_default",)),
+    # one -inf at most: torch's topk orders ties as its kernel happens to (unlike sort(stable))
+    case("nan-topk-smallest", Fn(lambda x: tuple(torch.topk(x, 4, largest=False))), one((5, 8), nan=6, inf=1),
+         expect_converters=("aten_topk_default",)),
+    case("int64-sort-extremes", Fn(lambda x: tuple(torch.sort(x, stable=True))), lambda: (torch.tensor(
+        [[5, -2**63, 2**63 - 1, 0, -2**63, -1]]),), expect_converters=("aten_sort_default",)),
     case("inf-sigmoid", Fn(torch.sigmoid), one((2, 12), nan=0, inf=3), expect_converters=("aten_sigmoid_default",)),
     case("nan-maxpool2d", nn.MaxPool2d(2), one((1, 2, 6, 6), nan=4, inf=0),
          marks=XFAIL_MAXPOOL, expect_converters=("aten_max_pool2d_default",)),

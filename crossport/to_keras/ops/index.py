@@ -11,6 +11,7 @@ import keras
 import numpy as np
 import torch
 
+from crossport.layers.ordering import top_k_torch_order
 from crossport.layout import (
     canonical,
     normalize_dim,
@@ -209,22 +210,15 @@ def _on_last_axis(ctx, self, dim, fn):
 
 
 def _top_k(x, k, largest, ctx=None):
-    """top_k on bool and unsigned keys too (TF negates neither): as int32, values cast back.
+    """top_k in torch's order (NaN above +inf, ties in index order) for every dtype.
 
     ``k`` may be a run-time size (a ``DynamicTopK`` layer, named through ``ctx``).
     """
-    dtype = x.dtype
-    if dtype == "bool" or dtype.startswith("uint"):
-        values, indices = _top_k(ops.cast(x, "int32"), k, largest, ctx)
-        return ops.cast(values, dtype), indices
     if not isinstance(k, int):  # a run-time size: k known only when the model runs
         from crossport.layers.dynamic import DynamicTopK
 
         return DynamicTopK(largest, name=ctx.name("top_k"))(x, k)
-    if largest:
-        return ops.top_k(x, k, sorted=True)
-    values, indices = ops.top_k(ops.negative(x), k, sorted=True)
-    return ops.negative(values), indices
+    return top_k_torch_order(x, k, largest)
 
 
 @register(aten.topk.default, policy=Policy.CUSTOM, dynamic=True)
