@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 import sympy
 import torch
 
-# Steps tried in order: +3 flips parity (floor/ceil rules), then smaller and larger moves.
-_STEPS = (3, 2, 1, 5, 8)
+# Steps tried in order: +3 flips parity (floor/ceil rules), then smaller and larger moves,
+# then the multiples a strided network needs (a YOLO or UNet takes sizes divisible by 32).
+_STEPS = (3, 2, 1, 5, 8, 16, 32, 64)
 
 
 @dataclass

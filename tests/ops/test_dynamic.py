@@ -399,6 +399,25 @@ def test_check_states_the_shapes_it_ran():
     assert "checked at shapes: x 2x2x6x6; x " in report.summary()
 
 
+class Stride32(nn.Module):
+    """A network that, like YOLO's, runs only at sizes divisible by 32 (the skip adds)."""
+
+    def __init__(self):
+        super().__init__()
+        self.down = nn.Conv2d(2, 4, 32, stride=32)
+        self.up = nn.ConvTranspose2d(4, 2, 32, stride=32)
+
+    def forward(self, x):
+        return self.up(self.down(x)) + x
+
+
+def test_second_shape_check_finds_sizes_a_strided_network_accepts():
+    conversion = crossport.convert_with_report(Stride32().eval(), (torch.randn(1, 2, 64, 96),),
+                                               dynamic_dims={0: {2: "h", 3: "w"}})
+    (example,), (other,) = conversion.report.shape_sets
+    assert other[2] % 32 == 0 and other[3] % 32 == 0 and other != example, other
+
+
 class SeesShapes(nn.Module):
     """Records the input shapes torch runs it at (eager calls only) in a list it does not own
     (crossport restores the module's own attributes after every run)."""
