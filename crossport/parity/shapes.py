@@ -19,6 +19,8 @@ import torch
 # Steps tried in order: +3 flips parity (floor/ceil rules), then smaller and larger moves,
 # then the multiples a strided network needs (a YOLO or UNet takes sizes divisible by 32).
 _STEPS = (3, 2, 1, 5, 8, 16, 32, 64)
+_STRIDE_STEPS = 16  # from here on only sizes at least the step move by it; smaller ones
+# (a batch of 2) move by the first step, not to a batch of 34
 
 
 @dataclass
@@ -90,7 +92,8 @@ def _shapes_for(dims: list[list], example: tuple, values: dict) -> tuple[tuple[i
 
 
 def candidate_shapes(exported, example: tuple):
-    """Second shapes to try, best first: every symbol moved by the same step."""
+    """Second shapes to try, best first: every symbol moved by the same step (by the first
+    step instead when a stride-sized step is larger than the symbol itself)."""
     dims = user_input_dims(exported)
     values = _example_values(dims, example)
     if not values:
@@ -99,7 +102,8 @@ def candidate_shapes(exported, example: tuple):
         moved = {}
         for symbol, value in values.items():
             lower, upper = _bounds(exported, symbol)
-            new = value + step if value + step <= upper else value - step
+            move = _STEPS[0] if step >= _STRIDE_STEPS and value < step else step
+            new = value + move if value + move <= upper else value - move
             if not lower <= new <= upper or new == value:
                 break
             moved[symbol] = new

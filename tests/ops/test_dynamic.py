@@ -412,10 +412,11 @@ class Stride32(nn.Module):
 
 
 def test_second_shape_check_finds_sizes_a_strided_network_accepts():
-    conversion = crossport.convert_with_report(Stride32().eval(), (torch.randn(1, 2, 64, 96),),
-                                               dynamic_dims={0: {2: "h", 3: "w"}})
+    conversion = crossport.convert_with_report(Stride32().eval(), (torch.randn(2, 2, 64, 96),),
+                                               dynamic_dims={0: {0: "b", 2: "h", 3: "w"}})
     (example,), (other,) = conversion.report.shape_sets
     assert other[2] % 32 == 0 and other[3] % 32 == 0 and other != example, other
+    assert other[0] == 5, other  # the batch moves by 3, not to 34
 
 
 class SeesShapes(nn.Module):
