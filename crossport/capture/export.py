@@ -116,6 +116,27 @@ def _widen_unit_dynamic_dims(args: tuple, dynamic) -> tuple:
     return tuple(widened)
 
 
+def _unaliased(args: tuple) -> tuple:
+    """``args`` with every tensor that shares memory with an earlier one cloned.
+
+    torch.export traces the Python code the example inputs take, and that code may test
+    identity: ``nn.MultiheadAttention(q, k, v)`` takes its self-attention path when
+    ``query is key is value``, reading ``v`` alone. ``(x, x, x)`` as the example would
+    capture a graph that ignores two of the Keras model's three inputs, which the check
+    then fails with fresh, distinct inputs. The Keras model's inputs are distinct, so
+    the capture is made with distinct tensors of the same values.
+    """
+    seen, out = set(), []
+    for arg in args:
+        if isinstance(arg, torch.Tensor) and arg.numel():
+            key = arg.untyped_storage().data_ptr()
+            if key in seen:
+                arg = arg.clone()
+            seen.add(key)
+        out.append(arg)
+    return tuple(out)
+
+
 def capture(module: torch.nn.Module, args: tuple, options: ConvertOptions,
             keep_ops: Collection) -> torch.export.ExportedProgram:
     """Export ``module`` and decompose every op not in ``keep_ops`` to core ATen.
@@ -129,6 +150,7 @@ def capture(module: torch.nn.Module, args: tuple, options: ConvertOptions,
     """
     if not isinstance(module, torch.nn.Module):
         raise InputError(f"expected a torch.nn.Module, got {type(module).__name__}")
+    args = _unaliased(args)
     dynamic = _dynamic_shapes(args, options, input_names(module, len(args)))
     if dynamic is not None:
         args = _widen_unit_dynamic_dims(args, dynamic)

@@ -208,3 +208,25 @@ def test_a_mask_that_keeps_everything_is_not_added(keep, adds):
     masked = crossport.convert(ConstantMask(keep).eval(), x)
     extra = len(masked.operations) - len(plain.operations)
     assert (extra > 0) is adds, [type(op).__name__ for op in masked.operations]
+
+
+class CrossAttention(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.attention = nn.MultiheadAttention(8, 2, batch_first=True)
+
+    def forward(self, query, key, value):
+        return self.attention(query, key, value)[0]
+
+
+def test_one_tensor_passed_as_query_key_and_value_converts_the_general_function():
+    """torch's MultiheadAttention reads only ``value`` when ``query is key is value``; an
+    example ``(x, x, x)`` once captured that path and failed the check on distinct inputs."""
+    torch.manual_seed(0)
+    module, x = CrossAttention().eval(), torch.randn(2, 5, 8)
+    model = crossport.convert(module, (x, x, x))
+    q, k, v = (torch.randn(2, 5, 8) for _ in range(3))
+    np.testing.assert_allclose(np.asarray(model([q.numpy(), k.numpy(), v.numpy()])),
+                               module(q, k, v).detach().numpy(), atol=1e-5)
+    np.testing.assert_allclose(np.asarray(model([x.numpy()] * 3)),
+                               module(x, x, x).detach().numpy(), atol=1e-5)
