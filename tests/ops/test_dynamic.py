@@ -285,6 +285,14 @@ CASES = [
     pytest.param(CheckImageSize(), (1, 3, 9, 10), {0: {2: "h", 3: "w"}}, False,
                  [(1, 3, 8, 8), (1, 3, 9, 13), (1, 3, 6, 8), (1, 3, 12, 7)],
                  id="swinir-check-image-size-reflect-windows-crop"),
+    # an example of a window multiple (amount 0): the crop after the pad is the whole tensor
+    # there, and torch guards the contiguity of what follows on w + pad == w (strides only)
+    pytest.param(CheckImageSize(), (1, 3, 8, 8), {0: {2: "h", 3: "w"}}, False,
+                 [(1, 3, 9, 13), (1, 3, 6, 8), (1, 3, 12, 7)],
+                 id="swinir-example-at-a-window-multiple"),
+    pytest.param(Op(lambda x: F.pad(x, (0, (4 - x.shape[2] % 4) % 4), value=2.0)
+                    [..., :x.shape[2]] * 2), (2, 3, 8), {0: {2: "w"}}, True,
+                 [(3, 3, 9), (1, 3, 5)], id="pad-then-crop-back-at-a-multiple"),
     pytest.param(ResizedTable(), (1, 2, 16, 16), {0: {2: "h", 3: "w"}}, False,
                  [(1, 2, 24, 12), (1, 2, 9, 30)], id="parameter-resized-to-a-run-time-size"),
     pytest.param(TableTail(), (2, 6, 3), {0: {1: "seq"}}, True, [(3, 9, 3), (1, 2, 3)],
