@@ -33,6 +33,7 @@ FAMILIES = {
     "interpolate": (4, lambda d: _interpolate(d)),
     "conv": (4, lambda d: _conv(d)),
     "scatter": (2, lambda d: _scatter(d)),
+    "pad-run-time": (4, lambda d: _pad(d)),
     # refused on a dynamic H/W (the filter matrices are built for the example's sizes)
     "antialiased-resize": (4, lambda d: lambda x: F.interpolate(
         x, scale_factor=0.5, mode=d(st.sampled_from(["bilinear", "bicubic"])), antialias=True)),
@@ -113,6 +114,17 @@ def _interpolate(draw):
     kwargs = {} if mode == "nearest" else {"align_corners": draw(st.booleans())}
     return lambda x: F.interpolate(x, scale_factor=scale, mode=mode, antialias=antialias,
                                    **kwargs)
+
+
+def _pad(draw):
+    """F.pad with amounts computed from the sizes, in every mode: up to a multiple of a
+    window (0 at some sizes), or to a fixed width (a crop at larger ones)."""
+    mode = draw(st.sampled_from(["constant", "reflect", "replicate", "circular"]))
+    window = draw(st.integers(2, 5))
+    if draw(st.booleans()):
+        return lambda x: F.pad(x, (0, (window - x.shape[3] % window) % window,
+                                   (window - x.shape[2] % window) % window, 0), mode)
+    return lambda x: F.pad(x, (window + 4 - x.shape[3], 1), mode)
 
 
 def _scatter(draw):

@@ -13,6 +13,7 @@ from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 from crossport.capture.borrow import borrowed
 from crossport.capture.functional import as_functional
 from crossport.capture.guards import refuse_unmet_conditions
+from crossport.capture.pad import opaque_dynamic_pads
 from crossport.capture.recurrent import opaque_recurrent_ops
 from crossport.errors import CaptureError, InputError
 from crossport.options import ConvertOptions
@@ -156,7 +157,8 @@ def capture(module: torch.nn.Module, args: tuple, options: ConvertOptions,
         args = _widen_unit_dynamic_dims(args, dynamic)
         dynamic = _match_signature(module, dynamic)
     try:  # eval semantics (dropout, BN); whatever forward writes on self is undone after
-        with borrowed(module), opaque_recurrent_ops():  # keeps an RNN's sequence length dynamic
+        # opaque RNNs keep a sequence length dynamic, an opaque circular pad its amounts
+        with borrowed(module), opaque_recurrent_ops(), opaque_dynamic_pads():
             exported = torch.export.export(
                 module, args, dynamic_shapes=dynamic,
                 strict=options.strict_export,

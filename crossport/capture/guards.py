@@ -8,7 +8,11 @@ equality guard fails at a size torch's own module accepts, conversion refuses th
 dim (``DynamicDimError``). Guards that hold at every size tried are tautologies torch could
 not simplify (``3*max(1, s - s//2) == 3*s - 3*(s//2)``); range guards (``>= 2``) and
 ``!=`` guards (a derived size is not 0 or 1) are left alone, as torch.export assumes them
-of every dynamic dim.
+of every dynamic dim. So are guards torch adds only to decide the *strides* of a fake
+result (its contiguity checks in ``torch._prims_common``): after a crop of a padded image
+(``F.pad(x, (0, (8 - w % 8) % 8))[..., :w]``, SwinIR's final crop) the next op asks whether
+the crop is contiguous, which at an example of a multiple of 8 gives ``w + pad == w``.
+Strides choose a memory layout, not values, and a Keras tensor has none.
 """
 
 from __future__ import annotations
@@ -41,9 +45,51 @@ class _Sized:
 def size_conditions(exported: torch.export.ExportedProgram) -> list[str]:
     """The equality guards of ``exported`` (divisibility ``s % 4 == 0`` included) as Python
     source. ``!=`` guards are torch.export's size-oblivious assumptions that a derived size
-    is not 0 or 1, like the range guards."""
+    is not 0 or 1, like the range guards; guards only a stride computation added are not
+    conditions on the values (see the module docstring)."""
     guards = getattr(exported, "_guards_code", None) or []  # private, torch 2.13
-    return [g for g in guards if "==" in g and "!=" not in g]
+    strides_only = _stride_only_guards(exported)
+    return [g for g in guards if "==" in g and "!=" not in g and g not in strides_only]
+
+
+# torch._prims_common / torch._prims functions that only decide a fake result's strides
+# (contiguity, memory format, whether a flatten can be a view): their guards change the
+# layout torch picks, never a value.
+_STRIDE_FUNCTIONS = frozenset({
+    "check_contiguous_sizes_strides", "is_contiguous", "is_channels_last_contiguous_2d",
+    "is_channels_last_contiguous_3d", "are_strides_like_channels_last_or_false",
+    "is_non_overlapping_and_dense", "compute_elementwise_output_logical_to_physical_perm",
+    "_collapse_view_helper",
+})
+
+
+def _stride_only_guards(exported) -> set[str]:
+    """The guard sources (as in ``_guards_code``) that only stride computations recorded;
+    a guard also recorded elsewhere is kept. Empty when torch's private shape env or a
+    guard's origin cannot be read (nothing is then left out)."""
+    try:
+        from torch.export.exported_program import _get_shape_env
+        from torch.fx.experimental.symbolic_shapes import ShapeGuardPythonPrinter
+
+        shape_env = _get_shape_env(exported.graph_module)
+        if shape_env is None:
+            return set()
+        printer = ShapeGuardPythonPrinter(shape_env.var_to_sources, lambda s: s.name,
+                                          shape_env.var_to_sources)
+        origins: dict[str, bool] = {}
+        for guard in shape_env.guards:
+            code = printer.doprint(guard.expr)
+            origins[code] = origins.get(code, True) and _from_stride_function(guard)
+    except Exception:  # private API of torch 2.13; without it every guard counts
+        return set()
+    return {code for code, strides in origins.items() if strides}
+
+
+def _from_stride_function(guard) -> bool:
+    location = getattr(getattr(guard, "sloc", None), "framework_loc", None)
+    filename = getattr(location, "filename", "") or ""
+    in_prims = re.search(r"torch[/\\]_prims(_common)?[/\\]", filename) is not None
+    return in_prims and getattr(location, "name", None) in _STRIDE_FUNCTIONS
 
 
 def readable(guard: str) -> str:

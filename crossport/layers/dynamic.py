@@ -98,19 +98,36 @@ class DynamicTile(_Shaped):
 
 @keras.saving.register_keras_serializable(package="crossport")
 class DynamicPad(keras.layers.Layer):
-    """``F.pad`` in constant mode with run-time amounts (a sequence padded to a multiple of a
-    window); a negative amount crops, as in torch.
+    """``F.pad`` with run-time amounts (a sequence or an image padded to a multiple of a
+    window), in any of torch's modes; a negative amount crops, as in torch.
 
     ``pads`` holds one ``(before, after)`` pair per Keras axis, ``None`` for an amount given
-    as a scalar input (in order). Each padded axis is cropped by the negative parts, then
-    gets filler blocks for the positive parts concatenated on (``ops.pad`` cannot take
-    run-time widths inside a graph).
+    as a scalar input (in order). ``constant``: each padded axis is cropped by the negative
+    parts, then gets filler blocks for the positive parts concatenated on (``ops.pad``
+    cannot take run-time widths inside a graph). ``reflect``, ``replicate`` and
+    ``circular``: each padded axis is gathered (``ops.take``) at an index vector built at
+    run time from ``arange(size + before + after) - before`` with the mode's rule, exactly
+    torch's for every amount torch accepts (reflect: ``before``, ``after`` < size;
+    circular: each <= the size left after cropping). Where torch raises instead, the
+    reflection or the wrap simply continues periodically (numpy's ``reflect`` / ``wrap``);
+    a graph cannot raise.
+
+    Example:
+        >>> import numpy as np
+        >>> x = np.arange(5, dtype="float32")[None]
+        >>> np.asarray(DynamicPad([[0, 0], [None, 2]], mode="reflect")(x, np.int32(3)))[0]
+        array([3., 2., 1., 0., 1., 2., 3., 4., 3., 2.], dtype=float32)
     """
 
-    def __init__(self, pads, value: float = 0.0, **kwargs: Any):
+    MODES = ("constant", "reflect", "replicate", "circular")
+
+    def __init__(self, pads, value: float = 0.0, mode: str = "constant", **kwargs: Any):
         super().__init__(**kwargs)
+        if mode not in self.MODES:
+            raise ValueError(f"DynamicPad mode {mode!r}: expected one of {self.MODES}")
         self.pads = [[None if a is None else int(a) for a in pair] for pair in pads]
         self.value = value
+        self.mode = mode
 
     def call(self, x, *scalars):
         it = iter(scalars)
@@ -118,10 +135,31 @@ class DynamicPad(keras.layers.Layer):
             before, after = (next(it) if a is None else a for a in pair)
             if isinstance(before, int) and isinstance(after, int) and before == after == 0:
                 continue
+            if self.mode != "constant":
+                x = ops.take(x, self._source_index(x, axis, before, after), axis=axis)
+                continue
             x = self._crop(x, axis, before, after)
             blocks = [self._filler(x, axis, before), x, self._filler(x, axis, after)]
             x = ops.concatenate([b for b in blocks if b is not None], axis=axis)
         return x
+
+    def _source_index(self, x, axis: int, before, after):
+        """For each output position along ``axis``, the input position it copies."""
+        size = ops.cast(ops.shape(x)[axis], "int32")
+        before, after = ops.cast(before, "int32"), ops.cast(after, "int32")
+        position = ops.arange(0, size + before + after, dtype="int32")
+        last = size - 1
+        if self.mode == "replicate":
+            return ops.minimum(ops.maximum(position - before, 0), last)
+        if self.mode == "reflect":  # mirror at 0 and size - 1, the edges not repeated
+            period = ops.maximum(2 * last, 1)
+            index = ops.mod(position - before, period)
+            return last - ops.abs(last - index)
+        # circular: torch crops by the negative amounts first, then wraps what is left
+        start = ops.maximum(-before, 0)
+        kept = size - start - ops.maximum(-after, 0)
+        index = start + ops.mod(position - ops.maximum(before, 0), ops.maximum(kept, 1))
+        return ops.minimum(index, last)  # in range even where torch crops everything away
 
     @staticmethod
     def _crop(x, axis: int, before, after):
@@ -147,7 +185,8 @@ class DynamicPad(keras.layers.Layer):
         return keras.KerasTensor(tuple(shape), dtype=x.dtype)
 
     def get_config(self) -> dict:
-        return {**super().get_config(), "pads": self.pads, "value": self.value}
+        return {**super().get_config(), "pads": self.pads, "value": self.value,
+                "mode": self.mode}
 
 
 @keras.saving.register_keras_serializable(package="crossport")

@@ -10,7 +10,7 @@ import pytest
 import crossport.layers as L
 
 MODULES = ["constant", "padding", "pooling", "conv", "normalization", "recurrent", "resize",
-           "shuffle", "linalg", "reduction", "special", "fused_norm"]
+           "shuffle", "linalg", "reduction", "special", "fused_norm", "dynamic"]
 
 
 def test_every_public_layer_has_an_example():

@@ -100,3 +100,64 @@ def test_default_layout_is_channels_last():
     x = np.random.default_rng(5).standard_normal((1, 4, 5, 3)).astype(np.float32)  # NHWC
     for pad in itertools.product((0, 1), repeat=4):
         assert Pad(pad)(x).shape == (1, 4 + pad[2] + pad[3], 5 + pad[0] + pad[1], 3)
+
+
+def _run_dynamic_pad(mode, pads):
+    """A graph-mode ``DynamicPad(pads, mode)``: any input shape, run-time amounts."""
+    import tensorflow as tf
+
+    from crossport.layers.dynamic import DynamicPad
+
+    layer = DynamicPad(pads, mode=mode)
+    count = sum(a is None for pair in pads for a in pair)
+    signature = [tf.TensorSpec([None] * len(pads), tf.float32)] + [
+        tf.TensorSpec([], tf.int32)] * count
+    return tf.function(lambda x, *amounts: layer(x, *amounts), input_signature=signature)
+
+
+@pytest.mark.parametrize("mode", ("reflect", "replicate", "circular"))
+def test_dynamic_pad_matches_torch_at_every_amount_torch_accepts(mode):
+    """DynamicPad's index rules, traced once with unknown sizes and amounts, against
+    F.pad at every size 1..6 and amounts -7..7 torch accepts (negative ones crop)."""
+    run = _run_dynamic_pad(mode, [[0, 0], [None, None]])
+    checked = 0
+    for size in range(1, 7):
+        x = torch.arange(size, dtype=torch.float32)[None] + 10
+        for before, after in itertools.product(range(-7, 8), repeat=2):
+            kept = size - max(-before, 0) - max(-after, 0)
+            if mode == "circular" and kept <= 0:
+                continue  # torch returns uninitialised memory
+            try:
+                ref = F.pad(x[None], (before, after), mode=mode)[0]
+            except RuntimeError:
+                continue
+            if ref.numel() == 0:
+                continue
+            out = run(x.numpy(), np.int32(before), np.int32(after))
+            np.testing.assert_array_equal(np.asarray(out), ref.numpy(),
+                                          err_msg=f"{mode} size {size} pad {before, after}")
+            checked += 1
+    assert checked > 200, checked
+
+
+@pytest.mark.parametrize("mode", ("reflect", "replicate", "circular"))
+def test_dynamic_pad_two_axes_channels_last_int(mode):
+    """Corners of two padded axes, one amount static; NHWC held axes; int32 kept."""
+    from crossport.layers.dynamic import DynamicPad
+
+    x = torch.arange(2 * 3 * 5 * 6, dtype=torch.int32).reshape(2, 3, 5, 6)
+    ref = F.pad(x.float(), (2, 3, 1, 4), mode=mode).to(torch.int32)
+    nhwc = np.transpose(x.numpy(), (0, 2, 3, 1))
+    layer = DynamicPad([[0, 0], [1, None], [None, 3], [0, 0]], mode=mode)
+    out = np.asarray(layer(nhwc, np.int32(4), np.int32(2)))
+    assert out.dtype == np.int32
+    np.testing.assert_array_equal(np.transpose(out, (0, 3, 1, 2)), ref.numpy())
+    clone = DynamicPad.from_config(layer.get_config())
+    assert clone.mode == mode and clone.pads == layer.pads
+
+
+def test_dynamic_pad_refuses_an_unknown_mode():
+    from crossport.layers.dynamic import DynamicPad
+
+    with pytest.raises(ValueError, match="symmetric"):
+        DynamicPad([[None, 0]], mode="symmetric")

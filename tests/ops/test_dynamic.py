@@ -169,6 +169,52 @@ class TableTail(nn.Module):
         return x + self.table[64 - x.shape[1]:]
 
 
+def to_multiple(x, window: int, mode: str, dims: int = 2):
+    """``F.pad`` of the last ``dims`` dims up to a multiple of ``window`` (after only): the
+    amounts are run-time sizes, 0 where the size already is a multiple."""
+    pad = []
+    for d in range(1, dims + 1):
+        pad += [0, (window - x.shape[-d] % window) % window]
+    return F.pad(x, pad, mode)
+
+
+class CheckImageSize(nn.Module):
+    """SwinIR / Restormer / NAFNet: reflect-pad H and W to a multiple of the window, run the
+    body on windows (here a per-window mean mixed back in, no attention), upsample and crop
+    the result back to the input's size times the scale."""
+
+    window, scale = 4, 2
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv_first = nn.Conv2d(3, 8, 3, padding=1)
+        self.body = nn.Conv2d(8, 8, 3, padding=1)
+        self.upsample = nn.Sequential(nn.Conv2d(8, 3 * self.scale ** 2, 3, padding=1),
+                                      nn.PixelShuffle(self.scale))
+
+    def check_image_size(self, x):
+        _, _, h, w = x.size()
+        mod_pad_h = (self.window - h % self.window) % self.window
+        mod_pad_w = (self.window - w % self.window) % self.window
+        return F.pad(x, (0, mod_pad_w, 0, mod_pad_h), "reflect")
+
+    def windows_mixed(self, x):
+        b, c, h, w = x.shape
+        ws = self.window
+        windows = x.view(b, c, h // ws, ws, w // ws, ws)
+        means = windows.mean(dim=(3, 5), keepdim=True).expand_as(windows).reshape(b, c, h, w)
+        return x + 0.5 * means
+
+    def forward(self, x):
+        H, W = x.shape[2:]
+        x = self.check_image_size(x)
+        feat = torch.relu(self.conv_first(x))
+        feat = feat + self.body(self.windows_mixed(feat))
+        out = self.upsample(feat)
+        return out[:, :, :H * self.scale, :W * self.scale]
+
+
 CASES = [
     pytest.param(ConstantMatrixProducts(), (2, 5, 8), {0: {1: "seq"}}, True,
                  [(3, 9, 8), (1, 2, 8)], id="addmm-and-matmul-with-parameters-dynamic"),
@@ -194,6 +240,59 @@ CASES = [
     pytest.param(Op(lambda x: F.pad(x, (0, 0, 0, math.ceil(x.shape[1] / 4) * 4 - x.shape[1]))),
                  (2, 6, 3), {0: {1: "seq"}}, False, [(2, 9, 3), (2, 12, 3)],
                  id="pad-with-math-ceil-of-a-size"),
+    # reflect / replicate / circular with run-time amounts (DynamicPad gathers at indices
+    # computed at run time); each example's amount is 0 somewhere and moves at other sizes
+    pytest.param(nn.Sequential(nn.Conv2d(2, 3, 1), Op(lambda x: to_multiple(x, 4, "reflect"))),
+                 (1, 2, 8, 8), {0: {2: "h", 3: "w"}}, True,
+                 [(2, 2, 7, 9), (1, 2, 5, 12), (1, 2, 8, 11)], id="reflect-2d-pad-to-window"),
+    pytest.param(Op(lambda x: to_multiple(x, 4, "replicate", dims=1)), (2, 3, 8),
+                 {0: {2: "s"}}, False, [(2, 3, 9), (2, 3, 11), (2, 3, 2)],
+                 id="replicate-1d-pad-to-window"),
+    pytest.param(Op(lambda x: to_multiple(x, 3, "circular", dims=3) * 2), (1, 2, 3, 4, 6),
+                 {0: {2: "d", 3: "h", 4: "w"}}, False, [(1, 2, 4, 5, 7), (1, 2, 5, 3, 8)],
+                 id="circular-3d-pad-to-window"),
+    pytest.param(Op(lambda x: to_multiple(x, 4, "reflect", dims=3)), (1, 2, 4, 5, 8),
+                 {0: {2: "d", 4: "w"}}, False, [(1, 2, 5, 5, 7), (1, 2, 6, 5, 13)],
+                 id="reflect-3d-pad-to-window"),
+    pytest.param(nn.Sequential(nn.Conv2d(2, 3, 1), Op(lambda x: to_multiple(x, 3, "circular"))),
+                 (1, 2, 5, 6), {0: {2: "h", 3: "w"}}, False, [(1, 2, 6, 7), (1, 2, 9, 4)],
+                 id="circular-2d-pad-to-window-channels-last"),
+    pytest.param(nn.Sequential(nn.Conv2d(2, 3, 1), Op(lambda x: to_multiple(x, 3, "replicate"))),
+                 (1, 2, 6, 7), {0: {2: "h", 3: "w"}}, False, [(1, 2, 6, 6), (1, 2, 10, 11)],
+                 id="replicate-2d-pad-to-window-channels-last"),
+    # both sides run-time (centred), beside a static pair on another dim
+    pytest.param(Op(lambda x: F.pad(x, (((4 - x.shape[2] % 4) % 4) // 2,
+                                        (4 - x.shape[2] % 4) % 4 - ((4 - x.shape[2] % 4) % 4) // 2,
+                                        1, 2), "reflect")),
+                 (2, 3, 8), {0: {2: "s"}}, False, [(2, 3, 9), (2, 3, 10), (2, 3, 7)],
+                 id="reflect-centred-run-time-both-sides"),
+    # pad or crop to a fixed size: a negative amount crops, as in torch (circular crops
+    # first, then wraps what is left; reflect and replicate read the uncropped input)
+    pytest.param(Op(lambda x: F.pad(x, (0, 8 - x.shape[2]), "replicate")), (2, 3, 6),
+                 {0: {2: "w"}}, False, [(2, 3, 11), (2, 3, 2), (2, 3, 8)],
+                 id="replicate-pad-or-crop"),
+    pytest.param(Op(lambda x: F.pad(x, (8 - x.shape[2], 1), "reflect")), (2, 3, 6),
+                 {0: {2: "w"}}, False, [(2, 3, 11), (2, 3, 5), (2, 3, 8)],
+                 id="reflect-pad-or-crop"),
+    pytest.param(Op(lambda x: F.pad(x, (8 - x.shape[2], -1), "circular")), (2, 3, 6),
+                 {0: {2: "w"}}, False, [(2, 3, 12), (2, 3, 5), (2, 3, 8)],
+                 id="circular-pad-or-crop"),
+    # integer tensors keep their dtype
+    pytest.param(Op(lambda x: to_multiple((x * 10).long(), 4, "reflect")), (1, 2, 6, 8),
+                 {0: {2: "h", 3: "w"}}, False, [(1, 2, 7, 9)], id="reflect-int64"),
+    pytest.param(Op(lambda x: to_multiple((x * 10).int(), 4, "circular", dims=1)), (2, 3, 8),
+                 {0: {2: "s"}}, True, [(3, 3, 7), (1, 3, 6)], id="circular-int32"),
+    pytest.param(CheckImageSize(), (1, 3, 9, 10), {0: {2: "h", 3: "w"}}, False,
+                 [(1, 3, 8, 8), (1, 3, 9, 13), (1, 3, 6, 8), (1, 3, 12, 7)],
+                 id="swinir-check-image-size-reflect-windows-crop"),
+    # an example of a window multiple (amount 0): the crop after the pad is the whole tensor
+    # there, and torch guards the contiguity of what follows on w + pad == w (strides only)
+    pytest.param(CheckImageSize(), (1, 3, 8, 8), {0: {2: "h", 3: "w"}}, False,
+                 [(1, 3, 9, 13), (1, 3, 6, 8), (1, 3, 12, 7)],
+                 id="swinir-example-at-a-window-multiple"),
+    pytest.param(Op(lambda x: F.pad(x, (0, (4 - x.shape[2] % 4) % 4), value=2.0)
+                    [..., :x.shape[2]] * 2), (2, 3, 8), {0: {2: "w"}}, True,
+                 [(3, 3, 9), (1, 3, 5)], id="pad-then-crop-back-at-a-multiple"),
     pytest.param(ResizedTable(), (1, 2, 16, 16), {0: {2: "h", 3: "w"}}, False,
                  [(1, 2, 24, 12), (1, 2, 9, 30)], id="parameter-resized-to-a-run-time-size"),
     pytest.param(TableTail(), (2, 6, 3), {0: {1: "seq"}}, True, [(3, 9, 3), (1, 2, 3)],
@@ -359,8 +458,6 @@ REFUSED = [
     pytest.param(SpaceToDepthConv(), "input channels", id="conv-channels-from-a-size-expression"),
     pytest.param(ResizedTable(antialias=True), "antialiased",
                  id="antialiased-resize-of-a-parameter-to-a-run-time-size"),
-    pytest.param(lambda x: F.pad(x, (0, (2 - x.shape[3] % 2) % 2, 0, 0), mode="reflect"),
-                 "only constant padding", id="reflect-pad-amount-from-a-dynamic-size"),
 
 ]
 
@@ -449,6 +546,25 @@ def test_run_time_pad_amounts_survive_saved_model(tmp_path):
                                                dynamic_dims={"x": {1: "seq"}})
     crossport.export(conversion, tmp_path / "pad_saved_model")
     assert_matches_at_sizes(module, conversion, [(2, 7, 4), (3, 8, 4)])
+
+
+@pytest.mark.parametrize("mode", ["reflect", "replicate", "circular"])
+def test_run_time_pad_modes_export_to_tflite(mode, tmp_path):
+    """DynamicPad's gather runs on LiteRT with builtin ops (RANGE, FLOOR_MOD, GATHER); the
+    export re-checks the file at the example (amounts 3 and 1) and at a second shape."""
+    module = nn.Sequential(nn.Conv2d(2, 3, 1), Op(lambda x: to_multiple(x, 4, mode) * 2))
+    conversion = crossport.convert_with_report(module.eval(), (torch.randn(1, 2, 5, 7),),
+                                               dynamic_dims={0: {2: "h", 3: "w"}})
+    result = crossport.export(conversion, tmp_path / f"{mode}.tflite")
+    assert len(conversion.report.shape_sets) == 2 and result.max_error < 1e-5, result
+
+
+def test_swinir_check_image_size_exports_to_tflite(tmp_path):
+    module = CheckImageSize().eval()
+    conversion = crossport.convert_with_report(module, (torch.randn(1, 3, 9, 10),),
+                                               dynamic_dims={"x": {2: "h", 3: "w"}})
+    result = crossport.export(conversion, tmp_path / "swinir.tflite")
+    assert result.max_error < 1e-5, result
 
 
 class PadIfOdd(nn.Module):

@@ -75,6 +75,16 @@ CASES = [
     case("aten-pad-circular", Fn(lambda x: torch.ops.aten._pad_circular(x, [1, 2, 1, 0])),
          (1, 3, 5, 6),
          expect_converters=("aten_pad_circular_default",)),
+    # amounts from dynamic sizes: circular is captured as crossport::pad_circular (torch's
+    # own kernel branches on each amount), the other modes stay aten ops; DynamicPad gathers
+    case("pad-circular-run-time-amounts", conv_then(lambda x: F.pad(
+        x, (0, (4 - x.shape[3] % 4) % 4, 1, (4 - x.shape[2] % 4) % 4), mode="circular")),
+         (1, 3, 6, 7), dynamic_dims={0: {2: "h", 3: "w"}}, expect_layers=("DynamicPad",),
+         expect_converters=("crossport_pad_circular_default",)),
+    case("pad-reflect-run-time-amounts", conv_then(lambda x: F.pad(
+        x, (0, (4 - x.shape[3] % 4) % 4, 1, (4 - x.shape[2] % 4) % 4), mode="reflect")),
+         (1, 3, 6, 7), dynamic_dims={0: {2: "h", 3: "w"}}, expect_layers=("DynamicPad",),
+         expect_converters=("aten_pad_default",)),
 ]
 
 
