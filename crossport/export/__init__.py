@@ -153,6 +153,7 @@ def stage_export(conversion, path: str | Path, format: str | None, staging: Stag
     format = format or infer_format(path)
     if format not in FORMATS:
         raise InputError(f"unknown format {format!r}; expected one of {sorted(FORMATS)}")
+    _refuse_tflite_precision(conversion, format)
     tolerance = FORMATS[format] or conversion.options.atol
     plan = quantize.plan(conversion, format, calibration, int8_io, float_layers)
     if plan is not None:
@@ -183,6 +184,21 @@ def stage_export(conversion, path: str | Path, format: str | None, staging: Stag
     error = report.max_error if report is not None else (result.error if result else None)
     return ExportResult(path, format, error, tolerance, time.perf_counter() - start, result,
                         report, stages)
+
+
+def _refuse_tflite_precision(conversion, format: str) -> None:
+    """TFLite's builtin kernels compute in float32 (or quantized integers): a float64 or
+    float16 conversion (``module.double()``/``.half()``) has no TFLite form."""
+    from crossport.to_keras.emit import parameter_dtype
+
+    dtype = parameter_dtype(conversion.exported)
+    if format.startswith("tflite") and dtype != "float32":
+        raise ExportError(
+            f"the conversion computes in {dtype} (the module's parameters are {dtype}); "
+            "TFLite's builtin ops compute in float32, so there is no faithful TFLite file of "
+            "it. Convert the float32 module (module.float()) for TFLite (format tflite-fp16 "
+            "stores half-precision weights), or export .keras / SavedModel, which keep "
+            f"{dtype}.")
 
 
 def _write(conversion, path: Path, format: str, stages: dict) -> None:

@@ -20,7 +20,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from crossport.parity.compare import compare_outputs, to_numpy
-from crossport.parity.metrics import rounding_verdict
+from crossport.parity.metrics import FLOAT32_EPS, precision_of, rounding_verdict
 
 TOLERANCE_RULES = ("rounding", "atol")
 
@@ -31,10 +31,11 @@ class Float64Evidence:
 
     keras_vs_fp64: float
     torch_vs_fp64: float
+    eps: float = FLOAT32_EPS  # the outputs' precision (float16 models: its eps)
 
     @property
     def verdict(self) -> str:
-        return rounding_verdict(self.keras_vs_fp64, self.torch_vs_fp64)
+        return rounding_verdict(self.keras_vs_fp64, self.torch_vs_fp64, self.eps)
 
 
 def accepted(error: float, mismatches: Sequence[str], atol: float, rule: str,
@@ -84,7 +85,8 @@ def float64_evidence(module: torch.nn.Module, args: tuple, torch32: Sequence,
         return None
     return Float64Evidence(
         keras_vs_fp64=compare_outputs(ref64, keras32, check_dtype=False).error,
-        torch_vs_fp64=compare_outputs(ref64, torch32, check_dtype=False).error)
+        torch_vs_fp64=compare_outputs(ref64, torch32, check_dtype=False).error,
+        eps=precision_of(*torch32))
 
 
 @dataclass

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from crossport.parity.compare import compare_output
 
 # TF's CPU kernels round up to ~6x worse than torch per layer and the gap compounds with
@@ -12,6 +14,15 @@ from crossport.parity.compare import compare_output
 ROUNDING_FACTOR = 100.0
 ROUNDING_ABS = 1e-5
 SEMANTIC_FLOOR = 1e-3
+FLOAT32_EPS = float(np.finfo(np.float32).eps)
+
+
+def precision_of(*arrays) -> float:
+    """The machine epsilon of the least precise float among ``arrays`` (float32's when none
+    is coarser): a float16 model's own rounding reaches SEMANTIC_FLOOR."""
+    eps = [float(np.finfo(a.dtype).eps) for a in arrays
+           if isinstance(a, np.ndarray) and np.issubdtype(a.dtype, np.floating)]
+    return max([FLOAT32_EPS, *eps])
 
 
 def normalized_error(ref, got) -> float:
@@ -25,9 +36,14 @@ def normalized_error(ref, got) -> float:
     return float("inf") if result.mismatches else result.error
 
 
-def rounding_verdict(keras_vs_fp64: float, torch_vs_fp64: float) -> str:
-    """'rounding' when the Keras error is explained by float32 arithmetic, else 'semantic'."""
+def rounding_verdict(keras_vs_fp64: float, torch_vs_fp64: float,
+                     eps: float = FLOAT32_EPS) -> str:
+    """'rounding' when the Keras error is explained by float arithmetic, else 'semantic'.
+
+    ``eps``: the outputs' precision. In float16 (eps ~1e-3) torch's own distance from
+    float64 is about SEMANTIC_FLOOR, so the floor becomes 10 half-precision ulps there.
+    """
     bound = max(ROUNDING_FACTOR * torch_vs_fp64, ROUNDING_ABS)
-    if keras_vs_fp64 <= bound and keras_vs_fp64 < SEMANTIC_FLOOR:
+    if keras_vs_fp64 <= bound and keras_vs_fp64 < max(SEMANTIC_FLOOR, 10 * eps):
         return "rounding"
     return "semantic"

@@ -26,7 +26,7 @@ from crossport.errors import ConversionError, CrossportError, InputError
 from crossport.layout import Layout, channels_last
 from crossport.parity.accept import float64_evidence
 from crossport.parity.compare import Comparison, compare_output, compare_outputs, to_numpy
-from crossport.parity.metrics import rounding_verdict
+from crossport.parity.metrics import precision_of, rounding_verdict
 from crossport.parity.nan import nan_notes
 from crossport.parity.replay import stream
 from crossport.parity.report import NodeDivergence, ParityReport
@@ -287,7 +287,7 @@ def _node_divergence(node, ref, ref64, got: np.ndarray, layout: Layout,
         want64 = _in_keras_layout(to_numpy(ref64), layout)
         keras_vs_64 = compare_output(want64, got, check_dtype=False).error
         torch_vs_64 = compare_output(want64, want, check_dtype=False).error
-        verdict = rounding_verdict(keras_vs_64, torch_vs_64)
+        verdict = rounding_verdict(keras_vs_64, torch_vs_64, precision_of(want))
     return NodeDivergence(
         node=node.name, op=str(node.target), module_path=module_path(node),
         source=source_line(node), error=result.error if result.error is not None else 0.0,

@@ -45,6 +45,32 @@ from crossport.to_keras.values import (
 )
 
 
+def parameter_dtype(exported: torch.export.ExportedProgram) -> str:
+    """The float dtype the module's layers compute in: float16 or float64 when every
+    floating parameter has it (``module.half()``, ``module.double()``), else float32."""
+    dtypes = {p.dtype for p in exported.parameters() if p.is_floating_point()}
+    if len(dtypes) == 1 and dtypes <= {torch.float16, torch.float64}:
+        return keras_dtype(dtypes.pop())
+    return "float32"
+
+
+@contextmanager
+def layer_dtype(name: str) -> Iterator[None]:
+    """Keras layers created inside compute and keep weights in ``name``.
+
+    Keras casts a layer's float inputs to its compute dtype, float32 by default: a
+    ``module.double()`` Linear became a float32 Dense (and the check failed on the output
+    dtype). The global policy is what every layer reads at construction, converters'
+    own layers included; it is restored afterwards.
+    """
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy(name)
+    try:
+        yield
+    finally:
+        keras.config.set_dtype_policy(previous)
+
+
 @dataclass
 class EmittedModel:
     """The Keras model plus what the parity check needs to compare node by node."""
@@ -75,6 +101,10 @@ class Emitter:
 
     # -- entry point ----------------------------------------------------------------------
     def emit(self) -> EmittedModel:
+        with layer_dtype(parameter_dtype(self.ep)):
+            return self._emit()
+
+    def _emit(self) -> EmittedModel:
         self.folded = mark_constants(self.ep)
         self.dependent = input_dependent(self.ep)
         check_supported(self.graph, skip=self.folded)
