@@ -5,7 +5,11 @@ pad``) and records the condition as a guard, which ``ExportedProgram.module()`` 
 every call. The graph, and so the Keras model built from it, carries no trace of it: at a
 size on the other side it would compute something else, or fail. So when a divisibility or
 equality guard fails at a size torch's own module accepts, conversion refuses the dynamic
-dim (``DynamicDimError``). Guards that hold at every size tried are tautologies torch could
+dim (``DynamicDimError``). Order guards on derived sizes (``if pad > 0: x = F.pad(x, ...)``,
+often a redundant branch: padding by 0) and the size ranges torch.export narrowed (``if w >
+10`` traced at 8 keeps ``w <= 10``; ranges are also torch's own bookkeeping) are not refused:
+the parity check runs on their other side, where torch accepts it, and fails if the graph
+differs there. Guards that hold at every size tried are tautologies torch could
 not simplify (``3*max(1, s - s//2) == 3*s - 3*(s//2)``); range guards (``>= 2``) and
 ``!=`` guards (a derived size is not 0 or 1) are left alone, as torch.export assumes them
 of every dynamic dim. So are guards torch adds only to decide the *strides* of a fake
@@ -47,9 +51,26 @@ def size_conditions(exported: torch.export.ExportedProgram) -> list[str]:
     source. ``!=`` guards are torch.export's size-oblivious assumptions that a derived size
     is not 0 or 1, like the range guards; guards only a stride computation added are not
     conditions on the values (see the module docstring)."""
+    return [g for g in _value_guards(exported) if "==" in g and "!=" not in g]
+
+
+def order_conditions(exported: torch.export.ExportedProgram) -> list[str]:
+    """The order guards on derived sizes (``if pad > 0`` is kept as ``(8 - s % 8) % 8 <= 0``).
+
+    Unlike an equality, such a branch is often redundant (padding by 0 is no padding), so
+    the check runs on the other side of it (:func:`other_side_shapes`) instead of refusing.
+    """
+    return [g for g in _value_guards(exported)
+            if _ORDER.search(g) and "==" not in g and "!=" not in g]
+
+
+_ORDER = re.compile(r"<=|>=|(?<![<>=!])[<>](?![<>=])")
+
+
+def _value_guards(exported) -> list[str]:
     guards = getattr(exported, "_guards_code", None) or []  # private, torch 2.13
     strides_only = _stride_only_guards(exported)
-    return [g for g in guards if "==" in g and "!=" not in g and g not in strides_only]
+    return [g for g in guards if g not in strides_only]
 
 
 # torch._prims_common / torch._prims functions that only decide a fake result's strides
@@ -153,9 +174,36 @@ def _torch_accepts(module: torch.nn.Module, args: tuple, shapes: list[tuple]) ->
         return False
 
 
+def range_conditions(exported: torch.export.ExportedProgram, names: list[str]) -> list[str]:
+    """The size ranges torch.export inferred for the dynamic dims, as guard source.
+
+    A branch on a size compared with a number (``if w > 10: ...``) is not a guard in
+    ``_guards_code``: torch.export narrows the dim's range instead (``w <= 10``), and the
+    graph may hold only there. A range is also torch.export's own bookkeeping (a derived
+    size is not 0 or 1: ``h // 2`` gives ``h >= 4``; ``x[:, 2:8]`` at 6 gives ``s <= 7``
+    where the converted slice clamps at run time), so the check runs outside the range
+    rather than refusing. Bounds every dynamic dim has (2, no upper one) are left out.
+    """
+    from crossport.parity.shapes import _finite, user_input_dims
+
+    conditions = []
+    for name, dims in zip(names, user_input_dims(exported)):
+        for d, expr in enumerate(dims):
+            ranges = exported.range_constraints.get(expr) if not isinstance(expr, int) else None
+            if ranges is None:
+                continue
+            size = f"L['{name}'].size()[{d}]"
+            lower, upper = _finite(ranges.lower, 0), _finite(ranges.upper, None)
+            if lower > 2:
+                conditions.append(f"{size} >= {lower}")
+            if upper is not None:
+                conditions.append(f"{size} <= {upper}")
+    return conditions
+
+
 def refuse_unmet_conditions(module: torch.nn.Module, exported, args: tuple,
                             names: list[str], dynamic: dict[int, set[int]]) -> None:
-    """Raise ``DynamicDimError`` if a guard fails at a size torch accepts."""
+    """Raise ``DynamicDimError`` if an equality guard fails at a size torch accepts."""
     conditions = [(g, _compiled(g)) for g in size_conditions(exported)]
     if not conditions:
         return
@@ -169,6 +217,27 @@ def refuse_unmet_conditions(module: torch.nn.Module, exported, args: tuple,
         runs += 1
         if _torch_accepts(module, args, shapes):
             raise _unmet(failing, shapes)
+
+
+def other_side_shapes(exported, args: tuple, names: list[str], dynamic: dict[int, set[int]],
+                      accepts, limit: int = 2) -> list[list[tuple]]:
+    """Up to ``limit`` input shapes on the other side of an order guard that torch
+    ``accepts``, for the parity check to run at: the graph took one side of the branch and
+    must still match torch there."""
+    guards = order_conditions(exported) + range_conditions(exported, names)
+    conditions = [(g, _compiled(g)) for g in guards]
+    found, runs = [], 0
+    for guard, code in conditions:
+        for shapes in _sample_shapes(args, dynamic):
+            if _holds(code, names, shapes) is not False:
+                continue
+            if runs >= _TORCH_RUNS or len(found) >= limit:
+                return found
+            runs += 1
+            if accepts(shapes):
+                found.append(shapes)
+                break
+    return found
 
 
 def _short(text: str, limit: int = 160) -> str:

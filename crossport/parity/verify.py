@@ -22,6 +22,7 @@ from crossport.capture import (
     requested_dynamic_dims,
     source_line,
 )
+from crossport.capture.guards import other_side_shapes
 from crossport.errors import ConversionError, CrossportError, InputError
 from crossport.layout import Layout, channels_last
 from crossport.parity.accept import float64_evidence
@@ -73,7 +74,8 @@ def recheck_inputs(example: tuple, shape_sets: list | None, seed: int, count: in
 
 
 def plan_shapes(module, exported, example_args: tuple, options) -> CheckShapes:
-    """The example's shapes plus a second shape moving every dynamic dim (torch-approved)."""
+    """The example's shapes, a second shape moving every dynamic dim and shapes on the
+    other side of order guards (``if pad > 0``), all torch-approved."""
     names = input_names(module, len(example_args))
     requested = requested_dynamic_dims(example_args, options, names)
 
@@ -84,7 +86,11 @@ def plan_shapes(module, exported, example_args: tuple, options) -> CheckShapes:
             return False
         return True
 
-    return check_shapes(exported, example_args, names, requested, accepts)
+    shapes = check_shapes(exported, example_args, names, requested, accepts)
+    for other in other_side_shapes(exported, example_args, names, requested, accepts):
+        if tuple(other) not in shapes.sets:  # a branch's other side, which torch runs
+            shapes.sets.append(tuple(other))
+    return shapes
 
 
 def to_keras_inputs(args: tuple, channels_last_io: bool) -> list[np.ndarray]:

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import crossport
-from crossport.errors import DynamicDimError, InputError
+from crossport.errors import DynamicDimError, InputError, ParityError
 from crossport.parity import normalized_error
 from tests.harness import assert_matches_at_sizes
 
@@ -581,6 +581,45 @@ def test_a_branch_on_a_dynamic_size_is_refused():
     would not: refused (the guard torch.export keeps names the condition)."""
     with pytest.raises(DynamicDimError, match=r"x dim 1 % 2\) == 0"):
         crossport.convert(PadIfOdd(), (torch.randn(2, 8),), dynamic_dims={"x": {1: "w"}})
+
+
+class Threshold(nn.Module):
+    """A branch on a size compared with a number: torch.export narrows the dim's range to
+    the traced side (w <= 10) and keeps no guard in its guard list."""
+
+    def forward(self, x):
+        return x * 2 if x.shape[-1] > 10 else x * 3
+
+
+def test_a_threshold_on_a_dynamic_size_is_never_silently_wrong():
+    """Both converted before, checked at two sizes on the traced side, wrong on the other.
+    torch.export narrows the range (w <= 10 or w >= 11); the check now runs just outside."""
+    with pytest.raises(ParityError, match="2x11"):
+        crossport.convert(Threshold(), (torch.randn(2, 8),), dynamic_dims={"x": {1: "w"}})
+    with pytest.raises(ParityError, match="2x10"):
+        crossport.convert(Threshold(), (torch.randn(2, 12),), dynamic_dims={"x": {1: "w"}})
+
+
+class PadIfNeeded(nn.Module):
+    """``if pad > 0: pad``: an order guard on a derived size; padding by 0 is no padding."""
+
+    def forward(self, x):
+        pad = (8 - x.shape[-1] % 8) % 8
+        if pad > 0:
+            x = F.pad(x, (0, pad))
+        return x.reshape(x.shape[0], -1, 8).sum(-1)
+
+
+def test_the_check_runs_on_the_other_side_of_a_branch():
+    """Traced with the pad: right at every size (a pad of 0 at multiples of 8), and the check
+    now runs at a multiple of 8 to see it. Traced without it (a multiple of 8), the graph
+    has no pad and the check's run on the other side fails it."""
+    conversion = crossport.convert_with_report(PadIfNeeded(), (torch.randn(2, 9),),
+                                               dynamic_dims={"x": {1: "w"}})
+    assert any(shapes[0][1] % 8 == 0 for shapes in conversion.report.shape_sets[1:])
+    assert_matches_at_sizes(PadIfNeeded(), conversion, [((2, 16),), ((2, 13),)])
+    with pytest.raises((ParityError, DynamicDimError)):
+        crossport.convert(PadIfNeeded(), (torch.randn(2, 16),), dynamic_dims={"x": {1: "w"}})
 
 
 def test_two_inputs_share_a_dynamic_dim():
