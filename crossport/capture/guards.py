@@ -220,10 +220,10 @@ def refuse_unmet_conditions(module: torch.nn.Module, exported, args: tuple,
 
 
 def other_side_shapes(exported, args: tuple, names: list[str], dynamic: dict[int, set[int]],
-                      accepts, limit: int = 2) -> list[list[tuple]]:
+                      accepts, limit: int = 2) -> list[tuple[list[tuple], str]]:
     """Up to ``limit`` input shapes on the other side of an order guard that torch
-    ``accepts``, for the parity check to run at: the graph took one side of the branch and
-    must still match torch there."""
+    ``accepts``, each with the guard in words, for the parity check to run at: the graph
+    took one side of the branch and must still match torch there."""
     guards = order_conditions(exported) + range_conditions(exported, names)
     conditions = [(g, _compiled(g)) for g in guards]
     found, runs = [], 0
@@ -235,7 +235,7 @@ def other_side_shapes(exported, args: tuple, names: list[str], dynamic: dict[int
                 return found
             runs += 1
             if accepts(shapes):
-                found.append(shapes)
+                found.append((shapes, readable(guard)))
                 break
     return found
 

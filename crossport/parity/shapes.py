@@ -37,6 +37,7 @@ class CheckShapes:
     names: list[str] = field(default_factory=list)
     fixed: list[str] = field(default_factory=list)
     untried: str | None = None
+    branches: dict[int, str] = field(default_factory=dict)  # set index -> the size condition
 
     def describe(self) -> list[str]:
         """``["x 1x3x32x32", ...]``: one phrase per shape set, inputs named."""

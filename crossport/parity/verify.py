@@ -87,8 +87,10 @@ def plan_shapes(module, exported, example_args: tuple, options) -> CheckShapes:
         return True
 
     shapes = check_shapes(exported, example_args, names, requested, accepts)
-    for other in other_side_shapes(exported, example_args, names, requested, accepts):
+    for other, condition in other_side_shapes(exported, example_args, names, requested,
+                                              accepts):
         if tuple(other) not in shapes.sets:  # a branch's other side, which torch runs
+            shapes.branches[len(shapes.sets)] = condition
             shapes.sets.append(tuple(other))
     return shapes
 
@@ -187,8 +189,23 @@ def verify(module, exported, emitted, example_args: tuple, options) -> ParityRep
         add_float64_evidence(report, module, input_sets[largest], *runs[largest])
     if not report.passed:
         report.worst_at = ", ".join("x".join(map(str, a.shape)) for a in input_sets[explain])
+        _explain_branches(report, shapes, comparisons, options)
         diagnose(report, module, exported, emitted, input_sets[explain], options)
     return report
+
+
+def _explain_branches(report: ParityReport, shapes: CheckShapes, comparisons: list,
+                      options) -> None:
+    """Failures on the other side of a size condition: say each is a branch on a size."""
+    for index, condition in shapes.branches.items():
+        failed = comparisons[options.check_inputs + index]
+        if failed.mismatches or failed.error > options.atol:
+            at = ", ".join("x".join(map(str, s)) for s in shapes.sets[index])
+            report.notes.append(
+                f"the model differs at input shapes {at}, where {condition} does not hold: "
+                "torch.export traced one side of that size condition (a Python branch on a "
+                "dynamic size in forward). Convert with that dim static, or compute the size "
+                "without the branch")
 
 
 def _torch_on_input_set(module, args: tuple, i: int):
