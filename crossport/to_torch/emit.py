@@ -35,6 +35,10 @@ class EmittedModule:
 
 def emit(graph: KGraph, channels_first_io: bool = False) -> EmittedModule:
     ctx = Context()
+    for knode in graph.nodes:
+        tensors = knode.input_tensors()
+        ctx.calls.setdefault(id(knode.operation), []).append(
+            tuple(tensors[0].shape) if tensors else ())
     held: dict[int, Held] = {}
     prefer = _preferred_channels_first(graph)
     boundary = 0
@@ -143,8 +147,36 @@ def _convert(ctx: Context, knode: KNode, held: dict) -> list[Held]:
     args = tuple(keras.tree.map_structure(lambda x, first=(i == 0): value_of(x, first), a)
                  for i, a in enumerate(knode.args))
     kwargs = keras.tree.map_structure(value_of, knode.kwargs)
+    if len(ctx.calls.get(id(knode.operation), ())) > 1 and converter.policy_for(
+            knode.operation) is Policy.CUSTOM:
+        args, kwargs = _as_first_call(ctx, knode.operation, args, kwargs)
     shapes = [tuple(t.shape) for t in knode.outputs]
     return apply_converter(ctx, converter, knode.operation, args, kwargs, shapes)
+
+
+def _as_first_call(ctx: Context, layer, args, kwargs):
+    """A shared layer's tensors held as at its first call, rank for rank.
+
+    Its torch module is built once, from the first call, for the layouts it had then (an
+    NCHW conv output, a flatten of one); a later call's tensor held otherwise (NHWC from
+    another branch) is laid out the same, so the module computes the same function on it.
+    A tensor of another rank than at the first call is left to the converter.
+    """
+    first = ctx.first_layouts.setdefault(id(layer), {})
+    position = iter(range(1 << 30))
+
+    def conform(value):
+        if not isinstance(value, Held):
+            return value
+        i = next(position)
+        want = first.setdefault(i, value.layout)
+        if want.rank != value.rank or want == value.layout:
+            return value
+        if want.flat is not None and value.shape[-1] != int(np.prod(want.flat.block_shape)):
+            return value
+        return ctx.to_layout(value, want)
+
+    return keras.tree.map_structure(conform, (args, kwargs))
 
 
 # Layers whose data input is integer ids by design (not a value to compute with).
