@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import operator
+
 import keras
 import numpy as np
 import torch
@@ -62,6 +64,9 @@ def Dropout(ctx: Context, layer, inputs, **_call_kwargs):
 def Embedding(ctx: Context, layer, inputs):
     """keras.layers.Embedding -> nn.Embedding (int64 indices; Keras casts to int32).
 
+    Keras looks ids up with ``ops.take``, which on TF counts an id in ``[-n, -1]`` from the
+    end (``n + id``) where nn.Embedding raises: the ids are wrapped the same way first. An id
+    ``>= n`` or ``< -n`` stays out of range: an error in both frameworks.
     ``mask_zero=True``: the mask is its own graph node (``not_equal(ids, 0)``), converted
     where the layers consuming it take it.
     """
@@ -70,6 +75,9 @@ def Embedding(ctx: Context, layer, inputs):
     with torch.no_grad():
         module.weight.copy_(torch.from_numpy(table))
     index = ctx.call_method("long", inputs)
+    negative = ctx.call_function(operator.lt, index, 0)
+    index = ctx.call_function(torch.where, negative,
+                              ctx.call_function(operator.add, index, table.shape[0]), index)
     return ctx.call_module(module, index)
 
 
