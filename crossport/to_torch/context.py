@@ -44,7 +44,7 @@ class Context:
         self._modules: dict[tuple[int, str], str] = {}
         self._variants: dict[tuple[int, str], list[str]] = {}  # a shared layer's extra modules
         self._constants: list[str] = []
-        self.calls: dict[int, list[tuple]] = {}  # id(Keras layer) -> each call's input shape
+        self.calls: dict[int, list] = {}  # id(Keras layer) -> the graph's KNodes calling it
         self.first_layouts: dict[int, dict[int, Layout]] = {}  # a shared layer's first call
         self.memo: dict = {}      # what a converter keeps across a shared layer's calls
 
@@ -79,6 +79,11 @@ class Context:
         self._register(path, module)
         self._modules[key] = path
         return path
+
+    def masked_call(self, layer) -> bool:
+        """Whether some call of ``layer`` in the graph is fed a Keras mask (a layer shared by
+        a masked and an unmasked tensor needs a module serving both)."""
+        return any(node.kwargs.get("mask") is not None for node in self.calls.get(id(layer), ()))
 
     def registered(self, suffix: str = "") -> nn.Module | None:
         """The module an earlier call of the current (shared) layer registered, or None."""

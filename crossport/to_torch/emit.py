@@ -36,9 +36,7 @@ class EmittedModule:
 def emit(graph: KGraph, channels_first_io: bool = False) -> EmittedModule:
     ctx = Context()
     for knode in graph.nodes:
-        tensors = knode.input_tensors()
-        ctx.calls.setdefault(id(knode.operation), []).append(
-            tuple(tensors[0].shape) if tensors else ())
+        ctx.calls.setdefault(id(knode.operation), []).append(knode)
     held: dict[int, Held] = {}
     prefer = _preferred_channels_first(graph)
     boundary = 0

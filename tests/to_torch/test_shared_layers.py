@@ -123,3 +123,34 @@ def test_unsupported_shared_layer_is_listed_once():
         crossport.to_torch(keras.Model([a, b], [lam(a), lam(b)]),
                            (torch.randn(2, 5, 6), torch.randn(2, 5, 6)))
     assert len(err.value.problems) == 1
+
+
+def _masked_and_plain_calls(make, masked_first):
+    a, b = keras.Input((6, 3)), keras.Input((6, 3))
+    layer = make()
+    masked = layer(L.Masking()(a))
+    plain = layer(b)
+    return keras.Model([a, b], [masked, plain] if masked_first else [plain, masked])
+
+
+RNNS = {"lstm": lambda: L.LSTM(4, return_sequences=True), "gru-last": lambda: L.GRU(4),
+        "bidirectional-gru": lambda: L.Bidirectional(L.GRU(3, return_sequences=True))}
+
+
+@pytest.mark.parametrize("masked_first", [True, False], ids=["masked-first", "plain-first"])
+@pytest.mark.parametrize("make", RNNS.values(), ids=RNNS.keys())
+def test_shared_rnn_on_a_masked_and_an_unmasked_tensor(make, masked_first):
+    """One call with a Keras mask (Masking upstream), one without: one module serves both
+    (the masked twin; torch's nn.LSTM was given the mask or ran the masked call unmasked)."""
+    model = _masked_and_plain_calls(make, masked_first)
+    conv = assert_to_torch(model)
+    # the weights stay shared: one set, as in Keras (not one module per kind of call)
+    assert sum(p.numel() for p in conv.module.parameters()) == model.count_params()
+    x = np.random.default_rng(3).standard_normal((3, 6, 3)).astype("float32")
+    x[0, 4:] = 0.0     # masked steps
+    x[1, :2] = 0.0
+    want = [np.asarray(t) for t in model([x, x])]
+    with torch.no_grad():
+        got = [t.numpy() for t in conv.module(torch.from_numpy(x), torch.from_numpy(x))]
+    for w, g in zip(want, got):
+        np.testing.assert_allclose(g, w, atol=1e-5)

@@ -119,7 +119,7 @@ def LayerNormalization(ctx: Context, layer, inputs: Held) -> Held:
     if shared is not None:  # a later call of a shared layer, maybe on another rank
         inputs = _as_shared_norm_expects(ctx, shared, inputs, keras_axes, sizes)
         return Held(ctx.call_module(shared, inputs.node), inputs.layout, inputs.shape)
-    if len({len(shape) for shape in ctx.calls.get(id(layer), ())}) > 1:
+    if len({len(n.input_tensors()[0].shape) for n in ctx.calls.get(id(layer), ())}) > 1:
         inputs = _normalized_last(ctx, inputs, keras_axes)  # a module for every rank
     held_axes = list(physical_axes(inputs.layout, keras_axes))
     order = list(np.argsort(held_axes))
