@@ -43,6 +43,10 @@ def emit(graph: KGraph, channels_first_io: bool = False) -> EmittedModule:
     for tensor in graph.inputs:
         shape = tuple(tensor.shape)
         node = ctx.graph.placeholder(input_name(tensor))
+        dtype = getattr(torch, str(tensor.dtype), None)
+        if isinstance(dtype, torch.dtype):  # Keras casts each input to its Input's dtype
+            node = ctx.graph.call_method("to", (node, dtype))  # (int64 ids for int32: int32)
+            node.meta["keras_input_cast"] = True
         rank = len(shape)
         given = channels_first(rank) if channels_first_io else canonical(rank)
         value = Held(node, given, shape)

@@ -349,3 +349,56 @@ def test_integer_inputs_to_float_layers():
     pooled = L.GlobalAveragePooling2D()(counts)
     out = L.Concatenate()([L.Dense(3)(ids), pooled, L.Flatten()(L.Embedding(10, 2)(ids))])
     assert_to_torch(keras.Model([ids, counts], out), int_high=9)
+
+
+NUMBER_OPERANDS = {
+    "minimum-float": (lambda x: keras.ops.minimum(x, 0.5), "float32"),
+    "maximum-number-first": (lambda x: keras.ops.maximum(0.25, x), "float32"),
+    "maximum-int-keeps-int32": (lambda x: keras.ops.maximum(x, 3), "int32"),
+    "maximum-float-of-int-is-float": (lambda x: keras.ops.minimum(x, 3.5), "int32"),
+    "not-equal-number-first": (lambda x: keras.ops.not_equal(3, x), "int32"),
+    "greater-number-first": (lambda x: keras.ops.greater(0.0, x), "float32"),
+    "logical-and-true": (lambda x: keras.ops.logical_and(x > 0, True), "float32"),
+}
+
+
+@pytest.mark.parametrize("fn, dtype", NUMBER_OPERANDS.values(), ids=NUMBER_OPERANDS.keys())
+def test_keras_ops_with_a_python_number_operand(fn, dtype):
+    """torch.maximum / torch.gt ... take tensors only: the number becomes a 0-d tensor that
+    keeps Keras' result dtype (int32 stays int32, a float number with ints is float32)."""
+    x = keras.Input((4, 5), dtype=dtype)
+    assert_to_torch(keras.Model(x, fn(x)))
+
+
+def test_softmax_op_over_several_axes_is_refused():
+    """Keras' own Softmax op fails on a tuple axis in a functional graph (TF's softmax takes
+    one axis); the converter used to flatten the whole tensor, batch included."""
+    x = keras.Input((4, 5, 3))
+    model = keras.Model(x, keras.ops.softmax(x, axis=(1, 2)))
+    with pytest.raises(crossport.UnsupportedLayerError, match="over axes"):
+        crossport.to_torch(model, (torch.randn(2, 4, 5, 3),))
+
+
+def test_keras_failing_on_the_example_is_an_input_error():
+    """An id out of the Embedding's range: TF's gather raises; the check cannot run Keras, which
+    is one InputError quoting Keras, not a raw TF exception."""
+    ids = keras.Input((3,), dtype="int32")
+    model = keras.Model(ids, L.Embedding(4, 2)(ids))
+    with pytest.raises(crossport.InputError, match="Keras itself fails .*not in"):
+        crossport.to_torch(model, (torch.tensor([[0, 1, 9]], dtype=torch.int32),))
+
+
+def test_inputs_are_cast_to_the_keras_input_dtype():
+    """Keras casts each input to its Input's dtype (torch's default int64 ids to int32,
+    float64 to float32); the module does too, so its outputs keep Keras' dtypes."""
+    ids, values = keras.Input((4,), dtype="int32"), keras.Input((4,))
+    model = keras.Model([ids, values], [ids * 2, L.Dense(3)(values * 2.0)])
+    net = crossport.to_torch(model, (torch.arange(8, dtype=torch.int32).reshape(2, 4),
+                                     torch.randn(2, 4)))
+    wide = (torch.arange(8).reshape(2, 4), torch.randn(2, 4, dtype=torch.float64))
+    want = model([t.numpy() for t in wide])
+    with torch.no_grad():
+        got = net(*wide)
+    for w, g in zip(want, got):
+        assert str(g.dtype).replace("torch.", "") == w.dtype.name
+        np.testing.assert_allclose(g.numpy(), np.asarray(w), rtol=1e-5, atol=1e-5)

@@ -47,13 +47,32 @@ _UNARY = {
 }
 
 
+# torch functions (not Python operators) that take tensors only: a Python number operand
+# (keras.ops.maximum(x, 0.5), keras.ops.not_equal(0, x)) becomes a 0-d tensor first
+_TENSORS_ONLY = frozenset({"Maximum", "Minimum", "LogicalAnd", "LogicalOr", "NotEqual", "Equal",
+                           "Greater", "GreaterEqual", "Less", "LessEqual"})
+
+
 def _binary(name, fn):
     def convert(ctx: Context, op, x1, x2):
+        if name in _TENSORS_ONLY:
+            x1, x2 = (_number_as_tensor(ctx, x1, x2), _number_as_tensor(ctx, x2, x1))
         return ctx.call_function(fn, x1, x2)
 
     convert.__name__ = name
     convert.__doc__ = f"keras.ops.{name.lower()}(x1, x2): elementwise, layout kept."
     register_op(name, policy=Policy.AGNOSTIC)(convert)
+
+
+def _number_as_tensor(ctx: Context, value, other):
+    """A Python number operand as a 0-d tensor that keeps Keras' result dtype: an int keeps
+    the tensor's dtype, a float with an int tensor computes in float32 (a 0-d tensor takes
+    part in torch's promotion only across categories, as a Python number does)."""
+    if not isinstance(value, (bool, int, float)) or not isinstance(other, torch.fx.Node):
+        return value
+    dtype = (torch.bool if isinstance(value, bool) else
+             torch.int64 if isinstance(value, int) else torch.float32)
+    return ctx.call_function(torch.scalar_tensor, value, dtype=dtype)
 
 
 def _unary(name, fn):
@@ -131,18 +150,25 @@ _reduce("Any", torch.any)
 _reduce("All", torch.all)
 
 
-@register_op(policy=Policy.CUSTOM, keeps_layout=True)
+def _softmax_supported(op) -> str | None:
+    if op.axis is None or isinstance(op.axis, int):
+        return None
+    return (f"keras.ops.softmax over axes {op.axis}: Keras' Softmax op cannot run it in a "
+            "functional graph (TF's softmax takes one axis); reshape to one axis first")
+
+
+@register_op(policy=Policy.CUSTOM, keeps_layout=True, supports=_softmax_supported)
 def Softmax(ctx: Context, op, x: Held) -> Held:
-    """keras.ops.softmax(x, axis): torch.softmax on the held dim."""
+    """keras.ops.softmax(x, axis): torch.softmax on the held dim (axis None: over every
+    element, batch included, as TF's backend flattens the tensor)."""
     x = ctx.plain(x)
-    axis = op.axis if isinstance(op.axis, int) else None
-    if axis is None:
+    if op.axis is None:
         x = ctx.canonical(x)
         flat = ctx.call_method("flatten", x.node, 0)
         node = ctx.call_method("reshape", ctx.call_function(torch.softmax, flat, 0),
                                *[-1 if s is None else s for s in x.shape])
         return Held(node, x.layout, x.shape)
-    return Held(ctx.call_function(torch.softmax, x.node, physical_axis(x.layout, axis)),
+    return Held(ctx.call_function(torch.softmax, x.node, physical_axis(x.layout, op.axis)),
                 x.layout, x.shape)
 
 
