@@ -39,6 +39,7 @@ class Context:
         self.layer = None       # the Keras layer being converted
         self.path = ""          # its module path
         self.input_shape: tuple = ()  # Keras shape of the layer's first tensor input
+        self.input_dtype: str = ""    # and its Keras dtype
         self.output_dtypes: list[str] = []  # Keras dtypes of the layer's outputs
         self.permutes = 0       # permutes inside the model (boundary ones not counted)
         self._modules: dict[tuple[int, str], str] = {}

@@ -139,6 +139,7 @@ def _convert(ctx: Context, knode: KNode, held: dict) -> list[Held]:
     ctx.layer, ctx.path = knode.operation, knode.path
     tensors = knode.input_tensors()
     ctx.input_shape = tuple(tensors[0].shape) if tensors else ()
+    ctx.input_dtype = str(tensors[0].dtype) if tensors else ""
     ctx.output_dtypes = [t.dtype for t in knode.outputs]
 
     def value_of(x, data: bool = False):

@@ -33,6 +33,24 @@ class Standardize(nn.Module):
         return (x - self.mean) / std
 
 
+class KerasUnitNorm(nn.Module):
+    """``keras.layers.UnitNormalization``: ``x * min(rsqrt(sum(x^2, dims)), 1/epsilon)``.
+
+    Example:
+        >>> import torch
+        >>> KerasUnitNorm([1])(torch.tensor([[3.0, 4.0]]))
+        tensor([[0.6000, 0.8000]])
+    """
+
+    def __init__(self, dims, epsilon: float = 1e-12) -> None:
+        super().__init__()
+        self.dims, self.epsilon = list(dims), float(epsilon)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        square_sum = x.square().sum(self.dims, keepdim=True)
+        return x * torch.clamp(torch.rsqrt(square_sum), max=1.0 / self.epsilon)
+
+
 class Scale(nn.Module):
     """``x * scale + offset`` with Keras ``Rescaling``'s constants.
 

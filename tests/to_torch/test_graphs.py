@@ -402,3 +402,50 @@ def test_inputs_are_cast_to_the_keras_input_dtype():
     for w, g in zip(want, got):
         assert str(g.dtype).replace("torch.", "") == w.dtype.name
         np.testing.assert_allclose(g.numpy(), np.asarray(w), rtol=1e-5, atol=1e-5)
+
+
+def _conv(x):
+    return L.Conv2D(3, 1)(x)   # held NCHW: the op's Keras axes are remapped
+
+
+MORE_OPS = {
+    "cast-bool-to-float": ((4, 5), "float32", lambda x: keras.ops.cast(x > 0, "float32")),
+    "cast-float-to-int": ((4, 5), "float32", lambda x: keras.ops.cast(x * 3.0, "int32")),
+    "where": ((4, 5), "float32", lambda x: keras.ops.where(x > 0, x, x * 0.1)),
+    "where-int-and-float": ((4, 5), "int32", lambda x: keras.ops.where(x > 3, x, 0.5)),
+    "clip": ((4, 5), "float32", lambda x: keras.ops.clip(x, -0.5, 0.5)),
+    "clip-int": ((4, 5), "int32", lambda x: keras.ops.clip(x, 2, 6)),
+    "cumsum-conv-channels": ((4, 5, 3), "float32", lambda x: keras.ops.cumsum(_conv(x), -1)),
+    "cumsum-int32-stays-int32": ((4, 5), "int32", lambda x: keras.ops.cumsum(x, axis=1)),
+    "cumprod": ((4, 5), "float32", lambda x: keras.ops.cumprod(x, axis=-1)),
+    "argmax-keepdims": ((4, 5), "float32", lambda x: keras.ops.argmax(x, -1, keepdims=True)),
+    "argmax-conv-channels": ((4, 5, 3), "float32", lambda x: keras.ops.argmax(_conv(x), -1)),
+    "expand-dims-squeeze": ((4, 5), "float32",
+                            lambda x: keras.ops.squeeze(keras.ops.expand_dims(x, 1), 1) + 1.0),
+    "squeeze-conv": ((4, 1, 3), "float32", lambda x: keras.ops.squeeze(_conv(x), 2)),
+    "erf": ((4, 5), "float32", lambda x: keras.ops.erf(x)),
+    "ones-zeros-like": ((4, 5), "float32",
+                        lambda x: keras.ops.ones_like(x) * 2.0 + keras.ops.zeros_like(x)),
+}
+
+
+@pytest.mark.parametrize("shape, dtype, fn", MORE_OPS.values(), ids=MORE_OPS.keys())
+def test_more_keras_ops(shape, dtype, fn):
+    x = keras.Input(shape, dtype=dtype)
+    assert_to_torch(keras.Model(x, fn(x)))
+
+
+def test_argmax_reads_negative_zero_below_zero():
+    """Keras' TF backend maps -0.0 to -tiny before argmax (its flush-to-zero fix)."""
+    x = keras.Input((4,))
+    model = keras.Model(x, keras.ops.argmax(x, axis=-1))
+    net = crossport.to_torch(model, (torch.randn(2, 4),))
+    values = torch.tensor([[-0.0, 0.0, -1.0, -0.0], [-0.0, -0.0, -2.0, -0.0]])
+    assert net(values).tolist() == np.asarray(model(values.numpy())).tolist()
+
+
+def test_concatenate_of_a_masked_and_an_unmasked_tensor_feeds_an_rnn():
+    """Concatenate builds its output mask from ones_like / expand_dims ops of each input."""
+    a, b = keras.Input((6, 3)), keras.Input((6, 3))
+    x = L.Concatenate()([L.Masking()(a), b])
+    assert_to_torch(keras.Model([a, b], L.GRU(4)(x)))

@@ -18,6 +18,7 @@ from crossport.errors import UnsupportedLayerError
 from crossport.layout import Layout, normalize_dims, physical_axes, physical_axis
 from crossport.layout.policy import Policy
 from crossport.to_torch.context import Context, Held
+from crossport.to_torch.modules import KerasUnitNorm
 from crossport.to_torch.registry import register_layer
 from crossport.torch_layers import (
     KerasBatchNorm,
@@ -208,4 +209,39 @@ def GroupNormalization(ctx: Context, layer, inputs: Held) -> Held:
                                 bool(cfg["scale"]), held_axis)
     _copy(module.weight, _arr(layer.gamma) if cfg["scale"] else None)
     _copy(module.bias, _arr(layer.beta) if cfg["center"] else None)
+    return Held(ctx.call_module(module, inputs.node), inputs.layout, inputs.shape)
+
+
+@register_layer(policy=Policy.CUSTOM, keeps_layout=True)
+def UnitNormalization(ctx: Context, layer, inputs: Held) -> Held:
+    """keras.layers.UnitNormalization(axis): ``x * min(rsqrt(sum(x^2)), 1e12)`` over the held
+    dims of its axes (Keras' ops.normalize with order 2, epsilon 1e-12)."""
+    inputs = ctx.plain(inputs)
+    axis = layer.get_config()["axis"]
+    dims = sorted(physical_axes(inputs.layout, _axes(axis, inputs.rank)))
+    module = KerasUnitNorm(dims, 1e-12)
+    return Held(ctx.call_module(module, inputs.node), inputs.layout, inputs.shape)
+
+
+@register_layer(policy=Policy.CUSTOM, keeps_layout=True)
+def RMSNormalization(ctx: Context, layer, inputs: Held) -> Held:
+    """keras.layers.RMSNormalization(axis, epsilon) over trailing Keras axes -> nn.RMSNorm
+    with those axes held last (``x * rsqrt(mean(x^2) + eps) * scale``, the same formula; an
+    NCHW channel axis is moved back last)."""
+    cfg = layer.get_config()
+    inputs = ctx.plain(inputs)
+    keras_axes = _axes(cfg["axis"], inputs.rank)
+    sizes = tuple(inputs.shape[a] for a in keras_axes)
+    trailing = keras_axes == list(range(inputs.rank - len(keras_axes), inputs.rank))
+    if tuple(layer.scale.shape) != sizes or not trailing:
+        # Keras multiplies by scale broadcast from the right, whatever the axes
+        raise UnsupportedLayerError(
+            f"Keras layer {ctx.path!r} (RMSNormalization) normalizes axes {keras_axes} "
+            f"(sizes {sizes}) of a rank-{inputs.rank} tensor, and Keras multiplies by its scale "
+            f"{tuple(layer.scale.shape)} broadcast over the last axes instead: only "
+            "trailing axes convert", [(ctx.path, "RMSNormalization", "non-trailing axes")])
+    perm = [a for a in inputs.layout.perm if a not in keras_axes] + keras_axes
+    inputs = ctx.to_layout(inputs, Layout(tuple(perm)))
+    module = nn.RMSNorm(sizes, eps=float(cfg["epsilon"]))
+    _copy(module.weight, _arr(layer.scale).reshape(sizes))
     return Held(ctx.call_module(module, inputs.node), inputs.layout, inputs.shape)

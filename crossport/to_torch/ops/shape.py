@@ -139,6 +139,15 @@ def UpSampling1D(ctx: Context, layer, inputs):
                              dim=2)
 
 
+@register_layer(policy=Policy.CHANNELS_FIRST)
+def UpSampling3D(ctx: Context, layer, inputs):
+    """keras.layers.UpSampling3D(size): each voxel repeated ``size`` times per spatial axis."""
+    for dim, size in zip((2, 3, 4), layer.get_config()["size"]):
+        if int(size) != 1:
+            inputs = ctx.call_function(torch.repeat_interleave, inputs, int(size), dim=dim)
+    return inputs
+
+
 def _upsampling_supported(layer) -> str | None:
     if layer.get_config()["interpolation"] not in ("nearest", "bilinear"):
         return (f"UpSampling2D interpolation {layer.get_config()['interpolation']!r}: "
