@@ -222,6 +222,8 @@ def apply_converter(ctx: Context, converter, operation, args, kwargs, shapes: li
     if policy is Policy.AGNOSTIC:  # x * np.arange(6), x / np.sqrt(np.float32(4))
         args, kwargs = keras.tree.map_structure(lambda v: _numpy_operand(ctx, v),
                                                 (args, kwargs))
+        if any(c.__name__ == "Merge" for c in type(operation).__mro__):
+            args = _merge_ranks(ctx, args)
     target = _target_layout(policy, args)
     args, kwargs = keras.tree.map_structure(lambda v: _lay_out(ctx, v, policy, target),
                                             (args, kwargs))
@@ -237,6 +239,26 @@ def apply_converter(ctx: Context, converter, operation, args, kwargs, shapes: li
             layout = canonical(len(shape))
         out.append(Held(node, layout, shape))
     return out
+
+
+def _merge_ranks(ctx: Context, args):
+    """A Keras merge layer (Add, Multiply ...) expands a lower-rank input at axis 1, after
+    the batch, until the ranks agree (``[N, C]`` with ``[N, H, W, C]``: ``[N, 1, 1, C]``),
+    where keras.ops broadcast from the right, batch included."""
+    tensors = [v for v in keras.tree.flatten(args) if isinstance(v, Held)]
+    top = max((v.rank for v in tensors), default=0)
+
+    def expand(value):
+        if not isinstance(value, Held) or value.rank == top:
+            return value
+        value = ctx.canonical(value)
+        node = value.node
+        for _ in range(top - value.rank):
+            node = ctx.call_method("unsqueeze", node, 1)
+        shape = (value.shape[0], *([1] * (top - value.rank)), *value.shape[1:])
+        return Held(node, canonical(top), shape)
+
+    return keras.tree.map_structure(expand, args)
 
 
 def _numpy_operand(ctx: Context, value):

@@ -449,3 +449,15 @@ def test_concatenate_of_a_masked_and_an_unmasked_tensor_feeds_an_rnn():
     a, b = keras.Input((6, 3)), keras.Input((6, 3))
     x = L.Concatenate()([L.Masking()(a), b])
     assert_to_torch(keras.Model([a, b], L.GRU(4)(x)))
+
+
+@pytest.mark.parametrize("merge", [L.Add, L.Subtract, L.Multiply, L.Maximum, L.Average],
+                         ids=["add", "subtract", "multiply", "maximum", "average"])
+def test_merge_layer_expands_a_lower_rank_input_after_the_batch(merge):
+    """Keras' merge layers expand ``[N, C]`` at axis 1 to ``[N, 1, 1, C]`` (keras.ops would
+    broadcast from the right, the batch against W); the conv output is held NCHW."""
+    img, vec, seq = keras.Input((4, 5, 3)), keras.Input((3,)), keras.Input((5, 3))
+    x = L.Conv2D(3, 1)(img)
+    model = keras.Model([img, vec, seq], [merge()([x, vec]), merge()([vec, seq]),
+                                          merge()([x, seq])])
+    assert_to_torch(model)
