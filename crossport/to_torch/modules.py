@@ -211,6 +211,26 @@ class KerasAttention(nn.Module):
         return out
 
 
+class KerasAdditiveAttention(KerasAttention):
+    """``keras.layers.AdditiveAttention``: scores ``sum(scale * tanh(q_i + k_j))`` with a
+    learned ``scale`` vector (``use_scale``, one entry per feature; else 1); masks, causal
+    mask and the softmax as ``KerasAttention``.
+
+    Example:
+        >>> import torch
+        >>> KerasAdditiveAttention(4)(torch.randn(2, 3, 4), torch.randn(2, 5, 4)).shape
+        torch.Size([2, 3, 4])
+    """
+
+    def __init__(self, dim: int, use_scale: bool = True) -> None:
+        super().__init__(False, "additive")
+        self.scale = nn.Parameter(torch.ones(dim)) if use_scale else None
+
+    def _scores(self, query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
+        pairs = torch.tanh(query.unsqueeze(-2) + key.unsqueeze(-3))
+        return (pairs if self.scale is None else self.scale * pairs).sum(-1)
+
+
 class Einsum(nn.Module):
     """``keras.layers.EinsumDense``: ``einsum(equation, x, kernel) (+ bias)``, the kernel
     (and bias, shaped to broadcast from the right as Keras holds it) as parameters.
