@@ -153,3 +153,23 @@ def LayerScale(ctx: Context, layer, inputs: Held) -> Held:
     gamma = np.asarray(layer.gamma.numpy())
     module = ChannelScale(torch.from_numpy(physical_broadcast(gamma, inputs.layout)[0]))
     return Held(ctx.call_module(module, inputs.node), inputs.layout, inputs.shape)
+
+
+def _discretization_supported(layer) -> str | None:
+    cfg = layer.get_config()
+    if cfg["output_mode"] != "int" or cfg.get("sparse"):
+        return f"Discretization output_mode={cfg['output_mode']!r}: only 'int' converts"
+    if layer.bin_boundaries is None:
+        return "Discretization without bin boundaries (not adapted)"
+    return None
+
+
+@register_layer(policy=Policy.AGNOSTIC, supports=_discretization_supported)
+def Discretization(ctx: Context, layer, inputs):
+    """keras.layers.Discretization(bin_boundaries), output_mode 'int': the bucket index, the
+    number of boundaries ``<= x`` (TF's Bucketize = ``torch.bucketize(right=True)``), with
+    float32 boundaries as TF holds them, in Keras' output dtype (int64)."""
+    bins = ctx.constant(np.asarray(layer.bin_boundaries, dtype=np.float32)).node
+    x = ctx.call_method("to", inputs, torch.float32)
+    index = ctx.call_function(torch.bucketize, x, bins, right=True)
+    return ctx.call_method("to", index, ctx.output_dtype())
