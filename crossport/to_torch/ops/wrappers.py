@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import torch
+
 from crossport.layout import canonical
 from crossport.layout.policy import Policy
 from crossport.to_torch.context import Context, Held
@@ -49,3 +51,28 @@ def TimeDistributed(ctx: Context, layer, inputs: Held, **_call_kwargs) -> Held:
     node = ctx.call_method("reshape", held.node, batch, -1 if steps is None else steps,
                            *inner_out[1:])
     return Held(node, canonical(len(inner_out) + 1), (inputs.shape[0], steps, *inner_out[1:]))
+
+
+def _spectral_supported(layer) -> str | None:
+    converter = lookup(layer.layer)
+    if converter is None:
+        return f"SpectralNormalization({type(layer.layer).__name__}): no converter for it"
+    reason = converter.unsupported_reason(layer.layer)
+    return f"SpectralNormalization({type(layer.layer).__name__}): {reason}" if reason else None
+
+
+@register_layer(policy=Policy.CUSTOM, supports=_spectral_supported)
+def SpectralNormalization(ctx: Context, layer, inputs: Held, **_call_kwargs) -> Held:
+    """keras.layers.SpectralNormalization(layer) at inference: the inner layer with its
+    kernel as stored (Keras normalizes and assigns it only in training calls); the inner
+    layer's own converter, its module named after the wrapper; the output cast to the
+    input's dtype as Keras does."""
+    from crossport.to_torch.emit import apply_converter  # emit imports the registry users
+
+    inner = layer.layer
+    out_shape = tuple(inner.compute_output_shape(ctx.input_shape))
+    (held,) = apply_converter(ctx, lookup(inner), inner, (inputs,), {}, [out_shape])
+    if ctx.input_dtype != str(inner.compute_dtype):  # Keras casts to the input's dtype (its
+        held = Held(ctx.call_method("to", held.node, getattr(torch, ctx.input_dtype)),
+                    held.layout, held.shape)          # symbolic output says otherwise)
+    return held
