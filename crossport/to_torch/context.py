@@ -39,18 +39,59 @@ class Context:
         self.layer = None       # the Keras layer being converted
         self.path = ""          # its module path
         self.input_shape: tuple = ()  # Keras shape of the layer's first tensor input
+        self.input_dtype: str = ""    # and its Keras dtype
         self.output_dtypes: list[str] = []  # Keras dtypes of the layer's outputs
         self.permutes = 0       # permutes inside the model (boundary ones not counted)
         self._modules: dict[tuple[int, str], str] = {}
+        self._variants: dict[tuple[int, str], list[str]] = {}  # a shared layer's extra modules
         self._constants: list[str] = []
+        self.calls: dict[int, list] = {}  # id(Keras layer) -> the graph's KNodes calling it
+        self.first_layouts: dict[int, dict[int, Layout]] = {}  # a shared layer's first call
+        self.memo: dict = {}      # what a converter keeps across a shared layer's calls
 
     # -- modules and nodes ----------------------------------------------------------------
     def add_module(self, module: nn.Module, suffix: str = "") -> str:
-        """Register ``module`` under the current layer's path (once per shared layer)."""
+        """Register ``module`` under the current layer's path (once per shared layer).
+
+        A shared layer's later call reuses the module of its first call, which must then be
+        the same function: a module with other parameters (its weights laid out for another
+        rank or layout) is refused by name, never applied to a tensor it was not built for;
+        a different parameter-free one (a softmax over another held dim, constants laid out
+        for another rank) is registered beside it.
+        """
         key = (id(self.layer), suffix)
         if key in self._modules:
-            return self._modules[key]
+            for path in [self._modules[key], *self._variants.get(key, [])]:
+                if same_module(self.root.get_submodule(path), module):
+                    return path
+            if any(True for _ in module.parameters()):
+                raise UnsupportedLayerError(
+                    f"Keras layer {self.path!r} ({type(self.layer).__name__}) is shared by "
+                    f"calls its weights cannot serve as one torch module ({type(module).__name__} "
+                    "built for one call's rank or layout differs from the first call's); "
+                    "use one layer per call (copying the weights), or register a converter "
+                    "that handles it", [(self.path, type(self.layer).__name__, "shared call")])
+            variants = self._variants.setdefault(key, [])
+            path = f"{self._modules[key]}_call{len(variants) + 1}"
+            self._register(path, module)
+            variants.append(path)
+            return path
         path = self.path + suffix
+        self._register(path, module)
+        self._modules[key] = path
+        return path
+
+    def masked_call(self, layer) -> bool:
+        """Whether some call of ``layer`` in the graph is fed a Keras mask (a layer shared by
+        a masked and an unmasked tensor needs a module serving both)."""
+        return any(node.kwargs.get("mask") is not None for node in self.calls.get(id(layer), ()))
+
+    def registered(self, suffix: str = "") -> nn.Module | None:
+        """The module an earlier call of the current (shared) layer registered, or None."""
+        path = self._modules.get((id(self.layer), suffix))
+        return None if path is None else self.root.get_submodule(path)
+
+    def _register(self, path: str, module: nn.Module) -> None:
         parent = self.root
         *parents, leaf = path.split(".")
         for name in parents:
@@ -58,8 +99,6 @@ class Context:
                 parent.add_module(name, nn.Module())
             parent = getattr(parent, name)
         parent.add_module(leaf, module)
-        self._modules[key] = path
-        return path
 
     def constant(self, array: np.ndarray) -> Held:
         """``array`` as a buffer of the root module (named after the current layer), held
@@ -98,7 +137,7 @@ class Context:
             if value.layout == layout:
                 return value
         if layout.flat is not None:
-            raise ValueError("cannot lay a value out flat-permuted on request")
+            return self._flatten_to(value, layout)
         perm = transpose_between(value.layout, layout)
         if not boundary:
             self.permutes += 1
@@ -125,6 +164,19 @@ class Context:
         x = self.call_method("flatten", x, 1)
         return Held(x, canonical(2), value.shape)
 
+    def _flatten_to(self, value: Held, layout: Layout) -> Held:
+        """A Keras-order ``[N, F]`` as the flat-permuted ``layout`` (``_unflatten`` reversed):
+        a shared Dense whose first call came from a flatten of an NCHW block."""
+        flat: FlatOrder = layout.flat
+        if value.rank != 2 or value.layout.perm != (0, 1) or value.shape[1] != math.prod(
+                flat.block_shape):
+            raise ValueError(f"cannot lay out a value of shape {value.shape} as {layout}")
+        x = self.call_method("reshape", value.node, -1, *flat.block_shape)
+        x = self.call_method("permute", x, 0, *(1 + int(p) for p in flat.block_perm))
+        self.permutes += 1
+        x = self.call_method("flatten", x, 1)
+        return Held(x, layout, value.shape)
+
     def broadcast_to(self, value: Held, layout: Layout) -> torch.fx.Node:
         """A lower-rank operand of an elementwise op, held to broadcast against ``layout``.
 
@@ -141,6 +193,38 @@ class Context:
         if perm != tuple(range(len(perm))):
             node = self.call_method("permute", node, *perm)
         return node
+
+
+def same_module(a: nn.Module, b: nn.Module) -> bool:
+    """Whether two modules compute the same function: same classes, settings and tensors."""
+    if type(a) is not type(b):
+        return False
+    sa, sb = a.state_dict(), b.state_dict()
+    if sa.keys() != sb.keys() or any(
+            sa[k].shape != sb[k].shape or sa[k].dtype != sb[k].dtype
+            or not torch.equal(sa[k], sb[k]) for k in sa):
+        return False
+    for ma, mb in zip(a.modules(), b.modules()):
+        if type(ma) is not type(mb) or _settings(ma).keys() != _settings(mb).keys():
+            return False
+        for k, va in _settings(ma).items():
+            vb = _settings(mb)[k]
+            try:
+                if isinstance(va, (np.ndarray, torch.Tensor)) or isinstance(
+                        vb, (np.ndarray, torch.Tensor)):
+                    equal = np.array_equal(np.asarray(va), np.asarray(vb))
+                else:
+                    equal = bool(va == vb)
+            except Exception:  # settings that do not compare: not provably the same
+                equal = False
+            if not equal:
+                return False
+    return True
+
+
+def _settings(module: nn.Module) -> dict:
+    """A module's own settings (``dim``, ``eps``, ``axis`` ...), not torch's bookkeeping."""
+    return {k: v for k, v in vars(module).items() if not k.startswith("_") and k != "training"}
 
 
 def static(shape) -> tuple[int, ...]:

@@ -35,12 +35,18 @@ class EmittedModule:
 
 def emit(graph: KGraph, channels_first_io: bool = False) -> EmittedModule:
     ctx = Context()
+    for knode in graph.nodes:
+        ctx.calls.setdefault(id(knode.operation), []).append(knode)
     held: dict[int, Held] = {}
     prefer = _preferred_channels_first(graph)
     boundary = 0
     for tensor in graph.inputs:
         shape = tuple(tensor.shape)
         node = ctx.graph.placeholder(input_name(tensor))
+        dtype = getattr(torch, str(tensor.dtype), None)
+        if isinstance(dtype, torch.dtype):  # Keras casts each input to its Input's dtype
+            node = ctx.graph.call_method("to", (node, dtype))  # (int64 ids for int32: int32)
+            node.meta["keras_input_cast"] = True
         rank = len(shape)
         given = channels_first(rank) if channels_first_io else canonical(rank)
         value = Held(node, given, shape)
@@ -133,6 +139,7 @@ def _convert(ctx: Context, knode: KNode, held: dict) -> list[Held]:
     ctx.layer, ctx.path = knode.operation, knode.path
     tensors = knode.input_tensors()
     ctx.input_shape = tuple(tensors[0].shape) if tensors else ()
+    ctx.input_dtype = str(tensors[0].dtype) if tensors else ""
     ctx.output_dtypes = [t.dtype for t in knode.outputs]
 
     def value_of(x, data: bool = False):
@@ -143,8 +150,36 @@ def _convert(ctx: Context, knode: KNode, held: dict) -> list[Held]:
     args = tuple(keras.tree.map_structure(lambda x, first=(i == 0): value_of(x, first), a)
                  for i, a in enumerate(knode.args))
     kwargs = keras.tree.map_structure(value_of, knode.kwargs)
+    if len(ctx.calls.get(id(knode.operation), ())) > 1 and converter.policy_for(
+            knode.operation) is Policy.CUSTOM:
+        args, kwargs = _as_first_call(ctx, knode.operation, args, kwargs)
     shapes = [tuple(t.shape) for t in knode.outputs]
     return apply_converter(ctx, converter, knode.operation, args, kwargs, shapes)
+
+
+def _as_first_call(ctx: Context, layer, args, kwargs):
+    """A shared layer's tensors held as at its first call, rank for rank.
+
+    Its torch module is built once, from the first call, for the layouts it had then (an
+    NCHW conv output, a flatten of one); a later call's tensor held otherwise (NHWC from
+    another branch) is laid out the same, so the module computes the same function on it.
+    A tensor of another rank than at the first call is left to the converter.
+    """
+    first = ctx.first_layouts.setdefault(id(layer), {})
+    position = iter(range(1 << 30))
+
+    def conform(value):
+        if not isinstance(value, Held):
+            return value
+        i = next(position)
+        want = first.setdefault(i, value.layout)
+        if want.rank != value.rank or want == value.layout:
+            return value
+        if want.flat is not None and value.shape[-1] != int(np.prod(want.flat.block_shape)):
+            return value
+        return ctx.to_layout(value, want)
+
+    return keras.tree.map_structure(conform, (args, kwargs))
 
 
 # Layers whose data input is integer ids by design (not a value to compute with).
@@ -187,6 +222,8 @@ def apply_converter(ctx: Context, converter, operation, args, kwargs, shapes: li
     if policy is Policy.AGNOSTIC:  # x * np.arange(6), x / np.sqrt(np.float32(4))
         args, kwargs = keras.tree.map_structure(lambda v: _numpy_operand(ctx, v),
                                                 (args, kwargs))
+        if any(c.__name__ == "Merge" for c in type(operation).__mro__):
+            args = _merge_ranks(ctx, args)
     target = _target_layout(policy, args)
     args, kwargs = keras.tree.map_structure(lambda v: _lay_out(ctx, v, policy, target),
                                             (args, kwargs))
@@ -202,6 +239,26 @@ def apply_converter(ctx: Context, converter, operation, args, kwargs, shapes: li
             layout = canonical(len(shape))
         out.append(Held(node, layout, shape))
     return out
+
+
+def _merge_ranks(ctx: Context, args):
+    """A Keras merge layer (Add, Multiply ...) expands a lower-rank input at axis 1, after
+    the batch, until the ranks agree (``[N, C]`` with ``[N, H, W, C]``: ``[N, 1, 1, C]``),
+    where keras.ops broadcast from the right, batch included."""
+    tensors = [v for v in keras.tree.flatten(args) if isinstance(v, Held)]
+    top = max((v.rank for v in tensors), default=0)
+
+    def expand(value):
+        if not isinstance(value, Held) or value.rank == top:
+            return value
+        value = ctx.canonical(value)
+        node = value.node
+        for _ in range(top - value.rank):
+            node = ctx.call_method("unsqueeze", node, 1)
+        shape = (value.shape[0], *([1] * (top - value.rank)), *value.shape[1:])
+        return Held(node, canonical(top), shape)
+
+    return keras.tree.map_structure(expand, args)
 
 
 def _numpy_operand(ctx: Context, value):

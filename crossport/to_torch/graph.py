@@ -254,7 +254,7 @@ def preflight(graph: KGraph) -> None:
     problems = []
     for node in graph.nodes:
         reason = _unsupported_reason(node)
-        if reason:
+        if reason and (node.path, node.class_name, reason) not in problems:  # shared: once
             problems.append((node.path, node.class_name, reason))
     if problems:
         lines = "\n".join(f"  - {path} ({cls}): {why}" for path, cls, why in problems)

@@ -33,6 +33,24 @@ class Standardize(nn.Module):
         return (x - self.mean) / std
 
 
+class KerasUnitNorm(nn.Module):
+    """``keras.layers.UnitNormalization``: ``x * min(rsqrt(sum(x^2, dims)), 1/epsilon)``.
+
+    Example:
+        >>> import torch
+        >>> KerasUnitNorm([1])(torch.tensor([[3.0, 4.0]]))
+        tensor([[0.6000, 0.8000]])
+    """
+
+    def __init__(self, dims, epsilon: float = 1e-12) -> None:
+        super().__init__()
+        self.dims, self.epsilon = list(dims), float(epsilon)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        square_sum = x.square().sum(self.dims, keepdim=True)
+        return x * torch.clamp(torch.rsqrt(square_sum), max=1.0 / self.epsilon)
+
+
 class Scale(nn.Module):
     """``x * scale + offset`` with Keras ``Rescaling``'s constants.
 
@@ -191,6 +209,26 @@ class KerasAttention(nn.Module):
         if query_mask is not None:
             out = torch.where(query_mask.bool().unsqueeze(-1), out, 0.0)
         return out
+
+
+class KerasAdditiveAttention(KerasAttention):
+    """``keras.layers.AdditiveAttention``: scores ``sum(scale * tanh(q_i + k_j))`` with a
+    learned ``scale`` vector (``use_scale``, one entry per feature; else 1); masks, causal
+    mask and the softmax as ``KerasAttention``.
+
+    Example:
+        >>> import torch
+        >>> KerasAdditiveAttention(4)(torch.randn(2, 3, 4), torch.randn(2, 5, 4)).shape
+        torch.Size([2, 3, 4])
+    """
+
+    def __init__(self, dim: int, use_scale: bool = True) -> None:
+        super().__init__(False, "additive")
+        self.scale = nn.Parameter(torch.ones(dim)) if use_scale else None
+
+    def _scores(self, query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
+        pairs = torch.tanh(query.unsqueeze(-2) + key.unsqueeze(-3))
+        return (pairs if self.scale is None else self.scale * pairs).sum(-1)
 
 
 class Einsum(nn.Module):

@@ -17,6 +17,7 @@ import keras
 import numpy as np
 import torch
 
+from crossport.errors import InputError
 from crossport.layout import Layout
 from crossport.parity.compare import REVERSE, compare_outputs
 from crossport.parity.metrics import normalized_error, rounding_verdict
@@ -46,6 +47,23 @@ def run_keras(model, args: tuple, channels_first_io: bool) -> list[np.ndarray]:
     else:
         out = model(arrays if len(arrays) > 1 else arrays[0], training=False)
     return [np.asarray(o) for o in keras.tree.flatten(out)]
+
+
+def run_keras_or_refuse(model, args: tuple, channels_first_io: bool) -> list[np.ndarray]:
+    """``run_keras``; Keras failing on the inputs (an op Keras cannot run in a functional
+    graph, ids out of range in the example) is an InputError with Keras' own message: the
+    conversion cannot be checked against a model that does not run."""
+    try:
+        return run_keras(model, args, channels_first_io)
+    except Exception as exc:  # Keras' or TF's own error, any type
+        detail = " ".join(str(exc).replace("\x1b[1m", "").replace("\x1b[0m", "").split())
+        shapes = ", ".join(f"{tuple(a.shape)} {str(a.dtype).replace('torch.', '')}"
+                           for a in args)
+        raise InputError(
+            f"Keras itself fails to run the model on the check inputs ({shapes}): "
+            f"{type(exc).__name__}: {detail[:400]}. The converted module is checked against "
+            "Keras: give example inputs Keras runs on, or change the layer Keras cannot "
+            "run") from exc
 
 
 def run_torch(module, args: tuple, channels_first_io: bool) -> list[np.ndarray]:
@@ -101,7 +119,7 @@ def verify(kmodel, graph: KGraph, emitted: EmittedModule, example_args: tuple, *
                                    for i in range(check_inputs)]
     comparisons = []
     for args in input_sets:
-        ref = run_keras(kmodel, args, channels_first_io)
+        ref = run_keras_or_refuse(kmodel, args, channels_first_io)
         got = run_converted(emitted.module, args, channels_first_io)
         comparisons.append(compare_outputs(ref, got, names=REVERSE))
     errors = [c.error for c in comparisons]
@@ -117,7 +135,7 @@ def verify(kmodel, graph: KGraph, emitted: EmittedModule, example_args: tuple, *
 def diagnose(report: ParityReport, kmodel, graph: KGraph, emitted: EmittedModule,
              args: tuple, channels_first_io: bool) -> None:
     """Fill in the float64 verdict and the first top-level Keras layer past tolerance."""
-    module64 = copy.deepcopy(emitted.module).double()
+    module64 = as_float64(emitted.module)
     ref = run_keras(kmodel, args, channels_first_io)
     got32 = run_torch(emitted.module, args, channels_first_io)
     got64 = run_torch(module64, _as_double(args), channels_first_io)
@@ -126,6 +144,17 @@ def diagnose(report: ParityReport, kmodel, graph: KGraph, emitted: EmittedModule
     report.verdict = rounding_verdict(report.keras_vs_fp64, report.torch_vs_fp64)
     report.first_divergent = first_divergent(graph, emitted, module64, args, channels_first_io,
                                              report.atol)
+
+
+def as_float64(module: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """A float64 copy of the module whose float inputs stay float64 (the module casts its
+    inputs to the Keras Input dtypes, float32)."""
+    module64 = copy.deepcopy(module).double()
+    for node in module64.graph.nodes:
+        if node.meta.get("keras_input_cast") and node.args[1].is_floating_point:
+            node.args = (node.args[0], torch.float64)
+    module64.recompile()
+    return module64
 
 
 class _Recorder(torch.fx.Interpreter):

@@ -2,6 +2,7 @@
 (general equations, bias axes, activations) -> torch, through the harness."""
 
 import keras
+import numpy as np
 import pytest
 
 from tests.to_torch.harness import assert_to_torch, chain, make_live
@@ -26,6 +27,9 @@ ATTENTION = {
     "concat-causal-scale": (L.Attention(use_scale=True, score_mode="concat"),
                             {"causal": True, "tv": 5}),
     "dot-with-key": (L.Attention(use_scale=True), {"key": True}),
+    "additive": (L.AdditiveAttention(), {}),
+    "additive-no-scale": (L.AdditiveAttention(use_scale=False), {}),
+    "additive-causal-key": (L.AdditiveAttention(), {"causal": True, "tv": 5, "key": True}),
 }
 
 
@@ -34,7 +38,7 @@ def test_attention(case):
     layer, kwargs = case
     model = make_live(_attention(layer, **kwargs))
     for var in layer.weights:  # scale / concat weight start at 1: not an identity
-        var.assign(var.numpy() * 0 + 0.7)
+        var.assign(var.numpy() * 0 + 0.7 + 0.1 * np.arange(var.numpy().size).reshape(var.shape))
     assert_to_torch(model, live=False)
 
 
@@ -60,3 +64,10 @@ def test_einsum_dense(case):
     conv = assert_to_torch(chain(shape, layer), export=True)
     params = sum(p.numel() for p in conv.module.parameters() if p.requires_grad)
     assert params == sum(int(w.numpy().size) for w in layer.trainable_weights)
+
+
+def test_additive_attention_with_masks_from_embeddings():
+    """Keras passes [query_mask, value_mask] from mask_zero embeddings implicitly."""
+    q, v = keras.Input((5,), dtype="int32"), keras.Input((6,), dtype="int32")
+    embed = L.Embedding(10, 4, mask_zero=True)
+    assert_to_torch(keras.Model([q, v], L.AdditiveAttention()([embed(q), embed(v)])))

@@ -135,7 +135,7 @@ def test_unsupported_layers_are_all_listed():
     x = L.Conv2D(4, 3, data_format="channels_last")(x)
     x = L.Lambda(lambda t: t + 1, name="plus_one")(x)
     x = L.Embedding(5, 2, mask_zero=True)(L.Flatten()(x))
-    x = L.TimeDistributed(L.Dense(2), name="masked")(x)  # consumes the mask: not reproduced
+    x = L.Softmax(name="masked")(x)  # consumes the mask: not reproduced
     model = keras.Model(inp, x)
     with pytest.raises(crossport.UnsupportedLayerError) as err:
         crossport.to_torch(model, (torch.randn(1, 8, 8, 3),))
@@ -349,3 +349,115 @@ def test_integer_inputs_to_float_layers():
     pooled = L.GlobalAveragePooling2D()(counts)
     out = L.Concatenate()([L.Dense(3)(ids), pooled, L.Flatten()(L.Embedding(10, 2)(ids))])
     assert_to_torch(keras.Model([ids, counts], out), int_high=9)
+
+
+NUMBER_OPERANDS = {
+    "minimum-float": (lambda x: keras.ops.minimum(x, 0.5), "float32"),
+    "maximum-number-first": (lambda x: keras.ops.maximum(0.25, x), "float32"),
+    "maximum-int-keeps-int32": (lambda x: keras.ops.maximum(x, 3), "int32"),
+    "maximum-float-of-int-is-float": (lambda x: keras.ops.minimum(x, 3.5), "int32"),
+    "not-equal-number-first": (lambda x: keras.ops.not_equal(3, x), "int32"),
+    "greater-number-first": (lambda x: keras.ops.greater(0.0, x), "float32"),
+    "logical-and-true": (lambda x: keras.ops.logical_and(x > 0, True), "float32"),
+}
+
+
+@pytest.mark.parametrize("fn, dtype", NUMBER_OPERANDS.values(), ids=NUMBER_OPERANDS.keys())
+def test_keras_ops_with_a_python_number_operand(fn, dtype):
+    """torch.maximum / torch.gt ... take tensors only: the number becomes a 0-d tensor that
+    keeps Keras' result dtype (int32 stays int32, a float number with ints is float32)."""
+    x = keras.Input((4, 5), dtype=dtype)
+    assert_to_torch(keras.Model(x, fn(x)))
+
+
+def test_softmax_op_over_several_axes_is_refused():
+    """Keras' own Softmax op fails on a tuple axis in a functional graph (TF's softmax takes
+    one axis); the converter used to flatten the whole tensor, batch included."""
+    x = keras.Input((4, 5, 3))
+    model = keras.Model(x, keras.ops.softmax(x, axis=(1, 2)))
+    with pytest.raises(crossport.UnsupportedLayerError, match="over axes"):
+        crossport.to_torch(model, (torch.randn(2, 4, 5, 3),))
+
+
+def test_keras_failing_on_the_example_is_an_input_error():
+    """An id out of the Embedding's range: TF's gather raises; the check cannot run Keras, which
+    is one InputError quoting Keras, not a raw TF exception."""
+    ids = keras.Input((3,), dtype="int32")
+    model = keras.Model(ids, L.Embedding(4, 2)(ids))
+    with pytest.raises(crossport.InputError, match="Keras itself fails .*not in"):
+        crossport.to_torch(model, (torch.tensor([[0, 1, 9]], dtype=torch.int32),))
+
+
+def test_inputs_are_cast_to_the_keras_input_dtype():
+    """Keras casts each input to its Input's dtype (torch's default int64 ids to int32,
+    float64 to float32); the module does too, so its outputs keep Keras' dtypes."""
+    ids, values = keras.Input((4,), dtype="int32"), keras.Input((4,))
+    model = keras.Model([ids, values], [ids * 2, L.Dense(3)(values * 2.0)])
+    net = crossport.to_torch(model, (torch.arange(8, dtype=torch.int32).reshape(2, 4),
+                                     torch.randn(2, 4)))
+    wide = (torch.arange(8).reshape(2, 4), torch.randn(2, 4, dtype=torch.float64))
+    want = model([t.numpy() for t in wide])
+    with torch.no_grad():
+        got = net(*wide)
+    for w, g in zip(want, got):
+        assert str(g.dtype).replace("torch.", "") == w.dtype.name
+        np.testing.assert_allclose(g.numpy(), np.asarray(w), rtol=1e-5, atol=1e-5)
+
+
+def _conv(x):
+    return L.Conv2D(3, 1)(x)   # held NCHW: the op's Keras axes are remapped
+
+
+MORE_OPS = {
+    "cast-bool-to-float": ((4, 5), "float32", lambda x: keras.ops.cast(x > 0, "float32")),
+    "cast-float-to-int": ((4, 5), "float32", lambda x: keras.ops.cast(x * 3.0, "int32")),
+    "where": ((4, 5), "float32", lambda x: keras.ops.where(x > 0, x, x * 0.1)),
+    "where-int-and-float": ((4, 5), "int32", lambda x: keras.ops.where(x > 3, x, 0.5)),
+    "clip": ((4, 5), "float32", lambda x: keras.ops.clip(x, -0.5, 0.5)),
+    "clip-int": ((4, 5), "int32", lambda x: keras.ops.clip(x, 2, 6)),
+    "cumsum-conv-channels": ((4, 5, 3), "float32", lambda x: keras.ops.cumsum(_conv(x), -1)),
+    "cumsum-int32-stays-int32": ((4, 5), "int32", lambda x: keras.ops.cumsum(x, axis=1)),
+    "cumprod": ((4, 5), "float32", lambda x: keras.ops.cumprod(x, axis=-1)),
+    "argmax-keepdims": ((4, 5), "float32", lambda x: keras.ops.argmax(x, -1, keepdims=True)),
+    "argmax-conv-channels": ((4, 5, 3), "float32", lambda x: keras.ops.argmax(_conv(x), -1)),
+    "expand-dims-squeeze": ((4, 5), "float32",
+                            lambda x: keras.ops.squeeze(keras.ops.expand_dims(x, 1), 1) + 1.0),
+    "squeeze-conv": ((4, 1, 3), "float32", lambda x: keras.ops.squeeze(_conv(x), 2)),
+    "erf": ((4, 5), "float32", lambda x: keras.ops.erf(x)),
+    "ones-zeros-like": ((4, 5), "float32",
+                        lambda x: keras.ops.ones_like(x) * 2.0 + keras.ops.zeros_like(x)),
+}
+
+
+@pytest.mark.parametrize("shape, dtype, fn", MORE_OPS.values(), ids=MORE_OPS.keys())
+def test_more_keras_ops(shape, dtype, fn):
+    x = keras.Input(shape, dtype=dtype)
+    assert_to_torch(keras.Model(x, fn(x)))
+
+
+def test_argmax_reads_negative_zero_below_zero():
+    """Keras' TF backend maps -0.0 to -tiny before argmax (its flush-to-zero fix)."""
+    x = keras.Input((4,))
+    model = keras.Model(x, keras.ops.argmax(x, axis=-1))
+    net = crossport.to_torch(model, (torch.randn(2, 4),))
+    values = torch.tensor([[-0.0, 0.0, -1.0, -0.0], [-0.0, -0.0, -2.0, -0.0]])
+    assert net(values).tolist() == np.asarray(model(values.numpy())).tolist()
+
+
+def test_concatenate_of_a_masked_and_an_unmasked_tensor_feeds_an_rnn():
+    """Concatenate builds its output mask from ones_like / expand_dims ops of each input."""
+    a, b = keras.Input((6, 3)), keras.Input((6, 3))
+    x = L.Concatenate()([L.Masking()(a), b])
+    assert_to_torch(keras.Model([a, b], L.GRU(4)(x)))
+
+
+@pytest.mark.parametrize("merge", [L.Add, L.Subtract, L.Multiply, L.Maximum, L.Average],
+                         ids=["add", "subtract", "multiply", "maximum", "average"])
+def test_merge_layer_expands_a_lower_rank_input_after_the_batch(merge):
+    """Keras' merge layers expand ``[N, C]`` at axis 1 to ``[N, 1, 1, C]`` (keras.ops would
+    broadcast from the right, the batch against W); the conv output is held NCHW."""
+    img, vec, seq = keras.Input((4, 5, 3)), keras.Input((3,)), keras.Input((5, 3))
+    x = L.Conv2D(3, 1)(img)
+    model = keras.Model([img, vec, seq], [merge()([x, vec]), merge()([vec, seq]),
+                                          merge()([x, seq])])
+    assert_to_torch(model)

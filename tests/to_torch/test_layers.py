@@ -66,6 +66,12 @@ NORM = {
     "gn-cnn": (IMG, [L.Conv2D(6, 1), L.GroupNormalization(groups=3)], "GroupNorm"),
     "gn-instance": (IMG, [L.Conv2D(4, 1), L.GroupNormalization(groups=-1)], "GroupNorm"),
     "gn-seq": ((7, 6), [L.GroupNormalization(groups=2)], "KerasGroupNorm"),
+    "unit-norm-seq": ((7, 6), [L.UnitNormalization()], "KerasUnitNorm"),
+    "unit-norm-spatial-cnn": (IMG, [L.Conv2D(4, 1), L.UnitNormalization(axis=[1, 2])],
+                              "KerasUnitNorm"),
+    "rms-norm-seq": ((7, 6), [L.RMSNormalization(epsilon=1e-3)], "RMSNorm"),
+    "rms-norm-cnn": (IMG, [L.Conv2D(4, 1), L.RMSNormalization()], "RMSNorm"),
+    "rms-norm-two-trailing-axes": ((5, 7, 6), [L.RMSNormalization(axis=[2, 3])], "RMSNorm"),
 }
 
 
@@ -127,6 +133,7 @@ SHAPE = {
     "upsampling2d-bilinear": (IMG, [L.Conv2D(3, 1), L.UpSampling2D(2, interpolation="bilinear")],
                               0),
     "upsampling1d": ((5, 4), [L.Conv1D(3, 1), L.UpSampling1D(3)], 0),
+    "upsampling3d": ((3, 4, 2, 2), [L.Conv3D(3, 1), L.UpSampling3D((2, 1, 3))], 0),
     "dense-rank3": ((7, 6), [L.Dense(5, activation="tanh")], 0),
     "dense-on-conv-rank4": (IMG, [L.Conv2D(3, 1), L.Dense(5)], 1),
     "dropout-identity": (IMG, [L.Conv2D(3, 1), L.Dropout(0.5), L.SpatialDropout2D(0.3),

@@ -120,9 +120,15 @@ def test_attention_with_masks():
 
 
 def test_mask_consumer_without_masked_converter_is_refused():
-    model = _embedded(L.TimeDistributed(L.Dense(2), name="td"))
-    with pytest.raises(crossport.UnsupportedLayerError, match="td.*Keras mask"):
+    model = _embedded(L.Softmax(name="sm"))   # Keras' Softmax(mask=...) adds -1e9 at masks
+    with pytest.raises(crossport.UnsupportedLayerError, match="sm.*Keras mask"):
         crossport.to_torch(model, (torch.from_numpy(_ids(0)),))
+
+
+def test_time_distributed_drops_a_mask_its_layer_does_not_take():
+    """Keras' TimeDistributed passes the mask on only to an inner layer whose call takes
+    one; a Dense computes each step as without it, and the mask still reaches the LSTM."""
+    _assert_converts(_embedded(L.TimeDistributed(L.Dense(3)), L.LSTM(4)), _ids)
 
 
 def test_mha_with_dropout_zeroes_fully_masked_rows():

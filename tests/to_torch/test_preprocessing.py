@@ -70,3 +70,40 @@ def test_rescaling_broadcasting_onto_the_batch_axis_is_refused():
     model = chain((3,), L.Rescaling(np.ones((2, 3), "float32")))
     with pytest.raises(crossport.UnsupportedLayerError, match="Rescaling"):
         crossport.to_torch(model, (torch.zeros(2, 3),))
+
+
+CENTER_CROP = {
+    "nhwc": ((8, 10, 3), [L.CenterCrop(5, 6)], "float32"),
+    "after-conv-nchw": ((8, 10, 3), [L.Conv2D(2, 1), L.CenterCrop(5, 7), L.Conv2D(2, 1)],
+                        "float32"),
+    "int-image-cast-to-float": ((8, 10, 3), [L.CenterCrop(5, 6)], "int32"),
+    "channels-first": ((3, 8, 10), [L.CenterCrop(5, 7, data_format="channels_first")],
+                       "float32"),
+}
+
+
+@pytest.mark.parametrize("shape, layers, dtype", CENTER_CROP.values(), ids=CENTER_CROP.keys())
+def test_center_crop(shape, layers, dtype):
+    assert_to_torch(chain(shape, *layers, dtype=dtype), max_permutes=0)
+
+
+def test_center_crop_of_a_smaller_image_is_refused():
+    """Keras resizes (smart_resize) when the image is smaller than the crop."""
+    with pytest.raises(crossport.UnsupportedLayerError, match="smart_resize"):
+        crossport.to_torch(chain((4, 5, 3), L.CenterCrop(6, 6)), (torch.zeros(2, 4, 5, 3),))
+
+
+def test_discretization_buckets_like_tf():
+    """TF's Bucketize counts the boundaries <= x (NaN and inf included), int64 out."""
+    model = chain((8,), L.Discretization(bin_boundaries=[-1.0, 0.0, 0.5]), L.Embedding(4, 2))
+    assert_to_torch(model)
+    model = chain((8,), L.Discretization(bin_boundaries=[-1.0, 0.0, 0.5]))
+    values = np.array([[-2.0, -1.0, 0.0, 0.5, np.nan, np.inf, -np.inf, 0.49999]], "float32")
+    net = crossport.to_torch(model, (torch.from_numpy(values),))
+    want = np.asarray(model(values))
+    got = net(torch.from_numpy(values)).numpy()
+    assert got.dtype == want.dtype and (got == want).all()
+
+
+def test_discretization_of_ints():
+    assert_to_torch(chain((5,), L.Discretization(bin_boundaries=[2.0, 5.5]), dtype="int32"))

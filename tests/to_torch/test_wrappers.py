@@ -36,3 +36,24 @@ def test_time_distributed_over_an_unsupported_layer_is_refused():
     model = chain((4, 6), TD(L.Lambda(lambda t: t * 2)))
     with pytest.raises(crossport.UnsupportedLayerError, match="TimeDistributed"):
         crossport.to_torch(model, (torch.zeros(1, 4, 6),))
+
+
+SPECTRAL = {
+    "dense": ((6,), [L.SpectralNormalization(L.Dense(4, activation="relu"))]),
+    "conv2d-after-conv": ((6, 6, 3), [L.Conv2D(3, 1),
+                                      L.SpectralNormalization(L.Conv2D(4, 3, padding="same")),
+                                      L.Conv2D(2, 1)]),
+}
+
+
+@pytest.mark.parametrize("case", SPECTRAL.values(), ids=SPECTRAL.keys())
+def test_spectral_normalization_is_its_layer_at_inference(case):
+    """Keras normalizes and assigns the kernel only in training calls."""
+    import numpy as np
+
+    shape, layers = case
+    model = chain(shape, *layers)
+    model.compile("sgd", "mse")   # one training step: the stored kernel is the normalized one
+    x = np.random.default_rng(0).standard_normal((4, *shape)).astype("float32")
+    model.fit(x, model.predict(x, verbose=0) + 1.0, epochs=1, verbose=0)
+    assert_to_torch(model, live=False)

@@ -9,7 +9,12 @@ import torch
 
 from crossport.layout.policy import Policy
 from crossport.to_torch.context import Context
-from crossport.to_torch.modules import Einsum, KerasAttention, KerasMultiHeadAttention
+from crossport.to_torch.modules import (
+    Einsum,
+    KerasAdditiveAttention,
+    KerasAttention,
+    KerasMultiHeadAttention,
+)
 from crossport.to_torch.ops.activation import activation_unsupported, apply_activation
 from crossport.to_torch.registry import register_layer
 
@@ -106,6 +111,23 @@ def Attention(ctx: Context, layer, inputs, mask=None, use_causal_mask=False, **_
     _scalar(module.scale, layer.scale if cfg["use_scale"] else None)
     _scalar(module.concat_score_weight, getattr(layer, "concat_score_weight", None))
     query, value, *key = inputs
+    query_mask, value_mask = (list(mask) + [None, None])[:2] if mask is not None else (None, None)
+    return ctx.call_module(module, query, value, key[0] if key else None, query_mask,
+                           value_mask, bool(use_causal_mask))
+
+
+@register_layer(policy=Policy.CANONICAL, masks=True)
+def AdditiveAttention(ctx: Context, layer, inputs, mask=None, use_causal_mask=False,
+                      **_call_kwargs):
+    """keras.layers.AdditiveAttention([query, value(, key)]): Bahdanau scores with a scale
+    vector, masks and causal mask as Attention."""
+    cfg = layer.get_config()
+    query, value, *key = inputs
+    dim = int(layer.scale.shape[0]) if cfg["use_scale"] else 0
+    module = KerasAdditiveAttention(dim, bool(cfg["use_scale"]))
+    if module.scale is not None:
+        with torch.no_grad():
+            module.scale.copy_(torch.from_numpy(np.asarray(layer.scale.numpy())))
     query_mask, value_mask = (list(mask) + [None, None])[:2] if mask is not None else (None, None)
     return ctx.call_module(module, query, value, key[0] if key else None, query_mask,
                            value_mask, bool(use_causal_mask))

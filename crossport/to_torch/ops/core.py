@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import operator
+
 import keras
 import numpy as np
 import torch
@@ -62,6 +64,9 @@ def Dropout(ctx: Context, layer, inputs, **_call_kwargs):
 def Embedding(ctx: Context, layer, inputs):
     """keras.layers.Embedding -> nn.Embedding (int64 indices; Keras casts to int32).
 
+    Keras looks ids up with ``ops.take``, which on TF counts an id in ``[-n, -1]`` from the
+    end (``n + id``) where nn.Embedding raises: the ids are wrapped the same way first. An id
+    ``>= n`` or ``< -n`` stays out of range: an error in both frameworks.
     ``mask_zero=True``: the mask is its own graph node (``not_equal(ids, 0)``), converted
     where the layers consuming it take it.
     """
@@ -70,6 +75,9 @@ def Embedding(ctx: Context, layer, inputs):
     with torch.no_grad():
         module.weight.copy_(torch.from_numpy(table))
     index = ctx.call_method("long", inputs)
+    negative = ctx.call_function(operator.lt, index, 0)
+    index = ctx.call_function(torch.where, negative,
+                              ctx.call_function(operator.add, index, table.shape[0]), index)
     return ctx.call_module(module, index)
 
 
@@ -145,3 +153,23 @@ def LayerScale(ctx: Context, layer, inputs: Held) -> Held:
     gamma = np.asarray(layer.gamma.numpy())
     module = ChannelScale(torch.from_numpy(physical_broadcast(gamma, inputs.layout)[0]))
     return Held(ctx.call_module(module, inputs.node), inputs.layout, inputs.shape)
+
+
+def _discretization_supported(layer) -> str | None:
+    cfg = layer.get_config()
+    if cfg["output_mode"] != "int" or cfg.get("sparse"):
+        return f"Discretization output_mode={cfg['output_mode']!r}: only 'int' converts"
+    if layer.bin_boundaries is None:
+        return "Discretization without bin boundaries (not adapted)"
+    return None
+
+
+@register_layer(policy=Policy.AGNOSTIC, supports=_discretization_supported)
+def Discretization(ctx: Context, layer, inputs):
+    """keras.layers.Discretization(bin_boundaries), output_mode 'int': the bucket index, the
+    number of boundaries ``<= x`` (TF's Bucketize = ``torch.bucketize(right=True)``), with
+    float32 boundaries as TF holds them, in Keras' output dtype (int64)."""
+    bins = ctx.constant(np.asarray(layer.bin_boundaries, dtype=np.float32)).node
+    x = ctx.call_method("to", inputs, torch.float32)
+    index = ctx.call_function(torch.bucketize, x, bins, right=True)
+    return ctx.call_method("to", index, ctx.output_dtype())

@@ -12,6 +12,7 @@ import operator
 import torch
 import torch.nn.functional as F
 
+from crossport.errors import UnsupportedLayerError
 from crossport.layout import (
     after_permute,
     after_reduce,
@@ -47,13 +48,32 @@ _UNARY = {
 }
 
 
+# torch functions (not Python operators) that take tensors only: a Python number operand
+# (keras.ops.maximum(x, 0.5), keras.ops.not_equal(0, x)) becomes a 0-d tensor first
+_TENSORS_ONLY = frozenset({"Maximum", "Minimum", "LogicalAnd", "LogicalOr", "NotEqual", "Equal",
+                           "Greater", "GreaterEqual", "Less", "LessEqual"})
+
+
 def _binary(name, fn):
     def convert(ctx: Context, op, x1, x2):
+        if name in _TENSORS_ONLY:
+            x1, x2 = (_number_as_tensor(ctx, x1, x2), _number_as_tensor(ctx, x2, x1))
         return ctx.call_function(fn, x1, x2)
 
     convert.__name__ = name
     convert.__doc__ = f"keras.ops.{name.lower()}(x1, x2): elementwise, layout kept."
     register_op(name, policy=Policy.AGNOSTIC)(convert)
+
+
+def _number_as_tensor(ctx: Context, value, other):
+    """A Python number operand as a 0-d tensor that keeps Keras' result dtype: an int keeps
+    the tensor's dtype, a float with an int tensor computes in float32 (a 0-d tensor takes
+    part in torch's promotion only across categories, as a Python number does)."""
+    if not isinstance(value, (bool, int, float)) or not isinstance(other, torch.fx.Node):
+        return value
+    dtype = (torch.bool if isinstance(value, bool) else
+             torch.int64 if isinstance(value, int) else torch.float32)
+    return ctx.call_function(torch.scalar_tensor, value, dtype=dtype)
 
 
 def _unary(name, fn):
@@ -131,18 +151,25 @@ _reduce("Any", torch.any)
 _reduce("All", torch.all)
 
 
-@register_op(policy=Policy.CUSTOM, keeps_layout=True)
+def _softmax_supported(op) -> str | None:
+    if op.axis is None or isinstance(op.axis, int):
+        return None
+    return (f"keras.ops.softmax over axes {op.axis}: Keras' Softmax op cannot run it in a "
+            "functional graph (TF's softmax takes one axis); reshape to one axis first")
+
+
+@register_op(policy=Policy.CUSTOM, keeps_layout=True, supports=_softmax_supported)
 def Softmax(ctx: Context, op, x: Held) -> Held:
-    """keras.ops.softmax(x, axis): torch.softmax on the held dim."""
+    """keras.ops.softmax(x, axis): torch.softmax on the held dim (axis None: over every
+    element, batch included, as TF's backend flattens the tensor)."""
     x = ctx.plain(x)
-    axis = op.axis if isinstance(op.axis, int) else None
-    if axis is None:
+    if op.axis is None:
         x = ctx.canonical(x)
         flat = ctx.call_method("flatten", x.node, 0)
         node = ctx.call_method("reshape", ctx.call_function(torch.softmax, flat, 0),
                                *[-1 if s is None else s for s in x.shape])
         return Held(node, x.layout, x.shape)
-    return Held(ctx.call_function(torch.softmax, x.node, physical_axis(x.layout, axis)),
+    return Held(ctx.call_function(torch.softmax, x.node, physical_axis(x.layout, op.axis)),
                 x.layout, x.shape)
 
 
@@ -164,3 +191,129 @@ def Concatenate(ctx: Context, op, xs) -> Held:
     sizes = [v.shape[axis] for v in values]
     shape[axis] = None if None in sizes else sum(sizes)
     return Held(node, first.layout, tuple(shape))
+
+
+def _as_output_dtype(ctx: Context, node):
+    """``node`` in the Keras output's dtype (torch's promotion may differ: an int cumsum
+    widens to int64, an int clipped to float bounds turns float)."""
+    return ctx.call_method("to", node, ctx.output_dtype())
+
+
+@register_op(policy=Policy.AGNOSTIC)
+def Cast(ctx: Context, op, x):
+    """keras.ops.cast(x, dtype): ``x.to(dtype)`` (floats to ints truncate toward zero in
+    both)."""
+    return _as_output_dtype(ctx, x)
+
+
+@register_op(policy=Policy.AGNOSTIC)
+def Erf(ctx: Context, op, x):
+    """keras.ops.erf(x): torch.erf."""
+    return ctx.call_function(torch.erf, x)
+
+
+@register_op(policy=Policy.AGNOSTIC)
+def Clip(ctx: Context, op, x):
+    """keras.ops.clip(x, x_min, x_max): torch.clamp, in Keras' result dtype (a bool input
+    is clipped as int32, as TF's backend does)."""
+    x = _as_output_dtype(ctx, x)
+    return _as_output_dtype(ctx, ctx.call_function(torch.clamp, x, op.x_min, op.x_max))
+
+
+@register_op(policy=Policy.AGNOSTIC)
+def Where(ctx: Context, op, condition, x1=None, x2=None):
+    """keras.ops.where(condition, x1, x2): torch.where in Keras' result dtype (the one-
+    argument form, the indices of nonzero entries, has a data-dependent shape: refused)."""
+    if x1 is None or x2 is None:
+        raise UnsupportedLayerError(
+            f"keras.ops.where {ctx.path!r} with one argument (nonzero indices) has a "
+            "data-dependent shape; not converted", [(ctx.path, "Where", "one argument")])
+    return _as_output_dtype(ctx, ctx.call_function(torch.where, condition, x1, x2))
+
+
+@register_op("ZerosLike", "OnesLike", policy=Policy.AGNOSTIC)
+def FullLike(ctx: Context, op, x):
+    """keras.ops.zeros_like / ones_like (what Concatenate builds the mask of an unmasked
+    input from)."""
+    fill = 0 if type(op).__name__ == "ZerosLike" else 1
+    return ctx.call_function(torch.full_like, x, fill, dtype=ctx.output_dtype())
+
+
+@register_op(policy=Policy.CUSTOM)
+def ExpandDims(ctx: Context, op, x: Held) -> Held:
+    """keras.ops.expand_dims(x, axis): unsqueeze on the Keras-ordered tensor."""
+    x = ctx.canonical(x)
+    axes = op.axis if isinstance(op.axis, (list, tuple)) else (op.axis,)
+    rank = x.rank + len(axes)
+    axes = sorted(normalize_dim(int(a), rank) for a in axes)
+    node, shape = x.node, list(x.shape)
+    for a in axes:
+        node = ctx.call_method("unsqueeze", node, a)
+        shape.insert(a, 1)
+    return Held(node, canonical(rank), tuple(shape))
+
+
+def _squeeze_supported(op) -> str | None:
+    if op.axis is None:
+        return ("keras.ops.squeeze without axes drops every size-1 dim at run time (the batch "
+                "too when it is 1); give the axes")
+    return None
+
+
+@register_op(policy=Policy.CUSTOM, supports=_squeeze_supported)
+def Squeeze(ctx: Context, op, x: Held) -> Held:
+    """keras.ops.squeeze(x, axis): the held dims of those axes dropped (layout kept)."""
+    x = ctx.plain(x)
+    axes = sorted(normalize_dims(op.axis if isinstance(op.axis, (list, tuple)) else [op.axis],
+                                 x.rank))
+    node = ctx.call_function(torch.squeeze, x.node, physical_axes(x.layout, axes))
+    shape = tuple(s for i, s in enumerate(x.shape) if i not in axes)
+    return Held(node, after_reduce(x.layout, axes, False), shape)
+
+
+def _argmax_supported(op) -> str | None:
+    if op.axis is None:
+        return "keras.ops.argmax over the flattened tensor (axis=None) is not converted"
+    return None
+
+
+@register_op(policy=Policy.CUSTOM, supports=_argmax_supported)
+def Argmax(ctx: Context, op, x: Held) -> Held:
+    """keras.ops.argmax(x, axis, keepdims): torch.argmax on the held dim, int32 as Keras.
+
+    Keras' TF backend reads -0.0 as just below 0.0 (its flush-to-zero fix) and so does the
+    module; ties give the first index in both."""
+    x = ctx.plain(x)
+    axis = normalize_dim(int(op.axis), x.rank)
+    node = x.node
+    if "float" in ctx.input_dtype:
+        zero = ctx.call_function(torch.eq, node, 0.0)
+        negative_zero = ctx.call_function(torch.logical_and, zero,
+                                          ctx.call_function(torch.signbit, node))
+        tiny = -torch.finfo(torch.float32).tiny
+        node = ctx.call_function(torch.where, negative_zero, tiny, node)
+    node = ctx.call_function(torch.argmax, node, physical_axis(x.layout, axis),
+                             keepdim=bool(op.keepdims))
+    node = _as_output_dtype(ctx, node)
+    layout = after_reduce(x.layout, [axis], bool(op.keepdims))
+    shape = tuple((1 if i == axis else s) for i, s in enumerate(x.shape)) if op.keepdims \
+        else tuple(s for i, s in enumerate(x.shape) if i != axis)
+    return Held(node, layout, shape)
+
+
+def _cumulative_supported(op) -> str | None:
+    if op.axis is None:
+        return "a cumulative sum/product over the flattened tensor (axis=None) is not converted"
+    return None
+
+
+@register_op("Cumsum", "Cumprod", policy=Policy.CUSTOM, supports=_cumulative_supported,
+             keeps_layout=True)
+def Cumulative(ctx: Context, op, x: Held) -> Held:
+    """keras.ops.cumsum / cumprod(x, axis): on the held dim, in Keras' dtype (int32 stays
+    int32; torch widens it to int64)."""
+    x = ctx.plain(x)
+    fn = torch.cumsum if type(op).__name__ == "Cumsum" else torch.cumprod
+    node = ctx.call_function(fn, x.node, physical_axis(x.layout, int(op.axis)),
+                             dtype=ctx.output_dtype())
+    return Held(node, x.layout, x.shape)

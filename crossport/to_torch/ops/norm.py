@@ -8,13 +8,17 @@ axes allow, ``crossport.torch_layers`` otherwise.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
 from torch import nn
 
-from crossport.layout import normalize_dims, physical_axes, physical_axis
+from crossport.errors import UnsupportedLayerError
+from crossport.layout import Layout, normalize_dims, physical_axes, physical_axis
 from crossport.layout.policy import Policy
 from crossport.to_torch.context import Context, Held
+from crossport.to_torch.modules import KerasUnitNorm
 from crossport.to_torch.registry import register_layer
 from crossport.torch_layers import (
     KerasBatchNorm,
@@ -104,9 +108,23 @@ def LayerNormalization(ctx: Context, layer, inputs: Held) -> Held:
     cfg = layer.get_config()
     inputs = ctx.plain(inputs)
     keras_axes = _axes(cfg["axis"], inputs.rank)
+    sizes = tuple(inputs.shape[a] for a in keras_axes)
+    weights = [w for w in (layer.gamma, layer.beta) if w is not None]
+    if weights and None not in sizes and math.prod(weights[0].shape) != math.prod(sizes):
+        raise UnsupportedLayerError(  # a shared layer called on other sizes than it was built
+            f"Keras layer {ctx.path!r} (LayerNormalization) is called on a tensor whose "
+            f"normalized axes {keras_axes} have sizes {sizes}; its gamma/beta of shape "
+            f"{tuple(weights[0].shape)} do not reshape to them, so Keras itself fails on this "
+            "call at run time", [(ctx.path, "LayerNormalization", "gamma does not fit")])
+    shared = ctx.registered()
+    if shared is not None:  # a later call of a shared layer, maybe on another rank
+        inputs = _as_shared_norm_expects(ctx, shared, inputs, keras_axes, sizes)
+        return Held(ctx.call_module(shared, inputs.node), inputs.layout, inputs.shape)
+    if len({len(n.input_tensors()[0].shape) for n in ctx.calls.get(id(layer), ())}) > 1:
+        inputs = _normalized_last(ctx, inputs, keras_axes)  # a module for every rank
     held_axes = list(physical_axes(inputs.layout, keras_axes))
     order = list(np.argsort(held_axes))
-    sizes = tuple(inputs.shape[a] for a in keras_axes)
+    ctx.memo[("LayerNormalization", id(layer))] = order, sizes  # for the layer's later calls
     shape = tuple(sizes[i] for i in order)
     has_gamma = cfg["scale"] or cfg.get("rms_scaling", False)
     gamma = np.transpose(_arr(layer.gamma).reshape(sizes), order) if has_gamma else None
@@ -116,12 +134,59 @@ def LayerNormalization(ctx: Context, layer, inputs: Held) -> Held:
     trailing = sorted(held_axes) == list(range(inputs.rank - len(held_axes), inputs.rank))
     if trailing and not rms and cfg["scale"]:
         module = nn.LayerNorm(shape, eps=float(cfg["epsilon"]), bias=bool(cfg["center"]))
-    else:
-        module = KerasLayerNorm(shape, sorted(held_axes), float(cfg["epsilon"]),
-                                bool(cfg["center"]), bool(cfg["scale"]), rms)
+    else:  # trailing dims counted from the end: the module serves a shared call's other rank
+        dims = [a - inputs.rank for a in sorted(held_axes)] if trailing else sorted(held_axes)
+        module = KerasLayerNorm(shape, dims, float(cfg["epsilon"]), bool(cfg["center"]),
+                                bool(cfg["scale"]), rms)
     _copy(module.weight, gamma)
     _copy(module.bias, beta)
     return Held(ctx.call_module(module, inputs.node), inputs.layout, inputs.shape)
+
+
+def _normalized_last(ctx: Context, inputs: Held, keras_axes: list[int]) -> Held:
+    """``inputs`` with the normalized Keras axes held last (in their held order): the
+    first call of a LayerNormalization shared by tensors of several ranks builds a module
+    over trailing dims, which every rank's call can use."""
+    perm = inputs.layout.perm
+    last = [a for a in perm if a not in keras_axes] + [a for a in perm if a in keras_axes]
+    return ctx.to_layout(inputs, Layout(tuple(last)))
+
+
+def _as_shared_norm_expects(ctx: Context, module, inputs: Held, keras_axes: list[int],
+                            sizes: tuple) -> Held:
+    """A shared LayerNormalization's input laid out for the module of its first call.
+
+    Keras keeps the layer's ``axis`` as given, so ``LayerNormalization()`` shared by a
+    rank-3 and a rank-4 tensor normalizes each over its last axis with one gamma. The
+    torch module normalizes fixed dims (the trailing ones, or held dims such as an NCHW
+    channel dim); this call's normalized Keras axes are moved there, in the order the
+    module's weight holds them (the first call's), the other axes keeping their order.
+    """
+    rank = inputs.rank
+    order, first_sizes = ctx.memo[("LayerNormalization", id(ctx.layer))]
+
+    def refuse(why: str):
+        return UnsupportedLayerError(
+            f"Keras layer {ctx.path!r} (LayerNormalization) is shared, and its call on a "
+            f"rank-{rank} tensor normalizing axes {keras_axes} (sizes {sizes}) {why}; use one "
+            "layer per call (copying the weights)",
+            [(ctx.path, "LayerNormalization", f"shared call: {why}")])
+
+    if sizes != first_sizes:
+        raise refuse(f"does not match the sizes {first_sizes} its gamma was built for (Keras "
+                     "reshapes gamma to them: an error, or its entries reinterpreted)")
+    if isinstance(module, nn.LayerNorm):
+        dims = list(range(rank - len(module.normalized_shape), rank))
+    else:
+        dims = [a % rank if -rank <= a < rank else None for a in module.axis]
+    if None in dims or len(set(dims)) != len(keras_axes) or 0 in dims:
+        raise refuse("cannot be normalized by the torch module built for its first call")
+    perm: list = [None] * rank
+    for d, j in zip(dims, order):
+        perm[d] = keras_axes[j]
+    rest = iter(a for a in inputs.layout.perm if a not in keras_axes)
+    perm = [next(rest) if p is None else p for p in perm]
+    return ctx.to_layout(inputs, Layout(tuple(perm)))
 
 
 @register_layer(policy=Policy.CUSTOM, keeps_layout=True)
@@ -144,4 +209,39 @@ def GroupNormalization(ctx: Context, layer, inputs: Held) -> Held:
                                 bool(cfg["scale"]), held_axis)
     _copy(module.weight, _arr(layer.gamma) if cfg["scale"] else None)
     _copy(module.bias, _arr(layer.beta) if cfg["center"] else None)
+    return Held(ctx.call_module(module, inputs.node), inputs.layout, inputs.shape)
+
+
+@register_layer(policy=Policy.CUSTOM, keeps_layout=True)
+def UnitNormalization(ctx: Context, layer, inputs: Held) -> Held:
+    """keras.layers.UnitNormalization(axis): ``x * min(rsqrt(sum(x^2)), 1e12)`` over the held
+    dims of its axes (Keras' ops.normalize with order 2, epsilon 1e-12)."""
+    inputs = ctx.plain(inputs)
+    axis = layer.get_config()["axis"]
+    dims = sorted(physical_axes(inputs.layout, _axes(axis, inputs.rank)))
+    module = KerasUnitNorm(dims, 1e-12)
+    return Held(ctx.call_module(module, inputs.node), inputs.layout, inputs.shape)
+
+
+@register_layer(policy=Policy.CUSTOM, keeps_layout=True)
+def RMSNormalization(ctx: Context, layer, inputs: Held) -> Held:
+    """keras.layers.RMSNormalization(axis, epsilon) over trailing Keras axes -> nn.RMSNorm
+    with those axes held last (``x * rsqrt(mean(x^2) + eps) * scale``, the same formula; an
+    NCHW channel axis is moved back last)."""
+    cfg = layer.get_config()
+    inputs = ctx.plain(inputs)
+    keras_axes = _axes(cfg["axis"], inputs.rank)
+    sizes = tuple(inputs.shape[a] for a in keras_axes)
+    trailing = keras_axes == list(range(inputs.rank - len(keras_axes), inputs.rank))
+    if tuple(layer.scale.shape) != sizes or not trailing:
+        # Keras multiplies by scale broadcast from the right, whatever the axes
+        raise UnsupportedLayerError(
+            f"Keras layer {ctx.path!r} (RMSNormalization) normalizes axes {keras_axes} "
+            f"(sizes {sizes}) of a rank-{inputs.rank} tensor, and Keras multiplies by its scale "
+            f"{tuple(layer.scale.shape)} broadcast over the last axes instead: only "
+            "trailing axes convert", [(ctx.path, "RMSNormalization", "non-trailing axes")])
+    perm = [a for a in inputs.layout.perm if a not in keras_axes] + keras_axes
+    inputs = ctx.to_layout(inputs, Layout(tuple(perm)))
+    module = nn.RMSNorm(sizes, eps=float(cfg["epsilon"]))
+    _copy(module.weight, _arr(layer.scale).reshape(sizes))
     return Held(ctx.call_module(module, inputs.node), inputs.layout, inputs.shape)

@@ -118,11 +118,12 @@ def Recurrent(ctx: Context, layer, inputs, initial_state=None, mask=None, **_cal
     """keras.layers.LSTM / GRU / SimpleRNN -> nn.LSTM / nn.GRU / nn.RNN (batch_first).
 
     With a Keras mask (mask_zero / Masking upstream): torch_layers' twin, which keeps the
-    states over masked steps and repeats (or zeroes) the output as TF's RNN loop does.
+    states over masked steps and repeats (or zeroes) the output as TF's RNN loop does; a
+    layer shared by a masked and an unmasked tensor runs the twin in every call.
     """
     kind = type(layer).__name__
     cfg = layer.get_config()
-    if mask is not None:
+    if mask is not None or ctx.masked_call(layer):  # (a shared layer's calls: one module)
         result = _masked_twin(ctx, layer, inputs, initial_state, mask)
         return _unpack(ctx, kind, result, cfg["return_state"])
     if not _plain(layer):
@@ -192,7 +193,7 @@ def Bidirectional(ctx: Context, layer, inputs, initial_state=None, mask=None, **
     ``return_sequences`` Keras takes each direction's last step = torch's ``h_n``. With a
     Keras mask: two torch_layers twins (torch's bidirectional RNN cannot skip steps).
     """
-    if mask is not None:
+    if mask is not None or ctx.masked_call(layer):  # (a shared layer's calls: one module)
         return _masked_bidirectional(ctx, layer, inputs, initial_state, mask)
     fwd, bwd = layer.forward_layer, layer.backward_layer
     kind = type(fwd).__name__

@@ -139,6 +139,45 @@ def UpSampling1D(ctx: Context, layer, inputs):
                              dim=2)
 
 
+@register_layer(policy=Policy.CHANNELS_FIRST)
+def UpSampling3D(ctx: Context, layer, inputs):
+    """keras.layers.UpSampling3D(size): each voxel repeated ``size`` times per spatial axis."""
+    for dim, size in zip((2, 3, 4), layer.get_config()["size"]):
+        if int(size) != 1:
+            inputs = ctx.call_function(torch.repeat_interleave, inputs, int(size), dim=dim)
+    return inputs
+
+
+def _center_crop_supported(layer) -> str | None:
+    try:
+        shape = tuple(layer.input.shape)
+    except (AttributeError, ValueError):  # a layer called several times: every call checked
+        shapes = [tuple(node.input_tensors[0].shape) for node in layer._inbound_nodes]
+    else:
+        shapes = [shape]
+    first = channels_first_layer(layer)
+    for shape in shapes:
+        sizes = shape[2:4] if first else shape[1:3]
+        if len(shape) != 4 or None in sizes:
+            return f"CenterCrop of a tensor of shape {shape}: needs a batch of static H, W"
+        if sizes[0] < layer.height or sizes[1] < layer.width:
+            return (f"CenterCrop to ({layer.height}, {layer.width}) of a smaller image "
+                    f"{sizes} resizes it (smart_resize); not converted")
+    return None
+
+
+@register_layer(policy=Policy.CHANNELS_FIRST, supports=_center_crop_supported)
+def CenterCrop(ctx: Context, layer, inputs):
+    """keras.layers.CenterCrop(height, width) of a larger image: the slice Keras takes
+    (offsets ``(H - height) // 2``, ``(W - width) // 2``), in float32 as Keras casts."""
+    first = channels_first_layer(layer)
+    h, w = ctx.input_shape[2:4] if first else ctx.input_shape[1:3]
+    top, left = (h - layer.height) // 2, (w - layer.width) // 2
+    index = (slice(None), slice(None), slice(top, top + layer.height),
+             slice(left, left + layer.width))
+    return ctx.call_function(operator.getitem, inputs, index)
+
+
 def _upsampling_supported(layer) -> str | None:
     if layer.get_config()["interpolation"] not in ("nearest", "bilinear"):
         return (f"UpSampling2D interpolation {layer.get_config()['interpolation']!r}: "
