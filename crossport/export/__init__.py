@@ -149,6 +149,14 @@ def stage_export(conversion, path: str | Path, format: str | None, staging: Stag
             f"the torch module the artifact is re-checked against), not a "
             f"{type(conversion).__name__}; for a bare Keras model use its own "
             "model.save(...) / model.export(...) (unchecked)")
+    for name, value in (("check", check), ("int8_io", int8_io)):
+        if not isinstance(value, bool):
+            raise InputError(f"{name}={value!r}: expected True or False")
+    if check and (isinstance(check_inputs, bool) or not isinstance(check_inputs, int)
+                  or check_inputs < 1):
+        # with no input set the re-check would compare nothing and report an error of 0
+        raise InputError(f"check_inputs={check_inputs!r}: expected an int >= 1 (how many "
+                         "fresh input sets the re-check runs); check=False skips the re-check")
     path = Path(path)
     format = format or infer_format(path)
     if format not in FORMATS:

@@ -10,9 +10,10 @@ crossport names Keras layers after torch module paths, so each row is mapped bac
 
 from __future__ import annotations
 
+import os
 import re
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,7 +57,12 @@ class FullIntegerPlan:
 def plan(conversion, format: str, calibration, int8_io: bool,
          float_layers: Iterable[str]) -> FullIntegerPlan | None:
     """Validate the quantization arguments; ``None`` for formats that take none."""
+    if isinstance(float_layers, str):  # one module path, not its characters
+        float_layers = (float_layers,)
     float_layers = tuple(float_layers or ())
+    if not all(isinstance(name, str) for name in float_layers):
+        raise InputError(f"float_layers takes torch module paths (strings, e.g. "
+                         f"['layer4.1.conv2']), not {list(float_layers)!r}")
     if format not in FULL_INTEGER:
         given = [n for n, v in (("calibration", calibration is not None),
                                 ("int8_io", int8_io), ("float_layers", float_layers)) if v]
@@ -78,27 +84,76 @@ def plan(conversion, format: str, calibration, int8_io: bool,
 
 
 def calibration_samples(conversion, calibration) -> list[list[np.ndarray]]:
-    """Each example as Keras input arrays, checked against the model's input shapes."""
+    """Each example as Keras input arrays, checked against the model's inputs.
+
+    An example is one array (single-input models), a tuple/list of arrays in forward's
+    argument order, or a dict keyed by forward's argument names. Values must be finite
+    numbers (the quantizer derives each tensor's range from them: a NaN or inf example
+    made TF's calibrator fail obscurely or crash the process) and, for an integer input,
+    whole numbers.
+    """
     inputs = conversion.model.inputs
     if isinstance(calibration, ImageFolder):
         calibration = calibration.examples(inputs, conversion.options.channels_last_io)
+    if isinstance(calibration, (str, bytes, os.PathLike)):
+        raise InputError(
+            f"calibration={str(calibration)!r} is a path; pass the examples themselves (an "
+            "iterable of arrays or tuples of arrays), crossport.calibration_images(folder) "
+            "for a folder of images, or crossport.export.calibration.load_calibration(path, "
+            "conversion.model.inputs) for .npy/.npz files")
+    if isinstance(calibration, Mapping) or not isinstance(calibration, Iterable):
+        raise InputError(f"calibration must be an iterable of examples (a list of arrays, "
+                         f"of tuples of arrays, or of dicts keyed by input name), not a "
+                         f"{type(calibration).__name__}")
+    names = [t.name for t in inputs]
     samples = []
     for i, item in enumerate(calibration):
-        arrays = list(item) if isinstance(item, (tuple, list)) else [item]
-        arrays = [np.asarray(a.detach().cpu() if isinstance(a, torch.Tensor) else a)
-                  for a in arrays]
-        if len(arrays) != len(inputs):
-            raise InputError(f"calibration example {i} has {len(arrays)} arrays; the model "
-                             f"takes {len(inputs)} ({', '.join(t.name for t in inputs)})")
-        for a, t in zip(arrays, inputs):
-            if a.ndim != len(t.shape) or any(d is not None and d != s
-                                             for d, s in zip(t.shape, a.shape)):
-                raise InputError(f"calibration example {i}: input {t.name!r} has shape "
-                                 f"{a.shape}, the model expects {tuple(t.shape)} (None: any)")
-        samples.append([a.astype(t.dtype) for a, t in zip(arrays, inputs)])
+        arrays = [_example_array(a, i, t) for a, t in zip(_example_items(item, i, names),
+                                                           inputs)]
+        samples.append(arrays)
     if not samples:
         raise InputError("calibration is empty: give at least one example (100+ for real use)")
     return samples
+
+
+def _example_items(item, i: int, names: list[str]) -> list:
+    """One example's arrays in the model's input order."""
+    if isinstance(item, Mapping):
+        missing = [n for n in names if n not in item]
+        extra = [str(k) for k in item if k not in names]
+        if missing or extra:
+            raise InputError(f"calibration example {i} is a dict with keys "
+                             f"{[str(k) for k in item]}; expected one array per input, keyed "
+                             f"{names}")
+        return [item[n] for n in names]
+    arrays = list(item) if isinstance(item, (tuple, list)) else [item]
+    if len(arrays) != len(names):
+        raise InputError(f"calibration example {i} has {len(arrays)} arrays; the model "
+                         f"takes {len(names)} ({', '.join(names)})")
+    return arrays
+
+
+def _example_array(value, i: int, tensor) -> np.ndarray:
+    where = f"calibration example {i}: input {tensor.name!r}"
+    try:
+        a = np.asarray(value.detach().cpu() if isinstance(value, torch.Tensor) else value)
+    except (TypeError, ValueError) as exc:  # ragged lists, objects numpy cannot hold
+        raise InputError(f"{where} is not an array: {exc}") from exc
+    if a.dtype.kind not in "biuf":
+        raise InputError(f"{where} has dtype {a.dtype}; expected numbers "
+                         f"(the model takes {tensor.dtype})")
+    if a.ndim != len(tensor.shape) or any(d is not None and d != s
+                                         for d, s in zip(tensor.shape, a.shape)):
+        raise InputError(f"{where} has shape {a.shape}, the model expects "
+                         f"{tuple(tensor.shape)} (None: any)")
+    if a.dtype.kind == "f" and not np.isfinite(a).all():
+        raise InputError(f"{where} holds NaN or inf values; calibration sets each tensor's "
+                         "quantization range from the examples, which must be finite")
+    if np.dtype(tensor.dtype).kind in "iu" and a.dtype.kind == "f" and (
+            a != np.round(a)).any():
+        raise InputError(f"{where} holds fractional values; the input is {tensor.dtype} "
+                         "(token ids, indices): give integers")
+    return a.astype(tensor.dtype)
 
 
 def _to_torch(arrays: list[np.ndarray], conversion) -> tuple:

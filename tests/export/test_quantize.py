@@ -1,5 +1,7 @@
 """Full-integer TFLite: calibration, per-op report mapped to torch paths, selective float."""
 
+import pathlib
+
 import numpy as np
 import pytest
 import torch
@@ -150,6 +152,79 @@ def test_calibration_takes_tuples_of_tensors_for_two_inputs(tmp_path):
                               calibration=calibration)
     assert result.passed, result.summary()
     assert [r.name for r in result.quantization.layers if r.op == "FULLY_CONNECTED"] == ["fc"]
+
+
+@pytest.fixture(scope="module")
+def three_convs():
+    return _convert(ThreeConvs(), (1, 3, 16, 16), check=False)
+
+
+def _filled(value, count=3):
+    return [np.full((1, 3, 16, 16), value, np.float32) for _ in range(count)]
+
+
+@pytest.mark.parametrize("calibration,match", [
+    (_filled(np.nan), r"example 0: input 'x' holds NaN or inf"),  # was: 'debug mode'
+    (_filled(np.inf), r"example 0: input 'x' holds NaN or inf"),  # was: a segfault in TF
+    (5, "calibration must be an iterable of examples .* not a int"),  # was: TypeError
+    ({"x": np.zeros((1, 3, 16, 16), np.float32)}, "iterable of examples"),
+    ("calib/", "is a path; pass the examples"),  # was: 'input x has shape ()'
+    (pathlib.Path("calib"), "is a path; pass the examples"),  # was: TypeError
+    ([np.full((1, 3, 16, 16), "a")], r"example 0: input 'x' has dtype <U1"),  # ValueError
+    ([[None]], r"example 0: input 'x' has dtype object"),
+    ([{"y": np.zeros((1, 3, 16, 16), np.float32)}], r"dict with keys \['y'\].*\['x'\]"),
+])
+def test_malformed_calibration_is_one_input_error_naming_the_example(three_convs, tmp_path,
+                                                                     calibration, match):
+    with pytest.raises(crossport.InputError, match=match):
+        crossport.export(three_convs, tmp_path / "m.tflite", "tflite-int8-full",
+                         calibration=calibration)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_calibration_examples_may_be_dicts_keyed_by_input_name(three_convs, tmp_path):
+    calibration = [{"x": a} for a in _calibration((1, 3, 16, 16), count=4)]
+    result = crossport.export(three_convs, tmp_path / "m.tflite", "tflite-int8-full",
+                              calibration=calibration)
+    assert result.passed, result.summary()
+
+
+def test_fractional_calibration_values_for_integer_ids_are_refused(tmp_path):
+    class Ids(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = torch.nn.Embedding(20, 4)
+
+        def forward(self, ids):
+            return self.emb(ids).mean(1)
+
+    conversion = crossport.convert_with_report(Ids().eval(), (torch.randint(0, 20, (1, 5)),),
+                                               check=False)
+    calibration = [np.random.default_rng(i).uniform(0, 19, (1, 5)) for i in range(3)]
+    with pytest.raises(crossport.InputError, match="fractional values; the input is int"):
+        crossport.export(conversion, tmp_path / "m.tflite", "tflite-int8-full",
+                         calibration=calibration)  # was: 'gather index out of bounds'
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_one_float_layer_given_as_a_string_is_that_module(outlier, tmp_path):
+    """``float_layers="body"`` was read as the modules 'b', 'o', 'd', 'y'."""
+    result = crossport.export(outlier, tmp_path / "m.tflite", "tflite-int8-full",
+                              calibration=_calibration((1, 3, 16, 16)), float_layers="body")
+    assert result.quantization.float_layers == ["body"]
+    assert "body" not in {r.name for r in result.quantization.layers}
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    ({"check_inputs": 0}, "check_inputs=0: expected an int >= 1"),  # re-checked nothing: 0.0
+    ({"check_inputs": -1}, "check_inputs=-1"),
+    ({"check_inputs": 1.5}, "check_inputs=1.5"),
+    ({"check": "no"}, "check='no': expected True or False"),
+])
+def test_export_check_options_are_validated(three_convs, tmp_path, kwargs, match):
+    with pytest.raises(crossport.InputError, match=match):
+        crossport.export(three_convs, tmp_path / "m.tflite", **kwargs)
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.slow
