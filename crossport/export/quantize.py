@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from crossport.compat import quiet_tflite_interpreter
-from crossport.errors import InputError
+from crossport.errors import ExportError, InputError
 from crossport.export.images import ImageFolder
 from crossport.export.quant_report import (
     QuantizationReport,
@@ -77,10 +77,33 @@ def plan(conversion, format: str, calibration, int8_io: bool,
     if format == "tflite-int16x8" and float_layers:
         raise InputError("float_layers is supported for tflite-int8-full only (the TF "
                          "quantizer keeps layers in float for int8 activations only)")
+    _refuse_recurrent(conversion, format)
     samples = calibration_samples(conversion, calibration)
     torch_samples = [_to_torch(s, conversion) for s in samples]
     names = [t.name for t in conversion.model.inputs]
     return FullIntegerPlan(format, samples, torch_samples, names, bool(int8_io), float_layers)
+
+
+def _refuse_recurrent(conversion, format: str) -> None:
+    """LSTM/GRU/RNN layers become TFLite ``WHILE`` loops, and TF's calibrator (TF 2.21)
+    crashes the process (a segfault in ``_feed_tensors``) on a model with one: refused
+    before it runs, naming the torch modules."""
+    import keras
+
+    modules = set(dict(conversion.module.named_modules())) if hasattr(conversion, "module") \
+        else set()
+    recurrent = []
+    for layer in conversion.model._flatten_layers(include_self=False, recursive=True):
+        if isinstance(layer, keras.layers.RNN):
+            path = torch_path(re.sub(r"\.l\d+(_reverse)?$", "", layer.name), modules)
+            if path not in recurrent:
+                recurrent.append(path)
+    if recurrent:
+        raise ExportError(
+            f"{format} cannot quantize recurrent layers: {', '.join(recurrent)} (LSTM/GRU/RNN "
+            "run as a TFLite WHILE loop, which TF's full-integer calibrator does not "
+            "support; it crashes). Export tflite, tflite-fp16 or tflite-int8 (dynamic "
+            "range) instead")
 
 
 def calibration_samples(conversion, calibration) -> list[list[np.ndarray]]:

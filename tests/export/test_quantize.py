@@ -248,3 +248,26 @@ def test_int8_resnet18_runs_on_litert_with_xnnpack(tmp_path):
     assert "DELEGATE" in [op["op_name"] for op in interpreter._get_ops_details()]
     assert tflite_op_names(tmp_path / "r18.tflite").count("CONV_2D") == 20
     interpreter.invoke()
+
+
+class Recurrent(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(20, 8)
+        self.encoder = torch.nn.LSTM(8, 8, num_layers=2, batch_first=True)
+        self.decoder = torch.nn.GRU(8, 4, batch_first=True, bidirectional=True)
+
+    def forward(self, ids):
+        return self.decoder(self.encoder(self.emb(ids))[0])[0]
+
+
+@pytest.mark.parametrize("fmt", ["tflite-int8-full", "tflite-int16x8"])
+def test_recurrent_layers_are_refused_by_name_before_the_calibrator_crashes(tmp_path, fmt):
+    """TF's calibrator segfaulted on the WHILE loops LSTM/GRU become (the whole process)."""
+    conversion = crossport.convert_with_report(Recurrent().eval(),
+                                               (torch.randint(0, 20, (1, 6)),), check=False)
+    calibration = [np.random.default_rng(i).integers(0, 20, (1, 6)) for i in range(3)]
+    with pytest.raises(crossport.ExportError, match=rf"{fmt} cannot quantize recurrent "
+                                                    r"layers: encoder, decoder \(LSTM"):
+        crossport.export(conversion, tmp_path / "m.tflite", fmt, calibration=calibration)
+    assert list(tmp_path.iterdir()) == []
