@@ -265,7 +265,7 @@ def _write_full_integer(conversion, path: Path, plan, check: bool, count: int,
     report.min_sqnr_db = quantize.MIN_SQNR_DB[plan.format]
     if not check:
         return report
-    with formats.timed(stages, "re-check"):
+    with formats.timed(stages, "re-check"), quantize.quantizer_errors(plan, "run"):
         run = _loader(conversion, path, "tflite")
         pairs = list(_compare(conversion, run, plan.torch_samples[-max(count, 1):]))
     report.sqnr_db = quantize.sqnr_db(pairs)

@@ -14,6 +14,7 @@ import os
 import re
 import tempfile
 from collections.abc import Iterable, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,7 +22,7 @@ import numpy as np
 import torch
 
 from crossport.compat import quiet_tflite_interpreter
-from crossport.errors import ExportError, InputError
+from crossport.errors import CrossportError, ExportError, InputError
 from crossport.export.images import ImageFolder
 from crossport.export.quant_report import (
     QuantizationReport,
@@ -203,7 +204,7 @@ def write_full_integer(model, path: Path, plan: FullIntegerPlan, conversion=None
         saved = Path(tmp) / "saved_model"
         with timed(stages, "saved_model"):
             write_converter_input(model, saved)
-        with timed(stages, "quantize"):
+        with timed(stages, "quantize"), quantizer_errors(plan):
             converter = converter_from_saved_model(saved, plan.activations)
             _configure(converter, plan)
             with quiet_tflite_interpreter():
@@ -212,6 +213,39 @@ def write_full_integer(model, path: Path, plan: FullIntegerPlan, conversion=None
                     return QuantizationReport(plan.format, layers=[], per_layer_note=(
                         "per-layer errors are measured for tflite-int8-full only"))
                 return _quantize_with_debugger(model, converter, path, plan, conversion)
+
+
+@contextmanager
+def quantizer_errors(plan: FullIntegerPlan, stage: str = "quantize"):
+    """TF's quantizer failing on the model (``stage="quantize"``), or LiteRT failing to run
+    the file it wrote (``stage="run"``), is an ``ExportError`` saying so in a few words.
+
+    Its messages repeat one line per op (``Quantization to 16x8-bit not yet supported for
+    op: 'HARD_SWISH'`` x 12), and when no op can be quantized the debugger only says
+    ``Please check if the quantized model is in debug mode``.
+    """
+    alternatives = ("tflite-int8-full (with float_layers=[...] for the layers it cannot "
+                    "quantize)" if plan.format == "tflite-int16x8"
+                    else "tflite-int16x8") + ", tflite-fp16 or tflite-int8 (dynamic range)"
+    try:
+        yield
+    except CrossportError:
+        raise
+    except Exception as exc:  # noqa: BLE001  (TF's converter/calibrator/debugger)
+        text = str(exc)
+        if "debug mode" in text:
+            reason = (f"none of the model's ops has an {plan.activations} TFLite kernel, so "
+                      "there is nothing to quantize")
+        else:
+            lines = [" ".join(line.split()) for line in re.split(r"\n|(?<=\.)(?=Node)", text)]
+            unique = list(dict.fromkeys(line for line in lines if line))
+            reason = "; ".join(unique[:3]) + (f" (+{len(unique) - 3} more)"
+                                              if len(unique) > 3 else "")
+        lead = (f"TF's {plan.activations} quantizer cannot quantize this model"
+                if stage == "quantize" else
+                f"the {plan.format} file TF's quantizer wrote does not run on LiteRT")
+        raise ExportError(f"{lead}: {reason.rstrip('.')}. Export {alternatives} "
+                          "instead") from exc
 
 
 def _configure(converter, plan: FullIntegerPlan) -> None:

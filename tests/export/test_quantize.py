@@ -271,3 +271,38 @@ def test_recurrent_layers_are_refused_by_name_before_the_calibrator_crashes(tmp_
                                                     r"layers: encoder, decoder \(LSTM"):
         crossport.export(conversion, tmp_path / "m.tflite", fmt, calibration=calibration)
     assert list(tmp_path.iterdir()) == []
+
+
+class LayerNormHead(torch.nn.Module):
+    """LayerNorm: TF's int16x8 quantizer has no int16 SquaredDifference."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 8)
+        self.norm = torch.nn.LayerNorm(8)
+
+    def forward(self, x):
+        return self.norm(self.fc(x))
+
+
+class CumulativeSine(torch.nn.Module):
+    def forward(self, x):
+        return torch.cumsum(x, 1).sin()
+
+
+@pytest.mark.parametrize("module,fmt,match", [
+    (LayerNormHead(), "tflite-int16x8",
+     r"the tflite-int16x8 file TF's quantizer wrote does not run on LiteRT: SquaredDifference "
+     r"only supports FLOAT32 and INT32 now, got 7\..*Export tflite-int8-full"),
+    (CumulativeSine(), "tflite-int8-full",  # was: 'check if the quantized model is in debug mode'
+     r"TF's int8 quantizer cannot quantize this model: none of the model's ops has an int8 "
+     r"TFLite kernel.*Export tflite-int16x8, tflite-fp16"),
+])
+def test_what_tf_cannot_quantize_is_one_short_export_error(tmp_path, module, fmt, match):
+    conversion = crossport.convert_with_report(module.eval(), (torch.randn(2, 8),), check=False)
+    with pytest.raises(crossport.ExportError, match=match) as info:
+        crossport.export(conversion, tmp_path / "m.tflite", fmt,
+                         calibration=[np.random.default_rng(i).standard_normal((2, 8))
+                                      .astype(np.float32) for i in range(3)])
+    assert str(info.value).count("SquaredDifference") <= 1 and "\n" not in str(info.value)
+    assert list(tmp_path.iterdir()) == []
