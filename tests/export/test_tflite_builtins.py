@@ -1,6 +1,7 @@
 """Ops whose Keras form used TF ops without a TFLite builtin export to builtin-only files."""
 
 import numpy as np
+import pytest
 import torch
 
 import crossport
@@ -30,3 +31,24 @@ def test_argmax_sign_and_isnan_export_to_tflite_and_match_torch_on_nan_and_signe
     assert len(got) == len(want)
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g, w)
+
+
+class Decoder(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3, padding=1)
+        self.up = torch.nn.Upsample(scale_factor=2, mode="bilinear")
+
+    def forward(self, x):
+        return self.up(self.conv(x))
+
+
+def test_a_flex_op_error_names_the_torch_module(tmp_path):
+    """A bilinear resize on a dynamic H/W computes its taps in float64 (no TFLite builtin):
+    the error named the TF ops only (Mul, Floor, Sub, AddV2), not where they came from."""
+    conversion = crossport.convert_with_report(
+        Decoder().eval(), (torch.randn(1, 3, 16, 16),), dynamic_dims={0: {2: "h", 3: "w"}})
+    with pytest.raises(crossport.ExportError, match=r"no TFLite builtin: .*Floor.* in module "
+                                                    r"up\. They only run with the Flex"):
+        crossport.export(conversion, tmp_path / "m.tflite")
+    assert list(tmp_path.iterdir()) == []
