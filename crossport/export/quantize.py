@@ -137,6 +137,13 @@ def calibration_samples(conversion, calibration) -> list[list[np.ndarray]]:
         samples.append(arrays)
     if not samples:
         raise InputError("calibration is empty: give at least one example (100+ for real use)")
+    for i, sample in enumerate(samples[1:], 1):
+        for a, first, t in zip(sample, samples[0], inputs):
+            if a.shape != first.shape:  # a dynamic dim: TF's calibrator takes one shape
+                raise InputError(
+                    f"calibration example {i}: input {t.name!r} has shape {a.shape}, example "
+                    f"0 has {first.shape}; TF's calibrator runs every example at one shape, "
+                    "so give them all the same size (crop or pad them, or resize images)")
     return samples
 
 

@@ -182,6 +182,19 @@ def test_malformed_calibration_is_one_input_error_naming_the_example(three_convs
     assert list(tmp_path.iterdir()) == []
 
 
+def test_calibration_examples_of_different_sizes_for_a_dynamic_dim_are_refused(tmp_path):
+    """TF's calibrator failed with 'Cannot set tensor: Dimension mismatch. Got 17 but
+    expected 16' when the examples of a dynamic H/W model differed in size."""
+    conversion = _convert(ThreeConvs(), (1, 3, 16, 16), check=False,
+                          dynamic_dims={0: {2: "h", 3: "w"}})
+    calibration = _calibration((1, 3, 16, 16), count=2) + _calibration((1, 3, 17, 16), count=2)
+    with pytest.raises(crossport.InputError, match=r"example 2: input 'x' has shape "
+                                                   r"\(1, 3, 17, 16\), example 0 has"):
+        crossport.export(conversion, tmp_path / "m.tflite", "tflite-int8-full",
+                         calibration=calibration)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_calibration_examples_may_be_dicts_keyed_by_input_name(three_convs, tmp_path):
     calibration = [{"x": a} for a in _calibration((1, 3, 16, 16), count=4)]
     result = crossport.export(three_convs, tmp_path / "m.tflite", "tflite-int8-full",
