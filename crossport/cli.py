@@ -190,7 +190,8 @@ def _quantization_rows(table: Table, report, top: int = 5) -> None:
     if report.sqnr_db is not None:
         table.add_row("output SQNR vs torch fp32", f"{report.sqnr_db:.1f} dB (at least "
                       f"{report.min_sqnr_db:.0f} dB for {report.format}), normalized max "
-                      f"error {report.max_error:.2e}")
+                      f"error {report.max_error:.2e}"
+                      + (f", on {report.checked_on}" if report.checked_on else ""))
     if report.float_layers:
         table.add_row("kept in float", ", ".join(report.float_layers))
     for i, row in enumerate(report.layers[:top]):

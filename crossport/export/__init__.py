@@ -261,6 +261,8 @@ def _write_full_integer(conversion, path: Path, plan, check: bool, count: int,
     The gate is the output SQNR against torch fp32 (``quantize.MIN_SQNR_DB``): quantization
     changes the function on purpose, by an amount set by the data, not by rounding.
     """
+    if check:
+        plan.hold_out(count)
     report = quantize.write_full_integer(conversion.model, path, plan, conversion, stages)
     report.min_sqnr_db = quantize.MIN_SQNR_DB[plan.format]
     if not check:
@@ -268,6 +270,11 @@ def _write_full_integer(conversion, path: Path, plan, check: bool, count: int,
     with formats.timed(stages, "re-check"), quantize.quantizer_errors(plan, "run"):
         run = _loader(conversion, path, "tflite")
         pairs = list(_compare(conversion, run, plan.torch_samples[-max(count, 1):]))
+    report.checked_on = (f"{plan.held_out} examples held out from calibration"
+                         if plan.held_out else
+                         f"the last {min(count, len(plan.samples))} calibration examples "
+                         f"(in-sample: give more than {2 * count} examples to hold "
+                         f"{count} out)")
     report.sqnr_db = quantize.sqnr_db(pairs)
     report.max_error = float(max(normalized_error(r, g) for r, g in pairs))
     if report.sqnr_db < report.min_sqnr_db:

@@ -319,3 +319,22 @@ def test_what_tf_cannot_quantize_is_one_short_export_error(tmp_path, module, fmt
                                       .astype(np.float32) for i in range(3)])
     assert str(info.value).count("SquaredDifference") <= 1 and "\n" not in str(info.value)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_sqnr_gate_measures_examples_held_out_from_calibration(tmp_path):
+    """The re-check ran on the last calibration examples, whose ranges the calibrator had
+    just fitted: examples far outside the others' range passed. Held out, they fail."""
+    conversion = _convert(ThreeConvs(), (1, 3, 16, 16), check=False)
+    usual = _calibration((1, 3, 16, 16), count=6)
+    unusual = [50 * a for a in _calibration((1, 3, 16, 16), count=2, seed=1)]
+    with pytest.raises(crossport.ExportError, match=r"output SQNR .* < 15 dB"):
+        crossport.export(conversion, tmp_path / "m.tflite", "tflite-int8-full",
+                         calibration=usual + unusual)
+    assert list(tmp_path.iterdir()) == []
+    result = crossport.export(conversion, tmp_path / "m.tflite", "tflite-int8-full",
+                              calibration=usual + usual[:2])
+    assert result.passed
+    assert "on 2 examples held out from calibration" in result.summary()
+    few = crossport.export(conversion, tmp_path / "few.tflite", "tflite-int8-full",
+                           calibration=usual[:3])
+    assert "in-sample: give more than 4 examples" in few.summary()
