@@ -273,8 +273,8 @@ def _write_full_integer(conversion, path: Path, plan, check: bool, count: int,
     report.checked_on = (f"{plan.held_out} examples held out from calibration"
                          if plan.held_out else
                          f"the last {min(count, len(plan.samples))} calibration examples "
-                         f"(in-sample: give more than {2 * count} examples to hold "
-                         f"{count} out)")
+                         f"(in-sample: with {quantize.HOLD_OUT_FACTOR * count} or more "
+                         f"examples {count} are held out of calibration for this check)")
     report.sqnr_db = quantize.sqnr_db(pairs)
     report.max_error = float(max(normalized_error(r, g) for r, g in pairs))
     if report.sqnr_db < report.min_sqnr_db:

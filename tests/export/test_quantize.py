@@ -325,7 +325,7 @@ def test_the_sqnr_gate_measures_examples_held_out_from_calibration(tmp_path):
     """The re-check ran on the last calibration examples, whose ranges the calibrator had
     just fitted: examples far outside the others' range passed. Held out, they fail."""
     conversion = _convert(ThreeConvs(), (1, 3, 16, 16), check=False)
-    usual = _calibration((1, 3, 16, 16), count=6)
+    usual = _calibration((1, 3, 16, 16), count=18)
     unusual = [50 * a for a in _calibration((1, 3, 16, 16), count=2, seed=1)]
     with pytest.raises(crossport.ExportError, match=r"output SQNR .* < 15 dB"):
         crossport.export(conversion, tmp_path / "m.tflite", "tflite-int8-full",
@@ -336,5 +336,5 @@ def test_the_sqnr_gate_measures_examples_held_out_from_calibration(tmp_path):
     assert result.passed
     assert "on 2 examples held out from calibration" in result.summary()
     few = crossport.export(conversion, tmp_path / "few.tflite", "tflite-int8-full",
-                           calibration=usual[:3])
-    assert "in-sample: give more than 4 examples" in few.summary()
+                           calibration=usual[:8])
+    assert "in-sample: with 20 or more examples 2 are held out" in few.summary()
