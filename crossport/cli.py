@@ -216,6 +216,7 @@ def _run_conversion(module, args, output: Path | None, as_json: bool, format: st
     from crossport.export.staging import Staging
 
     _check_targets(output, format, emit_source, overwrite, html)  # before minutes of work
+    _check_export_options(output, format, quantization)
     exported = source = None
     try:
         with _native_logs_silenced():
@@ -292,6 +293,33 @@ def _check_targets(output: Path | None, format: str | None, emit_source: Path | 
     targets += [(path, FILE) for path in source_files(emit_source)] if emit_source else []
     targets += [(html, FILE)] if html is not None else []
     check_free(targets, overwrite)
+
+
+def _check_export_options(output: Path | None, format: str | None,
+                          quantization: dict | None) -> None:
+    """Fail now, in one line, on a --format typo or quantization options that do not fit
+    the format (they were found only after converting, which can take minutes)."""
+    from crossport.export import FORMATS, infer_format
+    from crossport.export.quantize import FULL_INTEGER
+
+    quantization = quantization or {}
+    if format is not None and format not in FORMATS:
+        _fail(f"InputError: unknown format {format!r}; expected one of {sorted(FORMATS)}")
+    if output is None:
+        return
+    format = format or infer_format(output)
+    given = [flag for flag, key in (("--calibration", "calibration"), ("--float-layer",
+                                    "float_layers"), ("--int8-io", "int8_io"))
+             if quantization.get(key)]
+    if format not in FULL_INTEGER and given:
+        _fail(f"InputError: {', '.join(given)} only apply to the full-integer formats "
+              f"{sorted(FULL_INTEGER)}, not {format!r}")
+    calibration = quantization.get("calibration")
+    if format in FULL_INTEGER and calibration is None:
+        _fail(f"InputError: format {format!r} needs calibration: pass --calibration, a "
+              "folder of .npy/.npz examples or images, or one .npz of stacked examples")
+    if calibration is not None and not Path(calibration).exists():
+        _fail(f"InputError: --calibration {calibration}: no such file or folder")
 
 
 def check_source_suffix(emit_source: Path | None) -> None:

@@ -371,6 +371,22 @@ def test_convert_full_integer_with_one_stacked_npz(workdir):
     assert "output SQNR" in result.stdout
 
 
+@pytest.mark.parametrize("flags,match", [
+    (["--format", "tflite-int8full"], "unknown format 'tflite-int8full'"),
+    (["--format", "tflite", "--calibration", "."], "--calibration only apply to the full"),
+    (["--format", "tflite-int8-full", "--calibration", "missing/"],
+     "--calibration missing: no such file or folder"),
+])
+def test_export_option_mistakes_are_refused_before_converting(workdir, flags, match):
+    """They were found only after the conversion (minutes for a large model): here the
+    module does not even convert, and the option error is what the user sees."""
+    result = crossport_cli("convert", "my_model.py:unsupported", "--input", "1x3x8x8",
+                           "-o", "early.tflite", *flags, cwd=workdir)
+    _assert_refused(result, match)
+    assert "UnsupportedOpError" not in result.stderr
+    assert not (workdir / "early.tflite").exists()
+
+
 def test_full_integer_without_calibration_is_one_clear_line(workdir):
     result = crossport_cli("convert", "my_model.py:build", "--input", "1x3x8x8",
                            "-o", "bad.tflite", "--format", "tflite-int8-full", cwd=workdir)
