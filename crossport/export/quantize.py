@@ -257,6 +257,8 @@ def quantizer_errors(plan: FullIntegerPlan, stage: str = "quantize"):
         raise
     except Exception as exc:  # noqa: BLE001  (TF's converter/calibrator/debugger)
         text = str(exc)
+        if stage == "run" and not re.search(r"failed to (invoke|prepare)", text):
+            raise  # not LiteRT refusing the file (torch, say): stage_export reports it
         if "debug mode" in text:
             reason = (f"none of the model's ops has an {plan.activations} TFLite kernel, so "
                       "there is nothing to quantize")
