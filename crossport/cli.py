@@ -9,6 +9,7 @@ adds the traceback and keeps TensorFlow's and torch's log noise.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import json
@@ -23,7 +24,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from crossport.compat import quiet_tensorflow, quiet_warnings
+from crossport.compat import quiet_tensorflow, quiet_warnings, stderr_fd_silenced
 
 if __name__ == "__main__":  # python -m crossport.cli: one module, so to-torch shares _debug
     sys.modules.setdefault("crossport.cli", sys.modules[__name__])
@@ -189,7 +190,8 @@ def _quantization_rows(table: Table, report, top: int = 5) -> None:
     if report.sqnr_db is not None:
         table.add_row("output SQNR vs torch fp32", f"{report.sqnr_db:.1f} dB (at least "
                       f"{report.min_sqnr_db:.0f} dB for {report.format}), normalized max "
-                      f"error {report.max_error:.2e}")
+                      f"error {report.max_error:.2e}"
+                      + (f", on {report.checked_on}" if report.checked_on else ""))
     if report.float_layers:
         table.add_row("kept in float", ", ".join(report.float_layers))
     for i, row in enumerate(report.layers[:top]):
@@ -213,27 +215,30 @@ def _run_conversion(module, args, output: Path | None, as_json: bool, format: st
     from crossport.export import stage_export
     from crossport.export.staging import Staging
 
-    _check_targets(output, format, emit_source, overwrite)  # before minutes of conversion
+    _check_targets(output, format, emit_source, overwrite, html)  # before minutes of work
+    _check_export_options(output, format, quantization)
     exported = source = None
     try:
-        with console.status("capturing with torch.export ...") as status:
-            conversion = crossport.convert_with_report(
-                module, args, on_stage=lambda name: status.update(_STAGE_TEXT[name]), **options)
-        with Staging(overwrite) as staging:  # every output lands, or none does
-            if output is not None:
-                with console.status(f"exporting {output} and re-checking parity ..."):
-                    exported = stage_export(conversion, output, format, staging,
-                                            **_export_options(conversion, quantization))
-            if emit_source is not None:
-                with console.status(f"writing {emit_source} and re-checking parity ..."):
-                    source = stage_source(conversion, emit_source, staging)
-            staging.commit()
+        with _native_logs_silenced():
+            conversion = _convert_with_status(crossport, module, args, options)
+            with Staging(overwrite) as staging:  # every output lands, or none does
+                # --html is staged too (never over -o or a file the user keeps), and claimed
+                # first: an unwritable path fails before the export
+                html_temp = staging.claim(html) if html is not None else None
+                if output is not None:
+                    with console.status(f"exporting {output} and re-checking parity ..."):
+                        exported = stage_export(conversion, output, format, staging,
+                                                **_export_options(conversion, quantization))
+                if emit_source is not None:
+                    with console.status(f"writing {emit_source} and re-checking parity ..."):
+                        source = stage_source(conversion, emit_source, staging)
+                if html_temp is not None:
+                    from crossport.parity.render import export_html
+
+                    export_html(conversion, exported, html_temp)
+                staging.commit()
     except crossport.CrossportError as exc:
         _fail(f"{type(exc).__name__}: {exc}")
-    if html is not None:
-        from crossport.parity.render import export_html
-
-        export_html(conversion, exported, html)
     if as_json:
         print(json.dumps({
             "parity": conversion.report.to_dict() if conversion.report else None,
@@ -251,9 +256,30 @@ def _run_conversion(module, args, output: Path | None, as_json: bool, format: st
     return conversion
 
 
+def _convert_with_status(crossport, module, args, options):
+    with console.status("capturing with torch.export ...") as status:
+        return crossport.convert_with_report(
+            module, args, on_stage=lambda name: status.update(_STAGE_TEXT[name]), **options)
+
+
+@contextlib.contextmanager
+def _native_logs_silenced():
+    """Without ``--debug``, what native code writes to stderr while converting and
+    exporting is dropped: the TFLite converter's and calibrator's C++ logs (``I0000 ...
+    Reading SavedModel``, ``fully_quantize: 0, ...``) and LiteRT's ``INFO: Created
+    TensorFlow Lite XNNPACK delegate``, which TF_CPP_MIN_LOG_LEVEL does not reach. An error
+    stays one line: it is printed after this block."""
+    if _debug:
+        yield
+        return
+    with stderr_fd_silenced():
+        yield
+
+
 def _check_targets(output: Path | None, format: str | None, emit_source: Path | None,
-                   overwrite: bool) -> None:
-    """Fail now, in one line, if an output exists and ``--overwrite`` was not given."""
+                   overwrite: bool, html: Path | None = None) -> None:
+    """Fail now, in one line, if an output exists and ``--overwrite`` was not given, or
+    two outputs (``-o``, ``--emit-source`` and its weights, ``--html``) are one path."""
     from crossport.codegen import source_files
     from crossport.errors import CrossportError
     from crossport.export import target_kind
@@ -265,7 +291,35 @@ def _check_targets(output: Path | None, format: str | None, emit_source: Path | 
     except CrossportError as exc:
         _fail(f"{type(exc).__name__}: {exc}")
     targets += [(path, FILE) for path in source_files(emit_source)] if emit_source else []
+    targets += [(html, FILE)] if html is not None else []
     check_free(targets, overwrite)
+
+
+def _check_export_options(output: Path | None, format: str | None,
+                          quantization: dict | None) -> None:
+    """Fail now, in one line, on a --format typo or quantization options that do not fit
+    the format (they were found only after converting, which can take minutes)."""
+    from crossport.export import FORMATS, infer_format
+    from crossport.export.quantize import FULL_INTEGER
+
+    quantization = quantization or {}
+    if format is not None and format not in FORMATS:
+        _fail(f"InputError: unknown format {format!r}; expected one of {sorted(FORMATS)}")
+    if output is None:
+        return
+    format = format or infer_format(output)
+    given = [flag for flag, key in (("--calibration", "calibration"), ("--float-layer",
+                                    "float_layers"), ("--int8-io", "int8_io"))
+             if quantization.get(key)]
+    if format not in FULL_INTEGER and given:
+        _fail(f"InputError: {', '.join(given)} only apply to the full-integer formats "
+              f"{sorted(FULL_INTEGER)}, not {format!r}")
+    calibration = quantization.get("calibration")
+    if format in FULL_INTEGER and calibration is None:
+        _fail(f"InputError: format {format!r} needs calibration: pass --calibration, a "
+              "folder of .npy/.npz examples or images, or one .npz of stacked examples")
+    if calibration is not None and not Path(calibration).exists():
+        _fail(f"InputError: --calibration {calibration}: no such file or folder")
 
 
 def check_source_suffix(emit_source: Path | None) -> None:
@@ -283,8 +337,9 @@ def check_free(targets: list[tuple[Path, str]], overwrite: bool) -> None:
     seen: set[Path] = set()
     for path, kind in targets:
         if path.resolve() in seen:
-            _fail(f"{path} would be written twice: -o and --emit-source (which also writes "
-                  f"the weights beside its .py) name the same file; choose different paths")
+            _fail(f"{path} would be written twice: two outputs (-o, --emit-source, which "
+                  f"also writes the weights beside its .py, or --html) name the same file; "
+                  f"choose different paths")
         seen.add(path.resolve())
         try:
             check_target(path, kind, overwrite)

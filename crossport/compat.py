@@ -20,7 +20,7 @@ def import_tensorflow_quietly() -> None:
     """
     if "tensorflow" in sys.modules or os.environ.get("TF_CPP_MIN_LOG_LEVEL") == "0":
         return
-    with _stderr_fd_silenced():
+    with stderr_fd_silenced():
         import tensorflow  # noqa: F401
 
 
@@ -37,7 +37,9 @@ def quiet_tensorflow() -> None:
 
 
 @contextlib.contextmanager
-def _stderr_fd_silenced():
+def stderr_fd_silenced():
+    """File descriptor 2 points at /dev/null in the block (native libraries' logging);
+    Python exceptions still propagate."""
     sys.stderr.flush()
     saved = os.dup(2)
     devnull = os.open(os.devnull, os.O_WRONLY)

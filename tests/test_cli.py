@@ -246,6 +246,45 @@ def test_overwrite_replaces_every_output_together(userdir):
     assert (userdir / "m.weights.h5").is_file()
     assert not list(userdir.glob(".crossport-*")), "no staging folders left"
     assert (userdir / "README").read_text() == "my notes\n"
+def test_html_naming_the_model_output_is_refused_before_converting(userdir):
+    """``-o m.tflite --html m.tflite`` wrote the report over the model file, exit 0."""
+    before = _hashes(userdir)
+    result = crossport_cli("convert", "my_model.py:build", "--input", "1x3x8x8", "-o",
+                           "m.tflite", "--html", "m.tflite", cwd=userdir)
+    _assert_refused(result, "m.tflite would be written twice")
+    assert _hashes(userdir) == before
+
+
+def test_an_existing_html_report_is_kept_unless_overwrite(userdir):
+    """--html replaced any existing file without --overwrite."""
+    (userdir / "report.html").write_text("the user's page")
+    before = _hashes(userdir)
+    result = crossport_cli("convert", "my_model.py:build", "--input", "1x3x8x8", "-o",
+                           "m.tflite", "--html", "report.html", cwd=userdir)
+    _assert_refused(result, "report.html already exists")
+    assert _hashes(userdir) == before
+    result = crossport_cli("convert", "my_model.py:build", "--input", "1x3x8x8", "-o",
+                           "m.tflite", "--html", "report.html", "--overwrite", cwd=userdir)
+    assert result.returncode == 0, result.stderr
+    assert "crossport export report" in (userdir / "report.html").read_text()
+
+
+def test_an_unwritable_html_path_fails_with_the_model_and_leaves_nothing(userdir):
+    """--html was written after -o landed: an unwritable path was an 'internal error' (exit
+    2) with the model left behind."""
+    before = _hashes(userdir)
+    result = crossport_cli("convert", "my_model.py:build", "--input", "1x3x8x8", "-o",
+                           "m.tflite", "--html", "blocker/report.html", cwd=userdir)
+    _assert_refused(result, "ExportError: cannot write in blocker")
+    assert result.returncode == 1
+    assert _hashes(userdir) == before
+    result = crossport_cli("convert", "my_model.py:build", "--input", "1x3x8x8", "-o",
+                           "m.tflite", "--html", "reports/new/report.html", cwd=userdir)
+    assert result.returncode == 0, result.stderr  # missing folders are made, as for -o
+    assert (userdir / "reports" / "new" / "report.html").is_file()
+    assert (userdir / "m.tflite").is_file()
+
+
 def test_convert_full_integer_with_calibration_folder_and_float_layer(workdir):
     import numpy as np
 
@@ -303,6 +342,23 @@ def test_bad_image_calibration_flags_are_one_line(workdir, flags, match):
     assert "Traceback" not in result.stderr and not (workdir / "bad_img.tflite").exists()
 
 
+def test_an_error_after_quantizing_is_the_only_stderr_line(workdir):
+    """The calibrator's 'fully_quantize: 0, ...' and LiteRT's 'INFO: Created TensorFlow Lite
+    XNNPACK delegate' (native code, past TF_CPP_MIN_LOG_LEVEL) came before the error line."""
+    import numpy as np
+
+    np.savez(workdir / "cal_err.npz",
+             x=np.random.default_rng(2).standard_normal((4, 3, 8, 8)).astype("float32"))
+    result = crossport_cli("convert", "my_model.py:build", "--input", "1x3x8x8", "-o",
+                           "err.tflite", "--format", "tflite-int8-full", "--calibration",
+                           "cal_err.npz", "--float-layer", "nope", cwd=workdir)
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        line for line in result.stderr.strip().splitlines() if line.startswith("error: ")]
+    assert "no quantized op computes 'nope'" in result.stderr
+    assert not (workdir / "err.tflite").exists()
+
+
 def test_convert_full_integer_with_one_stacked_npz(workdir):
     import numpy as np
 
@@ -313,6 +369,22 @@ def test_convert_full_integer_with_one_stacked_npz(workdir):
                            "--calibration", "cal.npz", cwd=workdir)
     assert result.returncode == 0, result.stderr
     assert "output SQNR" in result.stdout
+
+
+@pytest.mark.parametrize("flags,match", [
+    (["--format", "tflite-int8full"], "unknown format 'tflite-int8full'"),
+    (["--format", "tflite", "--calibration", "."], "--calibration only apply to the full"),
+    (["--format", "tflite-int8-full", "--calibration", "missing/"],
+     "--calibration missing: no such file or folder"),
+])
+def test_export_option_mistakes_are_refused_before_converting(workdir, flags, match):
+    """They were found only after the conversion (minutes for a large model): here the
+    module does not even convert, and the option error is what the user sees."""
+    result = crossport_cli("convert", "my_model.py:unsupported", "--input", "1x3x8x8",
+                           "-o", "early.tflite", *flags, cwd=workdir)
+    _assert_refused(result, match)
+    assert "UnsupportedOpError" not in result.stderr
+    assert not (workdir / "early.tflite").exists()
 
 
 def test_full_integer_without_calibration_is_one_clear_line(workdir):

@@ -149,6 +149,14 @@ def stage_export(conversion, path: str | Path, format: str | None, staging: Stag
             f"the torch module the artifact is re-checked against), not a "
             f"{type(conversion).__name__}; for a bare Keras model use its own "
             "model.save(...) / model.export(...) (unchecked)")
+    for name, value in (("check", check), ("int8_io", int8_io)):
+        if not isinstance(value, bool):
+            raise InputError(f"{name}={value!r}: expected True or False")
+    if check and (isinstance(check_inputs, bool) or not isinstance(check_inputs, int)
+                  or check_inputs < 1):
+        # with no input set the re-check would compare nothing and report an error of 0
+        raise InputError(f"check_inputs={check_inputs!r}: expected an int >= 1 (how many "
+                         "fresh input sets the re-check runs); check=False skips the re-check")
     path = Path(path)
     format = format or infer_format(path)
     if format not in FORMATS:
@@ -269,13 +277,20 @@ def _write_full_integer(conversion, path: Path, plan, check: bool, count: int,
     The gate is the output SQNR against torch fp32 (``quantize.MIN_SQNR_DB``): quantization
     changes the function on purpose, by an amount set by the data, not by rounding.
     """
+    if check:
+        plan.hold_out(count)
     report = quantize.write_full_integer(conversion.model, path, plan, conversion, stages)
     report.min_sqnr_db = quantize.MIN_SQNR_DB[plan.format]
     if not check:
         return report
-    with formats.timed(stages, "re-check"):
+    with formats.timed(stages, "re-check"), quantize.quantizer_errors(plan, "run"):
         run = _loader(conversion, path, "tflite")
         pairs = list(_compare(conversion, run, plan.torch_samples[-max(count, 1):]))
+    report.checked_on = (f"{plan.held_out} examples held out from calibration"
+                         if plan.held_out else
+                         f"the last {min(count, len(plan.samples))} calibration examples "
+                         f"(in-sample: with {quantize.HOLD_OUT_FACTOR * count} or more "
+                         f"examples {count} are held out of calibration for this check)")
     report.sqnr_db = quantize.sqnr_db(pairs)
     report.max_error = float(max(normalized_error(r, g) for r, g in pairs))
     if report.sqnr_db < report.min_sqnr_db:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -51,7 +52,10 @@ def load_calibration(path: str | Path, inputs: list,
 def _arrays_by_input(path: Path, inputs: list) -> list[np.ndarray]:
     try:
         return _read(path, inputs)
-    except (OSError, ValueError) as exc:  # not a numpy file, or a pickled one
+    except InputError:  # a ValueError too: already says what is wrong with the file
+        raise
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+        # not a numpy file (a truncated or corrupt .npz is a BadZipFile), or a pickled one
         raise InputError(f"{path}: cannot read it as a numpy file: {exc}") from exc
 
 

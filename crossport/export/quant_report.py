@@ -41,6 +41,7 @@ class QuantizationReport:
     layers: list[QuantizedLayer] = field(default_factory=list)
     float_layers: list[str] = field(default_factory=list)
     per_layer_note: str = ""
+    checked_on: str = ""  # which examples the output SQNR was measured on
 
     def summary(self, top: int = 10) -> str:
         head = f"{self.format}: "
@@ -48,6 +49,8 @@ class QuantizationReport:
             head += (f"output SQNR {self.sqnr_db:.1f} dB vs torch fp32 (at least "
                      f"{self.min_sqnr_db:.0f} dB for this format), normalized max error "
                      f"{self.max_error:.2e}")
+            if self.checked_on:
+                head += f", on {self.checked_on}"
         lines = [head]
         if self.float_layers:
             lines.append(f"kept in float: {', '.join(self.float_layers)}")

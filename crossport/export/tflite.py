@@ -74,7 +74,7 @@ def run_converter(convert: Callable[[], bytes], conversion=None) -> bytes:
         names = flex_ops(exc)
         if not names:
             raise
-        raise ExportError(flex_message(names, conversion)) from exc
+        raise ExportError(flex_message(names, conversion, exc)) from exc
 
 
 def flex_ops(exc: BaseException) -> list[str]:
@@ -90,8 +90,8 @@ def flex_ops(exc: BaseException) -> list[str]:
     return list(dict.fromkeys(n for n in names if n))
 
 
-def flex_message(names: list[str], conversion=None) -> str:
-    where = _torch_sources(names, conversion)
+def flex_message(names: list[str], conversion=None, exc: BaseException | None = None) -> str:
+    where = _torch_sources(names, conversion) + _torch_modules(names, conversion, exc)
     return (f"the TFLite file would need TF ops that have no TFLite builtin: "
             f"{', '.join(names)}{where}. They only run with the Flex (TF Select) delegate, which "
             "standalone LiteRT does not have, so crossport exports builtin ops only. Export "
@@ -111,3 +111,26 @@ def _torch_sources(names: list[str], conversion) -> str:
         if node.op == "call_function" and op in {_ATEN_OF.get(n, n.lower()) for n in names}:
             found.append(f"aten.{op} {describe(node)}")
     return f" (from {'; '.join(found)})" if found else ""
+
+
+def _torch_modules(names: list[str], conversion, exc: BaseException | None) -> str:
+    """`` in torch module(s) up, head.act``: the Keras layers (named after torch module
+    paths) whose TF ops the converter could not lower, from the locations in its error
+    (``fused["Mul:", "functional_1/up_1/mul@__inference_serve_338"]``)."""
+    model = getattr(conversion, "model", None)
+    if exc is None or model is None:
+        return ""
+    from crossport.export.quant_report import torch_path
+    from crossport.export.quantize import keras_layers_in
+
+    module = getattr(conversion, "module", None)
+    paths = set(dict(module.named_modules())) if module is not None else set()
+    layer_names = [layer.name for layer in model.layers]
+    found: dict[str, None] = {}
+    for op, scope in re.findall(r'fused\["(\w+):", "([^"@]+)', str(exc)):
+        if op in names:
+            for layer in keras_layers_in(scope, layer_names):
+                found.setdefault(torch_path(layer, paths) or "<root module>", None)
+    if not found:
+        return ""
+    return f" in {'module' if len(found) == 1 else 'modules'} {', '.join(found)}"

@@ -189,3 +189,25 @@ def test_nested_outputs_round_trip(tmp_path, fmt, name):
                                                channels_last_io=True)
     result = crossport.export(conversion, tmp_path / name, fmt)
     assert result.passed and result.max_error <= 1e-5
+
+
+class OneTuple(torch.nn.Module):
+    """``return (x,)``: HF models with return_dict=False and one output (GPT-2 without a
+    cache, Whisper's encoder, Segformer)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(3, 5)
+
+    def forward(self, x):
+        return (self.fc(x).relu(),)
+
+
+@pytest.mark.parametrize("name", ["m.keras", "m.tflite"])
+def test_a_one_tuple_output_converts_and_exports(tmp_path, name):
+    """Keras returns the bare tensor for a 1-tuple of outputs and the check walked its
+    first axis: a ParityError 'shape (4, 5) in Keras, torch (1, 4, 5)', nothing exported."""
+    conversion = crossport.convert_with_report(OneTuple().eval(), (torch.randn(1, 4, 3),))
+    assert conversion.report.passed
+    result = crossport.export(conversion, tmp_path / name)
+    assert result.passed and result.max_error < 1e-5

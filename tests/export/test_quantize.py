@@ -1,5 +1,7 @@
 """Full-integer TFLite: calibration, per-op report mapped to torch paths, selective float."""
 
+import pathlib
+
 import numpy as np
 import pytest
 import torch
@@ -152,6 +154,92 @@ def test_calibration_takes_tuples_of_tensors_for_two_inputs(tmp_path):
     assert [r.name for r in result.quantization.layers if r.op == "FULLY_CONNECTED"] == ["fc"]
 
 
+@pytest.fixture(scope="module")
+def three_convs():
+    return _convert(ThreeConvs(), (1, 3, 16, 16), check=False)
+
+
+def _filled(value, count=3):
+    return [np.full((1, 3, 16, 16), value, np.float32) for _ in range(count)]
+
+
+@pytest.mark.parametrize("calibration,match", [
+    (_filled(np.nan), r"example 0: input 'x' holds NaN or inf"),  # was: 'debug mode'
+    (_filled(np.inf), r"example 0: input 'x' holds NaN or inf"),  # was: a segfault in TF
+    (5, "calibration must be an iterable of examples .* not a int"),  # was: TypeError
+    ({"x": np.zeros((1, 3, 16, 16), np.float32)}, "iterable of examples"),
+    ("calib/", "is a path; pass the examples"),  # was: 'input x has shape ()'
+    (pathlib.Path("calib"), "is a path; pass the examples"),  # was: TypeError
+    ([np.full((1, 3, 16, 16), "a")], r"example 0: input 'x' has dtype <U1"),  # ValueError
+    ([[None]], r"example 0: input 'x' has dtype object"),
+    ([{"y": np.zeros((1, 3, 16, 16), np.float32)}], r"dict with keys \['y'\].*\['x'\]"),
+])
+def test_malformed_calibration_is_one_input_error_naming_the_example(three_convs, tmp_path,
+                                                                     calibration, match):
+    with pytest.raises(crossport.InputError, match=match):
+        crossport.export(three_convs, tmp_path / "m.tflite", "tflite-int8-full",
+                         calibration=calibration)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_calibration_examples_of_different_sizes_for_a_dynamic_dim_are_refused(tmp_path):
+    """TF's calibrator failed with 'Cannot set tensor: Dimension mismatch. Got 17 but
+    expected 16' when the examples of a dynamic H/W model differed in size."""
+    conversion = _convert(ThreeConvs(), (1, 3, 16, 16), check=False,
+                          dynamic_dims={0: {2: "h", 3: "w"}})
+    calibration = _calibration((1, 3, 16, 16), count=2) + _calibration((1, 3, 17, 16), count=2)
+    with pytest.raises(crossport.InputError, match=r"example 2: input 'x' has shape "
+                                                   r"\(1, 3, 17, 16\), example 0 has"):
+        crossport.export(conversion, tmp_path / "m.tflite", "tflite-int8-full",
+                         calibration=calibration)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_calibration_examples_may_be_dicts_keyed_by_input_name(three_convs, tmp_path):
+    calibration = [{"x": a} for a in _calibration((1, 3, 16, 16), count=4)]
+    result = crossport.export(three_convs, tmp_path / "m.tflite", "tflite-int8-full",
+                              calibration=calibration)
+    assert result.passed, result.summary()
+
+
+def test_fractional_calibration_values_for_integer_ids_are_refused(tmp_path):
+    class Ids(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = torch.nn.Embedding(20, 4)
+
+        def forward(self, ids):
+            return self.emb(ids).mean(1)
+
+    conversion = crossport.convert_with_report(Ids().eval(), (torch.randint(0, 20, (1, 5)),),
+                                               check=False)
+    calibration = [np.random.default_rng(i).uniform(0, 19, (1, 5)) for i in range(3)]
+    with pytest.raises(crossport.InputError, match="fractional values; the input is int"):
+        crossport.export(conversion, tmp_path / "m.tflite", "tflite-int8-full",
+                         calibration=calibration)  # was: 'gather index out of bounds'
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_one_float_layer_given_as_a_string_is_that_module(outlier, tmp_path):
+    """``float_layers="body"`` was read as the modules 'b', 'o', 'd', 'y'."""
+    result = crossport.export(outlier, tmp_path / "m.tflite", "tflite-int8-full",
+                              calibration=_calibration((1, 3, 16, 16)), float_layers="body")
+    assert result.quantization.float_layers == ["body"]
+    assert "body" not in {r.name for r in result.quantization.layers}
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    ({"check_inputs": 0}, "check_inputs=0: expected an int >= 1"),  # re-checked nothing: 0.0
+    ({"check_inputs": -1}, "check_inputs=-1"),
+    ({"check_inputs": 1.5}, "check_inputs=1.5"),
+    ({"check": "no"}, "check='no': expected True or False"),
+])
+def test_export_check_options_are_validated(three_convs, tmp_path, kwargs, match):
+    with pytest.raises(crossport.InputError, match=match):
+        crossport.export(three_convs, tmp_path / "m.tflite", **kwargs)
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.slow
 def test_int8_resnet18_runs_on_litert_with_xnnpack(tmp_path):
     """Live random weights, random calibration: stated SQNR >= 15 dB (28 dB measured)."""
@@ -173,3 +261,80 @@ def test_int8_resnet18_runs_on_litert_with_xnnpack(tmp_path):
     assert "DELEGATE" in [op["op_name"] for op in interpreter._get_ops_details()]
     assert tflite_op_names(tmp_path / "r18.tflite").count("CONV_2D") == 20
     interpreter.invoke()
+
+
+class Recurrent(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(20, 8)
+        self.encoder = torch.nn.LSTM(8, 8, num_layers=2, batch_first=True)
+        self.decoder = torch.nn.GRU(8, 4, batch_first=True, bidirectional=True)
+
+    def forward(self, ids):
+        return self.decoder(self.encoder(self.emb(ids))[0])[0]
+
+
+@pytest.mark.parametrize("fmt", ["tflite-int8-full", "tflite-int16x8"])
+def test_recurrent_layers_are_refused_by_name_before_the_calibrator_crashes(tmp_path, fmt):
+    """TF's calibrator segfaulted on the WHILE loops LSTM/GRU become (the whole process)."""
+    conversion = crossport.convert_with_report(Recurrent().eval(),
+                                               (torch.randint(0, 20, (1, 6)),), check=False)
+    calibration = [np.random.default_rng(i).integers(0, 20, (1, 6)) for i in range(3)]
+    with pytest.raises(crossport.ExportError, match=rf"{fmt} cannot quantize recurrent "
+                                                    r"layers: encoder, decoder \(LSTM"):
+        crossport.export(conversion, tmp_path / "m.tflite", fmt, calibration=calibration)
+    assert list(tmp_path.iterdir()) == []
+
+
+class LayerNormHead(torch.nn.Module):
+    """LayerNorm: TF's int16x8 quantizer has no int16 SquaredDifference."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 8)
+        self.norm = torch.nn.LayerNorm(8)
+
+    def forward(self, x):
+        return self.norm(self.fc(x))
+
+
+class CumulativeSine(torch.nn.Module):
+    def forward(self, x):
+        return torch.cumsum(x, 1).sin()
+
+
+@pytest.mark.parametrize("module,fmt,match", [
+    (LayerNormHead(), "tflite-int16x8",
+     r"the tflite-int16x8 file TF's quantizer wrote does not run on LiteRT: SquaredDifference "
+     r"only supports FLOAT32 and INT32 now, got 7\..*Export tflite-int8-full"),
+    (CumulativeSine(), "tflite-int8-full",  # was: 'check if the quantized model is in debug mode'
+     r"TF's int8 quantizer cannot quantize this model: none of the model's ops has an int8 "
+     r"TFLite kernel.*Export tflite-int16x8, tflite-fp16"),
+])
+def test_what_tf_cannot_quantize_is_one_short_export_error(tmp_path, module, fmt, match):
+    conversion = crossport.convert_with_report(module.eval(), (torch.randn(2, 8),), check=False)
+    with pytest.raises(crossport.ExportError, match=match) as info:
+        crossport.export(conversion, tmp_path / "m.tflite", fmt,
+                         calibration=[np.random.default_rng(i).standard_normal((2, 8))
+                                      .astype(np.float32) for i in range(3)])
+    assert str(info.value).count("SquaredDifference") <= 1 and "\n" not in str(info.value)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_sqnr_gate_measures_examples_held_out_from_calibration(tmp_path):
+    """The re-check ran on the last calibration examples, whose ranges the calibrator had
+    just fitted: examples far outside the others' range passed. Held out, they fail."""
+    conversion = _convert(ThreeConvs(), (1, 3, 16, 16), check=False)
+    usual = _calibration((1, 3, 16, 16), count=18)
+    unusual = [50 * a for a in _calibration((1, 3, 16, 16), count=2, seed=1)]
+    with pytest.raises(crossport.ExportError, match=r"output SQNR .* < 15 dB"):
+        crossport.export(conversion, tmp_path / "m.tflite", "tflite-int8-full",
+                         calibration=usual + unusual)
+    assert list(tmp_path.iterdir()) == []
+    result = crossport.export(conversion, tmp_path / "m.tflite", "tflite-int8-full",
+                              calibration=usual + usual[:2])
+    assert result.passed
+    assert "on 2 examples held out from calibration" in result.summary()
+    few = crossport.export(conversion, tmp_path / "few.tflite", "tflite-int8-full",
+                           calibration=usual[:8])
+    assert "in-sample: with 20 or more examples 2 are held out" in few.summary()

@@ -197,11 +197,21 @@ def _atan(x):
     return ops.arctan2(x, ops.ones_like(x))
 
 
+def isnan(x):
+    """``x != x``: NaN is the one value unequal to itself. ``keras.ops.isnan`` is TF's IsNan,
+    which the TFLite converter lowers to a bit test (``BitwiseAnd`` on the float's bits), a
+    TF op without a TFLite builtin: every model using torch.sign, isnan, argmax/argmin or
+    max/min(dim) failed its TFLite export with a Flex-op error."""
+    if not keras.backend.is_float_dtype(x.dtype):
+        return ops.zeros_like(x, dtype="bool")
+    return ops.not_equal(x, x)
+
+
 def _sign(x):
     """torch.sign(nan) is 0; TF's Sign gives NaN."""
     if not keras.backend.is_float_dtype(x.dtype):
         return ops.sign(x)
-    return ops.where(ops.isnan(x), ops.zeros_like(x), ops.sign(x))
+    return ops.where(isnan(x), ops.zeros_like(x), ops.sign(x))
 
 
 _UNARY = {
@@ -270,7 +280,7 @@ def aten_round_default(ctx, self):
 @register(aten.isnan.default, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_isnan_default(ctx, self):
     """isnan(Tensor self) -> Tensor"""
-    return ops.isnan(self)
+    return isnan(self)
 
 
 @register(aten.bitwise_not.default, policy=Policy.AGNOSTIC, supports=_bitwise_supports, dynamic=True)

@@ -14,6 +14,7 @@ from crossport.layout import (
     physical_axis,
     reduction_dims,
 )
+from crossport.to_keras.ops.elementwise import isnan as is_nan
 from crossport.to_keras.ops.shape import as_value
 from crossport.to_keras.registry import Policy, register
 from crossport.to_keras.values import TensorValue, keras_dtype
@@ -115,15 +116,36 @@ def aten_std_correction(ctx, self, dim=None, correction=None, keepdim=False, unb
     return ops.sqrt(_var(ctx, self, dim, correction, keepdim))
 
 
+def _first_extreme(index_fn):
+    """The first index of the maximum (minimum) of a float tensor, as torch picks it.
+
+    ``keras.ops.argmax`` on floats orders -0.0 below 0.0 through a sign-bit test (TF's
+    ``BitwiseAnd`` on the float's bits, which has no TFLite builtin: a TFLite export of any
+    argmax failed with a Flex-op error) where torch takes them as equal (first wins).
+    Comparing with the extreme and taking the first hit is torch's rule, with builtin ops
+    (an int32 argmax, which Keras passes to TF's ArgMax as is).
+    """
+    extreme = {ops.argmax: ops.max, ops.argmin: ops.min}[index_fn]
+
+    def fn(x, axis, keepdims=False):
+        if not str(x.dtype).startswith(("float", "bfloat")):
+            return index_fn(x, axis=axis, keepdims=keepdims)
+        hit = ops.equal(x, extreme(x, axis=axis, keepdims=True))
+        return ops.argmax(ops.cast(hit, "int32"), axis=axis, keepdims=keepdims)
+    return fn
+
+
 def _nan_first(index_fn):
     """torch's argmax/argmin/max(dim)/min(dim) point at the first NaN (NaN is the extreme);
     TF's arg-reductions skip NaN. One isnan/any over the reduced tensor (measured within
     noise on logits-sized inputs) makes the index torch's."""
+    first = _first_extreme(index_fn)
+
     def fn(x, axis, keepdims=False):
-        index = ops.cast(index_fn(x, axis=axis, keepdims=keepdims), "int64")
+        index = ops.cast(first(x, axis=axis, keepdims=keepdims), "int64")
         if not str(x.dtype).startswith(("float", "bfloat")):
             return index
-        isnan = ops.isnan(x)
+        isnan = is_nan(x)
         first_nan = ops.cast(ops.argmax(ops.cast(isnan, "int32"), axis=axis, keepdims=keepdims),
                              "int64")
         return ops.where(ops.any(isnan, axis=axis, keepdims=keepdims), first_nan, index)

@@ -1,0 +1,54 @@
+"""Ops whose Keras form used TF ops without a TFLite builtin export to builtin-only files."""
+
+import numpy as np
+import pytest
+import torch
+
+import crossport
+from crossport.export.formats import load_tflite, tflite_op_names
+
+
+class Indices(torch.nn.Module):
+    def forward(self, x):
+        return (x.argmax(-1), x.argmin(1), x.max(1).indices, x.min(-1)[1], torch.sign(x),
+                torch.isnan(x))
+
+
+def test_argmax_sign_and_isnan_export_to_tflite_and_match_torch_on_nan_and_signed_zero(
+        tmp_path):
+    """keras.ops.argmax/argmin (a sign-bit test for -0.0) and keras.ops.isnan lower to TF's
+    BitwiseAnd: the export was an ExportError asking for the Flex delegate."""
+    conversion = crossport.convert_with_report(Indices().eval(), (torch.randn(3, 8),))
+    result = crossport.export(conversion, tmp_path / "m.tflite")
+    assert result.passed
+    assert "CUSTOM" not in tflite_op_names(tmp_path / "m.tflite")
+    x = np.random.default_rng(0).standard_normal((3, 8)).astype(np.float32)
+    x[0, 2] = x[0, 5] = np.nan            # first NaN is the extreme in torch
+    x[1] = [-0.0, 0.0, -1, -2, -0.0, -3, -4, -5]  # max: -0.0 == 0.0, the first wins
+    x[2] = [0.0, -0.0, 1, 2, 3, 4, 5, 0.0]       # min: 0.0 == -0.0, the first wins
+    got = load_tflite(tmp_path / "m.tflite", ["x"])([x])
+    want = [t.numpy() for t in Indices()(torch.from_numpy(x))]
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+
+
+class Decoder(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3, padding=1)
+        self.up = torch.nn.Upsample(scale_factor=2, mode="bilinear")
+
+    def forward(self, x):
+        return self.up(self.conv(x))
+
+
+def test_a_flex_op_error_names_the_torch_module(tmp_path):
+    """A bilinear resize on a dynamic H/W computes its taps in float64 (no TFLite builtin):
+    the error named the TF ops only (Mul, Floor, Sub, AddV2), not where they came from."""
+    conversion = crossport.convert_with_report(
+        Decoder().eval(), (torch.randn(1, 3, 16, 16),), dynamic_dims={0: {2: "h", 3: "w"}})
+    with pytest.raises(crossport.ExportError, match=r"no TFLite builtin: .*Floor.* in module "
+                                                    r"up\. They only run with the Flex"):
+        crossport.export(conversion, tmp_path / "m.tflite")
+    assert list(tmp_path.iterdir()) == []
