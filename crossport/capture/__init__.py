@@ -4,6 +4,7 @@ from crossport.capture.export import (
     capture,
     input_names,
     normalize_example_args,
+    requested_dim_groups,
     requested_dynamic_dims,
 )
 from crossport.capture.source import describe, module_path, module_type, source_line
@@ -15,6 +16,7 @@ __all__ = [
     "module_path",
     "module_type",
     "normalize_example_args",
+    "requested_dim_groups",
     "requested_dynamic_dims",
     "source_line",
 ]

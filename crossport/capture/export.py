@@ -94,6 +94,27 @@ def requested_dynamic_dims(args: tuple, options: ConvertOptions,
     return requested
 
 
+def requested_dim_groups(args: tuple, options: ConvertOptions,
+                         names: list[str] | None = None) -> list[list[tuple[int, int]]]:
+    """The requested dynamic dims as groups of ``(input index, dim)`` that are one size:
+    dims sharing a name in ``dynamic_dims`` (a sequence length of ids and mask), and the
+    batch dims of ``dynamic_batch``. A dim named nowhere else is a group of its own."""
+    names = names or []
+    requested = requested_dynamic_dims(args, options, names)
+    by_index = {(names.index(k) if not isinstance(k, int) else k % len(args)): v
+                for k, v in options.dynamic_dims.items()}
+    groups: dict[object, list[tuple[int, int]]] = {}
+    for i, dims in sorted(requested.items()):
+        named = {d % args[i].ndim: name for d, name in by_index.get(i, {}).items()}
+        for d in sorted(dims):
+            if d in named:
+                key = ("name", named[d])
+            else:
+                key = ("batch",) if d == 0 and options.dynamic_batch else ("dim", i, d)
+            groups.setdefault(key, []).append((i, d))
+    return list(groups.values())
+
+
 def _match_signature(module: torch.nn.Module, shapes: tuple) -> tuple:
     """torch.export wants one entry per forward parameter: ``*args`` takes a tuple."""
     try:
@@ -168,7 +189,7 @@ def capture(module: torch.nn.Module, args: tuple, options: ConvertOptions,
     if dynamic is not None:
         names = input_names(module, len(args))
         refuse_unmet_conditions(module, exported, args, names,
-                                requested_dynamic_dims(args, options, names))
+                                requested_dim_groups(args, options, names))
     functional = as_functional(exported, keep_ops)
     if functional is not None:
         return functional

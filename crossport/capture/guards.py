@@ -143,22 +143,25 @@ def _holds(code, names: list[str], shapes: list[tuple]) -> bool | None:
         return None
 
 
-def _sample_shapes(args: tuple, dynamic: dict[int, set[int]]) -> Iterator[list[tuple]]:
+def _sample_shapes(args: tuple, groups: list[list[tuple[int, int]]]) -> Iterator[list[tuple]]:
+    """Input shapes around the example: every group of dims moved together, then one group
+    at a time (a group is one size: ``(input, dim)`` pairs the user named alike)."""
     base = [list(a.shape) for a in args]
-    dims = [(i, d) for i, ds in sorted(dynamic.items()) for d in sorted(ds)]
 
     def moved(chosen, change) -> list[tuple] | None:
         shapes = [list(s) for s in base]
-        for i, d in chosen:
-            shapes[i][d] = change(base[i][d])
-        if any(shapes[i][d] < 2 for i, d in chosen):
-            return None
+        for group in chosen:
+            new = change(base[group[0][0]][group[0][1]])
+            if new < 2:
+                return None
+            for i, d in group:
+                shapes[i][d] = new
         return [tuple(s) for s in shapes]
 
     changes = [lambda n, k=k: n + k for k in _DELTAS] + [lambda _n, v=v: v for v in _LARGE]
-    for group in [dims] + [[dim] for dim in dims]:
+    for chosen in [groups] + [[group] for group in groups]:
         for change in changes:
-            shapes = moved(group, change)
+            shapes = moved(chosen, change)
             if shapes is not None:
                 yield shapes
 
@@ -202,13 +205,13 @@ def range_conditions(exported: torch.export.ExportedProgram, names: list[str]) -
 
 
 def refuse_unmet_conditions(module: torch.nn.Module, exported, args: tuple,
-                            names: list[str], dynamic: dict[int, set[int]]) -> None:
+                            names: list[str], groups: list[list[tuple[int, int]]]) -> None:
     """Raise ``DynamicDimError`` if an equality guard fails at a size torch accepts."""
     conditions = [(g, _compiled(g)) for g in size_conditions(exported)]
     if not conditions:
         return
     runs = 0
-    for shapes in _sample_shapes(args, dynamic):
+    for shapes in _sample_shapes(args, groups):
         failing = [g for g, code in conditions if _holds(code, names, shapes) is False]
         if not failing:
             continue
@@ -219,8 +222,8 @@ def refuse_unmet_conditions(module: torch.nn.Module, exported, args: tuple,
             raise _unmet(failing, shapes)
 
 
-def other_side_shapes(exported, args: tuple, names: list[str], dynamic: dict[int, set[int]],
-                      accepts, limit: int = 2) -> list[tuple[list[tuple], str]]:
+def other_side_shapes(exported, args: tuple, names: list[str],
+                      groups: list[list[tuple[int, int]]], accepts, limit: int = 2) -> list[tuple[list[tuple], str]]:
     """Up to ``limit`` input shapes on the other side of an order guard that torch
     ``accepts``, each with the guard in words, for the parity check to run at: the graph
     took one side of the branch and must still match torch there."""
@@ -228,7 +231,7 @@ def other_side_shapes(exported, args: tuple, names: list[str], dynamic: dict[int
     conditions = [(g, _compiled(g)) for g in guards]
     found, runs = [], 0
     for guard, code in conditions:
-        for shapes in _sample_shapes(args, dynamic):
+        for shapes in _sample_shapes(args, groups):
             if _holds(code, names, shapes) is not False:
                 continue
             if runs >= _TORCH_RUNS or len(found) >= limit:

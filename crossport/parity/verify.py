@@ -19,6 +19,7 @@ from torch.utils import _pytree as pytree
 from crossport.capture import (
     input_names,
     module_path,
+    requested_dim_groups,
     requested_dynamic_dims,
     source_line,
 )
@@ -87,8 +88,8 @@ def plan_shapes(module, exported, example_args: tuple, options) -> CheckShapes:
         return True
 
     shapes = check_shapes(exported, example_args, names, requested, accepts)
-    for other, condition in other_side_shapes(exported, example_args, names, requested,
-                                              accepts):
+    groups = requested_dim_groups(example_args, options, names)
+    for other, condition in other_side_shapes(exported, example_args, names, groups, accepts):
         if tuple(other) not in shapes.sets:  # a branch's other side, which torch runs
             shapes.branches[len(shapes.sets)] = condition
             shapes.sets.append(tuple(other))

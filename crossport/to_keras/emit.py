@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import operator
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -43,6 +43,18 @@ from crossport.to_keras.values import (
     keras_dtype,
     unsupported_dtype,
 )
+
+
+def _plain_structure(outputs):
+    """forward's output structure in containers Keras takes: a HF ``ModelOutput`` (a dict
+    subclass torch's pytree rebuilds) as a dict of its fields, a namedtuple as a tuple."""
+    if isinstance(outputs, Mapping):
+        return {key: _plain_structure(value) for key, value in outputs.items()}
+    if isinstance(outputs, list):
+        return [_plain_structure(value) for value in outputs]
+    if isinstance(outputs, tuple):  # namedtuples too
+        return tuple(_plain_structure(value) for value in outputs)
+    return outputs
 
 
 def parameter_dtype(exported: torch.export.ExportedProgram) -> str:
@@ -200,7 +212,7 @@ class Emitter:
             before = self.transposes.count
             flat.append(self.transposes.to_layout(value, want))
             self.boundary += self.transposes.count - before
-        return pytree.tree_unflatten(flat, self.ep.call_spec.out_spec)
+        return _plain_structure(pytree.tree_unflatten(flat, self.ep.call_spec.out_spec))
 
     def _constant_output(self, node: torch.fx.Node, array: np.ndarray) -> TensorValue:
         from crossport.layers import Constant
