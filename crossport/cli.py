@@ -570,14 +570,19 @@ def check(
     atol: Annotated[float, typer.Option(help="per-layer tolerance (normalized error)")] = 1e-4,
     html: Annotated[Path, typer.Option(help="write a self-contained HTML report")] = None,
     json_path: Annotated[Path, typer.Option("--json", help="write the report as JSON")] = None,
+    overwrite: Annotated[bool, typer.Option(
+        help="replace existing --html / --json files")] = False,
 ):
     """Compare a torch module with a Keras model layer by layer; name the first divergence."""
     quiet_tensorflow()
     import keras
 
     import crossport
+    from crossport.export.staging import FILE, Staging
     from crossport.parity import render
 
+    reports = [path for path in (html, json_path) if path is not None]
+    check_free([(path, FILE) for path in reports], overwrite)  # before running anything
     module, args = module_and_inputs(target, weights, input)
     if not keras_model.exists():
         _fail(f"{keras_model}: no such Keras model file")
@@ -593,12 +598,15 @@ def check(
     except crossport.CrossportError as exc:
         _fail(f"{type(exc).__name__}: {exc}")
     render.print_report(report, console)
-    if html is not None:
-        render.to_html(report, html)
-        console.print(f"HTML report: {html}")
-    if json_path is not None:
-        render.to_json(report, json_path)
-        console.print(f"JSON report: {json_path}")
+    with Staging(overwrite) as staging:  # both reports land, or neither
+        if html is not None:
+            render.to_html(report, staging.claim(html))
+        if json_path is not None:
+            render.to_json(report, staging.claim(json_path))
+        staging.commit()
+    for kind, path in (("HTML", html), ("JSON", json_path)):
+        if path is not None:
+            console.print(f"{kind} report: {path}")
     if not report.passed:
         raise typer.Exit(1)
 

@@ -127,3 +127,23 @@ def test_cli_check(tmp_path):
     missing = subprocess.run(cmd + ["nope.keras", "-i", "2x3x16x16"], cwd=tmp_path,
                              check=False, capture_output=True, text=True, timeout=600)
     assert missing.returncode == 1 and "no such Keras model file" in missing.stderr
+
+
+def test_cli_check_keeps_existing_reports_unless_told(tmp_path):
+    """--html/--json follow the other commands' rule: an existing file is refused before
+    anything runs, and replaced only with --overwrite."""
+    (tmp_path / "net.py").write_text(TORCH_FILE)
+    _twin(1e-5).save(tmp_path / "good.keras")
+    (tmp_path / "mine.json").write_text("the user's file")
+    cmd = [sys.executable, "-m", "crossport.cli", "check", "net.py:build", "good.keras",
+           "-i", "2x3x16x16", "--transfer-weights", "--json", "mine.json", "--html", "r.html"]
+    refused = subprocess.run(cmd, cwd=tmp_path, check=False, capture_output=True, text=True,
+                             timeout=600)
+    assert refused.returncode != 0 and "--overwrite" in refused.stderr, refused.stderr
+    assert (tmp_path / "mine.json").read_text() == "the user's file"
+    assert not (tmp_path / "r.html").exists()
+    replaced = subprocess.run(cmd + ["--overwrite"], cwd=tmp_path, check=False,
+                              capture_output=True, text=True, timeout=600)
+    assert replaced.returncode == 0, replaced.stdout + replaced.stderr
+    assert json.loads((tmp_path / "mine.json").read_text())["passed"]
+    assert "<svg" in (tmp_path / "r.html").read_text()
