@@ -201,3 +201,35 @@ def order_free(layout: Layout, dims: Iterable[int]) -> bool:
     if layout.flat is None:
         return True
     return layout.rank - 1 in normalize_dims(dims, layout.rank)
+
+
+def dims_last(layout: Layout, dims: Sequence[int], held_order: bool = True) -> Layout:
+    """``layout`` with ``dims`` held last: where a module over trailing dims (a LayerNorm, an
+    RMSNorm) can run on the tensor. The other dims keep their held order; ``dims`` keep
+    theirs too, or, with ``held_order=False``, come in the order given (the order of the
+    module's weight).
+
+    Example:
+        >>> dims_last(Layout((0, 2, 3, 1)), [1]).perm
+        (0, 2, 3, 1)
+        >>> dims_last(Layout((0, 3, 1, 2)), [2, 3]).perm
+        (0, 1, 3, 2)
+        >>> dims_last(Layout((0, 3, 1, 2)), [2, 3], held_order=False).perm
+        (0, 1, 2, 3)
+    """
+    moved = normalize_dims(dims, layout.rank)
+    last = [d for d in layout.perm if d in moved] if held_order else list(moved)
+    return Layout(tuple([d for d in layout.perm if d not in moved] + last))
+
+
+def dims_at(layout: Layout, placed: dict[int, int]) -> Layout:
+    """``layout`` with dim ``placed[p]`` held at axis ``p``, the other dims filling the
+    remaining axes in their held order: where a module built for fixed axes (a shared
+    LayerNorm's first call) can run on another call's tensor.
+
+    Example:
+        >>> dims_at(Layout((0, 1, 2)), {1: 2}).perm
+        (0, 2, 1)
+    """
+    rest = iter(d for d in layout.perm if d not in placed.values())
+    return Layout(tuple(placed[p] if p in placed else next(rest) for p in range(layout.rank)))

@@ -31,7 +31,8 @@ SPECIAL = {
     # crossport.layers.Pad maps the F.pad list itself (physical_pad), given the layout's perm
     **{name: "emit_pad" for name in (
         "aten_pad_default", "aten_constant_pad_nd_default", "aten_reflection_pad2d_default",
-        "aten_replication_pad2d_default", "aten_pad_circular_default")},
+        "aten_replication_pad2d_default", "aten_pad_circular_default",
+        "crossport_pad_circular_default")},
 }
 
 

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from crossport.errors import UnsupportedLayerError
-from crossport.layout import Layout, normalize_dims, physical_axes, physical_axis
+from crossport.layout import dims_at, dims_last, normalize_dims, physical_axes, physical_axis
 from crossport.layout.policy import Policy
 from crossport.to_torch.context import Context, Held
 from crossport.to_torch.modules import KerasUnitNorm
@@ -147,9 +147,7 @@ def _normalized_last(ctx: Context, inputs: Held, keras_axes: list[int]) -> Held:
     """``inputs`` with the normalized Keras axes held last (in their held order): the
     first call of a LayerNormalization shared by tensors of several ranks builds a module
     over trailing dims, which every rank's call can use."""
-    perm = inputs.layout.perm
-    last = [a for a in perm if a not in keras_axes] + [a for a in perm if a in keras_axes]
-    return ctx.to_layout(inputs, Layout(tuple(last)))
+    return ctx.to_layout(inputs, dims_last(inputs.layout, keras_axes))
 
 
 def _as_shared_norm_expects(ctx: Context, module, inputs: Held, keras_axes: list[int],
@@ -178,15 +176,14 @@ def _as_shared_norm_expects(ctx: Context, module, inputs: Held, keras_axes: list
     if isinstance(module, nn.LayerNorm):
         dims = list(range(rank - len(module.normalized_shape), rank))
     else:
-        dims = [a % rank if -rank <= a < rank else None for a in module.axis]
+        try:
+            dims = list(normalize_dims(module.axis, rank))
+        except ValueError:  # a held axis this rank does not have
+            dims = [None]
     if None in dims or len(set(dims)) != len(keras_axes) or 0 in dims:
         raise refuse("cannot be normalized by the torch module built for its first call")
-    perm: list = [None] * rank
-    for d, j in zip(dims, order):
-        perm[d] = keras_axes[j]
-    rest = iter(a for a in inputs.layout.perm if a not in keras_axes)
-    perm = [next(rest) if p is None else p for p in perm]
-    return ctx.to_layout(inputs, Layout(tuple(perm)))
+    placed = {d: keras_axes[j] for d, j in zip(dims, order)}
+    return ctx.to_layout(inputs, dims_at(inputs.layout, placed))
 
 
 @register_layer(policy=Policy.CUSTOM, keeps_layout=True)
@@ -240,8 +237,7 @@ def RMSNormalization(ctx: Context, layer, inputs: Held) -> Held:
             f"(sizes {sizes}) of a rank-{inputs.rank} tensor, and Keras multiplies by its scale "
             f"{tuple(layer.scale.shape)} broadcast over the last axes instead: only "
             "trailing axes convert", [(ctx.path, "RMSNormalization", "non-trailing axes")])
-    perm = [a for a in inputs.layout.perm if a not in keras_axes] + keras_axes
-    inputs = ctx.to_layout(inputs, Layout(tuple(perm)))
+    inputs = ctx.to_layout(inputs, dims_last(inputs.layout, keras_axes, held_order=False))
     module = nn.RMSNorm(sizes, eps=float(cfg["epsilon"]))
     _copy(module.weight, _arr(layer.scale).reshape(sizes))
     return Held(ctx.call_module(module, inputs.node), inputs.layout, inputs.shape)
