@@ -187,7 +187,7 @@ def range_conditions(exported: torch.export.ExportedProgram, names: list[str]) -
     where the converted slice clamps at run time), so the check runs outside the range
     rather than refusing. Bounds every dynamic dim has (2, no upper one) are left out.
     """
-    from crossport.parity.shapes import _finite, user_input_dims
+    from crossport.parity.shapes import finite_bound, user_input_dims
 
     conditions = []
     for name, dims in zip(names, user_input_dims(exported)):
@@ -196,7 +196,7 @@ def range_conditions(exported: torch.export.ExportedProgram, names: list[str]) -
             if ranges is None:
                 continue
             size = f"L['{name}'].size()[{d}]"
-            lower, upper = _finite(ranges.lower, 0), _finite(ranges.upper, None)
+            lower, upper = finite_bound(ranges.lower, 0), finite_bound(ranges.upper, None)
             if lower > 2:
                 conditions.append(f"{size} >= {lower}")
             if upper is not None:

@@ -61,11 +61,11 @@ def _bounds(exported, symbol) -> tuple[int, float]:
     ranges = exported.range_constraints.get(symbol)
     if ranges is None:
         return 2, float("inf")
-    lower, upper = _finite(ranges.lower, 2), _finite(ranges.upper, float("inf"))
+    lower, upper = finite_bound(ranges.lower, 2), finite_bound(ranges.upper, float("inf"))
     return max(lower, 2), upper  # torch.export specialises sizes 0 and 1
 
 
-def _finite(bound, default):
+def finite_bound(bound, default):
     """A range bound as an int; torch's ``int_oo`` (unbounded) as ``default``."""
     try:
         return int(bound) if bool(bound.is_Integer) else default
