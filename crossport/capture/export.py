@@ -77,14 +77,7 @@ def _dynamic_shapes(args: tuple, options: ConvertOptions, names: list[str] | Non
 def requested_dynamic_dims(args: tuple, options: ConvertOptions,
                            names: list[str] | None = None) -> dict[int, set[int]]:
     """``{input index: dims}`` the user asked to be dynamic (``dynamic_batch``/``_dims``)."""
-    names = names or []
-    unknown = [k for k in options.dynamic_dims
-               if not (isinstance(k, int) and -len(args) <= k < len(args)) and k not in names]
-    if unknown:
-        raise InputError(f"dynamic_dims names unknown inputs {unknown}; the inputs are "
-                         f"{names or list(range(len(args)))} (use an index or a name)")
-    by_index = {(names.index(k) if not isinstance(k, int) else k % len(args)): v
-                for k, v in options.dynamic_dims.items()}
+    by_index = _dynamic_dims_by_index(args, options, names or [])
     requested: dict[int, set[int]] = {}
     for i, arg in enumerate(args):
         dims = {0} if options.dynamic_batch and arg.ndim > 0 else set()
@@ -94,15 +87,25 @@ def requested_dynamic_dims(args: tuple, options: ConvertOptions,
     return requested
 
 
+def _dynamic_dims_by_index(args: tuple, options: ConvertOptions,
+                           names: list[str]) -> dict[int, dict[int, str]]:
+    """``options.dynamic_dims`` keyed by input index (it takes indices or forward names)."""
+    unknown = [k for k in options.dynamic_dims
+               if not (isinstance(k, int) and -len(args) <= k < len(args)) and k not in names]
+    if unknown:
+        raise InputError(f"dynamic_dims names unknown inputs {unknown}; the inputs are "
+                         f"{names or list(range(len(args)))} (use an index or a name)")
+    return {(names.index(k) if not isinstance(k, int) else k % len(args)): v
+            for k, v in options.dynamic_dims.items()}
+
+
 def requested_dim_groups(args: tuple, options: ConvertOptions,
                          names: list[str] | None = None) -> list[list[tuple[int, int]]]:
     """The requested dynamic dims as groups of ``(input index, dim)`` that are one size:
     dims sharing a name in ``dynamic_dims`` (a sequence length of ids and mask), and the
     batch dims of ``dynamic_batch``. A dim named nowhere else is a group of its own."""
-    names = names or []
     requested = requested_dynamic_dims(args, options, names)
-    by_index = {(names.index(k) if not isinstance(k, int) else k % len(args)): v
-                for k, v in options.dynamic_dims.items()}
+    by_index = _dynamic_dims_by_index(args, options, names or [])
     groups: dict[object, list[tuple[int, int]]] = {}
     for i, dims in sorted(requested.items()):
         named = {d % args[i].ndim: name for d, name in by_index.get(i, {}).items()}

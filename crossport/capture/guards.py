@@ -223,7 +223,8 @@ def refuse_unmet_conditions(module: torch.nn.Module, exported, args: tuple,
 
 
 def other_side_shapes(exported, args: tuple, names: list[str],
-                      groups: list[list[tuple[int, int]]], accepts, limit: int = 2) -> list[tuple[list[tuple], str]]:
+                      groups: list[list[tuple[int, int]]], accepts,
+                      limit: int = 2) -> list[tuple[list[tuple], str]]:
     """Up to ``limit`` input shapes on the other side of an order guard that torch
     ``accepts``, each with the guard in words, for the parity check to run at: the graph
     took one side of the branch and must still match torch there."""
