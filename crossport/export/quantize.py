@@ -125,7 +125,15 @@ def _refuse_recurrent(conversion, format: str) -> None:
 
 
 def calibration_samples(conversion, calibration) -> list[list[np.ndarray]]:
-    """Each example as Keras input arrays, checked against the model's inputs.
+    """:func:`calibration_examples` against the conversion's Keras inputs."""
+    return calibration_examples(calibration, conversion.model.inputs,
+                                conversion.options.channels_last_io)
+
+
+def calibration_examples(calibration, inputs: list,
+                         channels_last_io: bool) -> list[list[np.ndarray]]:
+    """Each example as Keras input arrays, checked against ``inputs`` (the model's Keras
+    inputs, or ``calibration.calibration_inputs`` before converting).
 
     An example is one array (single-input models), a tuple/list of arrays in forward's
     argument order, or a dict keyed by forward's argument names. Values must be finite
@@ -133,9 +141,8 @@ def calibration_samples(conversion, calibration) -> list[list[np.ndarray]]:
     made TF's calibrator fail obscurely or crash the process) and, for an integer input,
     whole numbers.
     """
-    inputs = conversion.model.inputs
     if isinstance(calibration, ImageFolder):
-        calibration = calibration.examples(inputs, conversion.options.channels_last_io)
+        calibration = calibration.examples(inputs, channels_last_io)
     if isinstance(calibration, (str, bytes, os.PathLike)):
         raise InputError(
             f"calibration={str(calibration)!r} is a path; pass the examples themselves (an "
