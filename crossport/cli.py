@@ -91,8 +91,16 @@ def main() -> None:
     """The console entry point: one error line, tracebacks only with ``--debug``.
 
     ``--debug`` is accepted anywhere on the command line. Usage errors and unexpected
-    exceptions (crossport bugs) are one line too.
+    exceptions (crossport bugs) are one line too; Ctrl-C is ``crossport: interrupted``
+    and exit status 130, with nothing left at the outputs (crossport/cli_interrupt.py).
     """
+    from crossport.cli_interrupt import reported
+
+    with reported():
+        _main()
+
+
+def _main() -> None:
     global _debug
     args = sys.argv[1:]
     _debug = "--debug" in args
