@@ -26,22 +26,35 @@ def _on_sigint(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
+def _finished() -> None:
+    """The command is done (its outputs are in place): a Ctrl-C during the interpreter's
+    shutdown (TF's exit handlers take a second or two) would only turn its exit status
+    into a death by SIGINT, so it is ignored."""
+    if _Seen.interrupted is False and signal.getsignal(signal.SIGINT) is _on_sigint:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 @contextlib.contextmanager
 def reported():
     """Run the command; if Ctrl-C stopped it, print one line and exit 130."""
-    try:
-        signal.signal(signal.SIGINT, _on_sigint)
-    except ValueError:  # not the main thread (an embedding caller): keep its handling
-        pass
+    # only over Python's default: a SIGINT the parent ignored (a background job of a
+    # script) stays ignored, a caller's own handler stays in place
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        try:
+            signal.signal(signal.SIGINT, _on_sigint)
+        except ValueError:  # not the main thread
+            pass
     try:
         yield
     except KeyboardInterrupt:
         pass
     except SystemExit:  # the command's own exit code, unless Typer's Exit(130) of a Ctrl-C
         if not _Seen.interrupted:
+            _finished()
             raise
     else:
         if not _Seen.interrupted:
+            _finished()
             return
     print("crossport: interrupted", file=sys.stderr, flush=True)
     sys.exit(EXIT_INTERRUPTED)
