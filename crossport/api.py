@@ -31,6 +31,8 @@ class Conversion:
         boundary_transposes: transposes at the inputs and outputs (layout conversion).
         seconds: wall time per stage (capture, convert, verify).
         module, example_args, options: what was converted, for re-checks after export.
+        origins: each Keras operation's torch graph node (``to_keras/origins.py``), which
+            names the per-layer quantization report's rows.
     """
 
     model: keras.Model
@@ -42,6 +44,7 @@ class Conversion:
     module: torch.nn.Module | None = None
     example_args: tuple = ()
     options: ConvertOptions | None = None
+    origins: dict = field(default_factory=dict, repr=False)  # Keras operation -> torch node
 
     def summary(self) -> str:
         stages = ", ".join(f"{k} {v:.1f}s" for k, v in self.seconds.items())
@@ -117,7 +120,7 @@ def convert_with_report(module: torch.nn.Module, example_args, options: ConvertO
             )
     internal = emitted.transposes - emitted.boundary_transposes
     return Conversion(emitted.model, report, exported, internal, emitted.boundary_transposes,
-                      stage.seconds, module, args, opts)
+                      stage.seconds, module, args, opts, emitted.origins)
 
 
 @contextmanager

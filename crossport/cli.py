@@ -91,8 +91,16 @@ def main() -> None:
     """The console entry point: one error line, tracebacks only with ``--debug``.
 
     ``--debug`` is accepted anywhere on the command line. Usage errors and unexpected
-    exceptions (crossport bugs) are one line too.
+    exceptions (crossport bugs) are one line too; Ctrl-C is ``crossport: interrupted``
+    and exit status 130, with nothing left at the outputs (crossport/cli_interrupt.py).
     """
+    from crossport.cli_interrupt import reported
+
+    with reported():
+        _main()
+
+
+def _main() -> None:
     global _debug
     args = sys.argv[1:]
     _debug = "--debug" in args
@@ -211,15 +219,18 @@ def _run_conversion(module, args, output: Path | None, as_json: bool, format: st
                     quantization: dict | None = None, html: Path | None = None, **options):
     quiet_tensorflow()
     import crossport
+    from crossport.cli_calibration import check_export_options, export_options, read_calibration
     from crossport.codegen import stage_source
     from crossport.export import stage_export
     from crossport.export.staging import Staging
 
     _check_targets(output, format, emit_source, overwrite, html)  # before minutes of work
-    _check_export_options(output, format, quantization)
+    check_export_options(output, format, quantization)
     exported = source = None
     try:
         with _native_logs_silenced():
+            # read and check --calibration against the torch inputs now, not after converting
+            quantization = read_calibration(module, args, output, quantization, options)
             conversion = _convert_with_status(crossport, module, args, options)
             with Staging(overwrite) as staging:  # every output lands, or none does
                 # --html is staged too (never over -o or a file the user keeps), and claimed
@@ -228,7 +239,7 @@ def _run_conversion(module, args, output: Path | None, as_json: bool, format: st
                 if output is not None:
                     with console.status(f"exporting {output} and re-checking parity ..."):
                         exported = stage_export(conversion, output, format, staging,
-                                                **_export_options(conversion, quantization))
+                                                **export_options(quantization))
                 if emit_source is not None:
                     with console.status(f"writing {emit_source} and re-checking parity ..."):
                         source = stage_source(conversion, emit_source, staging)
@@ -295,33 +306,6 @@ def _check_targets(output: Path | None, format: str | None, emit_source: Path | 
     check_free(targets, overwrite)
 
 
-def _check_export_options(output: Path | None, format: str | None,
-                          quantization: dict | None) -> None:
-    """Fail now, in one line, on a --format typo or quantization options that do not fit
-    the format (they were found only after converting, which can take minutes)."""
-    from crossport.export import FORMATS, infer_format
-    from crossport.export.quantize import FULL_INTEGER
-
-    quantization = quantization or {}
-    if format is not None and format not in FORMATS:
-        _fail(f"InputError: unknown format {format!r}; expected one of {sorted(FORMATS)}")
-    if output is None:
-        return
-    format = format or infer_format(output)
-    given = [flag for flag, key in (("--calibration", "calibration"), ("--float-layer",
-                                    "float_layers"), ("--int8-io", "int8_io"))
-             if quantization.get(key)]
-    if format not in FULL_INTEGER and given:
-        _fail(f"InputError: {', '.join(given)} only apply to the full-integer formats "
-              f"{sorted(FULL_INTEGER)}, not {format!r}")
-    calibration = quantization.get("calibration")
-    if format in FULL_INTEGER and calibration is None:
-        _fail(f"InputError: format {format!r} needs calibration: pass --calibration, a "
-              "folder of .npy/.npz examples or images, or one .npz of stacked examples")
-    if calibration is not None and not Path(calibration).exists():
-        _fail(f"InputError: --calibration {calibration}: no such file or folder")
-
-
 def check_source_suffix(emit_source: Path | None) -> None:
     """``--emit-source`` must name a .py file (both directions)."""
     if emit_source is not None and emit_source.suffix != ".py":
@@ -363,21 +347,6 @@ def _export_json(exported) -> dict:
             "verdict": evidence.verdict if evidence else None,
             "quantization": exported.quantization.to_dict() if exported.quantization else None,
             "seconds": exported.seconds, "stages": exported.stages}
-
-
-def _export_options(conversion, quantization: dict | None) -> dict:
-    """``calibration=`` (read from --calibration), ``float_layers=``, ``int8_io=``."""
-    if not quantization:
-        return {}
-    from crossport.export.calibration import load_calibration
-
-    options = {k: v for k, v in quantization.items()
-               if v and k not in ("calibration", "preprocessing")}
-    if quantization.get("calibration") is not None:
-        options["calibration"] = load_calibration(quantization["calibration"],
-                                                  conversion.model.inputs,
-                                                  quantization.get("preprocessing"))
-    return options
 
 
 @app.command()
@@ -459,6 +428,8 @@ def convert(
              "per-layer quantization report (worst first)")] = None,
 ):
     """Convert a PyTorch module to Keras and check parity; exit 0 only if it passed."""
+    from crossport.cli_calibration import parse_image_preprocessing
+
     dynamic_dims = parse_dynamic_dims(dynamic_dim or [])
     preprocessing = parse_image_preprocessing(calibration_mean, calibration_std,
                                               calibration_scale, calibration_resize,
@@ -473,29 +444,6 @@ def convert(
                     quantization, html=html,
                     dynamic_batch=dynamic_batch, dynamic_dims=dynamic_dims,
                     channels_last_io=channels_last_io, atol=atol, tolerance=tolerance)
-
-
-def parse_image_preprocessing(mean: str | None, std: str | None, scale: float | None,
-                              resize: int | None, crop: str | None) -> dict:
-    """The ``--calibration-*`` options as ``calibration_images`` keyword arguments."""
-    options: dict = {}
-    for key, text in (("mean", mean), ("std", std)):
-        if text is not None:
-            try:
-                options[key] = tuple(float(v) for v in text.split(","))
-            except ValueError:
-                _fail(f"--calibration-{key} {text!r}: expected comma-separated numbers, "
-                      "e.g. 0.485,0.456,0.406")
-    if crop is not None:
-        parts = crop.lower().split("x")
-        if len(parts) != 2 or not all(p.isdigit() and int(p) > 0 for p in parts):
-            _fail(f"--calibration-crop {crop!r}: expected HxW, e.g. 224x224")
-        options["crop"] = (int(parts[0]), int(parts[1]))
-    if scale is not None:
-        options["scale"] = scale
-    if resize is not None:
-        options["resize"] = resize
-    return options
 
 
 def parse_dynamic_dims(specs: list[str]) -> dict:

@@ -19,7 +19,10 @@ class QuantizedLayer:
     Per channel, so a channel dwarfed by an outlier channel's range shows up.
     """
 
-    name: str  # torch module path (layer3.0.conv1), or the TFLite tensor name if unknown
+    # torch module path (layer3.0.conv1), or for an op outside any layer the module that
+    # ran it and the op (``layer1.0 (add)``, ``<root> (flatten)``); the TFLite tensor name
+    # if unknown
+    name: str
     op: str  # TFLite op (CONV_2D, ADD, ...)
     error: float
     rmse: float
@@ -28,6 +31,7 @@ class QuantizedLayer:
     zero_point: int
     fused: list[str] = field(default_factory=list)  # torch modules fused into the op
     tensor: str = ""
+    node: str = ""  # the torch fx node (``Conversion.exported``) the row is named after
 
 
 @dataclass

@@ -30,6 +30,7 @@ from crossport.export.quant_report import (
     layer_error,
     torch_path,
 )
+from crossport.to_keras.origins import SCOPE, named_scopes
 
 FULL_INTEGER = {"tflite-int8-full": "int8", "tflite-int16x8": "int16x8"}
 # Whole-model acceptance: output SQNR (dB) vs torch fp32 on the calibration examples.
@@ -125,7 +126,15 @@ def _refuse_recurrent(conversion, format: str) -> None:
 
 
 def calibration_samples(conversion, calibration) -> list[list[np.ndarray]]:
-    """Each example as Keras input arrays, checked against the model's inputs.
+    """:func:`calibration_examples` against the conversion's Keras inputs."""
+    return calibration_examples(calibration, conversion.model.inputs,
+                                conversion.options.channels_last_io)
+
+
+def calibration_examples(calibration, inputs: list,
+                         channels_last_io: bool) -> list[list[np.ndarray]]:
+    """Each example as Keras input arrays, checked against ``inputs`` (the model's Keras
+    inputs, or ``calibration.calibration_inputs`` before converting).
 
     An example is one array (single-input models), a tuple/list of arrays in forward's
     argument order, or a dict keyed by forward's argument names. Values must be finite
@@ -133,9 +142,8 @@ def calibration_samples(conversion, calibration) -> list[list[np.ndarray]]:
     made TF's calibrator fail obscurely or crash the process) and, for an integer input,
     whole numbers.
     """
-    inputs = conversion.model.inputs
     if isinstance(calibration, ImageFolder):
-        calibration = calibration.examples(inputs, conversion.options.channels_last_io)
+        calibration = calibration.examples(inputs, channels_last_io)
     if isinstance(calibration, (str, bytes, os.PathLike)):
         raise InputError(
             f"calibration={str(calibration)!r} is a path; pass the examples themselves (an "
@@ -224,9 +232,10 @@ def write_full_integer(model, path: Path, plan: FullIntegerPlan, conversion=None
     from crossport.export.tflite import converter_from_saved_model, run_converter
 
     stages = {} if stages is None else stages
+    origins = getattr(conversion, "origins", None) or {}
     with tempfile.TemporaryDirectory() as tmp:
         saved = Path(tmp) / "saved_model"
-        with timed(stages, "saved_model"):
+        with timed(stages, "saved_model"), named_scopes(origins):  # ops named by torch node
             write_converter_input(model, saved)
         with timed(stages, "quantize"), quantizer_errors(plan):
             converter = converter_from_saved_model(saved, plan.activations)
@@ -297,7 +306,8 @@ def _quantize_with_debugger(model, converter, path, plan, conversion) -> Quantiz
             conversion)
     layer_names = [layer.name for layer in model.layers]
     module_paths = set(dict(conversion.module.named_modules())) if conversion else set()
-    ops = _quantized_ops(debugger.calibrated_model, layer_names, module_paths)
+    origins = getattr(conversion, "origins", None) or {}
+    ops = _quantized_ops(debugger.calibrated_model, layer_names, origins)
     denied = _denylist(ops, plan.float_layers, module_paths)
     if denied:
         options = tf.lite.experimental.QuantizationDebugOptions(
@@ -305,7 +315,8 @@ def _quantize_with_debugger(model, converter, path, plan, conversion) -> Quantiz
         with quiet_tflite_interpreter():
             debugger.options = options
     path.write_bytes(debugger.get_nondebug_quantized_model())
-    layers = _layer_errors(debugger.quant_model, plan, options, layer_names, module_paths)
+    layers = _layer_errors(debugger.quant_model, plan, options, layer_names, module_paths,
+                           origins)
     return QuantizationReport(plan.format, layers=layers, float_layers=list(plan.float_layers))
 
 
@@ -324,11 +335,13 @@ def _dataset(plan: FullIntegerPlan, interpreter_inputs: list[str] | None = None)
 class _Op:
     output: str  # output tensor name (what the debugger's denylisted_nodes names)
     layers: list[str]  # Keras layers fused into it, in model order
+    modules: list[str]  # torch modules that ran its keras.ops calls (to_keras/origins.py)
 
 
-def _quantized_ops(model_bytes: bytes, layer_names: list[str], module_paths: set) -> list[_Op]:
+def _quantized_ops(model_bytes: bytes, layer_names: list[str], origins: dict) -> list[_Op]:
     from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
+    by_index = {origin.index: origin for origin in origins.values()}
     interpreter = Interpreter(
         model_content=model_bytes,
         experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
@@ -339,7 +352,9 @@ def _quantized_ops(model_bytes: bytes, layer_names: list[str], module_paths: set
     for op in all_ops:
         for index in op["outputs"]:
             ops.append(_Op(tensors.get(index, ""),
-                           _op_layers(op, index, tensors, produced, layer_names)))
+                           _op_layers(op, index, tensors, produced, layer_names),
+                           [by_index[i].module for i in _op_nodes(op, index, tensors, produced)
+                            if i in by_index]))
     return ops
 
 
@@ -363,7 +378,7 @@ def _denylist(ops: list[_Op], float_layers: tuple[str, ...], module_paths: set) 
     for wanted in float_layers:
         hits = [op.output for op in ops if any(
             _within(torch_path(layer, module_paths), wanted) or layer == wanted
-            for layer in op.layers)]
+            for layer in op.layers) or any(_within(m, wanted) for m in op.modules)]
         if not hits:
             known = sorted({torch_path(layer, module_paths) for op in ops for layer in op.layers})
             raise InputError(f"float_layers: no quantized op computes {wanted!r}; torch "
@@ -397,8 +412,8 @@ def keras_layers_in(tensor_name: str, layer_names: list[str]) -> list[str]:
     return sorted(found, key=known.get)
 
 
-def _layer_errors(debug_model: bytes, plan, options, layer_names,
-                  module_paths) -> list[QuantizedLayer]:
+def _layer_errors(debug_model: bytes, plan, options, layer_names, module_paths,
+                  origins: dict) -> list[QuantizedLayer]:
     """Per quantized op: its own error vs the float op on the same inputs, worst first."""
     import tensorflow as tf
 
@@ -412,31 +427,56 @@ def _layer_errors(debug_model: bytes, plan, options, layer_names,
             quant_debug_model_content=debug_model, debug_dataset=_dataset(plan, inputs),
             debug_options=metrics)
         debugger.run()
-    rows = _rows(interpreter, debugger.layer_statistics, layer_names, module_paths)
+    rows = _rows(interpreter, debugger.layer_statistics, layer_names, module_paths, origins)
     return sorted(rows, key=lambda r: -r.error)
 
 
-def _rows(interpreter, statistics, layer_names, module_paths) -> list[QuantizedLayer]:
+def _rows(interpreter, statistics, layer_names, module_paths,
+          origins: dict) -> list[QuantizedLayer]:
     details = {t["index"]: t for t in interpreter.get_tensor_details()}
     names = {index: t["name"] for index, t in details.items()}
     producer = {out: op for op in interpreter._get_ops_details() for out in op["outputs"]}
     produced = set(producer)
+    by_layer = {operation.name: origin for operation, origin in origins.items()}
+    by_index = {origin.index: origin for origin in origins.values()}
     rows = []
     for key, stats in statistics.items():
         index = int(key.rsplit(":", 1)[1])
         tensor = details[index]
         op = producer[index]
         layers = _op_layers(op, index, names, produced, layer_names)
+        # what the op computes, first in torch graph order: layers by their module path,
+        # keras.ops calls by their node (``layer1.0 (add)``); the tensor name if neither
+        found = [(by_layer[layer].index, torch_path(layer, module_paths), by_layer[layer].node)
+                 if layer in by_layer else (-1, torch_path(layer, module_paths), "")
+                 for layer in layers]
+        found += [(i, by_index[i].label, by_index[i].node)
+                  for i in _op_nodes(op, index, names, produced) if i in by_index]
+        found = sorted({name: (i, name, node) for i, name, node in reversed(found)}.values())
         params = tensor["quantization_parameters"]
         rows.append(QuantizedLayer(
-            name=torch_path(layers[0], module_paths) if layers else tensor["name"],
+            name=found[0][1] if found else tensor["name"],
             op=op["op_name"], error=float(stats["error"]),
             rmse=float(np.sqrt(stats["mean_squared_error"])),
             max_abs_error=float(stats["max_abs_error"]),
             scale=float(params["scales"][0]), zero_point=int(params["zero_points"][0]),
-            fused=[torch_path(layer, module_paths) for layer in layers[1:]],
-            tensor=tensor["name"]))
+            fused=[f[1] for f in found[1:]], tensor=tensor["name"],
+            node=found[0][2] if found else ""))
     return rows
+
+
+def _op_nodes(op: dict, output: int, tensors: dict, produced: set) -> list[int]:
+    """Origin indices (``to_keras/origins.py``) in an op's ``fx.<index>`` name scopes: from
+    its output's name, else its constant inputs' names (a renamed model output)."""
+    def scoped(name: str) -> list[int]:
+        scopes = [p.split("/")[1] for p in name.split(";") if p.count("/") >= 2]
+        return [int(m.group(1)) for m in map(SCOPE.match, scopes) if m]
+
+    found = scoped(tensors.get(output, ""))
+    if not found:
+        found = scoped(";".join(tensors[i] for i in op["inputs"]
+                                if i >= 0 and i not in produced and i in tensors))
+    return list(dict.fromkeys(found))
 
 
 def sqnr_db(pairs) -> float:

@@ -27,6 +27,7 @@ from crossport.options import ConvertOptions
 from crossport.to_keras.context import LayerNames, NodeContext
 from crossport.to_keras.dynamic_dims import input_symbols
 from crossport.to_keras.fold import evaluate, input_dependent, mark_constants
+from crossport.to_keras.origins import operation_origins
 from crossport.to_keras.registry import (
     Policy,
     bind_arguments,
@@ -92,6 +93,7 @@ class EmittedModel:
     input_names: list[str] = field(default_factory=list)
     transposes: int = 0          # all transposes in the model
     boundary_transposes: int = 0  # those at the model's inputs and outputs
+    origins: dict = field(default_factory=dict)  # Keras operation -> origins.Origin
 
 
 class Emitter:
@@ -139,8 +141,9 @@ class Emitter:
             n.name: (v.tensor, v.layout) for n, v in self.values.items()
             if isinstance(v, TensorValue) and n.op != "placeholder"
         }
+        origins = operation_origins(self.graph, self.values, list(model.outputs))
         return EmittedModel(model, node_values, self.input_names, self.transposes.count,
-                            self.boundary)
+                            self.boundary, origins)
 
     # -- inputs, parameters, outputs --------------------------------------------------------
     def _inputs(self) -> list:

@@ -338,3 +338,51 @@ def test_the_sqnr_gate_measures_examples_held_out_from_calibration(tmp_path):
     few = crossport.export(conversion, tmp_path / "few.tflite", "tflite-int8-full",
                            calibration=usual[:8])
     assert "in-sample: with 20 or more examples 2 are held out" in few.summary()
+
+
+class Residual(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(4, 4, 3, padding=1)
+
+    def forward(self, x):
+        return self.conv(x) + x  # an op of no layer: keras.ops.add in the Keras model
+
+
+class ResidualNet(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = torch.nn.Conv2d(3, 4, 3, padding=1)
+        self.block = Residual()
+        self.fc = torch.nn.Linear(4 * 8 * 8, 5)
+
+    def forward(self, x):
+        return self.fc(torch.flatten(self.block(self.stem(x)), 1))  # flatten: the root's
+
+
+def test_ops_outside_modules_are_named_after_their_torch_node(tmp_path):
+    """They showed raw TFLite tensor names (functional_1/Add1, functional_1/Reshape1)."""
+    conversion = _convert(ResidualNet(), (1, 3, 8, 8))
+    result = crossport.export(conversion, tmp_path / "r.tflite", "tflite-int8-full",
+                              calibration=_calibration((1, 3, 8, 8)))
+    rows = {r.name: r for r in result.quantization.layers}
+    assert rows["block (add)"].op == "ADD" and rows["block (add)"].node == "add"
+    assert rows["<root> (flatten)"].op == "RESHAPE"
+    assert rows["<input x>"].op == "TRANSPOSE"  # NCHW in, NHWC inside
+    modules = set(dict(conversion.module.named_modules())) | {"<root>"}
+    nodes = {n.name for n in conversion.exported.graph_module.graph.nodes}
+    for row in result.quantization.layers:
+        module = row.name.split(" (")[0]
+        assert module in modules or row.name.startswith("<input "), row
+        assert row.node in nodes, row
+    assert result.passed
+
+
+def test_float_layers_keeps_a_modules_own_ops_in_float_too(tmp_path):
+    """float_layers=["block"] kept block.conv in float but quantized block's residual add."""
+    conversion = _convert(ResidualNet(), (1, 3, 8, 8))
+    result = crossport.export(conversion, tmp_path / "r.tflite", "tflite-int8-full",
+                              calibration=_calibration((1, 3, 8, 8)), float_layers=["block"])
+    rows = result.quantization.layers
+    assert not [r for r in rows if r.name.startswith("block")], result.quantization.summary()
+    assert "ADD" not in {r.op for r in rows} and {"stem", "fc"} & {r.name for r in rows}
