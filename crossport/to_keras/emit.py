@@ -460,7 +460,7 @@ def _wrap(result, val, layout):
 def _numpy(tensor) -> np.ndarray:
     if isinstance(tensor, torch.nn.Parameter):
         tensor = tensor.data
-    return tensor.detach().cpu().numpy()
+    return tensor.detach().cpu().resolve_conj().resolve_neg().numpy()
 
 
 def _converted_nodes(graph: torch.fx.Graph, skip):

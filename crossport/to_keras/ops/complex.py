@@ -268,6 +268,19 @@ def _componentwise(op) -> None:
                      supports=_all_complex, dynamic=real.dynamic)(convert)
 
 
+@register_complex(aten.constant_pad_nd.default, policy=Policy.CUSTOM, keeps_layout=True,
+                  supports=_all_complex, dynamic=True)
+def aten_constant_pad_nd_complex(ctx, self, pad, value=0):
+    """constant_pad_nd(Tensor self, SymInt[] pad, Scalar value=0) -> Tensor of a complex
+    tensor (``fft(x, n=...)`` zero-pads to n): each part padded with that part of
+    ``value``."""
+    real = lookup(aten.constant_pad_nd.default).fn
+    value = complex(value)
+    part_ctx = _PartContext(ctx)
+    return ComplexParts(real(part_ctx, self.real, pad, value.real),
+                        real(part_ctx, self.imag, pad, value.imag))
+
+
 for _op in (aten.view.default, aten._unsafe_view.default, aten.reshape.default,
             aten.flatten.using_ints, aten.unflatten.int, aten.squeeze.dim, aten.squeeze.dims,
             aten.squeeze.default, aten.unsqueeze.default, aten.permute.default,
