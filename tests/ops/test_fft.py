@@ -127,6 +127,8 @@ CASES = [
                             "aten_flip_default_per_part")),
     case("complex-select", Fn(lambda x: torch.view_as_real(fft.rfft(x)[:, 1])), (2, 3, 10),
          expect_converters=("aten_select_int_per_part",)),
+    case("complex-expand", Fn(lambda x: torch.view_as_real(fft.rfft(x)[:, :1].expand(2, 3, 6))),
+         (2, 1, 10), expect_converters=("aten_expand_default_per_part",)),
     case("spectral-filter-complex-weight", _spectral_filter(), (2, 12, 5), max_transposes=2,
          expect_converters=(R2C, C2R, "aten_mul_complex")),
     case("complex-buffer-and-conj", ComplexBuffer(), (2, 16),
