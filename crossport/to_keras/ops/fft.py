@@ -63,8 +63,7 @@ def _c2c_dims(ctx, value: ComplexValue, dims, inverse: bool, sizes) -> tuple:
     Returns the parts and their layout."""
     dims = list(dims)
     if len(dims) >= 2:
-        pair = [d for d in value.layout.perm if d in dims[-2:]]
-        layout = dims_last(value.layout, pair)
+        layout = dims_last(value.layout, dims[-2:])  # in their held order: maybe no move
         parts = ComplexParts(ctx.to_layout(value.real, layout), ctx.to_layout(value.imag, layout))
         parts = _fft2_last(parts, inverse)
         value = _as_value(parts, layout, sizes, value.real.dtype)
