@@ -210,3 +210,17 @@ def test_refusals_name_the_node(fn, shapes, match):
 def test_complex_input_is_refused():
     with pytest.raises(UnsupportedOpError, match="complex model input"):
         crossport.convert(Fn(lambda z: z.abs()).eval(), (torch.randn(2, 4, dtype=torch.cfloat),))
+
+
+def test_float64_reference_keeps_complex_buffers():
+    """The acceptance rule's float64 run: ``module.to(torch.float64)`` cast a complex buffer
+    to float64 (dropping its imaginary part); it is complex128 now."""
+    from crossport.parity.accept import float64_outputs
+
+    module = ComplexBuffer().eval()
+    args = inputs((2, 16))
+    (ref64,) = float64_outputs(module, args)
+    assert ref64.dtype == "float64"
+    with torch.no_grad():
+        torch.testing.assert_close(torch.as_tensor(ref64), module(*args).double(), rtol=0,
+                                   atol=1e-5)
