@@ -70,9 +70,16 @@ class _Recorder(torch.fx.Interpreter):
             return self.fallback[n.name]
 
     def _promote(self, tree):
-        """Floating dtype arguments and tensors in ``self.dtype``; integer ones unchanged."""
-        return pytree.tree_map(
-            lambda v: self.dtype if isinstance(v, torch.dtype) and v in _FLOATING else v, tree)
+        """Floating dtype arguments in ``self.dtype`` and complex ones in its complex twin
+        (``x.to(torch.complex64)`` before an FFT); integer ones unchanged."""
+        def promote(v):
+            if isinstance(v, torch.dtype) and v in _FLOATING:
+                return self.dtype
+            if isinstance(v, torch.dtype) and v.is_complex and self.dtype in _COMPLEX_OF:
+                return _COMPLEX_OF[self.dtype]
+            return v
+
+        return pytree.tree_map(promote, tree)
 
     @staticmethod
     def _demote(tree):

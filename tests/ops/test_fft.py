@@ -224,3 +224,14 @@ def test_float64_reference_keeps_complex_buffers():
     with torch.no_grad():
         torch.testing.assert_close(torch.as_tensor(ref64), module(*args).double(), rtol=0,
                                    atol=1e-5)
+
+
+def test_float64_replay_widens_complex_casts():
+    """The node-by-node float64 replay: ``x.to(torch.complex64)`` runs in complex128."""
+    from crossport.parity.replay import replay
+
+    module = Fn(lambda x: fft.fft(x.to(torch.complex64)).real).eval()
+    conversion = crossport.convert_with_report(module, inputs((2, 8)))
+    values = replay(conversion.exported, inputs((2, 8)), torch.float64)
+    assert values["_to_copy"].dtype == torch.complex128
+    assert values["_fft_c2c"].dtype == torch.complex128
