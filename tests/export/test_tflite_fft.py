@@ -50,3 +50,22 @@ def test_an_fft_without_a_builtin_is_refused_naming_the_module(tmp_path, fn, mat
         crossport.export(conversion, tmp_path / "m.tflite")
     assert "opcases.py" in str(info.value)  # the source line of the fft call
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("fn", [lambda x: torch.fft.fft2(x).real,
+                                lambda x: torch.fft.irfft(torch.fft.rfft(x) * 2.0, n=12)],
+                         ids=["fft2", "irfft"])
+def test_keras_and_saved_model_keep_every_fft(tmp_path, fn):
+    """.keras and SavedModel run TF's own FFT kernels: every FFT exports and re-checks."""
+    conversion = crossport.convert_with_report(Spectral(fn).eval(), inputs((2, 4, 12)))
+    assert crossport.export(conversion, tmp_path / "m.keras").passed
+    assert crossport.export(conversion, tmp_path / "saved").passed
+
+
+def test_mel_front_end_with_a_dynamic_batch():
+    from tests.harness import assert_matches_at_sizes
+
+    module = MelFrontEnd().eval()
+    conversion = crossport.convert_with_report(module, inputs((2, 200)), dynamic_batch=True)
+    assert conversion.report.passed
+    assert_matches_at_sizes(module, conversion, [(1, 200), (5, 200)])

@@ -403,7 +403,8 @@ def aten_unfold_default(ctx, self, dimension, size, step):
     windows = (length - size) // step + 1
     index = np.arange(windows)[:, None] * step + np.arange(size)[None, :]
     ctx.out_layout = after_unfold(value.layout, dimension)
-    return ops.take(value.tensor, index.astype("int32"), axis=physical_axis(value.layout, dimension))
+    axis = physical_axis(value.layout, dimension)
+    return ops.take(value.tensor, index.astype("int32"), axis=axis)
 
 
 @register(aten.index_select.default, policy=Policy.CUSTOM, keeps_layout=True, dynamic=True)
