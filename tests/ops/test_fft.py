@@ -125,6 +125,17 @@ CASES = [
          expect_converters=("aten_cat_default_per_part", "aten_view_default_per_part",
                             "aten_permute_default_per_part", "aten_slice_tensor_per_part",
                             "aten_flip_default_per_part")),
+    case("complex-scalars", Fn(lambda x: torch.view_as_real(fft.rfft(x) * 1j + 2j - 0.5)),
+         (2, 10), expect_converters=("aten_mul_complex", "aten_add_complex")),
+    case("complex-broadcast-parts", Fn(lambda x: torch.view_as_real(
+        fft.rfft(x)[:, :1] + x[:, :, :6] * 2)), (2, 3, 10), expect_converters=(
+        "aten_add_complex",)),
+    case("torch-complex-and-polar", Fn(lambda x: fft.irfft(
+        torch.complex(x, x[:1] * 2) + torch.polar(x.abs(), x), n=12)), (3, 7),
+         expect_converters=("aten_complex_default", "aten_polar_default", C2R)),
+    case("complex-sum-mean", Fn(lambda x: torch.view_as_real(
+        fft.rfft(x).sum(1, keepdim=True) + fft.rfft(x).mean(-1, keepdim=True))), (2, 3, 10),
+         expect_converters=("aten_sum_dim_intlist_per_part", "aten_mean_dim_per_part")),
     case("complex-select", Fn(lambda x: torch.view_as_real(fft.rfft(x)[:, 1])), (2, 3, 10),
          expect_converters=("aten_select_int_per_part",)),
     case("complex-expand", Fn(lambda x: torch.view_as_real(fft.rfft(x)[:, :1].expand(2, 3, 6))),
@@ -193,11 +204,11 @@ def test_a_dynamic_transformed_dim_is_refused(fn):
 
 @pytest.mark.parametrize("fn, shapes, match", [
     (lambda x: fft.rfft(x), (2, 8), "complex model output"),
-    (lambda x: fft.rfft(x).sum(), (2, 8), r"aten.sum.*no converter for complex values"),
+    (lambda x: (fft.rfft(x) ** 2).real, (2, 8), r"aten.pow.*no converter for complex values"),
     (lambda x: fft.rfft(x).exp().real, (2, 8), r"aten.exp.*no converter for complex"),
     (lambda x: (fft.rfft(x) / fft.rfft(x + 1)).real, (2, 8), "division by a complex value"),
     (lambda x: torch.view_as_complex(x).abs(), (2, 8, 2), None),
-], ids=["output", "sum", "exp", "complex-division", "ok-view-as-complex-of-input"])
+], ids=["output", "pow", "exp", "complex-division", "ok-view-as-complex-of-input"])
 def test_refusals_name_the_node(fn, shapes, match):
     module = Fn(fn).eval()
     if match is None:

@@ -9,9 +9,11 @@ converters run when a node reads or produces one (``register_complex``):
 - ``abs`` (torch: ``hypot(re, im)``), ``angle`` (``atan2(im, re)``), ``_conj``, ``neg``;
 - ``add``/``sub``/``mul`` by a complex or real tensor or number, ``div`` by a real one, in
   torch's formulas (``(a + bi)(c + di) = (ac - bd) + (ad + bc)i``);
-- ``_to_copy`` to a complex dtype (``x.to(torch.complex64)``, ``fft2`` of a real tensor);
-- shape ops (view, permute, slice, select, cat, clone ...): each part through the real
-  converter, which states the dims as usual.
+- ``_to_copy`` to a complex dtype (``x.to(torch.complex64)``, ``fft2`` of a real tensor),
+  ``torch.complex(re, im)``, ``torch.polar(abs, angle)``;
+- shape ops (view, permute, slice, select, cat, clone ...) and the linear reductions
+  ``sum``/``mean``: each part through the real converter, which states the dims as usual
+  (torch sums complex numbers part by part too).
 
 Anything else that touches a complex value is refused by the pre-flight check.
 """
@@ -67,10 +69,20 @@ def _alpha(x, alpha):
 
 
 def _complex_result(ctx, real, imag) -> ComplexParts:
-    """Parts of a complex result; a missing imaginary part is zeros like the real one."""
+    """The parts of a complex result as Keras tensors of one shape: a missing imaginary
+    part is zeros; a part that is a constant, or smaller than the other (``z[:, :1] + x``:
+    only the real part met the larger operand), is broadcast exactly, as ``part * 1``."""
     if imag is None:
         imag = ops.zeros_like(real)
-    return ComplexParts(real, imag)
+    return ComplexParts(_like(real, imag), _like(imag, real))
+
+
+def _like(x, other):
+    """``x`` broadcast against ``other`` (no-op when it is a tensor of the same shape)."""
+    if isinstance(x, keras.KerasTensor) and isinstance(other, keras.KerasTensor) and tuple(
+            x.shape) == tuple(other.shape):
+        return x
+    return keras_multiply(x, ops.ones_like(other))
 
 
 # -- elementwise arithmetic (AGNOSTIC: both parts arrive in one layout) ---------------------
@@ -102,7 +114,7 @@ def aten_mul_complex(ctx, self, other):
         return _complex_result(ctx, _mul(a, c), _mul(b, c) if d is None else _mul(a, d))
     real = ops.subtract(_mul(a, c), _mul(b, d))
     imag = keras_add(_mul(a, d), _mul(b, c))
-    return ComplexParts(real, imag)
+    return _complex_result(ctx, real, imag)
 
 
 def _real_divisor(node, self, other, **_) -> str | None:
@@ -119,7 +131,7 @@ def aten_div_complex(ctx, self, other):
     """div.Tensor(Tensor self, Tensor other) -> Tensor: a complex value by a real one, each
     part divided."""
     a, b = _parts(self)
-    return ComplexParts(ops.true_divide(a, other), ops.true_divide(b, other))
+    return _complex_result(ctx, ops.true_divide(a, other), ops.true_divide(b, other))
 
 
 @register_complex(aten.neg.default, policy=Policy.AGNOSTIC, dynamic=True)
@@ -208,6 +220,21 @@ def aten_to_copy_complex(ctx, self, *args, **kwargs):
     return ComplexParts(real, ops.zeros_like(real))
 
 
+@register_complex(aten.complex.default, policy=Policy.AGNOSTIC, dynamic=True)
+def aten_complex_default(ctx, real, imag):
+    """complex(Tensor real, Tensor imag) -> Tensor: the two real tensors are the parts
+    (broadcast against each other, as torch does)."""
+    return _complex_result(ctx, real, imag)
+
+
+@register_complex(aten.polar.default, policy=Policy.AGNOSTIC, dynamic=True)
+def aten_polar_default(ctx, abs, angle):
+    """polar(Tensor abs, Tensor angle) -> Tensor: ``abs * cos(angle) + abs * sin(angle) i``
+    (torch's formula)."""
+    return _complex_result(ctx, keras_multiply(abs, ops.cos(angle)),
+                           keras_multiply(abs, ops.sin(angle)))
+
+
 def _plain(ctx, value: ComplexValue) -> ComplexValue:
     """Both parts in a plain permutation layout (see ``NodeContext.plain``)."""
     return ComplexValue(ctx.plain(value.real), ctx.plain(value.imag))
@@ -286,5 +313,6 @@ for _op in (aten.view.default, aten._unsafe_view.default, aten.reshape.default,
             aten.squeeze.default, aten.unsqueeze.default, aten.permute.default,
             aten.transpose.int, aten.t.default, aten.slice.Tensor, aten.select.int,
             aten.cat.default, aten.flip.default, aten.expand.default, aten.clone.default,
-            aten.contiguous.default, aten.alias.default, aten.detach.default):
+            aten.contiguous.default, aten.alias.default, aten.detach.default,
+            aten.sum.dim_IntList, aten.sum.default, aten.mean.dim, aten.mean.default):
     _componentwise(_op)
