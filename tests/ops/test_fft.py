@@ -246,3 +246,14 @@ def test_float64_replay_widens_complex_casts():
     values = replay(conversion.exported, inputs((2, 8)), torch.float64)
     assert values["_to_copy"].dtype == torch.complex128
     assert values["_fft_c2c"].dtype == torch.complex128
+
+
+def test_a_float64_module_transforms_in_float64():
+    """``module.double()``: the FFTs run in complex128 (TF's float64 kernels)."""
+    module = _spectral_filter().double().eval()
+    x = torch.randn(2, 12, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    conversion = crossport.convert_with_report(module, (x,))
+    assert conversion.report.passed
+    got = conversion.model(x.numpy())
+    assert got.dtype == "float64"
+    torch.testing.assert_close(torch.as_tensor(got.numpy()), module(x), rtol=0, atol=1e-12)
