@@ -440,10 +440,8 @@ def _runtime_scalar(ctx: NodeContext, value, node: torch.fx.Node):
 
 
 def _wrap(result, val, layout):
-    """Converter output -> TensorValue(s) with torch shapes from the node's fake value."""
-    if isinstance(result, ComplexParts) and isinstance(val, torch.Tensor) and val.is_complex():
-        part = val.new_empty((), dtype=val.dtype.to_real()).expand(val.shape)
-        return ComplexValue(_wrap(result.real, part, layout), _wrap(result.imag, part, layout))
+    """Converter output -> TensorValue(s) with torch shapes from the node's fake value; the
+    parts of a complex result -> a ComplexValue (each part real, in one layout)."""
     if isinstance(result, (tuple, list)):
         layouts = layout if isinstance(layout, (tuple, list)) else [layout] * len(result)
         return tuple(_wrap(r, v, lay) for r, v, lay in zip(result, val, layouts))
@@ -454,6 +452,10 @@ def _wrap(result, val, layout):
         layout = channels_last(len(shape))
     elif layout == "canonical" or layout is None:
         layout = canonical(len(shape))
+    if isinstance(result, ComplexParts) and val.is_complex():
+        real = val.dtype.to_real()
+        return ComplexValue(TensorValue(result.real, layout, shape, real),
+                            TensorValue(result.imag, layout, shape, real))
     return TensorValue(result, layout, shape, val.dtype)
 
 
