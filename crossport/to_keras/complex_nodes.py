@@ -39,7 +39,8 @@ def complex_refusal(node: torch.fx.Node) -> str:
     taken = sorted({str(op).removeprefix("aten.").split(".")[0] for op in complex_ops()})
     return ("no converter for complex values (a complex tensor is held as real/imag parts; "
             f"complex-aware ops: {', '.join(taken)}). Take .real/.imag/.abs() first, or "
-            "torch.view_as_real")
+            "torch.view_as_real; a converter for it is registered with "
+            "crossport.to_keras.registry.register_complex")
 
 
 def complex_io_problems(graph: torch.fx.Graph, user_inputs) -> dict:
