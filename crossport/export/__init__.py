@@ -15,7 +15,7 @@ from pathlib import Path
 
 from crossport.capture.borrow import borrowed
 from crossport.errors import ExportError, InputError
-from crossport.export import formats, quantize
+from crossport.export import formats, quantize, tflite
 from crossport.export.images import ImageFolder, calibration_images  # noqa: F401
 from crossport.export.quant_report import QuantizationReport, QuantizedLayer  # noqa: F401
 from crossport.export.staging import FILE, SAVED_MODEL, Staging
@@ -162,6 +162,8 @@ def stage_export(conversion, path: str | Path, format: str | None, staging: Stag
     if format not in FORMATS:
         raise InputError(f"unknown format {format!r}; expected one of {sorted(FORMATS)}")
     _refuse_tflite_precision(conversion, format)
+    if format.startswith("tflite"):
+        tflite.refuse_unsupported_fft(conversion)
     tolerance = FORMATS[format] or conversion.options.atol
     plan = quantize.plan(conversion, format, calibration, int8_io, float_layers)
     if plan is not None:

@@ -14,6 +14,10 @@ from crossport.errors import ExportError
 
 # TF op -> the torch ATen op that usually produced it, to point at the user's module
 _ATEN_OF = {"Erf": "erf", "Tan": "tan", "Atan": "atan", "Erfinv": "erfinv"}
+# TF's FFT ops and the complex tensor they read come from the torch.fft kernels
+_FFT = ("_fft_r2c", "_fft_c2c", "_fft_c2r")
+_ATENS_OF = {"FFT": _FFT, "FFT2D": _FFT, "IRFFT": ("_fft_c2r",), "Complex": _FFT,
+             "ComplexAbs": _FFT}
 
 
 def converter_from_saved_model(saved: Path, ops: str = "builtins"):
@@ -108,7 +112,8 @@ def _torch_sources(names: list[str], conversion) -> str:
     found = []
     for node in exported.graph_module.graph.nodes:
         op = getattr(node.target, "__name__", str(node.target)).split(".")[0]
-        if node.op == "call_function" and op in {_ATEN_OF.get(n, n.lower()) for n in names}:
+        wanted = {a for n in names for a in _ATENS_OF.get(n, (_ATEN_OF.get(n, n.lower()),))}
+        if node.op == "call_function" and op in wanted:
             found.append(f"aten.{op} {describe(node)}")
     return f" (from {'; '.join(found)})" if found else ""
 
@@ -134,3 +139,28 @@ def _torch_modules(names: list[str], conversion, exc: BaseException | None) -> s
     if not found:
         return ""
     return f" in {'module' if len(found) == 1 else 'modules'} {', '.join(found)}"
+
+
+def refuse_unsupported_fft(conversion) -> None:
+    """TFLite's one FFT builtin is ``RFFT2D``, whose kernel takes power-of-two lengths only:
+    the converter still emits it for any length and the file then fails to load
+    ("IsPowerOfTwo ... failed to prepare"). An rfft of another length is refused here,
+    naming the torch source; the complex FFTs and irfft need Flex (``run_converter``)."""
+    exported = getattr(conversion, "exported", None)
+    if exported is None:
+        return
+    from crossport.capture.source import describe
+
+    bad = []
+    for node in exported.graph_module.graph.nodes:
+        if node.op != "call_function" or str(node.target) != "aten._fft_r2c.default":
+            continue
+        self, dims = node.args[0], node.args[1]
+        sizes = [int(self.meta["val"].shape[d]) for d in dims]
+        if node.args[3] and len(sizes) == 1 and sizes[0] & (sizes[0] - 1):
+            bad.append(f"aten._fft_r2c of length {sizes[0]} {describe(node)}")
+    if bad:
+        raise ExportError(
+            "TFLite's only FFT builtin (RFFT2D) takes power-of-two lengths: "
+            + "; ".join(bad) + ". Zero-pad to a power of two where the model allows it "
+            "(torch.fft.rfft(x, n=...), an stft's n_fft), or export SavedModel or .keras.")

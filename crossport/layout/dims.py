@@ -44,6 +44,7 @@ __all__ = [
     "after_insert",
     "after_permute",
     "after_reduce",
+    "after_unfold",
     "normalize_dim",
     "normalize_dims",
     "order_free",
@@ -186,6 +187,25 @@ def after_insert(layout: Layout, dim: int) -> Layout:
     if layout.flat is not None:
         raise ValueError("a flat-permuted layout must be made plain before inserting a dim")
     return layout.with_inserted(dim)
+
+
+def after_unfold(layout: Layout, dim: int) -> Layout:
+    """The layout of ``unfold(dim, size, step)`` taken on the held tensor by one gather along
+    ``dim``'s axis with ``[windows, size]`` indices: the windows stay at that axis and the
+    new reference dim (the result's last) is held right after it.
+
+    Example:
+        >>> after_unfold(canonical(3), -1).perm        # [B, C, L] -> [B, C, windows, size]
+        (0, 1, 2, 3)
+        >>> after_unfold(Layout((0, 2, 1)), 1).perm    # [B, C, L] held [B, L, C], unfold C
+        (0, 2, 1, 3)
+    """
+    dim = normalize_dim(dim, layout.rank)
+    if layout.flat is not None:
+        raise ValueError("a flat-permuted layout must be made plain before an unfold")
+    perm = list(layout.perm)
+    perm.insert(perm.index(dim) + 1, layout.rank)
+    return Layout(tuple(perm))
 
 
 def shared_layout(layouts: Sequence[Layout]) -> Layout:

@@ -21,6 +21,7 @@ from torch.utils import _pytree as pytree
 
 from crossport.parity.compare import compare_outputs, to_numpy
 from crossport.parity.metrics import FLOAT32_EPS, precision_of, rounding_verdict
+from crossport.parity.replay import widened
 
 TOLERANCE_RULES = ("rounding", "atol")
 
@@ -65,7 +66,7 @@ def float64_outputs(module: torch.nn.Module, args: tuple) -> list[np.ndarray] | 
     A module that pins a float32 dtype in forward (``torch.randn(..., dtype=torch.float32)``
     mixed with an input) cannot run in float64 eagerly: no evidence then, never a crash.
     """
-    module64 = copy.deepcopy(module).to(torch.float64)
+    module64 = widened(copy.deepcopy(module), torch.float64)  # complex buffers: complex128
     args64 = tuple(a.to(torch.float64) if a.is_floating_point() else a.clone()  # copies
                    for a in args)
     try:

@@ -21,6 +21,22 @@ import torch
 from torch.utils import _pytree as pytree
 
 _FLOATING = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
+_COMPLEX_OF = {torch.float64: torch.complex128, torch.float32: torch.complex64}
+
+
+def widened(module: torch.nn.Module, dtype: torch.dtype) -> torch.nn.Module:
+    """``module`` (in place) with floating parameters/buffers in ``dtype`` and complex ones
+    in its complex twin. ``module.to(torch.float64)`` casts a complex buffer to float64,
+    dropping its imaginary part (torch only warns), which made the float64 reference of a
+    model with a complex filter wrong."""
+    complex_dtype = _COMPLEX_OF.get(dtype)
+
+    def convert(t: torch.Tensor) -> torch.Tensor:
+        if t.is_complex():
+            return t.to(complex_dtype) if complex_dtype is not None else t
+        return t.to(dtype) if t.is_floating_point() else t
+
+    return module._apply(convert)
 
 
 class _Recorder(torch.fx.Interpreter):
@@ -54,9 +70,16 @@ class _Recorder(torch.fx.Interpreter):
             return self.fallback[n.name]
 
     def _promote(self, tree):
-        """Floating dtype arguments and tensors in ``self.dtype``; integer ones unchanged."""
-        return pytree.tree_map(
-            lambda v: self.dtype if isinstance(v, torch.dtype) and v in _FLOATING else v, tree)
+        """Floating dtype arguments in ``self.dtype`` and complex ones in its complex twin
+        (``x.to(torch.complex64)`` before an FFT); integer ones unchanged."""
+        def promote(v):
+            if isinstance(v, torch.dtype) and v in _FLOATING:
+                return self.dtype
+            if isinstance(v, torch.dtype) and v.is_complex and self.dtype in _COMPLEX_OF:
+                return _COMPLEX_OF[self.dtype]
+            return v
+
+        return pytree.tree_map(promote, tree)
 
     @staticmethod
     def _demote(tree):
@@ -135,7 +158,9 @@ def _placeholder_values(exported, args: tuple, dtype: torch.dtype | None):
         value = state[lifted[node.name]] if node.name in lifted else next(user)
         if dtype is not None and isinstance(value, torch.Tensor) and value.is_floating_point():
             value = value.detach().to(dtype)
+        elif dtype in _COMPLEX_OF and isinstance(value, torch.Tensor) and value.is_complex():
+            value = value.detach().to(_COMPLEX_OF[dtype])
         flat.append(value)
     if dtype is not None:
-        gm = copy.deepcopy(gm).to(dtype)
+        gm = widened(copy.deepcopy(gm), dtype)
     return gm, flat

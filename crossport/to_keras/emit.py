@@ -24,6 +24,12 @@ from crossport.errors import ConversionError, CrossportError, DynamicDimError, U
 from crossport.layout import Layout, canonical, channels_last
 from crossport.layout.assign import preferred_channels_last
 from crossport.options import ConvertOptions
+from crossport.to_keras.complex_nodes import (
+    complex_io_problems,
+    complex_refusal,
+    converter_for,
+    reads_or_makes_complex,
+)
 from crossport.to_keras.context import LayerNames, NodeContext
 from crossport.to_keras.dynamic_dims import input_symbols
 from crossport.to_keras.fold import evaluate, input_dependent, mark_constants
@@ -31,14 +37,16 @@ from crossport.to_keras.origins import operation_origins
 from crossport.to_keras.registry import (
     Policy,
     bind_arguments,
-    lookup,
     passes_layout,
     wants_channels_last,
 )
 from crossport.to_keras.sizes import RuntimeSizes
 from crossport.to_keras.values import (
+    ComplexParts,
+    ComplexValue,
     TensorValue,
     Transposes,
+    complex_parts,
     constant_in_layout,
     is_symbolic,
     keras_dtype,
@@ -121,7 +129,7 @@ class Emitter:
     def _emit(self) -> EmittedModel:
         self.folded = mark_constants(self.ep)
         self.dependent = input_dependent(self.ep)
-        check_supported(self.graph, skip=self.folded)
+        check_supported(self.graph, skip=self.folded, user_inputs=self._user_placeholders())
         check_dynamic(self.graph, skip=self.folded,
                       symbols=input_symbols(self.ep, self.input_names))
         inputs = self._inputs()
@@ -146,6 +154,10 @@ class Emitter:
                             self.boundary, origins)
 
     # -- inputs, parameters, outputs --------------------------------------------------------
+    def _user_placeholders(self) -> set[str]:
+        """The placeholder names of forward's tensor arguments (not parameters/buffers)."""
+        return set(self.ep.graph_signature.user_inputs)
+
     def _inputs(self) -> list:
         signature = self.ep.graph_signature
         lifted = {**signature.inputs_to_parameters, **signature.inputs_to_buffers,
@@ -230,7 +242,7 @@ class Emitter:
         if node.target is operator.getitem:
             container, index = node.args
             return self.values[container][index]
-        converter = lookup(node.target)
+        converter = converter_for(node)
         for observe in _CONVERTER_OBSERVERS:
             observe(converter)
         if not hasattr(node.target, "_schema"):  # Python callables (SymInt arithmetic)
@@ -263,7 +275,8 @@ class Emitter:
         """
         if policy is Policy.CUSTOM:
             return None
-        tensors = [(k, v) for k, v in resolved.items() if isinstance(v, TensorValue)]
+        tensors = [(k, v) for k, v in resolved.items()
+                   if isinstance(v, (TensorValue, ComplexValue))]
         if policy is Policy.CHANNELS_LAST:
             for key, value in tensors:
                 resolved[key] = self.transposes.to_layout(value, channels_last(value.rank))
@@ -271,7 +284,7 @@ class Emitter:
             return "channels_last"
         if policy is Policy.CANONICAL:
             for key, value in tensors:
-                resolved[key] = self.transposes.to_layout(value, canonical(value.rank))
+                resolved[key] = self._laid_out(value, canonical(value.rank))
             for key, value in resolved.items():
                 if isinstance(value, (list, tuple)):
                     resolved[key] = type(value)(
@@ -301,11 +314,26 @@ class Emitter:
             # features in block order meet a tensor in torch order: back to torch order
             target = canonical(out_rank)
         for key, value in list(resolved.items()):
-            if isinstance(value, TensorValue):
+            if isinstance(value, ComplexValue):  # both parts, the same way
+                resolved[key] = ComplexParts(
+                    self._broadcast_to_layout(value.real, target, out_rank),
+                    self._broadcast_to_layout(value.imag, target, out_rank))
+            elif isinstance(value, TensorValue):
                 resolved[key] = self._broadcast_to_layout(value, target, out_rank)
+            elif isinstance(value, np.ndarray) and np.iscomplexobj(value):
+                parts = complex_parts(value)
+                resolved[key] = ComplexParts(constant_in_layout(parts.real, target, out_rank),
+                                             constant_in_layout(parts.imag, target, out_rank))
             elif isinstance(value, np.ndarray):
                 resolved[key] = constant_in_layout(value, target, out_rank)
         return target
+
+    def _laid_out(self, value, target: Layout):
+        """A tensor's Keras tensor in ``target``; a complex value's parts, both moved."""
+        if isinstance(value, ComplexValue):
+            return ComplexParts(self.transposes.to_layout(value.real, target),
+                                self.transposes.to_layout(value.imag, target))
+        return self.transposes.to_layout(value, target)
 
     def _broadcast_to_layout(self, value: TensorValue, target: Layout, rank: int):
         if value.layout == target:
@@ -376,7 +404,7 @@ def converting(node: torch.fx.Node) -> Iterator[None]:
 
 def conversion_error(node: torch.fx.Node, exc: Exception) -> ConversionError:
     op = str(node.target) if node.op == "call_function" else node.op
-    converter = lookup(node.target) if node.op == "call_function" else None
+    converter = converter_for(node) if node.op == "call_function" else None
     by = f" by {converter.fn.__name__}" if converter is not None else ""
     detail = " ".join(str(exc).split())
     if len(detail) > 300:
@@ -415,7 +443,8 @@ def _runtime_scalar(ctx: NodeContext, value, node: torch.fx.Node):
 
 
 def _wrap(result, val, layout):
-    """Converter output -> TensorValue(s) with torch shapes from the node's fake value."""
+    """Converter output -> TensorValue(s) with torch shapes from the node's fake value; the
+    parts of a complex result -> a ComplexValue (each part real, in one layout)."""
     if isinstance(result, (tuple, list)):
         layouts = layout if isinstance(layout, (tuple, list)) else [layout] * len(result)
         return tuple(_wrap(r, v, lay) for r, v, lay in zip(result, val, layouts))
@@ -426,13 +455,17 @@ def _wrap(result, val, layout):
         layout = channels_last(len(shape))
     elif layout == "canonical" or layout is None:
         layout = canonical(len(shape))
+    if isinstance(result, ComplexParts) and val.is_complex():
+        real = val.dtype.to_real()
+        return ComplexValue(TensorValue(result.real, layout, shape, real),
+                            TensorValue(result.imag, layout, shape, real))
     return TensorValue(result, layout, shape, val.dtype)
 
 
 def _numpy(tensor) -> np.ndarray:
     if isinstance(tensor, torch.nn.Parameter):
         tensor = tensor.data
-    return tensor.detach().cpu().numpy()
+    return tensor.detach().cpu().resolve_conj().resolve_neg().numpy()
 
 
 def _converted_nodes(graph: torch.fx.Graph, skip):
@@ -460,7 +493,7 @@ def check_dynamic(graph: torch.fx.Graph, skip=frozenset(), symbols: dict | None 
     """
     problems: dict[tuple[str, str], list[str]] = {}
     for node in _converted_nodes(graph, skip):
-        converter = lookup(node.target)
+        converter = converter_for(node)
         reason = converter.dynamic_reason(node) if converter is not None else None
         if reason:
             problems.setdefault((str(node.target), reason), []).append(describe(node))
@@ -475,9 +508,10 @@ def check_dynamic(graph: torch.fx.Graph, skip=frozenset(), symbols: dict | None 
         "or --dynamic-dim on the command line), or change the model there.",
         problems=[{"op": op, "reason": r, "where": w} for (op, r), w in problems.items()],
     )
-def _dtype_reason(node: torch.fx.Node) -> str | None:
+def _dtype_reason(node: torch.fx.Node, complex_ok: bool = False) -> str | None:
     vals = pytree.tree_leaves(node.meta.get("val"))
-    reasons = [unsupported_dtype(v.dtype) for v in vals if isinstance(v, torch.Tensor)]
+    reasons = [unsupported_dtype(v.dtype) for v in vals if isinstance(v, torch.Tensor)
+               and not (complex_ok and v.dtype.is_complex)]
     return next((r for r in reasons if r), None)
 
 
@@ -494,21 +528,28 @@ def _no_converter(node: torch.fx.Node) -> str:
     return f"no converter ({what}: {_MOE_WAY_OUT})" if what else "no converter"
 
 
-def check_supported(graph: torch.fx.Graph, skip=frozenset()) -> None:
+def check_supported(graph: torch.fx.Graph, skip=frozenset(), user_inputs=None) -> None:
     """The pre-flight check: one error listing every unsupported op, count and locations.
 
     Nodes in ``skip`` (folded to constants at conversion time) need no converter.
+    ``user_inputs``: the placeholder names of forward's arguments (None: every placeholder);
+    a complex parameter or buffer is a constant like any other, a complex input is refused.
     """
-    problems: dict[tuple[str, str], list[str]] = {}
+    user_inputs = ({n.name for n in graph.nodes if n.op == "placeholder"}
+                   if user_inputs is None else set(user_inputs))
+    problems = complex_io_problems(graph, user_inputs)
     for node in graph.nodes:
-        if node.op == "placeholder" and (reason := _dtype_reason(node)):
+        if node.op == "placeholder" and (reason := _dtype_reason(node, complex_ok=True)):
             problems.setdefault((f"input {node.name}", reason), []).append("forward argument")
         if node.op != "call_function" or node.target is operator.getitem or node in skip:
             continue
-        converter = lookup(node.target)
-        reason = (_no_converter(node) if converter is None
-                  else converter.unsupported_reason(node))
-        reason = reason or _dtype_reason(node)
+        converter = converter_for(node)
+        touches_complex = reads_or_makes_complex(node)
+        if converter is None:
+            reason = complex_refusal(node) if touches_complex else _no_converter(node)
+        else:
+            reason = converter.unsupported_reason(node)
+        reason = reason or _dtype_reason(node, complex_ok=touches_complex)
         if reason:
             problems.setdefault((str(node.target), reason), []).append(describe(node))
     if problems:

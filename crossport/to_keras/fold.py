@@ -100,7 +100,8 @@ def evaluate(node: torch.fx.Node, values: dict) -> object:
     with torch.no_grad():
         result = node.target(*args, **kwargs)
     return pytree.tree_map(
-        lambda t: t.detach().cpu().numpy() if isinstance(t, torch.Tensor) else t, result)
+        lambda t: t.detach().cpu().resolve_conj().resolve_neg().numpy()
+        if isinstance(t, torch.Tensor) else t, result)  # a folded .conj() is a lazy view
 
 
 # ops that read only the shape and dtype of these positional arguments, never their values

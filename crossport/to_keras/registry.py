@@ -25,8 +25,8 @@ import torch
 from crossport.layout.policy import Policy  # re-exported: converters import it from here
 from crossport.to_keras.dynamic_dims import DynamicSpec, dynamic_reason
 
-__all__ = ["Converter", "Policy", "bind_arguments", "lookup", "native_overloads", "register",
-           "registered_ops"]
+__all__ = ["Converter", "Policy", "bind_arguments", "complex_ops", "lookup", "lookup_complex",
+           "native_overloads", "register", "register_complex", "registered_ops"]
 
 
 # supports(node) or supports(node, **arguments): a reason the node is unsupported, or None
@@ -191,6 +191,43 @@ def lookup(op) -> Converter | None:
     return _REGISTRY.get(op)
 
 
+# Converters for nodes that read or produce a complex value (docs/architecture.md, "Complex
+# values"): kept apart from _REGISTRY because add/mul/abs/clone have real converters too and
+# the two must never be confused. A complex value reaches these as a ComplexValue (CUSTOM)
+# or as ComplexParts laid out by the policy; any other converter never sees one.
+_COMPLEX: dict[object, Converter] = {}
+
+
+def register_complex(*ops, policy: Policy, supports: SupportsFn | None = None,
+                     keeps_layout: bool = False, dynamic: DynamicSpec = False,
+                     override: bool = False):
+    """Register the decorated function as the converter of ``ops`` when a node reads or
+    produces a complex tensor (the same arguments as :func:`register`)."""
+
+    def decorate(fn: Callable) -> Callable:
+        from crossport.errors import InputError
+
+        for op in ops:
+            if op in _COMPLEX and not override:
+                raise InputError(f"{op} already has a complex converter "
+                                 f"({_COMPLEX[op].fn.__name__}); pass override=True")
+            problem = schema_mismatch(fn, op._schema)
+            if problem:
+                raise InputError(f"complex converter {fn.__name__} does not fit {op}: {problem}")
+            _COMPLEX[op] = Converter(op, fn, policy, supports, keeps_layout, dynamic)
+        return fn
+
+    return decorate
+
+
+def lookup_complex(op) -> Converter | None:
+    return _COMPLEX.get(op)
+
+
+def complex_ops() -> dict[object, Converter]:
+    return dict(_COMPLEX)
+
+
 def registered_ops() -> dict[object, Converter]:
     return dict(_REGISTRY)
 
@@ -209,4 +246,4 @@ def passes_layout(node: torch.fx.Node) -> bool:
 
 def native_overloads() -> list[torch._ops.OpOverload]:
     """Overloads with a converter: these are kept whole by the decomposition step."""
-    return [op for op in registered_ops() if isinstance(op, torch._ops.OpOverload)]
+    return [op for op in {**_REGISTRY, **_COMPLEX} if isinstance(op, torch._ops.OpOverload)]

@@ -22,6 +22,10 @@ def unsupported_dtype(dtype) -> str | None:
     """Why a tensor of ``dtype`` cannot be converted, or None."""
     if not isinstance(dtype, torch.dtype) or dtype in _TORCH_TO_KERAS_DTYPE:
         return None
+    if dtype in (torch.complex64, torch.complex128):
+        return (f"{dtype} tensors reach an op without a complex converter (complex values "
+                "are held as real/imag pairs: FFTs, view_as_real/view_as_complex, .real, "
+                ".imag, abs, angle, conj, add/sub/mul and shape ops take them)")
     if dtype == torch.bfloat16:
         return ("bfloat16 tensors: TF rounds bfloat16 intermediates differently from torch, "
                 "so parity cannot be proven; convert the module in float32 (module.float()) "
@@ -68,6 +72,51 @@ class TensorValue:
         if sizes.count(-1) > 1:
             raise NotImplementedError("reshape with more than one dynamic dim")
         return sizes
+
+
+@dataclass
+class ComplexValue:
+    """A complex torch tensor as two real ``TensorValue``s in the same layout.
+
+    Keras has no complex tensors in a functional model (its FFT ops take and return
+    ``(real, imag)`` pairs), so the emitter holds the parts. Only converters registered
+    with ``register_complex`` receive one; any other consumer is refused before building.
+    """
+
+    real: TensorValue
+    imag: TensorValue
+
+    @property
+    def layout(self) -> Layout:
+        return self.real.layout
+
+    @property
+    def shape(self) -> tuple:
+        return self.real.shape
+
+    @property
+    def rank(self) -> int:
+        return self.real.rank
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The torch complex dtype (complex64 for float32 parts)."""
+        return torch.complex128 if self.real.dtype == torch.float64 else torch.complex64
+
+
+@dataclass
+class ComplexParts:
+    """The real and imaginary parts of a complex value as a converter gets or returns them
+    (Keras tensors or numpy arrays, already laid out); not a tuple, which would read as
+    several outputs."""
+
+    real: object
+    imag: object
+
+
+def complex_parts(array: np.ndarray) -> ComplexParts:
+    """A complex numpy constant (a folded ``view_as_complex`` of a parameter) as its parts."""
+    return ComplexParts(np.ascontiguousarray(array.real), np.ascontiguousarray(array.imag))
 
 
 class Transposes:

@@ -14,7 +14,7 @@ import sys
 
 import crossport.to_keras.ops  # noqa: F401  (registers the converters)
 from crossport.layout import Policy
-from crossport.to_keras.registry import registered_ops
+from crossport.to_keras.registry import complex_ops, registered_ops
 from crossport.to_torch.registry import registered_layers as reverse_layers
 from crossport.to_torch.registry import registered_ops as reverse_ops
 
@@ -58,7 +58,8 @@ def _touches_internals(fn) -> str | None:
 
 
 def test_custom_converters_remap_dims_through_the_layout_contract():
-    custom = {c.fn for c in registered_ops().values() if c.policy is Policy.CUSTOM}
+    converters = [*registered_ops().values(), *complex_ops().values()]  # FFTs, view_as_real
+    custom = {c.fn for c in converters if c.policy is Policy.CUSTOM}
     found = {fn.__name__: where for fn in custom if (where := _touches_internals(fn))}
     unexpected = {name: where for name, where in found.items() if name not in SPECIAL}
     assert not unexpected, (

@@ -21,6 +21,7 @@ from crossport.layout import (
     after_insert,
     after_permute,
     after_reduce,
+    after_unfold,
     canonical,
     channels_first,
     channels_last,
@@ -100,6 +101,21 @@ def test_insert_a_dim(layout, dim):
         assert out.is_canonical  # torch order stays torch order
     else:
         assert physical_axis(out, dim) == 4  # a permuted layout gets the new axis last
+
+
+@pytest.mark.parametrize("layout", LAYOUTS, ids=IDS)
+@pytest.mark.parametrize("dim", range(-4, 4))
+def test_unfold_by_one_gather(layout, dim):
+    ref = reference()
+    size, step = 2, 1
+    out = after_unfold(layout, dim)
+    windows = (SHAPE[dim] - size) // step + 1
+    index = torch.arange(windows)[:, None] * step + torch.arange(size)[None, :]
+    axis = physical_axis(layout, dim)
+    x = held(ref, layout)
+    gathered = x.index_select(axis, index.flatten()).unflatten(axis, (windows, size))
+    want = ref.unfold(dim, size, step).permute(out.perm)
+    torch.testing.assert_close(gathered, want, rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("layout", LAYOUTS, ids=IDS)

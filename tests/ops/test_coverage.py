@@ -16,7 +16,7 @@ import torch
 import tests.ops
 from crossport.capture import capture
 from crossport.options import ConvertOptions
-from crossport.to_keras.registry import native_overloads, registered_ops
+from crossport.to_keras.registry import complex_ops, native_overloads, registered_ops
 
 # Converters torch.export never leaves in a graph today.
 # test_unreachable_converters_stay_unreachable fails when that changes, so they then get a
@@ -29,8 +29,9 @@ UNREACHABLE = {
 
 
 def builtin_converter_names() -> set[str]:
-    return {c.fn.__name__ for c in registered_ops().values()
-            if c.fn.__module__.startswith("crossport.")}
+    """Every built-in converter, the complex ones (``register_complex``) included."""
+    converters = [*registered_ops().values(), *complex_ops().values()]
+    return {c.fn.__name__ for c in converters if c.fn.__module__.startswith("crossport.")}
 
 
 def rows_naming_converters() -> dict[str, list[str]]:

@@ -18,6 +18,7 @@ from crossport.layout import (
     after_insert,
     after_permute,
     after_reduce,
+    after_unfold,
     canonical,
     permuted_shape,
     physical_axis,
@@ -28,6 +29,7 @@ from crossport.layout import (
 )
 from crossport.layout.reshape import flat_layout, layout_after_reshape, reshape_groups
 from crossport.to_keras import slicing
+from crossport.to_keras.dynamic_dims import static_dims
 from crossport.to_keras.ops.elementwise import keras_add
 from crossport.to_keras.registry import Policy, register
 from crossport.to_keras.values import TensorValue, concrete, keras_dtype
@@ -385,6 +387,24 @@ def aten_select_int(ctx, self, dim, index):
     if isinstance(index, int):  # a slice and a squeeze: XNNPACK takes no shrinking slice
         return slicing.select(value.tensor, physical_axis(value.layout, dim), index)
     return value.tensor[physical_index(value.layout, dim, index)]
+
+
+@register(aten.unfold.default, policy=Policy.CUSTOM, dynamic=static_dims(
+    "self", lambda node: [node.args[1]], "unfold (its number of windows)"))
+def aten_unfold_default(ctx, self, dimension, size, step):
+    """unfold(Tensor(a) self, int dimension, int size, int step) -> Tensor(a)
+
+    The windows ``x[i*step : i*step + size]`` along ``dimension`` (a new last dim of
+    ``size``; torch.stft's framing): one gather along the dim's axis with the
+    ``[windows, size]`` index table, the window dim held right after it.
+    """
+    value = ctx.plain(as_value(ctx, self))
+    length = concrete(value.shape[dimension])
+    windows = (length - size) // step + 1
+    index = np.arange(windows)[:, None] * step + np.arange(size)[None, :]
+    ctx.out_layout = after_unfold(value.layout, dimension)
+    axis = physical_axis(value.layout, dimension)
+    return ops.take(value.tensor, index.astype("int32"), axis=axis)
 
 
 @register(aten.index_select.default, policy=Policy.CUSTOM, keeps_layout=True, dynamic=True)
