@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import math
 import operator
+import string
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
 from crossport.errors import UnsupportedLayerError
 from crossport.layout import (
+    after_insert,
     after_permute,
     after_reduce,
     canonical,
@@ -21,7 +24,9 @@ from crossport.layout import (
     normalize_dims,
     physical_axes,
     physical_axis,
+    physical_order,
     reduction_dims,
+    shared_layout,
     transpose_perm,
 )
 from crossport.layout.policy import Policy
@@ -149,27 +154,32 @@ _reduce("Max", torch.amax)
 _reduce("Min", torch.amin)
 _reduce("Any", torch.any)
 _reduce("All", torch.all)
+_reduce("Logsumexp", torch.logsumexp)  # TF's reduce_logsumexp: the same shift by a finite max
 
 
 def _softmax_supported(op) -> str | None:
     if op.axis is None or isinstance(op.axis, int):
         return None
-    return (f"keras.ops.softmax over axes {op.axis}: Keras' Softmax op cannot run it in a "
-            "functional graph (TF's softmax takes one axis); reshape to one axis first")
+    name = type(op).__name__
+    return (f"keras.ops.{'log_softmax' if name == 'LogSoftmax' else 'softmax'} over axes "
+            f"{op.axis}: Keras' {name} op cannot run it in a functional graph (TF's softmax "
+            "takes one axis); reshape to one axis first")
 
 
-@register_op(policy=Policy.CUSTOM, keeps_layout=True, supports=_softmax_supported)
+@register_op("Softmax", "LogSoftmax", policy=Policy.CUSTOM, keeps_layout=True,
+             supports=_softmax_supported)
 def Softmax(ctx: Context, op, x: Held) -> Held:
-    """keras.ops.softmax(x, axis): torch.softmax on the held dim (axis None: over every
-    element, batch included, as TF's backend flattens the tensor)."""
+    """keras.ops.softmax / log_softmax(x, axis): torch.softmax / log_softmax on the held dim
+    (axis None: over every element, batch included, as TF's backend flattens the tensor)."""
+    fn = torch.log_softmax if type(op).__name__ == "LogSoftmax" else torch.softmax
     x = ctx.plain(x)
     if op.axis is None:
         x = ctx.canonical(x)
         flat = ctx.call_method("flatten", x.node, 0)
-        node = ctx.call_method("reshape", ctx.call_function(torch.softmax, flat, 0),
+        node = ctx.call_method("reshape", ctx.call_function(fn, flat, 0),
                                *[-1 if s is None else s for s in x.shape])
         return Held(node, x.layout, x.shape)
-    return Held(ctx.call_function(torch.softmax, x.node, physical_axis(x.layout, op.axis)),
+    return Held(ctx.call_function(fn, x.node, physical_axis(x.layout, op.axis)),
                 x.layout, x.shape)
 
 
@@ -179,18 +189,110 @@ def Matmul(ctx: Context, op, x1, x2):
     return ctx.call_function(torch.matmul, x1, x2)
 
 
-@register_op(policy=Policy.CUSTOM, keeps_layout=True)
-def Concatenate(ctx: Context, op, xs) -> Held:
-    """keras.ops.concatenate(xs, axis): torch.cat on the held dim (first input's layout)."""
-    first = ctx.plain(xs[0])
-    values = [ctx.to_layout(x, first.layout) for x in xs]
-    axis = normalize_dim(op.axis, first.rank)
+def _einsum_supported(op) -> str | None:
+    if "->" not in op.subscripts and "..." in op.subscripts:
+        return (f"keras.ops.einsum({op.subscripts!r}): an implicit output with '...' (TF's "
+                "einsum fails on it); write the output subscripts ('...j,jk->...k')")
+    return None
+
+
+@register_op(policy=Policy.CUSTOM, supports=_einsum_supported)
+def Einsum(ctx: Context, op, *operands) -> Held:
+    """keras.ops.einsum(subscripts, *operands): torch.einsum on the tensors as held, each
+    operand's subscripts listed in its held order (no permute), the result in Keras order.
+
+    ``...`` is spelled out in unused letters, aligned from the right (numpy's broadcast); an
+    implicit output is Keras' (its TF backend renames the letters in order of first
+    appearance, then keeps the ones seen once, sorted). Integer operands are computed in
+    float32 and cast back, as Keras' TF backend does.
+    """
+    letters = string.ascii_letters
+    names: dict[str, str] = {}
+    subscripts = "".join(names.setdefault(c, letters[len(names)]) if c in letters else c
+                         for c in op.subscripts.replace(" ", ""))
+    inputs, arrow, output = subscripts.partition("->")
+    terms = inputs.split(",")
+    want = ctx.output_dtype()
+    compute = want if want.is_floating_point else torch.float32
+    values = _operands(ctx, operands)
+    spare = [c for c in letters if c not in subscripts]
+    widths = [v.rank - (len(t) - 3) for t, v in zip(terms, values) if "..." in t]
+    batch = spare[:max(widths, default=0)]
+    held_terms = []
+    for term, value in zip(terms, values):
+        if "..." in term:
+            width = value.rank - (len(term) - 3)
+            term = term.replace("...", "".join(batch[len(batch) - width:]))
+        held_terms.append("".join(physical_order(value.layout, list(term))))
+    if arrow:
+        output = output.replace("...", "".join(batch))
+    else:
+        joined = "".join(terms)
+        output = "".join(sorted(c for c in set(joined) if joined.count(c) == 1))
+    nodes = [v.node if compute == want else ctx.call_method("to", v.node, compute)
+             for v in values]
+    node = ctx.call_function(torch.einsum, f"{','.join(held_terms)}->{output}", *nodes)
+    if compute != want:
+        node = ctx.call_method("to", node, want)
+    return Held(node, canonical(len(output)), ctx.output_shapes[0])
+
+
+@register_op("Concatenate", "Append", "Hstack", "Vstack", policy=Policy.CUSTOM,
+             keeps_layout=True)
+def Concatenate(ctx: Context, op, xs, x2=None) -> Held:
+    """keras.ops.concatenate(xs, axis), append(x1, x2, axis), hstack(xs), vstack(xs):
+    torch.cat on the held dim of the shared layout, in Keras' result dtype. ``append``
+    without an axis concatenates the flattened tensors (batch included); ``hstack`` joins
+    axis 1 (axis 0 for vectors), ``vstack`` axis 0, the batch."""
+    name = type(op).__name__
+    values = _operands(ctx, [xs, x2] if name == "Append" else list(xs))
+    if name == "Append" and op.axis is None:
+        values = [ctx.canonical(v) for v in values]
+        values = [Held(ctx.call_method("reshape", v.node, -1), canonical(1), (None,))
+                  for v in values]
+        axis = 0
+    else:
+        axis = {"Hstack": 0 if values[0].rank == 1 else 1, "Vstack": 0}.get(
+            name, getattr(op, "axis", 0))
+    layout = shared_layout([v.layout for v in values])
+    values = [ctx.to_layout(v, layout) for v in values]
+    axis = normalize_dim(axis, layout.rank)
     node = ctx.call_function(torch.cat, [v.node for v in values],
-                             dim=physical_axis(first.layout, axis))
-    shape = list(first.shape)
-    sizes = [v.shape[axis] for v in values]
-    shape[axis] = None if None in sizes else sum(sizes)
-    return Held(node, first.layout, tuple(shape))
+                             dim=physical_axis(layout, axis))
+    return Held(node, layout, ctx.output_shapes[0])
+
+
+@register_op(policy=Policy.CUSTOM)
+def Stack(ctx: Context, op, xs) -> Held:
+    """keras.ops.stack(xs, axis): torch.stack of the inputs held alike, the new axis where
+    ``after_insert`` holds it (last for a permuted layout: no permute), Keras' dtype."""
+    values = _operands(ctx, xs)
+    layout = shared_layout([v.layout for v in values])
+    values = [ctx.to_layout(v, layout) for v in values]
+    axis = normalize_dim(int(op.axis), layout.rank + 1)
+    result = after_insert(layout, axis)
+    node = ctx.call_function(torch.stack, [v.node for v in values],
+                             dim=physical_axis(result, axis))
+    return Held(node, result, ctx.output_shapes[0])
+
+
+def _operands(ctx: Context, values) -> list[Held]:
+    """Tensor operands held in a plain layout, each in Keras' result dtype (Keras promotes
+    mixed inputs first: int32 with float32 is float32; a cast only where a dtype differs);
+    numpy / Python constants as buffers in that dtype."""
+    want = ctx.output_dtypes[0]
+    keras_dtypes = iter(ctx.input_dtypes)
+    held = []
+    for value in values:
+        if not isinstance(value, Held):
+            held.append(ctx.constant(np.asarray(value).astype(want)))
+            continue
+        value = ctx.plain(value)
+        if next(keras_dtypes, None) != want:
+            value = Held(ctx.call_method("to", value.node, ctx.output_dtype()), value.layout,
+                         value.shape)
+        held.append(value)
+    return held
 
 
 def _as_output_dtype(ctx: Context, node):

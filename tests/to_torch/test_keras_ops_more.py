@@ -1,0 +1,207 @@
+"""keras.ops in functional graphs -> torch: einsum, take, take_along_axis, sort, argsort,
+top_k, stack, log_softmax, logsumexp and the concatenate family, on tensors held in Keras
+order and permuted (a conv output held NCHW, a transposed tensor), and the special values
+(±inf, ±0, ties, NaN) that decide an order."""
+
+import keras
+import numpy as np
+import pytest
+import torch
+
+import crossport
+from tests.to_torch.harness import assert_to_torch
+
+L = keras.layers
+ops = keras.ops
+
+
+def _conv(x):
+    return L.Conv2D(3, 1)(x)   # held NCHW: the op's Keras axes are remapped
+
+
+def _t(x):
+    return ops.transpose(x, (0, 2, 1))   # a relabelled layout: held permuted
+
+
+OPS = {
+    "einsum-attention": ((5, 6), lambda x: ops.einsum("btc,bsc->bts", x, x)),
+    "einsum-conv-held-nchw": ((4, 5, 2), lambda x: ops.einsum("bhwc,bhwd->bcd", _conv(x),
+                                                              _conv(x))),
+    "einsum-ellipsis": ((3, 5, 6), lambda x: ops.einsum("...c,...d->...cd", x, x[:, :1])),
+    "einsum-ellipsis-ranks": ((3, 5, 6), lambda x: ops.einsum(
+        "...c,...c->...", _conv(x), np.linspace(-1, 1, 15, dtype="float32").reshape(5, 3))),
+    "einsum-implicit-renamed": ((5, 6), lambda x: ops.einsum("bcd,bce", x, x)),
+    "einsum-numpy-operand": ((5, 6), lambda x: ops.einsum(
+        "btc,cd->btd", _t(_t(x)), np.arange(24, dtype="float32").reshape(6, 4) / 10)),
+    "take-axis-held-nchw": ((4, 5, 3), lambda x: ops.take(_conv(x), np.array([2, 0, -1, 2]),
+                                                          axis=-1)),
+    "take-scalar": ((4, 5, 3), lambda x: ops.take(_conv(x), -2, axis=1)),
+    "take-2d-indices": ((5, 6), lambda x: ops.take(x, np.array([[0, -1], [3, 1]]), axis=2)),
+    "take-flat": ((5, 6), lambda x: ops.take(x, np.array([3, -1, 7]))),
+    "take-along-argsort": ((5, 6), lambda x: ops.take_along_axis(x, ops.argsort(x, axis=1),
+                                                                 axis=1)),
+    "take-along-transposed": ((5, 6), lambda x: ops.take_along_axis(
+        _t(x), ops.argsort(-_t(x), axis=-1)[:, :, :2], axis=-1)),
+    "take-along-negative-numpy": ((5, 6), lambda x: ops.take_along_axis(
+        x, np.array([[[-1], [0], [-6], [2], [5]]]), axis=2)),
+    "sort-axis-1": ((5, 6), lambda x: ops.sort(x, axis=1)),
+    "sort-held-nchw": ((4, 5, 3), lambda x: ops.sort(_conv(x), axis=-1)),
+    "sort-flat": ((5, 6), lambda x: ops.sort(x, axis=None)),
+    "argsort-transposed": ((5, 6), lambda x: ops.argsort(_t(x), axis=1)),
+    "top-k": ((5, 6), lambda x: list(ops.top_k(x, 3))),
+    "top-k-held-nchw": ((4, 5, 3), lambda x: list(ops.top_k(_conv(x), 2))),
+    "top-k-unsorted-all": ((5, 6), lambda x: list(ops.top_k(x, 6, sorted=False))),
+    "stack-axis-1": ((5, 6), lambda x: ops.stack([x, x * 2.0, x - 1.0], axis=1)),
+    "stack-held-nchw": ((4, 5, 3), lambda x: ops.stack([_conv(x), _conv(x)], axis=-1)),
+    "stack-int-and-float": ((5, 6), lambda x: ops.stack([ops.cast(x > 0, "int32"), x])),
+    "log-softmax": ((5, 6), lambda x: ops.log_softmax(x, axis=1)),
+    "log-softmax-held-nchw": ((4, 5, 3), lambda x: ops.log_softmax(_conv(x))),
+    "log-softmax-all": ((5, 6), lambda x: ops.log_softmax(x, axis=None)),
+    "logsumexp": ((5, 6), lambda x: ops.logsumexp(x, axis=1)),
+    "logsumexp-keepdims-nchw": ((4, 5, 3), lambda x: ops.logsumexp(_conv(x), axis=(1, 2),
+                                                                   keepdims=True)),
+    "append-flat": ((5, 6), lambda x: ops.append(x, x * 2.0)),
+    "append-axis": ((4, 5, 3), lambda x: ops.append(_conv(x), _conv(x), axis=1)),
+    "hstack": ((5, 6), lambda x: ops.hstack([x, _t(_t(x))])),
+    "vstack": ((5, 6), lambda x: ops.vstack([x, x + 1.0])),
+    "getitem-int": ((5, 6), lambda x: x[:, -1] + x[:, 0]),
+    "getitem-slices-held-nchw": ((4, 5, 3), lambda x: _conv(x)[:, 1:100, -4:, 0]),
+    "getitem-ellipsis-step": ((4, 5, 3), lambda x: _conv(x)[..., ::2, 1:]),
+    "getitem-newaxis": ((5, 6), lambda x: x[:, None, 2:, ..., None]),
+}
+
+
+@pytest.mark.parametrize("shape, fn", OPS.values(), ids=OPS.keys())
+def test_keras_ops(shape, fn):
+    x = keras.Input(shape)
+    assert_to_torch(keras.Model(x, fn(x)))
+
+
+def test_take_with_indices_from_the_graph():
+    """Indices as an int32 model input: negative ones count from the end."""
+    x, ids = keras.Input((5, 6)), keras.Input((3,), dtype="int32")
+    model = keras.Model([x, ids], [ops.take(x, ids - 3, axis=1), ops.take(x, ids)])
+    assert_to_torch(model, int_high=5)
+
+
+def test_integer_einsum_keeps_keras_dtype():
+    x = keras.Input((4, 5), dtype="int32")
+    assert_to_torch(keras.Model(x, ops.einsum("bij,bkj->bik", x, x)), live=False)
+
+
+def test_integer_sort_extremes():
+    x = keras.Input((6,), dtype="int32")
+    model = keras.Model(x, [ops.sort(x), ops.argsort(x), *ops.top_k(x, 4)])
+    net = crossport.to_torch(model, (torch.randint(-9, 9, (2, 6), dtype=torch.int32),))
+    info = np.iinfo(np.int32)
+    values = np.array([[info.min, info.max, 0, info.min, 5, info.max],
+                       [3, 3, -1, 3, info.min, 0]], np.int32)
+    _assert_same(model, net, values)
+
+
+SPECIAL = np.array([-np.inf, np.inf, -0.0, 0.0, 1.0, -1.0, 2.0], np.float32)
+
+
+def _special(shape, seed, nan=False):
+    rng = np.random.default_rng(seed)
+    values = rng.choice(SPECIAL, size=shape)
+    if nan:
+        values[rng.random(shape) < 0.2] = np.nan
+    return values.astype(np.float32)
+
+
+def _order_model():
+    """sort / argsort / top_k on the Keras-ordered tensor and on a permuted one."""
+    x = keras.Input((7, 9))
+    outs = [ops.sort(x), ops.argsort(x), *ops.top_k(x, 4), ops.sort(x, axis=1),
+            ops.argsort(x, axis=1), ops.sort(_t(x), axis=1), ops.argsort(_t(x), axis=1),
+            *ops.top_k(_t(x), 7), ops.argsort(x, axis=None)]
+    return keras.Model(x, outs)
+
+
+def _run(model, net, values):
+    want = [np.asarray(w) for w in keras.tree.flatten(model(values))]
+    with torch.no_grad():
+        got = [g.numpy() for g in keras.tree.flatten(net(torch.from_numpy(values)))]
+    return want, got
+
+
+def _assert_same(model, net, values):
+    want, got = _run(model, net, values)
+    for w, g in zip(want, got):
+        assert w.dtype == g.dtype
+        np.testing.assert_array_equal(g, w)   # NaN positions too
+        if w.dtype.kind == "f":   # -0.0 and 0.0 are ties: which one lands where is order
+            np.testing.assert_array_equal(np.signbit(g), np.signbit(w))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_order_with_inf_signed_zeros_and_ties(seed):
+    """TF breaks ties (-0.0 == 0.0 included) by the lower index and orders ±inf as values:
+    the stable sort gives the same values, signs of zeros and indices."""
+    model = _order_model()
+    net = crossport.to_torch(model, (torch.randn(2, 7, 9),))
+    _assert_same(model, net, _special((3, 7, 9), seed))
+
+
+def test_order_of_rows_with_nan():
+    """NaN fails TF's comparisons both ways, so a row holding NaN comes out in an order its
+    kernel's steps leave (the module puts NaN where torch does): rows without NaN match
+    exactly, rows with NaN hold the same values and their indices are a permutation."""
+    x = keras.Input((9,))
+    model = keras.Model(x, [ops.sort(x), ops.argsort(x), *ops.top_k(x, 9)])
+    net = crossport.to_torch(model, (torch.randn(2, 9),))
+    values = _special((40, 9), 3, nan=True)
+    clean = ~np.isnan(values).any(axis=1)
+    assert clean.any() and not clean.all()
+    want, got = _run(model, net, values)
+    for w, g in zip(want, got):
+        np.testing.assert_array_equal(g[clean], w[clean])
+        if w.dtype.kind == "f":
+            np.testing.assert_array_equal(np.sort(g, axis=1), np.sort(w, axis=1))
+        else:
+            np.testing.assert_array_equal(np.sort(g, axis=1), np.sort(w, axis=1))
+            np.testing.assert_array_equal(np.sort(g, axis=1), np.broadcast_to(np.arange(9),
+                                                                              g.shape))
+
+
+def test_softmax_family_with_infinities():
+    """-inf logits get log-probability -inf, an all -inf row or a +inf logit makes the row
+    NaN; logsumexp shifts by the finite max only, as TF's reduce_logsumexp (softmax is not
+    here: TF's own result for a +inf logit depends on TF_ENABLE_ONEDNN_OPTS)."""
+    x = keras.Input((6,))
+    model = keras.Model(x, [ops.log_softmax(x), ops.logsumexp(x, axis=-1),
+                            ops.logsumexp(x, axis=-1, keepdims=True)])
+    net = crossport.to_torch(model, (torch.randn(2, 6),))
+    values = _special((30, 6), 4) * np.float32(3.0)
+    values[0] = -np.inf
+    values[1] = np.inf
+    values[2, :3] = np.array([np.inf, -np.inf, 1.0], np.float32)
+    want, got = _run(model, net, values)
+    for w, g in zip(want, got):
+        np.testing.assert_array_equal(np.isnan(g), np.isnan(w))
+        np.testing.assert_array_equal(np.isinf(g) & (g > 0), np.isinf(w) & (w > 0))
+        np.testing.assert_array_equal(np.isinf(g) & (g < 0), np.isinf(w) & (w < 0))
+        finite = np.isfinite(w)
+        np.testing.assert_allclose(g[finite], w[finite], rtol=1e-5, atol=1e-5)
+
+
+def test_top_k_unsorted_is_refused():
+    """TF's sorted=False order is what its selection kernel leaves: not reproduced."""
+    x = keras.Input((6,))
+    model = keras.Model(x, ops.top_k(x, 3, sorted=False)[0])
+    with pytest.raises(crossport.UnsupportedLayerError, match="sorted=False"):
+        crossport.to_torch(model, (torch.randn(2, 6),))
+
+
+def test_getitem_with_a_negative_step_is_refused():
+    x = keras.Input((4, 5))
+    with pytest.raises(crossport.UnsupportedLayerError, match="step -1"):
+        crossport.to_torch(keras.Model(x, x[:, ::-1]), (torch.randn(2, 4, 5),))
+
+
+def test_log_softmax_over_several_axes_is_refused():
+    x = keras.Input((4, 5, 3))
+    model = keras.Model(x, ops.log_softmax(x, axis=(1, 2)))
+    with pytest.raises(crossport.UnsupportedLayerError, match="log_softmax over axes"):
+        crossport.to_torch(model, (torch.randn(2, 4, 5, 3),))
