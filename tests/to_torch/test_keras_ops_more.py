@@ -205,3 +205,24 @@ def test_log_softmax_over_several_axes_is_refused():
     model = keras.Model(x, ops.log_softmax(x, axis=(1, 2)))
     with pytest.raises(crossport.UnsupportedLayerError, match="log_softmax over axes"):
         crossport.to_torch(model, (torch.randn(2, 4, 5, 3),))
+
+
+def test_new_ops_export_and_write_source(tmp_path):
+    """The module exports with torch.export and its generated source rebuilds it exactly."""
+    import importlib.util
+
+    x, ids = keras.Input((5, 6)), keras.Input((3,), dtype="int32")
+    y = ops.einsum("btc,bsc->bts", x, x)
+    values, indices = ops.top_k(ops.sort(y, axis=1), 2)
+    out = ops.stack([ops.take(x, ids), ops.take_along_axis(
+        x[:, :, 1], ops.argsort(x[:, :, 2]), axis=1)[:, :3]], axis=-1)
+    model = keras.Model([x, ids], [values, indices, out, ops.log_softmax(y, axis=1)])
+    conv = assert_to_torch(model, int_high=5, export=True)
+    path = crossport.to_torch_source(conv, tmp_path / "model_torch.py")
+    spec = importlib.util.spec_from_file_location("model_torch", path)
+    written = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(written)
+    args = (torch.randn(3, 5, 6), torch.randint(-5, 5, (3, 3), dtype=torch.int32))
+    with torch.no_grad():
+        torch.testing.assert_close(written.build_model()(*args), conv.module(*args), rtol=0,
+                                   atol=0)
