@@ -109,7 +109,8 @@ _ARGS: dict[type, Callable[[nn.Module], str]] = {
     own.KerasMultiHeadAttention: lambda m: (
         f"{m.query.in_features}, {m.key.in_features}, {m.value.in_features}, {m.num_heads}, "
         f"{m.key_dim}, {m.value_dim}, {m.attention_output.out_features}, "
-        f"{m.query.bias is not None!r}, {m.zero_masked!r}"),
+        f"{m.query.bias is not None!r}, {m.zero_masked!r}, {m.num_kv_heads}, "
+        f"{m.sliding_window!r}, {m.gate is not None!r}"),
 }
 for _cls in (tf_pool.TFMaxPool1d, tf_pool.TFMaxPool2d, tf_pool.TFMaxPool3d, tf_pool.TFAvgPool1d,
              tf_pool.TFAvgPool2d, tf_pool.TFAvgPool3d):
