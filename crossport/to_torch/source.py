@@ -95,7 +95,9 @@ _ARGS: dict[type, Callable[[nn.Module], str]] = {
                                        f"{m.bias is not None!r}, {m.weight is not None!r}, "
                                        f"{m.axis}"),
     tf_rnn.KerasLSTM: _keras_rnn, tf_rnn.KerasGRU: _keras_rnn, tf_rnn.KerasSimpleRNN: _keras_rnn,
-    tf_resize.TFResize: lambda m: f"{m.size!r}, {m.method!r}, {m.antialias!r}",
+    tf_resize.TFResize: lambda m: (f"{m.size!r}, {m.method!r}, {m.antialias!r}, "
+                                   f"{m.crop_to_aspect_ratio!r}, {m.pad_to_aspect_ratio!r}, "
+                                   f"{m.fill_value!r}"),
     tf_resize.KerasUpSampling2D: lambda m: f"{m.size!r}, {m.interpolation!r}",
     KerasActivation: lambda m: f"{m.name!r}, {m.axis}",
     KerasPReLU: lambda m: f"{tuple(m.alpha.shape)!r}",
