@@ -199,6 +199,7 @@ class KerasAttention(nn.Module):
     Scores ``q @ k^T`` (times the learned ``scale`` if ``use_scale``) or, ``concat``,
     ``concat_score_weight * sum(tanh(scale * (q_i + k_j)))``; masked scores lose ``1e9``
     (Keras' rule, not ``-inf``); the output rows of masked queries are zero.
+    ``return_attention_scores=True`` also returns the softmax weights ``[B, Tq, Tv]``.
 
     Example:
         >>> import torch
@@ -224,7 +225,7 @@ class KerasAttention(nn.Module):
 
     def forward(self, query: torch.Tensor, value: torch.Tensor, key: torch.Tensor | None = None,
                 query_mask: torch.Tensor | None = None, value_mask: torch.Tensor | None = None,
-                use_causal_mask: bool = False) -> torch.Tensor:
+                use_causal_mask: bool = False, return_attention_scores: bool = False):
         scores = self._scores(query, value if key is None else key)
         mask = None if value_mask is None else value_mask.bool().unsqueeze(-2)
         if use_causal_mask:
@@ -232,10 +233,11 @@ class KerasAttention(nn.Module):
             mask = causal if mask is None else mask & causal
         if mask is not None:
             scores = torch.where(mask, scores, scores - 1.0e9)
-        out = torch.softmax(scores, dim=-1) @ value
-        if query_mask is not None:
+        weights = torch.softmax(scores, dim=-1)
+        out = weights @ value
+        if query_mask is not None:  # (the weights Keras returns keep masked query rows)
             out = torch.where(query_mask.bool().unsqueeze(-1), out, 0.0)
-        return out
+        return (out, weights) if return_attention_scores else out
 
 
 class KerasAdditiveAttention(KerasAttention):

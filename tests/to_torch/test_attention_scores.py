@@ -85,3 +85,20 @@ def test_gqa_exports_and_writes_source(tmp_path):
     with torch.no_grad():
         torch.testing.assert_close(written.build_model()(*args), conv.module(*args), rtol=0,
                                    atol=0)
+
+
+@pytest.mark.parametrize("build", [
+    lambda: L.Attention(use_scale=True), lambda: L.Attention(score_mode="concat"),
+    lambda: L.AdditiveAttention()], ids=["dot-scale", "concat", "additive"])
+def test_keras_attention_layers_return_scores(build):
+    """keras.layers.Attention / AdditiveAttention(return_attention_scores=True): the softmax
+    weights, causal and padding masks included (a masked query's weight row is kept)."""
+    q_ids, v_ids = keras.Input((T,), dtype="int32"), keras.Input((T,), dtype="int32")
+    embed = L.Embedding(VOCAB, 4, mask_zero=True)
+    layer = build()
+    out, scores = layer([embed(q_ids), embed(v_ids)], return_attention_scores=True,
+                        use_causal_mask=True)
+    model = keras.Model([q_ids, v_ids], [out, scores])
+    for var in layer.weights:  # scale / concat weight start at 1: not an identity
+        var.assign(var.numpy() * 0 + 0.7)
+    _assert_converts(model, _ids)

@@ -105,10 +105,7 @@ def _attention_module(ctx: Context, layer, heads: int, kv_heads: int, key_dim: i
     attention_mask = _with_keras_masks(ctx, attention_mask, *keras_masks)
     out = ctx.call_module(module, query, value, key, attention_mask, bool(use_causal_mask),
                           bool(return_attention_scores))
-    if not return_attention_scores:
-        return out
-    return [ctx.call_function(operator.getitem, out, 0),
-            ctx.call_function(operator.getitem, out, 1)]
+    return _outputs(ctx, out, return_attention_scores)
 
 
 def _with_keras_masks(ctx: Context, attention_mask, query_mask, value_mask, key_mask):
@@ -140,8 +137,10 @@ def _scalar(parameter: torch.nn.Parameter | None, variable) -> None:
 
 
 @register_layer(policy=Policy.CANONICAL, supports=_attention_supported, masks=True)
-def Attention(ctx: Context, layer, inputs, mask=None, use_causal_mask=False, **_call_kwargs):
-    """keras.layers.Attention([query, value(, key)]): dot/concat scores, use_scale, causal.
+def Attention(ctx: Context, layer, inputs, mask=None, use_causal_mask=False,
+              return_attention_scores=False, **_call_kwargs):
+    """keras.layers.Attention([query, value(, key)]): dot/concat scores, use_scale, causal,
+    ``return_attention_scores`` (the softmax weights, masked query rows kept as Keras does).
 
     ``mask`` is Keras' ``[query_mask, value_mask]`` (either may be None).
     """
@@ -151,13 +150,22 @@ def Attention(ctx: Context, layer, inputs, mask=None, use_causal_mask=False, **_
     _scalar(module.concat_score_weight, getattr(layer, "concat_score_weight", None))
     query, value, *key = inputs
     query_mask, value_mask = (list(mask) + [None, None])[:2] if mask is not None else (None, None)
-    return ctx.call_module(module, query, value, key[0] if key else None, query_mask,
-                           value_mask, bool(use_causal_mask))
+    out = ctx.call_module(module, query, value, key[0] if key else None, query_mask,
+                          value_mask, bool(use_causal_mask), bool(return_attention_scores))
+    return _outputs(ctx, out, return_attention_scores)
+
+
+def _outputs(ctx: Context, out, return_attention_scores) -> object:
+    """The module's output, or its ``(output, scores)`` pair as two graph values."""
+    if not return_attention_scores:
+        return out
+    return [ctx.call_function(operator.getitem, out, 0),
+            ctx.call_function(operator.getitem, out, 1)]
 
 
 @register_layer(policy=Policy.CANONICAL, masks=True)
 def AdditiveAttention(ctx: Context, layer, inputs, mask=None, use_causal_mask=False,
-                      **_call_kwargs):
+                      return_attention_scores=False, **_call_kwargs):
     """keras.layers.AdditiveAttention([query, value(, key)]): Bahdanau scores with a scale
     vector, masks and causal mask as Attention."""
     cfg = layer.get_config()
@@ -168,8 +176,9 @@ def AdditiveAttention(ctx: Context, layer, inputs, mask=None, use_causal_mask=Fa
         with torch.no_grad():
             module.scale.copy_(torch.from_numpy(np.asarray(layer.scale.numpy())))
     query_mask, value_mask = (list(mask) + [None, None])[:2] if mask is not None else (None, None)
-    return ctx.call_module(module, query, value, key[0] if key else None, query_mask,
-                           value_mask, bool(use_causal_mask))
+    out = ctx.call_module(module, query, value, key[0] if key else None, query_mask,
+                          value_mask, bool(use_causal_mask), bool(return_attention_scores))
+    return _outputs(ctx, out, return_attention_scores)
 
 
 def _einsum_supported(layer) -> str | None:
