@@ -226,3 +226,80 @@ def test_new_ops_export_and_write_source(tmp_path):
     with torch.no_grad():
         torch.testing.assert_close(written.build_model()(*args), conv.module(*args), rtol=0,
                                    atol=0)
+
+
+UNARY = ["sin", "cos", "tan", "arctan", "arcsin", "arccos", "sinh", "cosh", "log1p", "expm1",
+         "log2", "log10", "exp2", "floor", "ceil", "sign", "reciprocal", "softsign",
+         "log_sigmoid", "selu", "hard_tanh", "round", "isnan", "isinf", "isfinite", "elu",
+         "celu", "leaky_relu", "logical_not"]
+
+
+# what Keras' TF backend runs on int32 (its activations refuse ints)
+UNARY_INT = ["sin", "cos", "arctan", "sinh", "log1p", "expm1", "log2", "log10", "exp2",
+             "floor", "ceil", "sign", "round", "isnan", "isinf", "isfinite", "logical_not"]
+
+
+def _unary_model(dtype="float32"):
+    x = keras.Input((18,), dtype=dtype)
+    if dtype != "float32":
+        return keras.Model(x, [getattr(ops, name)(x - 2) for name in UNARY_INT]
+                           + [ops.round(x * 7, -1), ops.round(x, 1)])
+    outs = [getattr(ops, name)(x) for name in UNARY]
+    outs += [ops.elu(x, 0.5), ops.celu(x, 0.7), ops.leaky_relu(x, 0.1), ops.round(x, 1),
+             ops.round(x, -1)]
+    return keras.Model(x, outs)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int32"])
+def test_elementwise_math(dtype):
+    """Random inputs (log1p, arcsin ... of out-of-domain values give NaN in both); an int
+    input is computed in float32 where Keras does (floor, sin ... of ints are float)."""
+    assert_to_torch(_unary_model(dtype), int_high=5, live=False)
+
+
+def test_elementwise_math_special_values():
+    """NaN, ±inf, ±0, halves (round to even) and huge values, NaN positions included: sign
+    keeps NaN as TF does (torch.sign gives 0). Subnormal inputs are left out: TF's CPU
+    kernels flush them to zero, torch does not (true of every op, not of these)."""
+    model = _unary_model()
+    net = crossport.to_torch(model, (torch.randn(2, 18),))
+    special = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e30, -1e30, 0.5, -0.5, 1.5, 2.5, -2.5,
+               0.25, -0.75, 3.0, -1.0, 1.0, 0.999]
+    values = np.array([special, special[::-1]], np.float32)
+    want, got = _run(model, net, values)
+    for w, g in zip(want, got):
+        assert w.dtype == g.dtype
+        np.testing.assert_array_equal(np.isnan(g), np.isnan(w))
+        np.testing.assert_allclose(g, w, rtol=2e-6, atol=1e-6)   # inf positions exact
+
+
+ORDER_FREE = {
+    "flip": ((5, 6), lambda x: ops.flip(x, 1)),
+    "flip-all-held-nchw": ((4, 5, 3), lambda x: ops.flip(_conv(x))),
+    "roll-axes": ((4, 5, 3), lambda x: ops.roll(_conv(x), (1, -2), axis=(1, 3))),
+    "roll-flat": ((5, 6), lambda x: ops.roll(x, 7)),
+    "repeat-held-nchw": ((4, 5, 3), lambda x: ops.repeat(_conv(x), 2, axis=-1)),
+    "repeat-flat": ((5, 6), lambda x: ops.repeat(x, 3)),
+    "swapaxes": ((4, 5, 3), lambda x: ops.swapaxes(_conv(x), 1, -1) + 1.0),
+    "moveaxis": ((4, 5, 3), lambda x: ops.moveaxis(_conv(x), [3, 1], [1, 2])),
+    "argmin-held-nchw": ((4, 5, 3), lambda x: ops.argmin(_conv(x), -1)),
+    "var-std": ((4, 5, 3), lambda x: [ops.var(_conv(x), axis=(1, 2)),
+                                      ops.std(x, axis=-1, keepdims=True)]),
+}
+
+
+@pytest.mark.parametrize("shape, fn", ORDER_FREE.values(), ids=ORDER_FREE.keys())
+def test_moving_and_statistics_ops(shape, fn):
+    x = keras.Input(shape)
+    assert_to_torch(keras.Model(x, fn(x)))
+
+
+def test_var_of_ints_and_argmin_of_negative_zero():
+    """var of int32 is float32 in Keras; argmin reads -0.0 as just below 0.0 (TF's fix)."""
+    x = keras.Input((6,), dtype="int32")
+    assert_to_torch(keras.Model(x, ops.var(x, axis=-1)), live=False)
+    f = keras.Input((4,))
+    model = keras.Model(f, ops.argmin(f, axis=-1))
+    net = crossport.to_torch(model, (torch.randn(2, 4),))
+    _assert_same(model, net, np.array([[0.0, -0.0, 1.0, 0.0], [1.0, 0.0, -0.0, -0.0]],
+                                      np.float32))

@@ -1,5 +1,5 @@
-"""keras.ops that pick or order elements: take, take_along_axis, sort, argsort, top_k,
-Python indexing (``x[:, 0]``).
+"""keras.ops that pick, order or move elements: take, take_along_axis, sort, argsort,
+top_k, Python indexing (``x[:, 0]``), flip, roll, repeat.
 
 They run on the held tensor at the held axis of the Keras axis (``crossport.layout``); an
 axis of ``None`` flattens the Keras-ordered tensor first, batch included, as Keras' TF
@@ -28,9 +28,11 @@ from crossport.layout import (
     canonical,
     normalize_dim,
     physical_array,
+    physical_axes,
     physical_axis,
     physical_index,
     physical_order,
+    reduction_dims,
 )
 from crossport.layout.policy import Policy
 from crossport.to_torch.context import Context, Held
@@ -198,3 +200,50 @@ def GetItem(ctx: Context, op, x: Held, key) -> Held:
     dropped = [d for d, item in enumerate(items) if isinstance(item, int)]
     node = ctx.call_function(operator.getitem, x.node, physical_order(x.layout, items))
     return Held(node, after_reduce(x.layout, dropped, False), ctx.output_shapes[0])
+
+
+@register_op(policy=Policy.CUSTOM, keeps_layout=True)
+def Flip(ctx: Context, op, x: Held) -> Held:
+    """keras.ops.flip(x, axis): torch.flip at the held axes (None: every axis)."""
+    x = ctx.plain(x)
+    axes = reduction_dims(op.axis, x.rank)  # None: all of them, as tf.reverse over range
+    node = ctx.call_function(torch.flip, x.node, physical_axes(x.layout, axes))
+    return Held(node, x.layout, ctx.output_shapes[0])
+
+
+@register_op(policy=Policy.CUSTOM, keeps_layout=True)
+def Roll(ctx: Context, op, x: Held) -> Held:
+    """keras.ops.roll(x, shift, axis): torch.roll at the held axes; without an axis over the
+    flattened Keras-ordered tensor (batch included), reshaped back."""
+    x = ctx.plain(x)
+    if op.axis is None:
+        x = ctx.canonical(x)
+        flat = ctx.call_function(torch.roll, ctx.call_method("reshape", x.node, -1),
+                                 int(op.shift), 0)
+        node = ctx.call_method("reshape", flat, *[-1 if s is None else s for s in x.shape])
+        return Held(node, x.layout, ctx.output_shapes[0])
+    axes = op.axis if isinstance(op.axis, (list, tuple)) else [op.axis]
+    shifts = op.shift if isinstance(op.shift, (list, tuple)) else [op.shift] * len(axes)
+    node = ctx.call_function(torch.roll, x.node, [int(s) for s in shifts],
+                             list(physical_axes(x.layout, [int(a) for a in axes])))
+    return Held(node, x.layout, ctx.output_shapes[0])
+
+
+def _repeat_supported(op) -> str | None:
+    if not isinstance(op.repeats, (int, np.integer)):
+        return "keras.ops.repeat with per-element repeats is not converted (give one int)"
+    return None
+
+
+@register_op(policy=Policy.CUSTOM, supports=_repeat_supported)
+def Repeat(ctx: Context, op, x: Held) -> Held:
+    """keras.ops.repeat(x, repeats, axis): torch.repeat_interleave at the held axis (each
+    element repeated in place, as tf.repeat); without an axis over the flattened tensor."""
+    if op.axis is None:
+        x, axis = _flat(ctx, ctx.plain(x)), 0
+    else:
+        x = ctx.plain(x)
+        axis = normalize_dim(int(op.axis), x.rank)
+    node = ctx.call_function(torch.repeat_interleave, x.node, int(op.repeats),
+                             dim=physical_axis(x.layout, axis))
+    return Held(node, x.layout, ctx.output_shapes[0])

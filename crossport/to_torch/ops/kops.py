@@ -50,6 +50,15 @@ _UNARY = {
     "Negative": torch.neg, "Square": torch.square, "Silu": F.silu, "Rsqrt": torch.rsqrt,
     "Softplus": lambda x: torch.logaddexp(x, torch.zeros_like(x)),
     "HardSigmoid": F.hardsigmoid, "HardSilu": F.hardswish, "Gelu": None,
+    "Sin": torch.sin, "Cos": torch.cos, "Tan": torch.tan, "Arctan": torch.atan,
+    "Arcsin": torch.asin, "Arccos": torch.acos, "Sinh": torch.sinh, "Cosh": torch.cosh,
+    "Log1p": torch.log1p, "Expm1": torch.expm1, "Log2": torch.log2, "Log10": torch.log10,
+    "Exp2": torch.exp2, "Floor": torch.floor, "Ceil": torch.ceil, "Sign": torch.sign,
+    "Reciprocal": torch.reciprocal, "LogicalNot": torch.logical_not, "Isnan": torch.isnan,
+    "Isinf": torch.isinf, "Isfinite": torch.isfinite, "Softsign": F.softsign,
+    "LogSigmoid": F.logsigmoid, "Selu": F.selu, "HardTanh": F.hardtanh,
+    # with the op's own parameter
+    "Elu": None, "Celu": None, "LeakyRelu": None, "Round": None,
 }
 
 
@@ -83,13 +92,42 @@ def _number_as_tensor(ctx: Context, value, other):
 
 def _unary(name, fn):
     def convert(ctx: Context, op, x):
+        want = ctx.output_dtype()
+        if want.is_floating_point and "float" not in ctx.input_dtype:
+            x = ctx.call_method("to", x, want)  # Keras computes an int's sin, floor ... in float
         if name == "Gelu":
             return ctx.call_function(F.gelu, x, approximate="tanh" if op.approximate else "none")
+        if name in ("Elu", "Celu"):
+            return ctx.call_function(getattr(F, name.lower()), x, alpha=float(op.alpha))
+        if name == "LeakyRelu":
+            return ctx.call_function(F.leaky_relu, x, float(op.negative_slope))
+        if name == "Round":
+            return _round(ctx, x, int(op.decimals))
+        if name == "Sign" and want.is_floating_point:  # tf.sign(NaN) is NaN, torch's 0
+            return ctx.call_function(torch.where, ctx.call_function(torch.isnan, x), x,
+                                     ctx.call_function(fn, x))
         return ctx.call_function(fn, x)
 
     convert.__name__ = name
     convert.__doc__ = f"keras.ops.{name.lower()}(x): elementwise, layout kept."
     register_op(name, policy=Policy.AGNOSTIC)(convert)
+
+
+def _round(ctx: Context, x, decimals: int):
+    """keras.ops.round: half to even (TF and torch); ``decimals`` as Keras' TF backend:
+    ``round(x * 10**d) / 10**d`` in the input's float dtype, an int with ``d > 0`` unchanged,
+    with ``d < 0`` computed in float32 and cast back."""
+    if decimals == 0:
+        return ctx.call_function(torch.round, x)
+    integer = "int" in ctx.input_dtype
+    if integer and decimals > 0:
+        return x
+    factor = math.pow(10, decimals)
+    if integer:
+        x = ctx.call_method("to", x, torch.float32)
+    y = ctx.call_function(operator.truediv, ctx.call_function(
+        torch.round, ctx.call_function(operator.mul, x, factor)), factor)
+    return ctx.call_method("to", y, ctx.output_dtype()) if integer else y
 
 
 for _name, _fn in _BINARY.items():
@@ -98,12 +136,28 @@ for _name, _fn in _UNARY.items():
     _unary(_name, _fn)
 
 
-@register_op(policy=Policy.CUSTOM)
+@register_op("Transpose", "Swapaxes", "Moveaxis", policy=Policy.CUSTOM)
 def Transpose(ctx: Context, op, x: Held) -> Held:
-    """keras.ops.transpose(x, axes): a relabelled layout, no op (see layers' Permute)."""
+    """keras.ops.transpose(x, axes), swapaxes(x, axis1, axis2), moveaxis(x, source,
+    destination): a relabelled layout, no op (see layers' Permute)."""
     x = ctx.plain(x)
-    axes = transpose_perm(x.rank) if op.axes is None else normalize_dims(op.axes, x.rank)
+    axes = _permutation(op, x.rank)
     return Held(x.node, after_permute(x.layout, axes), tuple(x.shape[a] for a in axes))
+
+
+def _permutation(op, rank: int) -> tuple[int, ...]:
+    """The Keras dims in result order of a transpose, swapaxes or moveaxis (numpy's rules)."""
+    name = type(op).__name__
+    if name == "Swapaxes":
+        return transpose_perm(rank, op.axis1, op.axis2)
+    if name == "Moveaxis":
+        source = normalize_dims(op.source, rank)
+        destination = normalize_dims(op.destination, rank)
+        order = [d for d in range(rank) if d not in source]
+        for dest, src in sorted(zip(destination, source)):
+            order.insert(dest, src)
+        return tuple(order)
+    return transpose_perm(rank) if op.axes is None else normalize_dims(op.axes, rank)
 
 
 @register_op(policy=Policy.CUSTOM)
@@ -129,15 +183,18 @@ def _is_flatten(x: Held, newshape: tuple) -> bool:
     return newshape[1] in (-1, math.prod(x.shape[1:])) and newshape[0] in (-1, x.shape[0])
 
 
-def _reduce(name, fn, keras_dtype: bool = False):
+def _reduce(name, fn, keras_dtype: bool = False, **extra):
     def convert(ctx: Context, op, x: Held) -> Held:
         x = ctx.plain(x)
         axes = sorted(reduction_dims(op.axis, x.rank))
         # sum and mean take Keras' result dtype (torch widens an int32 sum to int64 and
         # refuses the mean of ints, which Keras returns as float32)
         dtype = {"dtype": ctx.output_dtype()} if keras_dtype else {}
-        node = ctx.call_function(fn, x.node, dim=physical_axes(x.layout, axes),
-                                 keepdim=bool(op.keepdims), **dtype)
+        node = x.node
+        if extra and "float" not in ctx.input_dtype:  # var / std of ints: in float32
+            node = ctx.call_method("to", node, ctx.output_dtype())
+        node = ctx.call_function(fn, node, dim=physical_axes(x.layout, axes),
+                                 keepdim=bool(op.keepdims), **dtype, **extra)
         layout = after_reduce(x.layout, axes, bool(op.keepdims))
         if op.keepdims:
             return Held(node, layout, tuple(1 if i in axes else s for i, s in enumerate(x.shape)))
@@ -154,6 +211,8 @@ _reduce("Max", torch.amax)
 _reduce("Min", torch.amin)
 _reduce("Any", torch.any)
 _reduce("All", torch.all)
+_reduce("Var", torch.var, correction=0)  # TF's reduce_variance: the biased one
+_reduce("Std", torch.std, correction=0)
 _reduce("Logsumexp", torch.logsumexp)  # TF's reduce_logsumexp: the same shift by a finite max
 
 
@@ -375,13 +434,15 @@ def Squeeze(ctx: Context, op, x: Held) -> Held:
 
 def _argmax_supported(op) -> str | None:
     if op.axis is None:
-        return "keras.ops.argmax over the flattened tensor (axis=None) is not converted"
+        return (f"keras.ops.{type(op).__name__.lower()} over the flattened tensor (axis=None) "
+                "is not converted")
     return None
 
 
-@register_op(policy=Policy.CUSTOM, supports=_argmax_supported)
+@register_op("Argmax", "Argmin", policy=Policy.CUSTOM, supports=_argmax_supported)
 def Argmax(ctx: Context, op, x: Held) -> Held:
-    """keras.ops.argmax(x, axis, keepdims): torch.argmax on the held dim, int32 as Keras.
+    """keras.ops.argmax / argmin(x, axis, keepdims): torch.argmax / argmin on the held dim,
+    int32 as Keras.
 
     Keras' TF backend reads -0.0 as just below 0.0 (its flush-to-zero fix) and so does the
     module; ties give the first index in both."""
@@ -394,8 +455,8 @@ def Argmax(ctx: Context, op, x: Held) -> Held:
                                           ctx.call_function(torch.signbit, node))
         tiny = -torch.finfo(torch.float32).tiny
         node = ctx.call_function(torch.where, negative_zero, tiny, node)
-    node = ctx.call_function(torch.argmax, node, physical_axis(x.layout, axis),
-                             keepdim=bool(op.keepdims))
+    fn = torch.argmin if type(op).__name__ == "Argmin" else torch.argmax
+    node = ctx.call_function(fn, node, physical_axis(x.layout, axis), keepdim=bool(op.keepdims))
     node = _as_output_dtype(ctx, node)
     layout = after_reduce(x.layout, [axis], bool(op.keepdims))
     shape = tuple((1 if i == axis else s) for i, s in enumerate(x.shape)) if op.keepdims \
