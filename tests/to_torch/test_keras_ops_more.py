@@ -303,3 +303,48 @@ def test_var_of_ints_and_argmin_of_negative_zero():
     net = crossport.to_torch(model, (torch.randn(2, 4),))
     _assert_same(model, net, np.array([[0.0, -0.0, 1.0, 0.0], [1.0, 0.0, -0.0, -0.0]],
                                       np.float32))
+
+
+def _ints(x):
+    return ops.cast(x * 4.0, "int32")   # ints of both signs from the random input
+
+
+BINARY_AND_SHAPE = {
+    "mod": ((4, 5), lambda x: [ops.mod(x, 0.3), ops.mod(x, -0.7), ops.mod(x * 2.0, x)]),
+    "mod-int-and-bool": ((4, 5), lambda x: [ops.mod(_ints(x), 3), ops.mod(_ints(x), -3),
+                                            ops.mod(x > 0, x > -100.0)]),
+    "floor-divide": ((4, 5), lambda x: [ops.floor_divide(x, 0.1), ops.floor_divide(3.0, x),
+                                        ops.floor_divide(_ints(x), -3)]),
+    "divide-no-nan": ((4, 5), lambda x: [ops.divide_no_nan(x, ops.relu(x)),
+                                         ops.divide_no_nan(x, 0.0),
+                                         ops.divide_no_nan(_ints(x), 2)]),
+    "logaddexp": ((4, 5), lambda x: [ops.logaddexp(x, x * 3.0), ops.logaddexp(_ints(x), x)]),
+    "nan-to-num": ((4, 5), lambda x: ops.nan_to_num(ops.log(x) * ops.exp(x * 100.0),
+                                                    nan=-2.0, posinf=5.0)),
+    "tril-triu": ((4, 5, 3), lambda x: [ops.tril(_conv(x), -1), ops.triu(_conv(x), 1)]),
+    "split-sections-held-nchw": ((4, 6, 3), lambda x: ops.split(_conv(x), 3, axis=2)),
+    "split-indices": ((5, 6), lambda x: ops.split(x, [1, 4], axis=-1)),
+    "tile": ((4, 5, 3), lambda x: [ops.tile(_conv(x), (2, 1, 3)), ops.tile(x, (1, 2, 1, 1, 2))]),
+    "one-hot": ((6,), lambda x: [ops.one_hot(_ints(x), 5), ops.one_hot(_ints(x), 4, axis=1,
+                                                                       dtype="int32")]),
+}
+
+
+@pytest.mark.parametrize("shape, fn", BINARY_AND_SHAPE.values(), ids=BINARY_AND_SHAPE.keys())
+def test_binary_and_shape_ops(shape, fn):
+    """Negative ints and out-of-range ids (one_hot: a zero row, as TF) come from the random
+    input; divide_no_nan divides by exact zeros (relu of negatives)."""
+    x = keras.Input(shape)
+    assert_to_torch(keras.Model(x, fn(x)))
+
+
+def test_floor_divide_is_tf_floor_of_the_quotient():
+    """tf.math.floordiv of floats is floor(x1 / x2); torch.floor_divide is Python's // (which
+    gives 1 // 0.1 == 9.0)."""
+    x = keras.Input((6,))
+    model = keras.Model(x, [ops.floor_divide(x, 0.1), ops.mod(x, 0.1)])
+    net = crossport.to_torch(model, (torch.randn(2, 6),))
+    values = np.array([[1.0, -1.0, 0.7, 0.3, 2.5, -0.0]] * 2, np.float32)
+    want, got = _run(model, net, values)
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_allclose(got[1], want[1], atol=1e-6)

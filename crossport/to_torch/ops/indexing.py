@@ -1,5 +1,5 @@
 """keras.ops that pick, order or move elements: take, take_along_axis, sort, argsort,
-top_k, Python indexing (``x[:, 0]``), flip, roll, repeat.
+top_k, Python indexing (``x[:, 0]``), flip, roll, repeat, split, tile, one_hot.
 
 They run on the held tensor at the held axis of the Keras axis (``crossport.layout``); an
 axis of ``None`` flattens the Keras-ordered tensor first, batch included, as Keras' TF
@@ -247,3 +247,55 @@ def Repeat(ctx: Context, op, x: Held) -> Held:
     node = ctx.call_function(torch.repeat_interleave, x.node, int(op.repeats),
                              dim=physical_axis(x.layout, axis))
     return Held(node, x.layout, ctx.output_shapes[0])
+
+
+@register_op(policy=Policy.CUSTOM, keeps_layout=True)
+def Split(ctx: Context, op, x: Held) -> list[Held]:
+    """keras.ops.split(x, indices_or_sections, axis): torch.tensor_split at the held axis
+    (equal sections, or split points; Keras refuses sections that do not divide)."""
+    x = ctx.plain(x)
+    axis = normalize_dim(int(op.axis), x.rank)
+    sections = op.indices_or_sections
+    sections = int(sections) if isinstance(sections, (int, np.integer)) else [
+        int(i) for i in sections]
+    parts = ctx.call_function(torch.tensor_split, x.node, sections,
+                              dim=physical_axis(x.layout, axis))
+    return [Held(ctx.call_function(operator.getitem, parts, i), x.layout, shape)
+            for i, shape in enumerate(ctx.output_shapes)]
+
+
+@register_op(policy=Policy.CUSTOM)
+def Tile(ctx: Context, op, x: Held) -> Held:
+    """keras.ops.tile(x, repeats): torch.tile with the repeats listed per held axis (fewer
+    repeats than dims count from the right, as in Keras; more add leading dims, on the
+    Keras-ordered tensor)."""
+    x = ctx.plain(x)
+    repeats = [int(r) for r in (op.repeats if isinstance(op.repeats, (list, tuple))
+                                else [op.repeats])]
+    if len(repeats) > x.rank:
+        x = ctx.canonical(x)
+        node = ctx.call_function(torch.tile, x.node, repeats)
+        return Held(node, canonical(len(repeats)), ctx.output_shapes[0])
+    repeats = [1] * (x.rank - len(repeats)) + repeats
+    node = ctx.call_function(torch.tile, x.node, list(physical_order(x.layout, repeats)))
+    return Held(node, x.layout, ctx.output_shapes[0])
+
+
+def _one_hot_supported(op) -> str | None:
+    return "sparse one_hot is not converted" if op.sparse else None
+
+
+@register_op(policy=Policy.CUSTOM, supports=_one_hot_supported)
+def OneHot(ctx: Context, op, x: Held) -> Held:
+    """keras.ops.one_hot(x, num_classes, axis, dtype): ``x[..., None] == arange(n)`` moved to
+    ``axis``, in Keras' dtype; an index outside ``[0, n)`` gives a zero row, as tf.one_hot
+    (F.one_hot raises on it)."""
+    x = ctx.canonical(x)
+    classes = ctx.call_function(torch.arange, int(op.num_classes))
+    hot = ctx.call_function(operator.eq, ctx.call_method("unsqueeze", x.node, -1), classes)
+    rank = x.rank + 1
+    axis = normalize_dim(int(op.axis), rank)
+    if axis != rank - 1:
+        hot = ctx.call_function(torch.movedim, hot, -1, axis)
+    node = ctx.call_method("to", hot, ctx.output_dtype())
+    return Held(node, canonical(rank), ctx.output_shapes[0])

@@ -130,6 +130,39 @@ def _round(ctx: Context, x, decimals: int):
     return ctx.call_method("to", y, ctx.output_dtype()) if integer else y
 
 
+# Keras converts both operands to the result dtype first (int32 mod float32 is float32, bool
+# mod is int32, logaddexp and divide_no_nan of ints are float32)
+_PROMOTED = ("Mod", "FloorDivide", "DivideNoNan", "Logaddexp")
+
+
+def _promoted(name):
+    def convert(ctx: Context, op, x1, x2):
+        want = ctx.output_dtype()
+        if any(d != ctx.output_dtypes[0] for d in ctx.input_dtypes):
+            x1, x2 = (ctx.call_method("to", v, want) if isinstance(v, torch.fx.Node) else v
+                      for v in (x1, x2))
+        if name == "Mod":  # floor-mod: the sign of the divisor, as tf.math.floormod
+            return ctx.call_function(torch.remainder, x1, x2)
+        if name == "Logaddexp":
+            return ctx.call_function(torch.logaddexp, x1, x2)
+        if name == "FloorDivide" and not want.is_floating_point:
+            return ctx.call_function(torch.floor_divide, x1, x2)
+        quotient = ctx.call_function(operator.truediv, x1, x2)
+        if name == "FloorDivide":  # tf: floor(x1 / x2); torch.floor_divide is Python's //
+            return ctx.call_function(torch.floor, quotient)  # (1 // 0.1 == 9.0, floor: 10)
+        if not isinstance(x2, torch.fx.Node):  # divide_no_nan by a number
+            return ctx.call_function(torch.zeros_like, quotient) if x2 == 0 else quotient
+        return ctx.call_function(torch.where, ctx.call_function(operator.eq, x2, 0), 0.0,
+                                 quotient)
+
+    convert.__name__ = name
+    convert.__doc__ = (f"keras.ops.{name.lower()}(x1, x2): elementwise in Keras' result dtype "
+                       "(TF's floor-mod, floor-division and divide_no_nan rules), layout kept.")
+    register_op(name, policy=Policy.AGNOSTIC)(convert)
+
+
+for _name in _PROMOTED:
+    _promoted(_name)
 for _name, _fn in _BINARY.items():
     _binary(_name, _fn)
 for _name, _fn in _UNARY.items():
@@ -390,6 +423,24 @@ def Where(ctx: Context, op, condition, x1=None, x2=None):
             f"keras.ops.where {ctx.path!r} with one argument (nonzero indices) has a "
             "data-dependent shape; not converted", [(ctx.path, "Where", "one argument")])
     return _as_output_dtype(ctx, ctx.call_function(torch.where, condition, x1, x2))
+
+
+@register_op(policy=Policy.AGNOSTIC)
+def NanToNum(ctx: Context, op, x):
+    """keras.ops.nan_to_num(x, nan, posinf, neginf): torch.nan_to_num (an infinity without a
+    replacement becomes the dtype's max / min in both); ints pass unchanged."""
+    if "float" not in ctx.input_dtype:
+        return x
+    return ctx.call_function(torch.nan_to_num, x, nan=float(op.nan), posinf=op.posinf,
+                             neginf=op.neginf)
+
+
+@register_op("Tril", "Triu", policy=Policy.CANONICAL)
+def Tril(ctx: Context, op, x):
+    """keras.ops.tril / triu(x, k): torch.tril / triu over the last two Keras dims (zeros
+    elsewhere, NaN included, as TF's band_part / where)."""
+    fn = torch.tril if type(op).__name__ == "Tril" else torch.triu
+    return ctx.call_function(fn, x, int(op.k))
 
 
 @register_op("ZerosLike", "OnesLike", policy=Policy.AGNOSTIC)
