@@ -156,6 +156,10 @@ def _init_lines(module: nn.Module) -> tuple[list[str], set[str]]:
         if imp:
             imports.add(imp)
         lines.append(f"        self.{path} = {call}")
+    for name, buffer in module.named_buffers(recurse=False):  # keras.ops constants (ctx.constant)
+        dtype = str(buffer.dtype).replace("torch.", "")
+        lines.append(f"        self.register_buffer({name!r}, torch.empty("
+                     f"{tuple(buffer.shape)!r}, dtype=torch.{dtype}))")
     return lines, imports
 
 

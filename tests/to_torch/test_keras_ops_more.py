@@ -348,3 +348,30 @@ def test_floor_divide_is_tf_floor_of_the_quotient():
     want, got = _run(model, net, values)
     np.testing.assert_array_equal(got[0], want[0])
     np.testing.assert_allclose(got[1], want[1], atol=1e-6)
+
+
+def test_keras_ops_modules_pickle_and_write_source(tmp_path):
+    """Every converted op is a torch function or method in the graph (softplus was a lambda:
+    the module neither pickled nor wrote as source)."""
+    import importlib.util
+    import io
+
+    x = keras.Input((6, 4))
+    outs = [ops.softplus(x), ops.floor_divide(x, 0.1), ops.divide_no_nan(x, ops.relu(x)),
+            ops.one_hot(ops.cast(x[:, 0] * 3, "int32"), 3), *ops.split(x, 2, axis=-1),
+            ops.sign(x), ops.round(x, 1), ops.take(x, np.array([0, -1]), axis=1)]
+    conv = assert_to_torch(keras.Model(x, outs))
+    buffer = io.BytesIO()
+    torch.save(conv.module, buffer)
+    buffer.seek(0)
+    loaded = torch.load(buffer, weights_only=False)
+    path = crossport.to_torch_source(conv, tmp_path / "ops_torch.py")
+    spec = importlib.util.spec_from_file_location("ops_torch", path)
+    written = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(written)
+    args = (torch.randn(3, 6, 4),)
+    with torch.no_grad():
+        want = conv.module(*args)
+        torch.testing.assert_close(loaded(*args), want, rtol=0, atol=0, equal_nan=True)
+        torch.testing.assert_close(written.build_model()(*args), want, rtol=0, atol=0,
+                                   equal_nan=True)

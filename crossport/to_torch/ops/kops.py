@@ -48,7 +48,7 @@ _UNARY = {
     "Exp": torch.exp, "Log": torch.log, "Sqrt": torch.sqrt, "Abs": torch.abs,
     "Absolute": torch.abs,  # keras.ops.abs builds an Absolute op
     "Negative": torch.neg, "Square": torch.square, "Silu": F.silu, "Rsqrt": torch.rsqrt,
-    "Softplus": lambda x: torch.logaddexp(x, torch.zeros_like(x)),
+    "Softplus": torch.logaddexp,  # logaddexp(x, 0): two graph nodes (no lambda: pickles)
     "HardSigmoid": F.hardsigmoid, "HardSilu": F.hardswish, "Gelu": None,
     "Sin": torch.sin, "Cos": torch.cos, "Tan": torch.tan, "Arctan": torch.atan,
     "Arcsin": torch.asin, "Arccos": torch.acos, "Sinh": torch.sinh, "Cosh": torch.cosh,
@@ -103,6 +103,8 @@ def _unary(name, fn):
             return ctx.call_function(F.leaky_relu, x, float(op.negative_slope))
         if name == "Round":
             return _round(ctx, x, int(op.decimals))
+        if name == "Softplus":
+            return ctx.call_function(fn, x, ctx.call_function(torch.zeros_like, x))
         if name == "Sign" and want.is_floating_point:  # tf.sign(NaN) is NaN, torch's 0
             return ctx.call_function(torch.where, ctx.call_function(torch.isnan, x), x,
                                      ctx.call_function(fn, x))
