@@ -375,3 +375,16 @@ def test_keras_ops_modules_pickle_and_write_source(tmp_path):
         torch.testing.assert_close(loaded(*args), want, rtol=0, atol=0, equal_nan=True)
         torch.testing.assert_close(written.build_model()(*args), want, rtol=0, atol=0,
                                    equal_nan=True)
+
+
+def test_ops_on_nchw_held_tensors_need_no_permute():
+    """einsum reads each operand in its held order, stack / take / sort / top_k / flip run at
+    the held axes: a conv block's NCHW tensors reach them with no permute."""
+    x = keras.Input((4, 5, 3))
+    a, b = _conv(x), _conv(x)
+    gram = ops.einsum("bhwc,bhwd->bcd", a, b)
+    pooled = ops.mean(ops.stack([a, ops.flip(b, 1)], axis=-1), axis=(1, 2))
+    picked = ops.take(a, np.array([2, 0]), axis=-1)
+    values, _ = ops.top_k(ops.sort(picked, axis=1), 2)
+    model = keras.Model(x, [gram, pooled, L.Conv2D(2, 1)(values)])
+    assert_to_torch(model, max_permutes=0)
