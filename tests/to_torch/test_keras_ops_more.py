@@ -388,3 +388,29 @@ def test_ops_on_nchw_held_tensors_need_no_permute():
     values, _ = ops.top_k(ops.sort(picked, axis=1), 2)
     model = keras.Model(x, [gram, pooled, L.Conv2D(2, 1)(values)])
     assert_to_torch(model, max_permutes=0)
+
+
+PAD_PROD = {
+    "pad-constant-held-nchw": ((4, 5, 3), lambda x: ops.pad(
+        _conv(x), ((0, 0), (1, 2), (0, 3), (1, 0)), constant_values=1.5)),
+    "pad-batch-too": ((4, 5), lambda x: ops.pad(x, [[1, 0], [0, 0], [2, 2]])),
+    "pad-reflect-held-nchw": ((4, 5, 3), lambda x: ops.pad(_conv(x), ((0, 0), (2, 1), (3, 4),
+                                                                      (0, 0)), mode="reflect")),
+    "pad-symmetric": ((4, 5, 3), lambda x: ops.pad(x, ((0, 0), (0, 4), (2, 5), (1, 1)),
+                                                   mode="symmetric")),
+    "prod-held-nchw": ((4, 5, 3), lambda x: ops.prod(_conv(x) * 0.5 + 1.0, axis=(1, 2))),
+    "prod-int-keepdims": ((4, 5), lambda x: ops.prod(_ints(x), axis=-1, keepdims=True)),
+}
+
+
+@pytest.mark.parametrize("shape, fn", PAD_PROD.values(), ids=PAD_PROD.keys())
+def test_pad_and_prod(shape, fn):
+    x = keras.Input(shape)
+    assert_to_torch(keras.Model(x, fn(x)))
+
+
+def test_reflect_pad_of_a_run_time_size_is_refused():
+    x = keras.Input((None, 3))
+    model = keras.Model(x, ops.pad(x, ((0, 0), (1, 1), (0, 0)), mode="reflect"))
+    with pytest.raises(crossport.UnsupportedLayerError, match="run-time size"):
+        crossport.to_torch(model, (torch.randn(2, 4, 3),))

@@ -1,5 +1,5 @@
 """keras.ops that pick, order or move elements: take, take_along_axis, sort, argsort,
-top_k, Python indexing (``x[:, 0]``), flip, roll, repeat, split, tile, one_hot.
+top_k, Python indexing (``x[:, 0]``), flip, roll, repeat, split, tile, one_hot, pad.
 
 They run on the held tensor at the held axis of the Keras axis (``crossport.layout``); an
 axis of ``None`` flattens the Keras-ordered tensor first, batch included, as Keras' TF
@@ -23,6 +23,7 @@ import operator
 import numpy as np
 import torch
 
+from crossport.errors import UnsupportedLayerError
 from crossport.layout import (
     after_reduce,
     canonical,
@@ -299,3 +300,46 @@ def OneHot(ctx: Context, op, x: Held) -> Held:
         hot = ctx.call_function(torch.movedim, hot, -1, axis)
     node = ctx.call_method("to", hot, ctx.output_dtype())
     return Held(node, canonical(rank), ctx.output_shapes[0])
+
+
+_PAD_MODES = ("constant", "reflect", "symmetric")
+
+
+def _pad_supported(op) -> str | None:
+    if op.mode not in _PAD_MODES:
+        return f"keras.ops.pad mode={op.mode!r} (supported: {', '.join(_PAD_MODES)})"
+    return None
+
+
+@register_op(policy=Policy.CUSTOM, supports=_pad_supported, keeps_layout=True)
+def Pad(ctx: Context, op, x: Held, constant_values=None) -> Held:
+    """keras.ops.pad(x, pad_width, mode, constant_values) at the held axes: ``constant`` is
+    ``F.pad``; ``reflect`` / ``symmetric`` (``tf.pad``'s modes; torch has no symmetric, and
+    its reflect pads 3 trailing dims at most) gather each padded axis at the indices
+    ``np.pad`` gives ``arange(size)``, which needs that size static."""
+    x = ctx.plain(x)
+    if isinstance(constant_values, Held):
+        raise UnsupportedLayerError(
+            f"keras.ops.pad {ctx.path!r}: a tensor constant_values is not converted",
+            [(ctx.path, "Pad", "tensor constant_values")])
+    pairs = [tuple(int(v) for v in p) for p in np.broadcast_to(
+        np.asarray(op.pad_width, dtype=np.int64), (x.rank, 2))]
+    node = x.node
+    if op.mode == "constant":
+        held = physical_order(x.layout, pairs)
+        flat = [v for before, after in reversed(held) for v in (before, after)]  # F.pad order
+        node = ctx.call_function(torch.nn.functional.pad, node, flat,
+                                 value=float(constant_values or 0))
+        return Held(node, x.layout, ctx.output_shapes[0])
+    for dim, (before, after) in enumerate(pairs):
+        if not before and not after:
+            continue
+        if x.shape[dim] is None:
+            raise UnsupportedLayerError(
+                f"keras.ops.pad {ctx.path!r}: mode={op.mode!r} along a dim of run-time size "
+                f"(axis {dim}); give the model a static size there",
+                [(ctx.path, "Pad", "dynamic size")])
+        index = np.pad(np.arange(x.shape[dim]), (before, after), mode=op.mode)
+        node = ctx.call_function(torch.index_select, node, physical_axis(x.layout, dim),
+                                 ctx.constant(index).node)
+    return Held(node, x.layout, ctx.output_shapes[0])

@@ -251,6 +251,19 @@ _reduce("Std", torch.std, correction=0)
 _reduce("Logsumexp", torch.logsumexp)  # TF's reduce_logsumexp: the same shift by a finite max
 
 
+@register_op(policy=Policy.CUSTOM)
+def Prod(ctx: Context, op, x: Held) -> Held:
+    """keras.ops.prod(x, axis, keepdims): torch.prod over each held axis in turn (torch
+    reduces one dim at a time), in Keras' dtype (an int32 product stays int32)."""
+    x = ctx.plain(x)
+    axes = sorted(reduction_dims(op.axis, x.rank))
+    node = x.node
+    for dim in sorted(physical_axes(x.layout, axes), reverse=True):  # later axes first
+        node = ctx.call_function(torch.prod, node, dim, keepdim=bool(op.keepdims),
+                                 dtype=ctx.output_dtype())
+    return Held(node, after_reduce(x.layout, axes, bool(op.keepdims)), ctx.output_shapes[0])
+
+
 def _softmax_supported(op) -> str | None:
     if op.axis is None or isinstance(op.axis, int):
         return None
