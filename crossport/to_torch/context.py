@@ -40,7 +40,9 @@ class Context:
         self.path = ""          # its module path
         self.input_shape: tuple = ()  # Keras shape of the layer's first tensor input
         self.input_dtype: str = ""    # and its Keras dtype
+        self.input_dtypes: list[str] = []  # Keras dtypes of all its tensor inputs, in order
         self.output_dtypes: list[str] = []  # Keras dtypes of the layer's outputs
+        self.output_shapes: list[tuple] = []  # and their Keras shapes (batch None)
         self.permutes = 0       # permutes inside the model (boundary ones not counted)
         self._modules: dict[tuple[int, str], str] = {}
         self._variants: dict[tuple[int, str], list[str]] = {}  # a shared layer's extra modules

@@ -140,7 +140,9 @@ def _convert(ctx: Context, knode: KNode, held: dict) -> list[Held]:
     tensors = knode.input_tensors()
     ctx.input_shape = tuple(tensors[0].shape) if tensors else ()
     ctx.input_dtype = str(tensors[0].dtype) if tensors else ""
+    ctx.input_dtypes = [str(t.dtype) for t in tensors]
     ctx.output_dtypes = [t.dtype for t in knode.outputs]
+    ctx.output_shapes = [tuple(t.shape) for t in knode.outputs]
 
     def value_of(x, data: bool = False):
         if not isinstance(x, keras.KerasTensor):

@@ -293,7 +293,8 @@ def _unsupported_reason(node: KNode) -> str | None:
     if node.converter is None:
         kind = "layer" if isinstance(op, keras.layers.Layer) else "keras.ops op"
         return f"no converter for this {kind}"
-    if node.kwargs.get("return_attention_scores"):
+    if node.kwargs.get("return_attention_scores") and "return_attention_scores" not in \
+            inspect.signature(node.converter.fn).parameters:
         return "return_attention_scores=True is not converted"
     if not node.converter.masks and any(node.kwargs.get(k) is not None for k in _MASK_KWARGS):
         return ("consumes a Keras mask (from mask_zero / Masking), which its converter does "

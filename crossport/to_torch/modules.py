@@ -92,15 +92,21 @@ class ScaleShift(nn.Module):
 
 
 class KerasMultiHeadAttention(nn.Module):
-    """``keras.layers.MultiHeadAttention`` (attention over axis 1) from plain ``nn.Linear``s.
+    """``keras.layers.MultiHeadAttention`` / ``GroupQueryAttention`` (attention over axis 1)
+    from plain ``nn.Linear``s.
 
-    Submodules ``query``/``key``/``value``/``attention_output`` as in Keras; any ``key_dim``,
-    ``value_dim`` and ``output_shape`` (``nn.MultiheadAttention`` needs
-    ``heads * head_dim == embed_dim``). Masks: ``attention_mask [B, T, S]`` (1 = attend) and
-    ``use_causal_mask`` (row ``i`` sees columns ``<= i``, Keras' rule). Masked scores become
-    ``-1e9``; ``zero_masked`` also zeroes masked probabilities afterwards, as Keras' Softmax
-    path does (MultiHeadAttention with ``dropout > 0``), so a fully masked row gives zeros
-    instead of Keras' ``dot_product_attention``'s uniform row.
+    Submodules ``query``/``key``/``value``/``attention_output`` (and ``gate``) as in Keras;
+    any ``key_dim``, ``value_dim`` and ``output_shape`` (``nn.MultiheadAttention`` needs
+    ``heads * head_dim == embed_dim``). ``num_kv_heads < num_heads``: grouped-query attention,
+    each key/value head serving ``num_heads // num_kv_heads`` consecutive query heads (Keras'
+    ``ops.repeat`` on the head axis). Masks: ``attention_mask [B, T, S]`` (1 = attend),
+    ``use_causal_mask`` (row ``i`` sees columns ``<= i``, Keras' rule) and ``sliding_window``
+    (``|i - j| < window``). Masked scores become ``-1e9``; ``zero_masked`` also zeroes masked
+    probabilities afterwards, as Keras' Softmax path does (``dropout > 0``, or attention
+    scores returned), so a fully masked row gives zeros instead of Keras'
+    ``dot_product_attention``'s uniform row. ``use_gate``: the output is multiplied by
+    ``sigmoid(gate(query))`` per head before ``attention_output``.
+    ``return_attention_scores=True`` returns ``(output, probabilities [B, heads, T, S])``.
 
     Example:
         >>> import torch
@@ -112,38 +118,59 @@ class KerasMultiHeadAttention(nn.Module):
 
     def __init__(self, query_dim: int, key_dim_in: int, value_dim_in: int, num_heads: int,
                  key_dim: int, value_dim: int, output_dim: int, use_bias: bool = True,
-                 zero_masked: bool = False) -> None:
+                 zero_masked: bool = False, num_kv_heads: int | None = None,
+                 sliding_window: int | None = None, use_gate: bool = False) -> None:
         super().__init__()
         self.num_heads, self.key_dim, self.value_dim = num_heads, key_dim, value_dim
-        self.zero_masked = zero_masked
+        self.num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
+        self.zero_masked, self.sliding_window = zero_masked, sliding_window
+        kv = self.num_kv_heads
         self.query = nn.Linear(query_dim, num_heads * key_dim, bias=use_bias)
-        self.key = nn.Linear(key_dim_in, num_heads * key_dim, bias=use_bias)
-        self.value = nn.Linear(value_dim_in, num_heads * value_dim, bias=use_bias)
+        self.key = nn.Linear(key_dim_in, kv * key_dim, bias=use_bias)
+        self.value = nn.Linear(value_dim_in, kv * value_dim, bias=use_bias)
+        self.gate = nn.Linear(query_dim, num_heads * value_dim, bias=use_bias) if use_gate \
+            else None
         self.attention_output = nn.Linear(num_heads * value_dim, output_dim, bias=use_bias)
 
-    def _heads(self, x: torch.Tensor, dim: int) -> torch.Tensor:
-        return x.reshape(x.shape[0], x.shape[1], self.num_heads, dim).transpose(1, 2)
+    def _heads(self, x: torch.Tensor, heads: int, dim: int) -> torch.Tensor:
+        x = x.reshape(x.shape[0], x.shape[1], heads, dim).transpose(1, 2)
+        if heads != self.num_heads:  # head h reads key/value head h // repeats
+            x = x.repeat_interleave(self.num_heads // heads, dim=1)
+        return x
 
     def forward(self, query: torch.Tensor, value: torch.Tensor, key: torch.Tensor | None = None,
-                attention_mask: torch.Tensor | None = None,
-                use_causal_mask: bool = False) -> torch.Tensor:
+                attention_mask: torch.Tensor | None = None, use_causal_mask: bool = False,
+                return_attention_scores: bool = False):
         key = value if key is None else key
-        q = self._heads(self.query(query), self.key_dim)
-        k = self._heads(self.key(key), self.key_dim)
-        v = self._heads(self.value(value), self.value_dim)
+        q = self._heads(self.query(query), self.num_heads, self.key_dim)
+        k = self._heads(self.key(key), self.num_kv_heads, self.key_dim)
+        v = self._heads(self.value(value), self.num_kv_heads, self.value_dim)
         mask = None if attention_mask is None else attention_mask.bool().unsqueeze(1)
-        if use_causal_mask:
-            causal = torch.ones(q.shape[2], k.shape[2], dtype=torch.bool,
-                                device=q.device).tril()
-            mask = causal if mask is None else mask & causal
-        if mask is None:
+        if use_causal_mask or self.sliding_window is not None:
+            rows = torch.arange(q.shape[2], device=q.device).unsqueeze(1)
+            cols = torch.arange(k.shape[2], device=q.device)
+            if use_causal_mask:
+                mask = rows >= cols if mask is None else mask & (rows >= cols)
+            if self.sliding_window is not None:
+                band = (rows - cols).abs() < self.sliding_window
+                mask = band if mask is None else mask & band
+        probs = None
+        if mask is None and not return_attention_scores:
             out = nn.functional.scaled_dot_product_attention(q, k, v, scale=self.key_dim ** -0.5)
         else:  # a fully masked row is uniform (Keras' dot_product_attention) or zero
             scores = (q * self.key_dim ** -0.5) @ k.transpose(-2, -1)
-            probs = torch.softmax(torch.where(mask, scores, -1.0e9), dim=-1)
-            out = (torch.where(mask, probs, 0.0) if self.zero_masked else probs) @ v
-        out = out.transpose(1, 2).reshape(query.shape[0], query.shape[1], -1)
-        return self.attention_output(out)
+            if mask is not None:
+                scores = torch.where(mask, scores, -1.0e9)
+            probs = torch.softmax(scores, dim=-1)
+            if mask is not None and (self.zero_masked or return_attention_scores):
+                probs = torch.where(mask, probs, 0.0)  # Keras' Softmax-layer path
+            out = probs @ v
+        out = out.transpose(1, 2)
+        if self.gate is not None:
+            gate = torch.sigmoid(self.gate(query))
+            out = out * gate.reshape(*gate.shape[:2], self.num_heads, self.value_dim)
+        out = self.attention_output(out.reshape(query.shape[0], query.shape[1], -1))
+        return (out, probs) if return_attention_scores else out
 
 
 class ChannelScale(nn.Module):
@@ -172,6 +199,7 @@ class KerasAttention(nn.Module):
     Scores ``q @ k^T`` (times the learned ``scale`` if ``use_scale``) or, ``concat``,
     ``concat_score_weight * sum(tanh(scale * (q_i + k_j)))``; masked scores lose ``1e9``
     (Keras' rule, not ``-inf``); the output rows of masked queries are zero.
+    ``return_attention_scores=True`` also returns the softmax weights ``[B, Tq, Tv]``.
 
     Example:
         >>> import torch
@@ -197,7 +225,7 @@ class KerasAttention(nn.Module):
 
     def forward(self, query: torch.Tensor, value: torch.Tensor, key: torch.Tensor | None = None,
                 query_mask: torch.Tensor | None = None, value_mask: torch.Tensor | None = None,
-                use_causal_mask: bool = False) -> torch.Tensor:
+                use_causal_mask: bool = False, return_attention_scores: bool = False):
         scores = self._scores(query, value if key is None else key)
         mask = None if value_mask is None else value_mask.bool().unsqueeze(-2)
         if use_causal_mask:
@@ -205,10 +233,11 @@ class KerasAttention(nn.Module):
             mask = causal if mask is None else mask & causal
         if mask is not None:
             scores = torch.where(mask, scores, scores - 1.0e9)
-        out = torch.softmax(scores, dim=-1) @ value
-        if query_mask is not None:
+        weights = torch.softmax(scores, dim=-1)
+        out = weights @ value
+        if query_mask is not None:  # (the weights Keras returns keep masked query rows)
             out = torch.where(query_mask.bool().unsqueeze(-1), out, 0.0)
-        return out
+        return (out, weights) if return_attention_scores else out
 
 
 class KerasAdditiveAttention(KerasAttention):

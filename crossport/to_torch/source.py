@@ -95,7 +95,9 @@ _ARGS: dict[type, Callable[[nn.Module], str]] = {
                                        f"{m.bias is not None!r}, {m.weight is not None!r}, "
                                        f"{m.axis}"),
     tf_rnn.KerasLSTM: _keras_rnn, tf_rnn.KerasGRU: _keras_rnn, tf_rnn.KerasSimpleRNN: _keras_rnn,
-    tf_resize.TFResize: lambda m: f"{m.size!r}, {m.method!r}, {m.antialias!r}",
+    tf_resize.TFResize: lambda m: (f"{m.size!r}, {m.method!r}, {m.antialias!r}, "
+                                   f"{m.crop_to_aspect_ratio!r}, {m.pad_to_aspect_ratio!r}, "
+                                   f"{m.fill_value!r}"),
     tf_resize.KerasUpSampling2D: lambda m: f"{m.size!r}, {m.interpolation!r}",
     KerasActivation: lambda m: f"{m.name!r}, {m.axis}",
     KerasPReLU: lambda m: f"{tuple(m.alpha.shape)!r}",
@@ -109,7 +111,8 @@ _ARGS: dict[type, Callable[[nn.Module], str]] = {
     own.KerasMultiHeadAttention: lambda m: (
         f"{m.query.in_features}, {m.key.in_features}, {m.value.in_features}, {m.num_heads}, "
         f"{m.key_dim}, {m.value_dim}, {m.attention_output.out_features}, "
-        f"{m.query.bias is not None!r}, {m.zero_masked!r}"),
+        f"{m.query.bias is not None!r}, {m.zero_masked!r}, {m.num_kv_heads}, "
+        f"{m.sliding_window!r}, {m.gate is not None!r}"),
 }
 for _cls in (tf_pool.TFMaxPool1d, tf_pool.TFMaxPool2d, tf_pool.TFMaxPool3d, tf_pool.TFAvgPool1d,
              tf_pool.TFAvgPool2d, tf_pool.TFAvgPool3d):
@@ -153,6 +156,10 @@ def _init_lines(module: nn.Module) -> tuple[list[str], set[str]]:
         if imp:
             imports.add(imp)
         lines.append(f"        self.{path} = {call}")
+    for name, buffer in module.named_buffers(recurse=False):  # keras.ops constants (ctx.constant)
+        dtype = str(buffer.dtype).replace("torch.", "")
+        lines.append(f"        self.register_buffer({name!r}, torch.empty("
+                     f"{tuple(buffer.shape)!r}, dtype=torch.{dtype}))")
     return lines, imports
 
 

@@ -251,38 +251,86 @@ class TFResize(nn.Module):
         method: ``bilinear``, ``nearest``, ``bicubic``, ``area``, ``lanczos3``, ``lanczos5``,
             ``gaussian`` or ``mitchellcubic``.
         antialias: TF's ``antialias`` (widens the kernel when downsampling).
+        crop_to_aspect_ratio: Keras' centred crop to the target aspect ratio first.
+        pad_to_aspect_ratio: Keras' centred pad to it first, with ``fill_value``.
+        fill_value: the padding value.
+
+    Keras' box (``keras.src.backend.tensorflow.image.resize``): the wanted height is
+    ``int(float32(w * th) / tw)``, clamped to ``[1, h]`` (crop) or ``>= h`` (pad), likewise
+    the width; the crop starts at ``int((h - crop) / 2)``; the pad adds ``int((pad - h) / 2)``
+    rows on *both* sides (an odd difference pads one row less than asked, as Keras does).
 
     Example:
         >>> import torch
         >>> TFResize((3, 5), "bicubic")(torch.randn(2, 3, 6, 4)).shape
         torch.Size([2, 3, 3, 5])
+        >>> TFResize((4, 4), pad_to_aspect_ratio=True)(torch.randn(1, 1, 2, 4)).shape
+        torch.Size([1, 1, 4, 4])
     """
 
     def __init__(
-        self, size: Sequence[int], method: str = "bilinear", antialias: bool = False
+        self, size: Sequence[int], method: str = "bilinear", antialias: bool = False,
+        crop_to_aspect_ratio: bool = False, pad_to_aspect_ratio: bool = False,
+        fill_value: float = 0.0,
     ) -> None:
         super().__init__()
         self.size = (int(size[0]), int(size[1]))
         self.method = method.lower()
         if self.method not in METHODS:
             raise InputError(f"method must be one of {METHODS}, got {method!r}")
+        if crop_to_aspect_ratio and pad_to_aspect_ratio:
+            raise InputError("only one of crop_to_aspect_ratio and pad_to_aspect_ratio")
         self.antialias = antialias
+        self.crop_to_aspect_ratio = crop_to_aspect_ratio
+        self.pad_to_aspect_ratio = pad_to_aspect_ratio
+        self.fill_value = float(fill_value)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.crop_to_aspect_ratio or self.pad_to_aspect_ratio:
+            x = self._to_aspect_ratio(x)
         return tf_resize(x, self.size, self.method, self.antialias)
+
+    def _to_aspect_ratio(self, x: torch.Tensor) -> torch.Tensor:
+        h, w = x.shape[-2], x.shape[-1]
+        th, tw = self.size
+        want_h, want_w = _f32_quotient(w * th, tw), _f32_quotient(h * tw, th)
+        if self.crop_to_aspect_ratio:
+            ch, cw = max(min(h, want_h), 1), max(min(w, want_w), 1)
+            top, left = _f32_quotient(h - ch, 2), _f32_quotient(w - cw, 2)
+            return x[..., top:top + ch, left:left + cw]
+        top = _f32_quotient(max(h, want_h) - h, 2)
+        left = _f32_quotient(max(w, want_w) - w, 2)
+        if not top and not left:
+            return x
+        return nn.functional.pad(x, (left, left, top, top), value=self.fill_value)
 
     @classmethod
     def from_keras(cls, layer) -> TFResize:
-        """From ``keras.layers.Resizing`` (without crop/pad to aspect ratio)."""
+        """From ``keras.layers.Resizing``."""
         cfg = layer.get_config()
-        if cfg.get("crop_to_aspect_ratio") or cfg.get("pad_to_aspect_ratio"):
-            raise InputError(f"{layer.name}: crop/pad_to_aspect_ratio is not supported")
+        if cfg.get("fill_mode", "constant") != "constant":
+            raise InputError(f"{layer.name}: fill_mode {cfg['fill_mode']!r} (Keras' TF backend "
+                             "pads with a constant only)")
         return cls(
-            (cfg["height"], cfg["width"]), cfg["interpolation"], bool(cfg.get("antialias", False))
+            (cfg["height"], cfg["width"]), cfg["interpolation"], bool(cfg.get("antialias", False)),
+            bool(cfg.get("crop_to_aspect_ratio")), bool(cfg.get("pad_to_aspect_ratio")),
+            float(cfg.get("fill_value", 0.0)),
         )
 
     def extra_repr(self) -> str:
-        return f"size={self.size}, method={self.method!r}, antialias={self.antialias}"
+        box = (f", crop_to_aspect_ratio={self.crop_to_aspect_ratio}, pad_to_aspect_ratio="
+               f"{self.pad_to_aspect_ratio}, fill_value={self.fill_value}"
+               if self.crop_to_aspect_ratio or self.pad_to_aspect_ratio else "")
+        return f"size={self.size}, method={self.method!r}, antialias={self.antialias}{box}"
+
+
+def _f32_quotient(a, b: int):
+    """``int(float32(a) / b)`` as Keras computes box sizes (float32 division, truncated); a
+    run-time size (``torch.export``'s SymInt) uses exact floor division, which agrees while
+    ``a < 2**24`` (the float32 quotient of such ints cannot round across an integer)."""
+    if isinstance(a, int):
+        return int(f32(a) / f32(b))
+    return a // b
 
 
 class KerasUpSampling2D(nn.Module):

@@ -107,3 +107,44 @@ def test_discretization_buckets_like_tf():
 
 def test_discretization_of_ints():
     assert_to_torch(chain((5,), L.Discretization(bin_boundaries=[2.0, 5.5]), dtype="int32"))
+
+
+RESIZING_BOX = {
+    # (input H, W, C), Resizing(...), then a conv (the input held NCHW) or not
+    "crop-wide-to-square": ((6, 9, 2), L.Resizing(4, 4, crop_to_aspect_ratio=True), False),
+    "crop-tall-odd": ((9, 5, 2), L.Resizing(3, 4, crop_to_aspect_ratio=True,
+                                            interpolation="bicubic"), True),
+    "crop-one-row": ((1, 9, 2), L.Resizing(4, 2, crop_to_aspect_ratio=True,
+                                           interpolation="nearest"), False),
+    "pad-wide": ((4, 9, 2), L.Resizing(5, 5, pad_to_aspect_ratio=True, fill_value=0.5), True),
+    # the width wants 7 (3 more): Keras pads int(3 / 2) = 1 column each side, 6 in all
+    "pad-tall-odd-difference": ((7, 4, 2), L.Resizing(7, 7, pad_to_aspect_ratio=True,
+                                                      interpolation="area"), False),
+    "pad-not-needed": ((4, 6, 2), L.Resizing(2, 3, pad_to_aspect_ratio=True), False),
+    "crop-antialias-downscale": ((8, 12, 2), L.Resizing(3, 3, crop_to_aspect_ratio=True,
+                                                        antialias=True), True),
+}
+
+
+@pytest.mark.parametrize("case", RESIZING_BOX.values(), ids=RESIZING_BOX.keys())
+def test_resizing_to_aspect_ratio(case):
+    """Keras' centred crop / pad box (float32 box arithmetic, symmetric pad rows) before
+    tf.image.resize."""
+    shape, layer, after_conv = case
+    layers = [L.Conv2D(shape[-1], 1), layer] if after_conv else [layer]
+    assert_to_torch(chain(shape, *layers), export=True)
+
+
+def test_resizing_to_aspect_ratio_channels_first_writes_source(tmp_path):
+    import importlib.util
+
+    layer = L.Resizing(4, 6, pad_to_aspect_ratio=True, fill_value=-1.0,
+                       data_format="channels_first")
+    conv = assert_to_torch(chain((2, 7, 5), layer), max_permutes=0)
+    path = crossport.to_torch_source(conv, tmp_path / "resize.py")
+    spec = importlib.util.spec_from_file_location("resize", path)
+    written = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(written)
+    x = torch.randn(3, 2, 7, 5)
+    with torch.no_grad():
+        torch.testing.assert_close(written.build_model()(x), conv.module(x), rtol=0, atol=0)

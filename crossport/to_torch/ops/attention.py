@@ -1,8 +1,11 @@
-"""Attention layers: MultiHeadAttention -> to_torch.modules.KerasMultiHeadAttention (plain
-Linears and ``F.scaled_dot_product_attention``), Attention -> KerasAttention, EinsumDense ->
-Einsum (``torch.einsum`` with the kernel as a parameter); masks and causal masks included."""
+"""Attention layers: MultiHeadAttention and GroupQueryAttention ->
+to_torch.modules.KerasMultiHeadAttention (plain Linears and ``F.scaled_dot_product_attention``),
+Attention -> KerasAttention, EinsumDense -> Einsum (``torch.einsum`` with the kernel as a
+parameter); masks and causal masks included."""
 
 from __future__ import annotations
+
+import operator
 
 import numpy as np
 import torch
@@ -26,8 +29,6 @@ def _mha_supported(layer) -> str | None:
     ranks = {len(t.shape) for node in layer._inbound_nodes for t in node.input_tensors[:1]}
     if ranks - {3}:
         return f"a query of rank {max(ranks)} (only [batch, sequence, features])"
-    if cfg.get("use_gate") or cfg.get("sliding_window"):
-        return "gated or sliding-window attention is not converted"
     if cfg.get("output_shape") is not None and np.ndim(cfg["output_shape"]) > 0 and \
             len(cfg["output_shape"]) != 1:
         return "multi-dimensional output_shape is not converted"
@@ -44,32 +45,67 @@ def _dense(linear: torch.nn.Linear, dense, rows: int) -> None:
 
 
 @register_layer(policy=Policy.CANONICAL, supports=_mha_supported, masks=True)
-def MultiHeadAttention(ctx: Context, layer, query, value, key=None, attention_mask=None,
-                       use_causal_mask=False, query_mask=None, value_mask=None, key_mask=None,
-                       **_call_kwargs):
-    """keras.layers.MultiHeadAttention(num_heads, key_dim, value_dim, output_shape).
+def MultiHeadAttention(ctx: Context, layer, query, value, key=None, query_mask=None,
+                       value_mask=None, key_mask=None, attention_mask=None,
+                       return_attention_scores=False, use_causal_mask=False, **_call_kwargs):
+    """keras.layers.MultiHeadAttention(num_heads, key_dim, value_dim, output_shape, use_gate,
+    sliding_window).
 
     Keras scales the query by ``1/sqrt(key_dim)`` before the scores; masked scores become a
-    large negative number; with ``dropout > 0`` Keras takes its Softmax-layer path, which also
-    zeroes masked probabilities (fully masked rows: zeros, else uniform). The Keras masks
-    (mask_zero / Masking upstream) are ANDed in as ``[B, T, 1]`` / ``[B, 1, S]``.
+    large negative number; with ``dropout > 0`` or ``return_attention_scores=True`` Keras
+    takes its Softmax-layer path, which also zeroes masked probabilities (fully masked rows:
+    zeros, else uniform); the scores returned are those probabilities ``[B, heads, T, S]``.
+    The Keras masks (mask_zero / Masking upstream) are ANDed in as ``[B, T, 1]`` /
+    ``[B, 1, S]``.
     """
     cfg = layer.get_config()
     heads, key_dim = int(cfg["num_heads"]), int(cfg["key_dim"])
     value_dim = int(cfg["value_dim"] or key_dim)
+    return _attention_module(ctx, layer, heads, heads, key_dim, value_dim, cfg, query, value,
+                             key, attention_mask, use_causal_mask,
+                             (query_mask, value_mask, key_mask), return_attention_scores)
+
+
+@register_layer(policy=Policy.CANONICAL, masks=True)
+def GroupedQueryAttention(ctx: Context, layer, query, value, key=None, query_mask=None,
+                          value_mask=None, key_mask=None, attention_mask=None,
+                          return_attention_scores=False, use_causal_mask=False,
+                          **_call_kwargs):
+    """keras.layers.GroupQueryAttention(head_dim, num_query_heads, num_key_value_heads,
+    use_gate, sliding_window): MultiHeadAttention's module with ``num_kv_heads`` key/value
+    heads, each serving ``num_query_heads // num_key_value_heads`` consecutive query heads
+    (Keras repeats them on the head axis); masks, scores and dropout's Softmax path as there.
+    """
+    cfg = layer.get_config()
+    heads, head_dim = int(layer.num_query_heads), int(layer.head_dim)
+    return _attention_module(ctx, layer, heads, int(layer.num_key_value_heads), head_dim,
+                             head_dim, cfg, query, value, key, attention_mask,
+                             use_causal_mask, (query_mask, value_mask, key_mask),
+                             return_attention_scores)
+
+
+def _attention_module(ctx: Context, layer, heads: int, kv_heads: int, key_dim: int,
+                      value_dim: int, cfg: dict, query, value, key, attention_mask,
+                      use_causal_mask, keras_masks, return_attention_scores):
+    """Build and call the KerasMultiHeadAttention of an MHA or GQA layer (same sublayers:
+    ``_query_dense`` ... ``_output_dense``, ``_gate_dense``)."""
     qd, kd, vd = layer._query_dense, layer._key_dense, layer._value_dense
     od = layer._output_dense
-    out_dim = int(od.kernel.shape[-1])
-    module = KerasMultiHeadAttention(int(qd.kernel.shape[0]), int(kd.kernel.shape[0]),
-                                     int(vd.kernel.shape[0]), heads, key_dim, value_dim,
-                                     out_dim, bool(cfg["use_bias"]),
-                                     zero_masked=float(cfg.get("dropout") or 0.0) > 0.0)
-    _dense(module.query, qd, int(qd.kernel.shape[0]))
-    _dense(module.key, kd, int(kd.kernel.shape[0]))
-    _dense(module.value, vd, int(vd.kernel.shape[0]))
+    gate = getattr(layer, "_gate_dense", None) if cfg.get("use_gate") else None
+    module = KerasMultiHeadAttention(
+        int(qd.kernel.shape[0]), int(kd.kernel.shape[0]), int(vd.kernel.shape[0]), heads,
+        key_dim, value_dim, int(od.kernel.shape[-1]), bool(cfg["use_bias"]),
+        zero_masked=float(cfg.get("dropout") or 0.0) > 0.0, num_kv_heads=kv_heads,
+        sliding_window=cfg.get("sliding_window"), use_gate=gate is not None)
+    for linear, dense in ((module.query, qd), (module.key, kd), (module.value, vd),
+                          (module.gate, gate)):
+        if dense is not None:
+            _dense(linear, dense, int(dense.kernel.shape[0]))
     _dense(module.attention_output, od, heads * value_dim)
-    attention_mask = _with_keras_masks(ctx, attention_mask, query_mask, value_mask, key_mask)
-    return ctx.call_module(module, query, value, key, attention_mask, bool(use_causal_mask))
+    attention_mask = _with_keras_masks(ctx, attention_mask, *keras_masks)
+    out = ctx.call_module(module, query, value, key, attention_mask, bool(use_causal_mask),
+                          bool(return_attention_scores))
+    return _outputs(ctx, out, return_attention_scores)
 
 
 def _with_keras_masks(ctx: Context, attention_mask, query_mask, value_mask, key_mask):
@@ -101,8 +137,10 @@ def _scalar(parameter: torch.nn.Parameter | None, variable) -> None:
 
 
 @register_layer(policy=Policy.CANONICAL, supports=_attention_supported, masks=True)
-def Attention(ctx: Context, layer, inputs, mask=None, use_causal_mask=False, **_call_kwargs):
-    """keras.layers.Attention([query, value(, key)]): dot/concat scores, use_scale, causal.
+def Attention(ctx: Context, layer, inputs, mask=None, use_causal_mask=False,
+              return_attention_scores=False, **_call_kwargs):
+    """keras.layers.Attention([query, value(, key)]): dot/concat scores, use_scale, causal,
+    ``return_attention_scores`` (the softmax weights, masked query rows kept as Keras does).
 
     ``mask`` is Keras' ``[query_mask, value_mask]`` (either may be None).
     """
@@ -112,13 +150,22 @@ def Attention(ctx: Context, layer, inputs, mask=None, use_causal_mask=False, **_
     _scalar(module.concat_score_weight, getattr(layer, "concat_score_weight", None))
     query, value, *key = inputs
     query_mask, value_mask = (list(mask) + [None, None])[:2] if mask is not None else (None, None)
-    return ctx.call_module(module, query, value, key[0] if key else None, query_mask,
-                           value_mask, bool(use_causal_mask))
+    out = ctx.call_module(module, query, value, key[0] if key else None, query_mask,
+                          value_mask, bool(use_causal_mask), bool(return_attention_scores))
+    return _outputs(ctx, out, return_attention_scores)
+
+
+def _outputs(ctx: Context, out, return_attention_scores) -> object:
+    """The module's output, or its ``(output, scores)`` pair as two graph values."""
+    if not return_attention_scores:
+        return out
+    return [ctx.call_function(operator.getitem, out, 0),
+            ctx.call_function(operator.getitem, out, 1)]
 
 
 @register_layer(policy=Policy.CANONICAL, masks=True)
 def AdditiveAttention(ctx: Context, layer, inputs, mask=None, use_causal_mask=False,
-                      **_call_kwargs):
+                      return_attention_scores=False, **_call_kwargs):
     """keras.layers.AdditiveAttention([query, value(, key)]): Bahdanau scores with a scale
     vector, masks and causal mask as Attention."""
     cfg = layer.get_config()
@@ -129,8 +176,9 @@ def AdditiveAttention(ctx: Context, layer, inputs, mask=None, use_causal_mask=Fa
         with torch.no_grad():
             module.scale.copy_(torch.from_numpy(np.asarray(layer.scale.numpy())))
     query_mask, value_mask = (list(mask) + [None, None])[:2] if mask is not None else (None, None)
-    return ctx.call_module(module, query, value, key[0] if key else None, query_mask,
-                           value_mask, bool(use_causal_mask))
+    out = ctx.call_module(module, query, value, key[0] if key else None, query_mask,
+                          value_mask, bool(use_causal_mask), bool(return_attention_scores))
+    return _outputs(ctx, out, return_attention_scores)
 
 
 def _einsum_supported(layer) -> str | None:

@@ -204,8 +204,8 @@ def UpSampling2D(ctx: Context, layer, inputs):
 
 def _resizing_supported(layer) -> str | None:
     cfg = layer.get_config()
-    if cfg.get("crop_to_aspect_ratio") or cfg.get("pad_to_aspect_ratio"):
-        return "Resizing with crop/pad_to_aspect_ratio is not converted"
+    if cfg.get("fill_mode", "constant") != "constant":
+        return f"Resizing fill_mode={cfg['fill_mode']!r} (Keras' TF backend refuses it too)"
     if cfg["interpolation"] not in METHODS:
         return f"Resizing interpolation {cfg['interpolation']!r}: supported {sorted(METHODS)}"
     return None
@@ -213,7 +213,8 @@ def _resizing_supported(layer) -> str | None:
 
 @register_layer(policy=Policy.CHANNELS_FIRST, supports=_resizing_supported)
 def Resizing(ctx: Context, layer, inputs):
-    """keras.layers.Resizing -> torch_layers.TFResize (tf.image.resize's kernels, pitfall 12)."""
+    """keras.layers.Resizing -> torch_layers.TFResize (tf.image.resize's kernels, pitfall 12;
+    crop/pad_to_aspect_ratio with Keras' own box arithmetic)."""
     return ctx.call_module(TFResize.from_keras(layer), inputs)
 
 

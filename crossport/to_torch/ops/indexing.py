@@ -1,0 +1,345 @@
+"""keras.ops that pick, order or move elements: take, take_along_axis, sort, argsort,
+top_k, Python indexing (``x[:, 0]``), flip, roll, repeat, split, tile, one_hot, pad.
+
+They run on the held tensor at the held axis of the Keras axis (``crossport.layout``); an
+axis of ``None`` flattens the Keras-ordered tensor first, batch included, as Keras' TF
+backend does.
+
+Order: TF sorts with ``top_k`` (ascending is ``top_k`` of ``-x``, or of ``~x`` for ints),
+whose comparator breaks ties by the lower index; ``-0.0`` equals ``0.0``; ``±inf`` are
+ordinary values. That is ``torch.sort(stable=True)`` (descending for ``top_k``), which the
+module uses, so values *and* indices match. NaN is no value of that order: TF's kernel
+compares with ``<``/``>``, which NaN fails both ways, so a row holding NaN comes out in an
+order that is an artifact of the kernel's sorting steps (not sorted, not reproducible by any
+torch op). The module puts NaN where torch does (last ascending, first for ``top_k``): rows
+without NaN match exactly, rows with NaN hold the same values in another order (the check
+reports it, as it compares NaN positions).
+"""
+
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+import torch
+
+from crossport.errors import UnsupportedLayerError
+from crossport.layout import (
+    after_reduce,
+    canonical,
+    normalize_dim,
+    physical_array,
+    physical_axes,
+    physical_axis,
+    physical_index,
+    physical_order,
+    reduction_dims,
+)
+from crossport.layout.policy import Policy
+from crossport.to_torch.context import Context, Held
+from crossport.to_torch.registry import register_op
+
+
+def _flat(ctx: Context, x: Held) -> Held:
+    """``x`` flattened in Keras order, batch included (what ``axis=None`` means in Keras)."""
+    x = ctx.canonical(x)
+    return Held(ctx.call_method("reshape", x.node, -1), canonical(1), (None,))
+
+
+def _index_value(ctx: Context, indices) -> Held | int:
+    """Indices as a held tensor in Keras order, or a Python int (a scalar index)."""
+    if isinstance(indices, Held):
+        return ctx.canonical(indices)
+    array = np.asarray(indices)
+    if array.ndim == 0:
+        return int(array)
+    return ctx.constant(array.astype(np.int64))
+
+
+@register_op(policy=Policy.CUSTOM)
+def Take(ctx: Context, op, x: Held, indices) -> Held:
+    """keras.ops.take(x, indices, axis): ``x[..., indices, ...]`` at the held axis.
+
+    Indices in ``[-n, -1]`` count from the end in both (TF's backend adds ``n``, torch's
+    indexing wraps them); others are an error in both. A 1-D index keeps ``x``'s layout; a
+    scalar drops the axis; an index of higher rank inserts its dims, on the Keras-ordered
+    tensor.
+    """
+    shape = ctx.output_shapes[0]
+    index = _index_value(ctx, indices)
+    if op.axis is None:
+        x, axis = _flat(ctx, ctx.plain(x)), 0
+    else:
+        x = ctx.plain(x)
+        axis = normalize_dim(int(op.axis), x.rank)
+    if isinstance(index, int):
+        node = ctx.call_function(torch.select, x.node, physical_axis(x.layout, axis), index)
+        return Held(node, after_reduce(x.layout, [axis], False), shape)
+    if index.rank != 1:
+        x = ctx.canonical(x)
+    node = ctx.call_function(operator.getitem, x.node,
+                             physical_index(x.layout, axis, index.node))
+    layout = x.layout if index.rank == 1 else canonical(len(shape))
+    return Held(node, layout, shape)
+
+
+@register_op(policy=Policy.CUSTOM)
+def TakeAlongAxis(ctx: Context, op, x: Held, indices) -> Held:
+    """keras.ops.take_along_axis(x, indices, axis): ``torch.take_along_dim`` at the held
+    axis, the indices held like ``x`` (both broadcast but along the axis, as in Keras);
+    negative indices count from the end (TF's backend adds the axis size)."""
+    if op.axis is None:
+        x, axis = _flat(ctx, ctx.plain(x)), 0
+    else:
+        x = ctx.plain(x)
+        axis = normalize_dim(int(op.axis), x.rank)
+    if isinstance(indices, Held):
+        index = ctx.to_layout(ctx.plain(indices), x.layout).node
+    else:
+        index = ctx.constant(physical_array(np.asarray(indices, np.int64), x.layout)).node
+    dim = physical_axis(x.layout, axis)
+    index = ctx.call_method("long", index)
+    size = ctx.call_method("size", x.node, dim)
+    index = ctx.call_function(torch.where, ctx.call_function(operator.lt, index, 0),
+                              ctx.call_function(operator.add, index, size), index)
+    node = ctx.call_function(torch.take_along_dim, x.node, index, dim=dim)
+    return Held(node, x.layout, ctx.output_shapes[0])
+
+
+def _sorted(ctx: Context, op, x: Held, descending: bool = False) -> tuple[torch.fx.Node, Held]:
+    """``torch.sort(stable=True)`` along the op's Keras axis (None: flattened): the sort
+    node and the sorted tensor as held (TF's order but for NaN, see the module docstring)."""
+    axis = getattr(op, "axis", -1)
+    x = _flat(ctx, ctx.plain(x)) if axis is None else ctx.plain(x)
+    dim = physical_axis(x.layout, 0 if axis is None else int(axis))
+    node = ctx.call_function(torch.sort, x.node, dim=dim, descending=descending, stable=True)
+    return node, x
+
+
+@register_op(policy=Policy.CUSTOM, keeps_layout=True)
+def Sort(ctx: Context, op, x: Held) -> Held:
+    """keras.ops.sort(x, axis): stable ascending ``torch.sort`` on the held axis."""
+    node, x = _sorted(ctx, op, x)
+    return Held(ctx.call_function(operator.getitem, node, 0), x.layout, ctx.output_shapes[0])
+
+
+@register_op(policy=Policy.CUSTOM, keeps_layout=True)
+def Argsort(ctx: Context, op, x: Held) -> Held:
+    """keras.ops.argsort(x, axis): the stable ascending order's indices, int32 as Keras."""
+    node, x = _sorted(ctx, op, x)
+    indices = ctx.call_method("to", ctx.call_function(operator.getitem, node, 1),
+                              ctx.output_dtype())
+    return Held(indices, x.layout, ctx.output_shapes[0])
+
+
+def _top_k_supported(op) -> str | None:
+    if op.sorted or int(op.k) == 1:
+        return None
+    sizes = {t.shape[-1] for node in getattr(op, "_inbound_nodes", ())
+             for t in node.input_tensors[:1]}
+    if sizes == {int(op.k)}:  # every element taken: TF returns them sorted anyway
+        return None
+    return ("top_k(sorted=False) returns the k largest in the order TF's selection kernel "
+            "leaves them (an implementation detail, not reproduced); use sorted=True")
+
+
+@register_op(policy=Policy.CUSTOM, supports=_top_k_supported, keeps_layout=True)
+def TopK(ctx: Context, op, x: Held) -> list[Held]:
+    """keras.ops.top_k(x, k, sorted): the first ``k`` of a stable descending ``torch.sort``
+    on the last Keras axis (ties: the lower index first, as TF; ``torch.topk`` does not
+    promise an order for ties)."""
+    node, x = _sorted(ctx, op, x, descending=True)
+    first_k = physical_index(x.layout, -1, slice(0, int(op.k)))
+    values = ctx.call_function(operator.getitem, ctx.call_function(operator.getitem, node, 0),
+                               first_k)
+    indices = ctx.call_function(operator.getitem, ctx.call_function(operator.getitem, node, 1),
+                                first_k)
+    indices = ctx.call_method("to", indices, ctx.output_dtype(1))
+    return [Held(values, x.layout, ctx.output_shapes[0]),
+            Held(indices, x.layout, ctx.output_shapes[1])]
+
+
+def _getitem_keys(op) -> list:
+    return [node.arguments.args[1] if len(node.arguments.args) > 1 else None
+            for node in getattr(op, "_inbound_nodes", ())]
+
+
+def _getitem_supported(op) -> str | None:
+    for key in _getitem_keys(op):
+        for item in key if isinstance(key, tuple) else (key,):
+            if isinstance(item, slice):
+                parts = (item.start, item.stop, item.step)
+                if not all(p is None or isinstance(p, (int, np.integer)) for p in parts):
+                    return "a slice with tensor bounds is not converted"
+                if item.step is not None and item.step <= 0:
+                    return (f"a slice with step {item.step} (torch slices step forward only); "
+                            "use keras.ops.flip")
+            elif not (item is None or item is Ellipsis or (
+                    isinstance(item, (int, np.integer)) and not isinstance(item, bool))):
+                return (f"indexing with {type(item).__name__} (only ints, slices, None and "
+                        "...); use keras.ops.take / take_along_axis")
+    return None
+
+
+@register_op(policy=Policy.CUSTOM, supports=_getitem_supported)
+def GetItem(ctx: Context, op, x: Held, key) -> Held:
+    """``x[key]`` with ints, forward slices, ``None`` and ``...`` (what a functional graph
+    records for Python indexing): each item applied at the held axis of its Keras dim, an
+    int dropping it; a key inserting dims (``None``) runs on the Keras-ordered tensor.
+    Out-of-range slices clamp and out-of-range ints fail in both."""
+    items = list(key) if isinstance(key, tuple) else [key]
+    x = ctx.plain(x)
+    if any(item is None for item in items):
+        x = ctx.canonical(x)
+        node = ctx.call_function(operator.getitem, x.node, tuple(items))
+        return Held(node, canonical(len(ctx.output_shapes[0])), ctx.output_shapes[0])
+    if Ellipsis in items:
+        at = items.index(Ellipsis)
+        items[at:at + 1] = [slice(None)] * (x.rank - len(items) + 1)
+    items += [slice(None)] * (x.rank - len(items))
+    items = [int(i) if isinstance(i, (int, np.integer)) else i for i in items]
+    dropped = [d for d, item in enumerate(items) if isinstance(item, int)]
+    node = ctx.call_function(operator.getitem, x.node, physical_order(x.layout, items))
+    return Held(node, after_reduce(x.layout, dropped, False), ctx.output_shapes[0])
+
+
+@register_op(policy=Policy.CUSTOM, keeps_layout=True)
+def Flip(ctx: Context, op, x: Held) -> Held:
+    """keras.ops.flip(x, axis): torch.flip at the held axes (None: every axis)."""
+    x = ctx.plain(x)
+    axes = reduction_dims(op.axis, x.rank)  # None: all of them, as tf.reverse over range
+    node = ctx.call_function(torch.flip, x.node, physical_axes(x.layout, axes))
+    return Held(node, x.layout, ctx.output_shapes[0])
+
+
+@register_op(policy=Policy.CUSTOM, keeps_layout=True)
+def Roll(ctx: Context, op, x: Held) -> Held:
+    """keras.ops.roll(x, shift, axis): torch.roll at the held axes; without an axis over the
+    flattened Keras-ordered tensor (batch included), reshaped back."""
+    x = ctx.plain(x)
+    if op.axis is None:
+        x = ctx.canonical(x)
+        flat = ctx.call_function(torch.roll, ctx.call_method("reshape", x.node, -1),
+                                 int(op.shift), 0)
+        node = ctx.call_method("reshape", flat, *[-1 if s is None else s for s in x.shape])
+        return Held(node, x.layout, ctx.output_shapes[0])
+    axes = op.axis if isinstance(op.axis, (list, tuple)) else [op.axis]
+    shifts = op.shift if isinstance(op.shift, (list, tuple)) else [op.shift] * len(axes)
+    node = ctx.call_function(torch.roll, x.node, [int(s) for s in shifts],
+                             list(physical_axes(x.layout, [int(a) for a in axes])))
+    return Held(node, x.layout, ctx.output_shapes[0])
+
+
+def _repeat_supported(op) -> str | None:
+    if not isinstance(op.repeats, (int, np.integer)):
+        return "keras.ops.repeat with per-element repeats is not converted (give one int)"
+    return None
+
+
+@register_op(policy=Policy.CUSTOM, supports=_repeat_supported)
+def Repeat(ctx: Context, op, x: Held) -> Held:
+    """keras.ops.repeat(x, repeats, axis): torch.repeat_interleave at the held axis (each
+    element repeated in place, as tf.repeat); without an axis over the flattened tensor."""
+    if op.axis is None:
+        x, axis = _flat(ctx, ctx.plain(x)), 0
+    else:
+        x = ctx.plain(x)
+        axis = normalize_dim(int(op.axis), x.rank)
+    node = ctx.call_function(torch.repeat_interleave, x.node, int(op.repeats),
+                             dim=physical_axis(x.layout, axis))
+    return Held(node, x.layout, ctx.output_shapes[0])
+
+
+@register_op(policy=Policy.CUSTOM, keeps_layout=True)
+def Split(ctx: Context, op, x: Held) -> list[Held]:
+    """keras.ops.split(x, indices_or_sections, axis): torch.tensor_split at the held axis
+    (equal sections, or split points; Keras refuses sections that do not divide)."""
+    x = ctx.plain(x)
+    axis = normalize_dim(int(op.axis), x.rank)
+    sections = op.indices_or_sections
+    sections = int(sections) if isinstance(sections, (int, np.integer)) else [
+        int(i) for i in sections]
+    parts = ctx.call_function(torch.tensor_split, x.node, sections,
+                              dim=physical_axis(x.layout, axis))
+    return [Held(ctx.call_function(operator.getitem, parts, i), x.layout, shape)
+            for i, shape in enumerate(ctx.output_shapes)]
+
+
+@register_op(policy=Policy.CUSTOM)
+def Tile(ctx: Context, op, x: Held) -> Held:
+    """keras.ops.tile(x, repeats): torch.tile with the repeats listed per held axis (fewer
+    repeats than dims count from the right, as in Keras; more add leading dims, on the
+    Keras-ordered tensor)."""
+    x = ctx.plain(x)
+    repeats = [int(r) for r in (op.repeats if isinstance(op.repeats, (list, tuple))
+                                else [op.repeats])]
+    if len(repeats) > x.rank:
+        x = ctx.canonical(x)
+        node = ctx.call_function(torch.tile, x.node, repeats)
+        return Held(node, canonical(len(repeats)), ctx.output_shapes[0])
+    repeats = [1] * (x.rank - len(repeats)) + repeats
+    node = ctx.call_function(torch.tile, x.node, list(physical_order(x.layout, repeats)))
+    return Held(node, x.layout, ctx.output_shapes[0])
+
+
+def _one_hot_supported(op) -> str | None:
+    return "sparse one_hot is not converted" if op.sparse else None
+
+
+@register_op(policy=Policy.CUSTOM, supports=_one_hot_supported)
+def OneHot(ctx: Context, op, x: Held) -> Held:
+    """keras.ops.one_hot(x, num_classes, axis, dtype): ``x[..., None] == arange(n)`` moved to
+    ``axis``, in Keras' dtype; an index outside ``[0, n)`` gives a zero row, as tf.one_hot
+    (F.one_hot raises on it)."""
+    x = ctx.canonical(x)
+    classes = ctx.call_function(torch.arange, int(op.num_classes))
+    hot = ctx.call_function(operator.eq, ctx.call_method("unsqueeze", x.node, -1), classes)
+    rank = x.rank + 1
+    axis = normalize_dim(int(op.axis), rank)
+    if axis != rank - 1:
+        hot = ctx.call_function(torch.movedim, hot, -1, axis)
+    node = ctx.call_method("to", hot, ctx.output_dtype())
+    return Held(node, canonical(rank), ctx.output_shapes[0])
+
+
+_PAD_MODES = ("constant", "reflect", "symmetric")
+
+
+def _pad_supported(op) -> str | None:
+    if op.mode not in _PAD_MODES:
+        return f"keras.ops.pad mode={op.mode!r} (supported: {', '.join(_PAD_MODES)})"
+    return None
+
+
+@register_op(policy=Policy.CUSTOM, supports=_pad_supported, keeps_layout=True)
+def Pad(ctx: Context, op, x: Held, constant_values=None) -> Held:
+    """keras.ops.pad(x, pad_width, mode, constant_values) at the held axes: ``constant`` is
+    ``F.pad``; ``reflect`` / ``symmetric`` (``tf.pad``'s modes; torch has no symmetric, and
+    its reflect pads 3 trailing dims at most) gather each padded axis at the indices
+    ``np.pad`` gives ``arange(size)``, which needs that size static."""
+    x = ctx.plain(x)
+    if isinstance(constant_values, Held):
+        raise UnsupportedLayerError(
+            f"keras.ops.pad {ctx.path!r}: a tensor constant_values is not converted",
+            [(ctx.path, "Pad", "tensor constant_values")])
+    pairs = [tuple(int(v) for v in p) for p in np.broadcast_to(
+        np.asarray(op.pad_width, dtype=np.int64), (x.rank, 2))]
+    node = x.node
+    if op.mode == "constant":
+        held = physical_order(x.layout, pairs)
+        flat = [v for before, after in reversed(held) for v in (before, after)]  # F.pad order
+        node = ctx.call_function(torch.nn.functional.pad, node, flat,
+                                 value=float(constant_values or 0))
+        return Held(node, x.layout, ctx.output_shapes[0])
+    for dim, (before, after) in enumerate(pairs):
+        if not before and not after:
+            continue
+        if x.shape[dim] is None:
+            raise UnsupportedLayerError(
+                f"keras.ops.pad {ctx.path!r}: mode={op.mode!r} along a dim of run-time size "
+                f"(axis {dim}); give the model a static size there",
+                [(ctx.path, "Pad", "dynamic size")])
+        index = np.pad(np.arange(x.shape[dim]), (before, after), mode=op.mode)
+        node = ctx.call_function(torch.index_select, node, physical_axis(x.layout, dim),
+                                 ctx.constant(index).node)
+    return Held(node, x.layout, ctx.output_shapes[0])
