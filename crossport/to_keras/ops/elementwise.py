@@ -53,6 +53,31 @@ def _scaled(other, alpha):
     return other if alpha == 1 else keras_multiply(other, alpha)
 
 
+def _promoted(ctx, *operands):
+    """The tensor operands in torch's result dtype, where torch computes the op.
+
+    torch promotes first and computes in the result type (``bool + 1`` is int64, ``int8 +
+    int64`` is int64, ``int * 1.5`` is float32); Keras' own promotion differs (bool + int
+    is int32) and TF refuses mixed operands. Python numbers stay numbers (weak types)."""
+    if ctx.out_dtype == torch.bool:
+        return operands
+    want = keras_dtype(ctx.out_dtype)
+    return tuple(ops.cast(x, want) if _is_tensor(x) and _dtype_name(x) != want else x
+                 for x in operands)
+
+
+def _is_tensor(x) -> bool:
+    return not isinstance(x, (bool, int, float)) and hasattr(x, "dtype")
+
+
+def _dtype_name(x) -> str:
+    return getattr(x.dtype, "name", None) or str(x.dtype)
+
+
+def _is_float(x) -> bool:
+    return _is_tensor(x) and _dtype_name(x).startswith(("float", "bfloat"))
+
+
 @register(aten.add.Tensor, aten.add_.Tensor, aten.add.Scalar, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_add_tensor(ctx, self, other, alpha=1):
     """add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor
@@ -62,18 +87,21 @@ def aten_add_tensor(ctx, self, other, alpha=1):
     """
     if ctx.out_dtype == torch.bool:
         return ops.logical_or(self, other) if alpha else ops.cast(self, "bool")
+    self, other = _promoted(ctx, self, other)
     return keras_add(self, _scaled(other, alpha))
 
 
 @register(aten.sub.Tensor, aten.sub_.Tensor, aten.sub.Scalar, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_sub_tensor(ctx, self, other, alpha=1):
     """sub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"""
+    self, other = _promoted(ctx, self, other)
     return ops.subtract(self, _scaled(other, alpha))
 
 
 @register(aten.rsub.Scalar, aten.rsub.Tensor, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_rsub_scalar(ctx, self, other, alpha=1):
     """rsub.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor = other - alpha*self"""
+    self, other = _promoted(ctx, self, other)
     return ops.subtract(other, _scaled(self, alpha))
 
 
@@ -85,7 +113,7 @@ def aten_mul_tensor(ctx, self, other):
     """
     if ctx.out_dtype == torch.bool:
         return ops.logical_and(self, other)
-    return keras_multiply(self, other)
+    return keras_multiply(*_promoted(ctx, self, other))
 
 
 @register(aten.div.Tensor, aten.div_.Tensor, aten.div.Scalar, policy=Policy.AGNOSTIC, dynamic=True)
@@ -94,33 +122,103 @@ def aten_div_tensor(ctx, self, other):
     return ops.true_divide(self, other)
 
 
+def fmod_float(a, b):
+    """C's ``fmod`` (torch.fmod) of floats, exactly.
+
+    TF's FloorMod of two non-negative floats is C's fmod (its sign fix-up never fires), so
+    ``|a| mod |b|`` with the dividend's sign is fmod without rounding. Fixing up a floor
+    modulo instead (``r - b``) rounds: fmod(1e-30, -0.5) came out 0.0, and fmod(x, -inf)
+    NaN (torch: 1e-30 and x). A zero result keeps the dividend's sign, as fmod(-4., 2.) is
+    -0.0 (``a * 0``: exact, and NaN only where the result is NaN anyway).
+    """
+    m = ops.mod(ops.abs(a), ops.abs(b))
+    r = ops.where(ops.less(a, 0), ops.negative(m), m)
+    return ops.where(ops.equal(r, 0), keras_multiply(a, 0.0), r)
+
+
+def floor_divide_float(a, b):
+    """torch's float floor division (ATen ``div_floor_floating``), step for step.
+
+    TF's FloorDiv is ``floor(a / b)``: inf // 2 is inf where torch gives NaN (its quotient
+    goes through fmod(inf, 2), NaN), and -0.5 // inf is -0.0 where torch (and Python) give
+    -1. torch: ``mod = fmod(a, b)``, ``div = (a - mod) / b``, one less where mod's sign
+    differs from b's, then floor with a correction for the division's rounding; a zero
+    quotient takes the sign of ``a / b``; ``b == 0`` is plain IEEE ``a / b``.
+    """
+    mod = fmod_float(a, b)
+    div = ops.true_divide(ops.subtract(a, mod), b)
+    signs_differ = ops.not_equal(ops.less(b, 0), ops.less(mod, 0))
+    div = ops.where(ops.logical_and(ops.not_equal(mod, 0), signs_differ), div - 1.0, div)
+    floored = ops.floor(div)
+    floored = ops.where(ops.greater(div - floored, 0.5), floored + 1.0, floored)
+    quotient = ops.true_divide(a, b)
+    floored = ops.where(ops.not_equal(div, 0), floored, keras_multiply(quotient, 0.0))
+    return ops.where(ops.equal(b, 0), quotient, floored)
+
+
+def _floor_divide(ctx, a, b):
+    a, b = _promoted(ctx, a, b)
+    if ctx.out_dtype.is_floating_point:
+        a = a if _is_tensor(a) else ops.convert_to_tensor(a, keras_dtype(ctx.out_dtype))
+        return floor_divide_float(a, b)
+    return ops.floor_divide(a, b)  # TF's integer FloorDiv rounds down exactly
+
+
+def _trunc_divide_int(ctx, a, b):
+    """Integer division rounding toward zero, exactly: the floor quotient plus one where a
+    remainder is left and the signs differ. Through a float32 quotient, as before, int32
+    values past 2**24 came out wrong (-2**31 // -7 gave 306783392, torch 306783378), int64
+    ones past 2**24 too. Narrower integers run in int32 (exact, and TFLite's FloorDiv and
+    Add have int32 kernels, not int8 ones); int64 stays int64, which TFLite cannot run
+    (no int64 FloorDiv): its export refuses, as it does for an int64 ``//``."""
+    want = keras_dtype(ctx.out_dtype)
+    work = "int64" if want == "int64" else "int32"
+    a, b = (ops.cast(x, work) if _is_tensor(x) else x for x in (a, b))
+    quotient = ops.floor_divide(a, b)
+    inexact = ops.not_equal(ops.mod(a, b), 0)
+    signs_differ = ops.not_equal(ops.less(a, 0), ops.less(b, 0))
+    quotient = ops.where(ops.logical_and(inexact, signs_differ), quotient + 1, quotient)
+    return quotient if work == want else ops.cast(quotient, want)
+
+
 @register(aten.div.Tensor_mode, aten.div.Scalar_mode, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_div_tensor_mode(ctx, self, other, rounding_mode=None):
-    """div.Tensor_mode(Tensor self, Tensor other, *, str? rounding_mode) -> Tensor"""
+    """div.Tensor_mode(Tensor self, Tensor other, *, str? rounding_mode) -> Tensor
+
+    floor: torch's float algorithm (``floor_divide_float``); trunc of integers: exact
+    integer arithmetic (``_trunc_divide_int``), never through a float quotient.
+    """
     if rounding_mode == "floor":
-        return ops.floor_divide(self, other)
+        return _floor_divide(ctx, self, other)
+    if rounding_mode == "trunc" and _is_int(ctx):
+        return _trunc_divide_int(ctx, self, other)
     quotient = ops.true_divide(self, other)
-    if rounding_mode is None:
-        return quotient
-    truncated = ops.trunc(quotient)
-    return ops.cast(truncated, keras_dtype(ctx.out_dtype)) if _is_int(ctx) else truncated
+    return quotient if rounding_mode is None else ops.trunc(quotient)
 
 
 @register(aten.floor_divide.default, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_floor_divide_default(ctx, self, other):
-    """floor_divide(Tensor self, Tensor other) -> Tensor"""
-    return ops.floor_divide(self, other)
+    """floor_divide(Tensor self, Tensor other) -> Tensor (div with rounding_mode='floor')"""
+    return _floor_divide(ctx, self, other)
 
 
 @register(aten.remainder.Tensor, aten.remainder.Scalar, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_remainder_tensor(ctx, self, other):
     """remainder.Tensor(Tensor self, Tensor other) -> Tensor (sign of the divisor, like Python)"""
-    return ops.mod(self, other)
+    return ops.mod(*_promoted(ctx, self, other))
 
 
 @register(aten.fmod.Tensor, aten.fmod.Scalar, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_fmod_tensor(ctx, self, other):
-    """fmod.Tensor(Tensor self, Tensor other) -> Tensor (sign of the dividend, like C)"""
+    """fmod.Tensor(Tensor self, Tensor other) -> Tensor (sign of the dividend, like C)
+
+    Floats: ``fmod_float`` (exact). Integers: the floor modulo minus the divisor where
+    their signs differ, exact in integer arithmetic.
+    """
+    self, other = _promoted(ctx, self, other)
+    if ctx.out_dtype.is_floating_point:
+        self = self if _is_tensor(self) else ops.convert_to_tensor(self, keras_dtype(ctx.out_dtype))
+        return fmod_float(self, other)
     r = ops.mod(self, other)
     return ops.where(ops.logical_and(r != 0, ops.not_equal(ops.sign(r), ops.sign(self))),
                      r - other, r)
@@ -144,14 +242,18 @@ def aten_pow_scalar(ctx, self, exponent):
 
 @register(aten.maximum.default, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_maximum_default(ctx, self, other):
-    """maximum(Tensor self, Tensor other) -> Tensor"""
-    return ops.maximum(self, other)
+    """maximum(Tensor self, Tensor other) -> Tensor (of bools: or; TF has no bool Maximum)"""
+    if ctx.out_dtype == torch.bool:
+        return ops.logical_or(self, other)
+    return ops.maximum(*_promoted(ctx, self, other))
 
 
 @register(aten.minimum.default, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_minimum_default(ctx, self, other):
-    """minimum(Tensor self, Tensor other) -> Tensor"""
-    return ops.minimum(self, other)
+    """minimum(Tensor self, Tensor other) -> Tensor (of bools: and)"""
+    if ctx.out_dtype == torch.bool:
+        return ops.logical_and(self, other)
+    return ops.minimum(*_promoted(ctx, self, other))
 
 
 @register(aten.clamp.default, aten.clamp.Tensor, aten.clamp_.default, policy=Policy.AGNOSTIC, dynamic=True)
@@ -214,8 +316,16 @@ def _sign(x):
     return ops.where(isnan(x), ops.zeros_like(x), ops.sign(x))
 
 
+def _negative(x):
+    """``-x``; of unsigned integers ``0 - x``, which wraps as torch's does (TF has no
+    unsigned Neg kernel: the converted model failed to run)."""
+    if _dtype_name(x).startswith("uint"):
+        return ops.subtract(ops.zeros_like(x), x)
+    return ops.negative(x)
+
+
 _UNARY = {
-    aten.neg.default: ops.negative, aten.abs.default: ops.abs, aten.exp.default: ops.exp,
+    aten.neg.default: _negative, aten.abs.default: ops.abs, aten.exp.default: ops.exp,
     aten.log.default: ops.log, aten.log1p.default: ops.log1p, aten.expm1.default: ops.expm1,
     aten.sqrt.default: ops.sqrt, aten.rsqrt.default: ops.rsqrt, aten.sin.default: ops.sin,
     aten.cos.default: ops.cos, aten.floor.default: ops.floor, aten.ceil.default: ops.ceil,
