@@ -122,6 +122,9 @@ INT_CASES = [
     case("int-pow-negative-exponents", Fn(lambda a, b: (2 ** b, a ** b.clamp(-3, 5))),
          lambda: near_limits(torch.int32), expect_converters=("aten_pow_scalar",
                                                               "aten_pow_tensor_scalar")),
+    case("uint8-pow", Fn(lambda a, b: (2 ** a[:, :3], a[:, :3] ** (a[:, :3] % 4))),
+         lambda: near_limits(torch.uint8), expect_converters=("aten_pow_scalar",
+                                                              "aten_pow_tensor_scalar")),
     case("int8-plus-int64-and-float", Fn(lambda a, b: (a + b.long(), a * 1.5)),
          lambda: near_limits(torch.int8), expect_converters=("aten_add_tensor", "aten_mul_tensor")),
 ]

@@ -232,7 +232,7 @@ def aten_pow_tensor_scalar(ctx, self, exponent):
     if isinstance(exponent, (int, float)) and exponent == 0.5:
         return ops.sqrt(self)
     if _is_int(ctx) and _is_tensor(exponent):
-        return _int_power(*_promoted(ctx, self, exponent))
+        return _int_power(ctx, *_promoted(ctx, self, exponent))
     return ops.power(self, exponent)
 
 
@@ -240,18 +240,25 @@ def aten_pow_tensor_scalar(ctx, self, exponent):
 def aten_pow_scalar(ctx, self, exponent):
     """pow.Scalar(Scalar self, Tensor exponent) -> Tensor"""
     if _is_int(ctx):
-        return _int_power(*_promoted(ctx, self, exponent))
+        return _int_power(ctx, *_promoted(ctx, self, exponent))
     return ops.power(self, exponent)
 
 
-def _int_power(base, exponent):
+def _int_power(ctx, base, exponent):
     """Integer ``base ** exponent`` as torch computes it for a negative exponent: 1 for a
     base of 1, +-1 for -1 by the exponent's parity, else 0 (``2 ** -1`` is 0). TF's integer
     Pow raises on a negative exponent, so the converted model failed at run time; it is
     given 0 there instead (its results for exponents >= 0 wrap like torch's: a product of
-    integers modulo 2**bits does not depend on the order of the multiplications)."""
+    integers modulo 2**bits does not depend on the order of the multiplications). Keras
+    computes uint8 powers in int32: the result is cast back, which wraps as torch does."""
+    want = keras_dtype(ctx.out_dtype)
+    if _is_tensor(exponent) and _dtype_name(exponent).startswith("uint"):
+        # never negative (and TF has no unsigned Neg); always cast: Keras' symbolic dtype of
+        # a uint8 power says uint8 while TF's kernel returns int32
+        return ops.cast(ops.power(base, exponent), want)
     negative = ops.less(exponent, 0)
     power = ops.power(base, ops.where(negative, ops.zeros_like(exponent), exponent))
+    power = ops.cast(power, want)
     odd = ops.not_equal(ops.mod(exponent, 2), 0)
     one, zero = ops.ones_like(power), ops.zeros_like(power)
     of_minus_one = ops.where(odd, ops.negative(one), one)
