@@ -10,6 +10,7 @@ rounds toward zero.
 from __future__ import annotations
 
 import keras
+import numpy as np
 import torch
 
 from crossport.to_keras.registry import Policy, register
@@ -62,8 +63,15 @@ def _promoted(ctx, *operands):
     if ctx.out_dtype == torch.bool:
         return operands
     want = keras_dtype(ctx.out_dtype)
-    return tuple(ops.cast(x, want) if _is_tensor(x) and _dtype_name(x) != want else x
-                 for x in operands)
+    return tuple(_as_dtype(x, want) for x in operands)
+
+
+def _as_dtype(x, want: str):
+    if not _is_tensor(x) or _dtype_name(x) == want:
+        return x
+    if isinstance(x, np.ndarray):  # a constant stays numpy (the emitter's constant rules)
+        return x.astype(want)
+    return ops.cast(x, want)
 
 
 def _is_tensor(x) -> bool:
