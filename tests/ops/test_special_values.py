@@ -110,7 +110,8 @@ INT_CASES = [
     # Keras promotes bool + int to int32 (torch: int64); TF has no bool Maximum and no
     # unsigned Neg, so those models failed to run
     case("bool-plus-int-is-int64", Fn(lambda a, b: (a > 0) + 1 - (b > 0) * 2),
-         lambda: near_limits(torch.int32), expect_converters=("aten_add_tensor", "aten_mul_tensor")),
+         lambda: near_limits(torch.int32),
+         expect_converters=("aten_add_tensor", "aten_mul_tensor")),
     case("maximum-minimum-of-bools", Fn(lambda a, b: (torch.maximum(a > 0, b > 0),
                                                       torch.minimum(a > 0, b > 0))),
          lambda: near_limits(torch.int32),

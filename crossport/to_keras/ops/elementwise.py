@@ -82,10 +82,6 @@ def _dtype_name(x) -> str:
     return getattr(x.dtype, "name", None) or str(x.dtype)
 
 
-def _is_float(x) -> bool:
-    return _is_tensor(x) and _dtype_name(x).startswith(("float", "bfloat"))
-
-
 @register(aten.add.Tensor, aten.add_.Tensor, aten.add.Scalar, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_add_tensor(ctx, self, other, alpha=1):
     """add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor
