@@ -126,6 +126,14 @@ INT_CASES = [
     case("uint8-pow", Fn(lambda a, b: (2 ** a[:, :3], a[:, :3] ** (a[:, :3] % 4))),
          lambda: near_limits(torch.uint8), expect_converters=("aten_pow_scalar",
                                                               "aten_pow_tensor_scalar")),
+    # Keras promotes a narrow integer tensor with a Python number to int32
+    case("int8-remainder-fmod-floordiv-by-scalar",
+         Fn(lambda a, b: (a % -3, torch.fmod(a, -3), a // -3)),
+         lambda: near_limits(torch.int8),
+         expect_converters=("aten_remainder_tensor", "aten_fmod_tensor",
+                            "aten_floor_divide_default")),
+    case("where-bool-tensor-int-scalar-is-int64", Fn(lambda a, b: torch.where(a > b, a > 0, 2)),
+         lambda: near_limits(torch.int8), expect_converters=("aten_where_self",)),
     case("int8-plus-int64-and-float", Fn(lambda a, b: (a + b.long(), a * 1.5)),
          lambda: near_limits(torch.int8), expect_converters=("aten_add_tensor", "aten_mul_tensor")),
 ]

@@ -74,6 +74,15 @@ def _as_dtype(x, want: str):
     return ops.cast(x, want)
 
 
+def _in_result_dtype(ctx, y):
+    """``y`` in torch's result dtype. Keras promotes a Python number with a narrow integer
+    tensor to int32 (``int8 % -3`` came out int32); computing wider and casting back is
+    exact for the integer ops here (their results fit the narrow type, or wrap as torch's
+    do). Cast always: Keras' symbolic dtype says int8 there while TF's kernel returns int32
+    (tf.cast of a tensor already in the dtype is the tensor itself)."""
+    return ops.cast(y, keras_dtype(ctx.out_dtype))
+
+
 def _is_tensor(x) -> bool:
     return not isinstance(x, (bool, int, float)) and hasattr(x, "dtype")
 
@@ -165,7 +174,7 @@ def _floor_divide(ctx, a, b):
     if ctx.out_dtype.is_floating_point:
         a = a if _is_tensor(a) else ops.convert_to_tensor(a, keras_dtype(ctx.out_dtype))
         return floor_divide_float(a, b)
-    return ops.floor_divide(a, b)  # TF's integer FloorDiv rounds down exactly
+    return _in_result_dtype(ctx, ops.floor_divide(a, b))  # TF's integer FloorDiv is exact
 
 
 def _trunc_divide_int(ctx, a, b):
@@ -209,7 +218,7 @@ def aten_floor_divide_default(ctx, self, other):
 @register(aten.remainder.Tensor, aten.remainder.Scalar, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_remainder_tensor(ctx, self, other):
     """remainder.Tensor(Tensor self, Tensor other) -> Tensor (sign of the divisor, like Python)"""
-    return ops.mod(*_promoted(ctx, self, other))
+    return _in_result_dtype(ctx, ops.mod(*_promoted(ctx, self, other)))
 
 
 @register(aten.fmod.Tensor, aten.fmod.Scalar, policy=Policy.AGNOSTIC, dynamic=True)
@@ -224,8 +233,9 @@ def aten_fmod_tensor(ctx, self, other):
         self = self if _is_tensor(self) else ops.convert_to_tensor(self, keras_dtype(ctx.out_dtype))
         return fmod_float(self, other)
     r = ops.mod(self, other)
-    return ops.where(ops.logical_and(r != 0, ops.not_equal(ops.sign(r), ops.sign(self))),
-                     r - other, r)
+    # signs compared with less-than, not Sign: TFLite has no int64 Sign kernel
+    signs_differ = ops.not_equal(ops.less(r, 0), ops.less(self, 0))
+    return _in_result_dtype(ctx, ops.where(ops.logical_and(r != 0, signs_differ), r - other, r))
 
 
 @register(aten.pow.Tensor_Scalar, aten.pow.Tensor_Tensor, policy=Policy.AGNOSTIC, dynamic=True)
@@ -311,8 +321,9 @@ def aten_clamp_max_default(ctx, self, max):
 
 @register(aten.where.self, aten.where.ScalarOther, aten.where.ScalarSelf, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_where_self(ctx, condition, self, other):
-    """where.self(Tensor condition, Tensor self, Tensor other) -> Tensor"""
-    return ops.where(condition, self, other)
+    """where.self(Tensor condition, Tensor self, Tensor other) -> Tensor (in torch's
+    promoted dtype: where(c, bool_tensor, 2) is int64, Keras made it int32)"""
+    return _in_result_dtype(ctx, ops.where(condition, *_promoted(ctx, self, other)))
 
 
 def _is_int(ctx) -> bool:
