@@ -83,6 +83,12 @@ FLOAT_CASES = [
          all_pairs, expect_converters=("aten_fmod_tensor",)),
     case("remainder-floats-special-pairs", Fn(torch.remainder), all_pairs,
          expect_converters=("aten_remainder_tensor",)),
+    # converters added with the probe: isinf, and max()/min() over every element, which
+    # propagate NaN (here one NaN among the pairs, and a row without it)
+    case("isinf-and-all-element-max-min",
+         Fn(lambda a, b: (torch.isinf(a), a.max(), b[4:, 3:].min(), (a > 0).long().isinf())),
+         all_pairs, expect_converters=("aten_isinf_default", "aten_max_default",
+                                       "aten_min_default")),
 ]
 
 INT_CASES = [

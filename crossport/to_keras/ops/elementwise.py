@@ -434,6 +434,21 @@ def aten_isnan_default(ctx, self):
     return isnan(self)
 
 
+@register(aten.isinf.default, policy=Policy.AGNOSTIC, dynamic=True)
+def aten_isinf_default(ctx, self):
+    """isinf(Tensor self) -> Tensor: ``|x| > the largest finite value`` (False for integers
+    and bools, which hold no infinity).
+
+    Not ``|x| == inf`` and not TF's IsInf: the TFLite converter saturates an infinite
+    constant to the largest finite float, so ``x == inf`` is False at inf in a .tflite file
+    (measured); a finite bound survives the conversion, and Abs/Greater are builtins.
+    """
+    if not keras.backend.is_float_dtype(self.dtype):
+        return ops.zeros_like(self, dtype="bool")
+    largest = float(np.finfo(_dtype_name(self)).max)
+    return ops.greater(ops.abs(self), largest)
+
+
 @register(aten.bitwise_not.default, policy=Policy.AGNOSTIC, supports=_bitwise_supports, dynamic=True)
 def aten_bitwise_not_default(ctx, self):
     """bitwise_not(Tensor self) -> Tensor (boolean masks only)"""

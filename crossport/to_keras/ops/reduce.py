@@ -78,6 +78,18 @@ def aten_amin_default(ctx, self, dim=(), keepdim=False):
     return _reduce(ctx, self, dim, keepdim, ops.min)
 
 
+@register(aten.max.default, policy=Policy.CUSTOM, dynamic=True)
+def aten_max_default(ctx, self):
+    """max(Tensor self) -> Tensor (every element; NaN propagates, as in amax)"""
+    return _reduce(ctx, self, None, False, ops.max)
+
+
+@register(aten.min.default, policy=Policy.CUSTOM, dynamic=True)
+def aten_min_default(ctx, self):
+    """min(Tensor self) -> Tensor (every element; NaN propagates, as in amin)"""
+    return _reduce(ctx, self, None, False, ops.min)
+
+
 @register(aten.prod.dim_int, policy=Policy.CUSTOM, dynamic=True)
 def aten_prod_dim_int(ctx, self, dim, keepdim=False, dtype=None):
     """prod.dim_int(Tensor self, int dim, bool keepdim=False, *, ScalarType? dtype=None)
