@@ -10,6 +10,7 @@ rounds toward zero.
 from __future__ import annotations
 
 import keras
+import numpy as np
 import torch
 
 from crossport.to_keras.registry import Policy, register
@@ -53,6 +54,43 @@ def _scaled(other, alpha):
     return other if alpha == 1 else keras_multiply(other, alpha)
 
 
+def _promoted(ctx, *operands):
+    """The tensor operands in torch's result dtype, where torch computes the op.
+
+    torch promotes first and computes in the result type (``bool + 1`` is int64, ``int8 +
+    int64`` is int64, ``int * 1.5`` is float32); Keras' own promotion differs (bool + int
+    is int32) and TF refuses mixed operands. Python numbers stay numbers (weak types)."""
+    if ctx.out_dtype == torch.bool:
+        return operands
+    want = keras_dtype(ctx.out_dtype)
+    return tuple(_as_dtype(x, want) for x in operands)
+
+
+def _as_dtype(x, want: str):
+    if not _is_tensor(x) or _dtype_name(x) == want:
+        return x
+    if isinstance(x, np.ndarray):  # a constant stays numpy (the emitter's constant rules)
+        return x.astype(want)
+    return ops.cast(x, want)
+
+
+def _in_result_dtype(ctx, y):
+    """``y`` in torch's result dtype. Keras promotes a Python number with a narrow integer
+    tensor to int32 (``int8 % -3`` came out int32); computing wider and casting back is
+    exact for the integer ops here (their results fit the narrow type, or wrap as torch's
+    do). Cast always: Keras' symbolic dtype says int8 there while TF's kernel returns int32
+    (tf.cast of a tensor already in the dtype is the tensor itself)."""
+    return ops.cast(y, keras_dtype(ctx.out_dtype))
+
+
+def _is_tensor(x) -> bool:
+    return not isinstance(x, (bool, int, float)) and hasattr(x, "dtype")
+
+
+def _dtype_name(x) -> str:
+    return getattr(x.dtype, "name", None) or str(x.dtype)
+
+
 @register(aten.add.Tensor, aten.add_.Tensor, aten.add.Scalar, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_add_tensor(ctx, self, other, alpha=1):
     """add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor
@@ -62,18 +100,21 @@ def aten_add_tensor(ctx, self, other, alpha=1):
     """
     if ctx.out_dtype == torch.bool:
         return ops.logical_or(self, other) if alpha else ops.cast(self, "bool")
+    self, other = _promoted(ctx, self, other)
     return keras_add(self, _scaled(other, alpha))
 
 
 @register(aten.sub.Tensor, aten.sub_.Tensor, aten.sub.Scalar, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_sub_tensor(ctx, self, other, alpha=1):
     """sub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"""
+    self, other = _promoted(ctx, self, other)
     return ops.subtract(self, _scaled(other, alpha))
 
 
 @register(aten.rsub.Scalar, aten.rsub.Tensor, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_rsub_scalar(ctx, self, other, alpha=1):
     """rsub.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor = other - alpha*self"""
+    self, other = _promoted(ctx, self, other)
     return ops.subtract(other, _scaled(self, alpha))
 
 
@@ -85,7 +126,7 @@ def aten_mul_tensor(ctx, self, other):
     """
     if ctx.out_dtype == torch.bool:
         return ops.logical_and(self, other)
-    return keras_multiply(self, other)
+    return keras_multiply(*_promoted(ctx, self, other))
 
 
 @register(aten.div.Tensor, aten.div_.Tensor, aten.div.Scalar, policy=Policy.AGNOSTIC, dynamic=True)
@@ -94,36 +135,107 @@ def aten_div_tensor(ctx, self, other):
     return ops.true_divide(self, other)
 
 
+def fmod_float(a, b):
+    """C's ``fmod`` (torch.fmod) of floats, exactly.
+
+    TF's FloorMod of two non-negative floats is C's fmod (its sign fix-up never fires), so
+    ``|a| mod |b|`` with the dividend's sign is fmod without rounding. Fixing up a floor
+    modulo instead (``r - b``) rounds: fmod(1e-30, -0.5) came out 0.0, and fmod(x, -inf)
+    NaN (torch: 1e-30 and x). A zero result keeps the dividend's sign, as fmod(-4., 2.) is
+    -0.0 (``a * 0``: exact, and NaN only where the result is NaN anyway).
+    """
+    m = ops.mod(ops.abs(a), ops.abs(b))
+    r = ops.where(ops.less(a, 0), ops.negative(m), m)
+    return ops.where(ops.equal(r, 0), keras_multiply(a, 0.0), r)
+
+
+def floor_divide_float(a, b):
+    """torch's float floor division (ATen ``div_floor_floating``), step for step.
+
+    TF's FloorDiv is ``floor(a / b)``: inf // 2 is inf where torch gives NaN (its quotient
+    goes through fmod(inf, 2), NaN), and -0.5 // inf is -0.0 where torch (and Python) give
+    -1. torch: ``mod = fmod(a, b)``, ``div = (a - mod) / b``, one less where mod's sign
+    differs from b's, then floor with a correction for the division's rounding; a zero
+    quotient takes the sign of ``a / b``; ``b == 0`` is plain IEEE ``a / b``.
+    """
+    mod = fmod_float(a, b)
+    div = ops.true_divide(ops.subtract(a, mod), b)
+    signs_differ = ops.not_equal(ops.less(b, 0), ops.less(mod, 0))
+    div = ops.where(ops.logical_and(ops.not_equal(mod, 0), signs_differ), div - 1.0, div)
+    floored = ops.floor(div)
+    floored = ops.where(ops.greater(div - floored, 0.5), floored + 1.0, floored)
+    quotient = ops.true_divide(a, b)
+    floored = ops.where(ops.not_equal(div, 0), floored, keras_multiply(quotient, 0.0))
+    return ops.where(ops.equal(b, 0), quotient, floored)
+
+
+def _floor_divide(ctx, a, b):
+    a, b = _promoted(ctx, a, b)
+    if ctx.out_dtype.is_floating_point:
+        a = a if _is_tensor(a) else ops.convert_to_tensor(a, keras_dtype(ctx.out_dtype))
+        return floor_divide_float(a, b)
+    return _in_result_dtype(ctx, ops.floor_divide(a, b))  # TF's integer FloorDiv is exact
+
+
+def _trunc_divide_int(ctx, a, b):
+    """Integer division rounding toward zero, exactly: the floor quotient plus one where a
+    remainder is left and the signs differ. Through a float32 quotient, as before, int32
+    values past 2**24 came out wrong (-2**31 // -7 gave 306783392, torch 306783378), int64
+    ones past 2**24 too. Narrower integers run in int32 (exact, and TFLite's FloorDiv and
+    Add have int32 kernels, not int8 ones); int64 stays int64, which TFLite cannot run
+    (no int64 FloorDiv): its export refuses, as it does for an int64 ``//``."""
+    want = keras_dtype(ctx.out_dtype)
+    work = "int64" if want == "int64" else "int32"
+    a, b = (ops.cast(x, work) if _is_tensor(x) else x for x in (a, b))
+    quotient = ops.floor_divide(a, b)
+    inexact = ops.not_equal(ops.mod(a, b), 0)
+    signs_differ = ops.not_equal(ops.less(a, 0), ops.less(b, 0))
+    quotient = ops.where(ops.logical_and(inexact, signs_differ), quotient + 1, quotient)
+    return quotient if work == want else ops.cast(quotient, want)
+
+
 @register(aten.div.Tensor_mode, aten.div.Scalar_mode, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_div_tensor_mode(ctx, self, other, rounding_mode=None):
-    """div.Tensor_mode(Tensor self, Tensor other, *, str? rounding_mode) -> Tensor"""
+    """div.Tensor_mode(Tensor self, Tensor other, *, str? rounding_mode) -> Tensor
+
+    floor: torch's float algorithm (``floor_divide_float``); trunc of integers: exact
+    integer arithmetic (``_trunc_divide_int``), never through a float quotient.
+    """
     if rounding_mode == "floor":
-        return ops.floor_divide(self, other)
+        return _floor_divide(ctx, self, other)
+    if rounding_mode == "trunc" and _is_int(ctx):
+        return _trunc_divide_int(ctx, self, other)
     quotient = ops.true_divide(self, other)
-    if rounding_mode is None:
-        return quotient
-    truncated = ops.trunc(quotient)
-    return ops.cast(truncated, keras_dtype(ctx.out_dtype)) if _is_int(ctx) else truncated
+    return quotient if rounding_mode is None else ops.trunc(quotient)
 
 
 @register(aten.floor_divide.default, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_floor_divide_default(ctx, self, other):
-    """floor_divide(Tensor self, Tensor other) -> Tensor"""
-    return ops.floor_divide(self, other)
+    """floor_divide(Tensor self, Tensor other) -> Tensor (div with rounding_mode='floor')"""
+    return _floor_divide(ctx, self, other)
 
 
 @register(aten.remainder.Tensor, aten.remainder.Scalar, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_remainder_tensor(ctx, self, other):
     """remainder.Tensor(Tensor self, Tensor other) -> Tensor (sign of the divisor, like Python)"""
-    return ops.mod(self, other)
+    return _in_result_dtype(ctx, ops.mod(*_promoted(ctx, self, other)))
 
 
 @register(aten.fmod.Tensor, aten.fmod.Scalar, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_fmod_tensor(ctx, self, other):
-    """fmod.Tensor(Tensor self, Tensor other) -> Tensor (sign of the dividend, like C)"""
+    """fmod.Tensor(Tensor self, Tensor other) -> Tensor (sign of the dividend, like C)
+
+    Floats: ``fmod_float`` (exact). Integers: the floor modulo minus the divisor where
+    their signs differ, exact in integer arithmetic.
+    """
+    self, other = _promoted(ctx, self, other)
+    if ctx.out_dtype.is_floating_point:
+        self = self if _is_tensor(self) else ops.convert_to_tensor(self, keras_dtype(ctx.out_dtype))
+        return fmod_float(self, other)
     r = ops.mod(self, other)
-    return ops.where(ops.logical_and(r != 0, ops.not_equal(ops.sign(r), ops.sign(self))),
-                     r - other, r)
+    # signs compared with less-than, not Sign: TFLite has no int64 Sign kernel
+    signs_differ = ops.not_equal(ops.less(r, 0), ops.less(self, 0))
+    return _in_result_dtype(ctx, ops.where(ops.logical_and(r != 0, signs_differ), r - other, r))
 
 
 @register(aten.pow.Tensor_Scalar, aten.pow.Tensor_Tensor, policy=Policy.AGNOSTIC, dynamic=True)
@@ -133,25 +245,55 @@ def aten_pow_tensor_scalar(ctx, self, exponent):
         return ops.square(self)
     if isinstance(exponent, (int, float)) and exponent == 0.5:
         return ops.sqrt(self)
+    if _is_int(ctx) and _is_tensor(exponent):
+        return _int_power(ctx, *_promoted(ctx, self, exponent))
     return ops.power(self, exponent)
 
 
 @register(aten.pow.Scalar, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_pow_scalar(ctx, self, exponent):
     """pow.Scalar(Scalar self, Tensor exponent) -> Tensor"""
+    if _is_int(ctx):
+        return _int_power(ctx, *_promoted(ctx, self, exponent))
     return ops.power(self, exponent)
+
+
+def _int_power(ctx, base, exponent):
+    """Integer ``base ** exponent`` as torch computes it for a negative exponent: 1 for a
+    base of 1, +-1 for -1 by the exponent's parity, else 0 (``2 ** -1`` is 0). TF's integer
+    Pow raises on a negative exponent, so the converted model failed at run time; it is
+    given 0 there instead (its results for exponents >= 0 wrap like torch's: a product of
+    integers modulo 2**bits does not depend on the order of the multiplications). Keras
+    computes uint8 powers in int32: the result is cast back, which wraps as torch does."""
+    want = keras_dtype(ctx.out_dtype)
+    if _is_tensor(exponent) and _dtype_name(exponent).startswith("uint"):
+        # never negative (and TF has no unsigned Neg); always cast: Keras' symbolic dtype of
+        # a uint8 power says uint8 while TF's kernel returns int32
+        return ops.cast(ops.power(base, exponent), want)
+    negative = ops.less(exponent, 0)
+    power = ops.power(base, ops.where(negative, ops.zeros_like(exponent), exponent))
+    power = ops.cast(power, want)
+    odd = ops.not_equal(ops.mod(exponent, 2), 0)
+    one, zero = ops.ones_like(power), ops.zeros_like(power)
+    of_minus_one = ops.where(odd, ops.negative(one), one)
+    small = ops.where(ops.equal(base, 1), one, ops.where(ops.equal(base, -1), of_minus_one, zero))
+    return ops.where(negative, small, power)
 
 
 @register(aten.maximum.default, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_maximum_default(ctx, self, other):
-    """maximum(Tensor self, Tensor other) -> Tensor"""
-    return ops.maximum(self, other)
+    """maximum(Tensor self, Tensor other) -> Tensor (of bools: or; TF has no bool Maximum)"""
+    if ctx.out_dtype == torch.bool:
+        return ops.logical_or(self, other)
+    return ops.maximum(*_promoted(ctx, self, other))
 
 
 @register(aten.minimum.default, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_minimum_default(ctx, self, other):
-    """minimum(Tensor self, Tensor other) -> Tensor"""
-    return ops.minimum(self, other)
+    """minimum(Tensor self, Tensor other) -> Tensor (of bools: and)"""
+    if ctx.out_dtype == torch.bool:
+        return ops.logical_and(self, other)
+    return ops.minimum(*_promoted(ctx, self, other))
 
 
 @register(aten.clamp.default, aten.clamp.Tensor, aten.clamp_.default, policy=Policy.AGNOSTIC, dynamic=True)
@@ -179,8 +321,9 @@ def aten_clamp_max_default(ctx, self, max):
 
 @register(aten.where.self, aten.where.ScalarOther, aten.where.ScalarSelf, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_where_self(ctx, condition, self, other):
-    """where.self(Tensor condition, Tensor self, Tensor other) -> Tensor"""
-    return ops.where(condition, self, other)
+    """where.self(Tensor condition, Tensor self, Tensor other) -> Tensor (in torch's
+    promoted dtype: where(c, bool_tensor, 2) is int64, Keras made it int32)"""
+    return _in_result_dtype(ctx, ops.where(condition, *_promoted(ctx, self, other)))
 
 
 def _is_int(ctx) -> bool:
@@ -214,8 +357,16 @@ def _sign(x):
     return ops.where(isnan(x), ops.zeros_like(x), ops.sign(x))
 
 
+def _negative(x):
+    """``-x``; of unsigned integers ``0 - x``, which wraps as torch's does (TF has no
+    unsigned Neg kernel: the converted model failed to run)."""
+    if _dtype_name(x).startswith("uint"):
+        return ops.subtract(ops.zeros_like(x), x)
+    return ops.negative(x)
+
+
 _UNARY = {
-    aten.neg.default: ops.negative, aten.abs.default: ops.abs, aten.exp.default: ops.exp,
+    aten.neg.default: _negative, aten.abs.default: ops.abs, aten.exp.default: ops.exp,
     aten.log.default: ops.log, aten.log1p.default: ops.log1p, aten.expm1.default: ops.expm1,
     aten.sqrt.default: ops.sqrt, aten.rsqrt.default: ops.rsqrt, aten.sin.default: ops.sin,
     aten.cos.default: ops.cos, aten.floor.default: ops.floor, aten.ceil.default: ops.ceil,
@@ -281,6 +432,21 @@ def aten_round_default(ctx, self):
 def aten_isnan_default(ctx, self):
     """isnan(Tensor self) -> Tensor"""
     return isnan(self)
+
+
+@register(aten.isinf.default, policy=Policy.AGNOSTIC, dynamic=True)
+def aten_isinf_default(ctx, self):
+    """isinf(Tensor self) -> Tensor: ``|x| > the largest finite value`` (False for integers
+    and bools, which hold no infinity).
+
+    Not ``|x| == inf`` and not TF's IsInf: the TFLite converter saturates an infinite
+    constant to the largest finite float, so ``x == inf`` is False at inf in a .tflite file
+    (measured); a finite bound survives the conversion, and Abs/Greater are builtins.
+    """
+    if not keras.backend.is_float_dtype(self.dtype):
+        return ops.zeros_like(self, dtype="bool")
+    largest = float(np.finfo(_dtype_name(self)).max)
+    return ops.greater(ops.abs(self), largest)
 
 
 @register(aten.bitwise_not.default, policy=Policy.AGNOSTIC, supports=_bitwise_supports, dynamic=True)

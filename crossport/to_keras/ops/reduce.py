@@ -34,6 +34,18 @@ def _reduce(ctx, self, dim, keepdim, fn):
     return fn(value.tensor, axis=physical_axes(value.layout, dims), keepdims=keepdim)
 
 
+def _accumulating(ctx, self):
+    """``self`` in the result dtype before a sum or product: torch accumulates bools and
+    integers of every width in int64 (and a ``dtype=`` argument's type). Reducing in the
+    input's type first and casting after wrapped: an int32 sum past 2**31 came out negative,
+    an int8 product past 127 wrapped, a uint8 product came out uint32."""
+    value = as_value(ctx, self)
+    want = keras_dtype(ctx.out_dtype)
+    if value.tensor.dtype == want:
+        return value
+    return TensorValue(ops.cast(value.tensor, want), value.layout, value.shape, ctx.out_dtype)
+
+
 def _cast_out(ctx, y):
     want = keras_dtype(ctx.out_dtype)
     return y if y.dtype == want else ops.cast(y, want)
@@ -51,12 +63,7 @@ def aten_sum_dim_intlist(ctx, self, dim=None, keepdim=False, dtype=None):
 
     torch sums bools and ints to int64.
     """
-    value = as_value(ctx, self)
-    x = value.tensor
-    if value.dtype == torch.bool:
-        x = ops.cast(x, "int64")
-    value = TensorValue(x, value.layout, value.shape, value.dtype)
-    return _cast_out(ctx, _reduce(ctx, value, dim, keepdim, stable_sum))
+    return _cast_out(ctx, _reduce(ctx, _accumulating(ctx, self), dim, keepdim, stable_sum))
 
 
 @register(aten.amax.default, policy=Policy.CUSTOM, dynamic=True)
@@ -71,10 +78,25 @@ def aten_amin_default(ctx, self, dim=(), keepdim=False):
     return _reduce(ctx, self, dim, keepdim, ops.min)
 
 
+@register(aten.max.default, policy=Policy.CUSTOM, dynamic=True)
+def aten_max_default(ctx, self):
+    """max(Tensor self) -> Tensor (every element; NaN propagates, as in amax)"""
+    return _reduce(ctx, self, None, False, ops.max)
+
+
+@register(aten.min.default, policy=Policy.CUSTOM, dynamic=True)
+def aten_min_default(ctx, self):
+    """min(Tensor self) -> Tensor (every element; NaN propagates, as in amin)"""
+    return _reduce(ctx, self, None, False, ops.min)
+
+
 @register(aten.prod.dim_int, policy=Policy.CUSTOM, dynamic=True)
 def aten_prod_dim_int(ctx, self, dim, keepdim=False, dtype=None):
-    """prod.dim_int(Tensor self, int dim, bool keepdim=False, *, ScalarType? dtype=None)"""
-    return _reduce(ctx, self, dim, keepdim, ops.prod)
+    """prod.dim_int(Tensor self, int dim, bool keepdim=False, *, ScalarType? dtype=None)
+
+    torch multiplies bools and ints in int64.
+    """
+    return _cast_out(ctx, _reduce(ctx, _accumulating(ctx, self), dim, keepdim, ops.prod))
 
 
 def _var(ctx, self, dim, correction, keepdim):
