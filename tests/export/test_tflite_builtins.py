@@ -33,6 +33,29 @@ def test_argmax_sign_and_isnan_export_to_tflite_and_match_torch_on_nan_and_signe
         np.testing.assert_array_equal(g, w)
 
 
+class Extremes(torch.nn.Module):
+    def forward(self, x):
+        return (x.amax(-1), x.amin(1, keepdim=True), x.max(), x.min(), x.max(1).values,
+                x.min(-1)[0], torch.linalg.vector_norm(x, float("inf"), dim=-1))
+
+
+def test_max_and_min_reductions_propagate_nan_on_litert(tmp_path):
+    """TFLite's REDUCE_MAX/REDUCE_MIN skip NaN where TF's kernels (and torch) propagate it:
+    the exported amax of a row holding NaN was its largest finite entry, unseen by the
+    re-check's finite inputs."""
+    conversion = crossport.convert_with_report(Extremes().eval(), (torch.randn(4, 6),))
+    crossport.export(conversion, tmp_path / "m.tflite")
+    x = np.random.default_rng(1).standard_normal((4, 6)).astype(np.float32)
+    x[0, 3] = np.nan
+    x[1] = [np.inf, -np.inf, np.nan, 1, 2, 3]
+    x[2, 0] = np.inf                          # no NaN: inf is the max
+    x[3] = -np.inf
+    got = load_tflite(tmp_path / "m.tflite", ["x"])([x])
+    want = [t.numpy() for t in Extremes()(torch.from_numpy(x))]
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+
+
 class Decoder(torch.nn.Module):
     def __init__(self):
         super().__init__()

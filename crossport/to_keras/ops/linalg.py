@@ -14,7 +14,7 @@ import keras
 import torch
 
 from crossport.layout import after_reduce, canonical, physical_axes
-from crossport.to_keras.ops.reduce import _reduce
+from crossport.to_keras.ops.reduce import _reduce, nan_max, nan_min
 from crossport.to_keras.ops.shape import as_value
 from crossport.to_keras.registry import Policy, register
 from crossport.to_keras.values import TensorValue, keras_dtype
@@ -30,9 +30,9 @@ def _norm_fn(order: float):
     if order == 1:
         return lambda x, axis, keepdims: ops.sum(ops.abs(x), axis, keepdims)
     if order == math.inf:
-        return lambda x, axis, keepdims: ops.max(ops.abs(x), axis, keepdims)
+        return lambda x, axis, keepdims: nan_max(ops.abs(x), axis, keepdims)
     if order == -math.inf:
-        return lambda x, axis, keepdims: ops.min(ops.abs(x), axis, keepdims)
+        return lambda x, axis, keepdims: nan_min(ops.abs(x), axis, keepdims)
     if order == 0:  # the number of non-zeros, as a float
         return lambda x, axis, keepdims: ops.sum(
             ops.cast(ops.not_equal(x, 0), x.dtype), axis, keepdims)

@@ -34,6 +34,25 @@ def _reduce(ctx, self, dim, keepdim, fn):
     return fn(value.tensor, axis=physical_axes(value.layout, dims), keepdims=keepdim)
 
 
+def _propagating_nan(reduce_fn):
+    """``reduce_fn`` (``ops.max``/``ops.min``) with torch's NaN rule: a reduced slice holding
+    NaN gives NaN. TF's CPU kernels propagate NaN already, but TFLite's REDUCE_MAX/REDUCE_MIN
+    skip it (measured: ``amax([inf, -inf, nan, 1])`` is 1.0 in a .tflite file), so the
+    exported model needs the rule spelled out: one isnan/any, as the arg-reductions have."""
+
+    def fn(x, axis=None, keepdims=False):
+        y = reduce_fn(x, axis=axis, keepdims=keepdims)
+        if not keras.backend.is_float_dtype(x.dtype):
+            return y
+        has_nan = ops.any(is_nan(x), axis=axis, keepdims=keepdims)
+        return ops.where(has_nan, ops.cast(float("nan"), y.dtype), y)
+    return fn
+
+
+nan_max = _propagating_nan(ops.max)
+nan_min = _propagating_nan(ops.min)
+
+
 def _accumulating(ctx, self):
     """``self`` in the result dtype before a sum or product: torch accumulates bools and
     integers of every width in int64 (and a ``dtype=`` argument's type). Reducing in the
@@ -69,25 +88,25 @@ def aten_sum_dim_intlist(ctx, self, dim=None, keepdim=False, dtype=None):
 @register(aten.amax.default, policy=Policy.CUSTOM, dynamic=True)
 def aten_amax_default(ctx, self, dim=(), keepdim=False):
     """amax(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor"""
-    return _reduce(ctx, self, dim, keepdim, ops.max)
+    return _reduce(ctx, self, dim, keepdim, nan_max)
 
 
 @register(aten.amin.default, policy=Policy.CUSTOM, dynamic=True)
 def aten_amin_default(ctx, self, dim=(), keepdim=False):
     """amin(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor"""
-    return _reduce(ctx, self, dim, keepdim, ops.min)
+    return _reduce(ctx, self, dim, keepdim, nan_min)
 
 
 @register(aten.max.default, policy=Policy.CUSTOM, dynamic=True)
 def aten_max_default(ctx, self):
     """max(Tensor self) -> Tensor (every element; NaN propagates, as in amax)"""
-    return _reduce(ctx, self, None, False, ops.max)
+    return _reduce(ctx, self, None, False, nan_max)
 
 
 @register(aten.min.default, policy=Policy.CUSTOM, dynamic=True)
 def aten_min_default(ctx, self):
     """min(Tensor self) -> Tensor (every element; NaN propagates, as in amin)"""
-    return _reduce(ctx, self, None, False, ops.min)
+    return _reduce(ctx, self, None, False, nan_min)
 
 
 @register(aten.prod.dim_int, policy=Policy.CUSTOM, dynamic=True)
@@ -238,10 +257,10 @@ def aten_max_dim(ctx, self, dim, keepdim=False):
 
     Indices are int64 like torch's (first occurrence of the maximum).
     """
-    return _extreme_with_index(ctx, self, dim, keepdim, ops.max, ops.argmax)
+    return _extreme_with_index(ctx, self, dim, keepdim, nan_max, ops.argmax)
 
 
 @register(aten.min.dim, policy=Policy.CUSTOM, dynamic=True)
 def aten_min_dim(ctx, self, dim, keepdim=False):
     """min.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    return _extreme_with_index(ctx, self, dim, keepdim, ops.min, ops.argmin)
+    return _extreme_with_index(ctx, self, dim, keepdim, nan_min, ops.argmin)
