@@ -10,11 +10,23 @@ dtype and values, and checks that the converted module needs no keras at run tim
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import keras
 import numpy as np
 import torch
 
 import crossport
+
+
+def load_written(path):
+    """The Python module ``crossport.to_torch_source`` wrote at ``path``, imported."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(Path(path).stem, path)
+    written = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(written)
+    return written
 
 
 def chain(input_shape, *layers, dtype="float32") -> keras.Model:

@@ -2,14 +2,13 @@
 keras.layers.GroupQueryAttention -> torch (both outputs compared; padding masks from
 Embedding(mask_zero=True) with padded, interior and fully masked rows)."""
 
-import importlib.util
 
 import keras
 import pytest
 import torch
 
 import crossport
-from tests.to_torch.harness import assert_to_torch
+from tests.to_torch.harness import assert_to_torch, load_written
 from tests.to_torch.test_masks import VOCAB, T, _assert_converts, _ids
 
 L = keras.layers
@@ -78,9 +77,7 @@ def test_gqa_exports_and_writes_source(tmp_path):
     out, scores = _gqa(use_gate=True, sliding_window=2)(x, x, return_attention_scores=True)
     conv = assert_to_torch(keras.Model(x, [out, scores]), export=True)
     path = crossport.to_torch_source(conv, tmp_path / "gqa.py")
-    spec = importlib.util.spec_from_file_location("gqa", path)
-    written = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(written)
+    written = load_written(path)
     args = (torch.randn(3, 5, 8),)
     with torch.no_grad():
         torch.testing.assert_close(written.build_model()(*args), conv.module(*args), rtol=0,

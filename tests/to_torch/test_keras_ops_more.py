@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import crossport
-from tests.to_torch.harness import assert_to_torch
+from tests.to_torch.harness import assert_to_torch, load_written
 
 L = keras.layers
 ops = keras.ops
@@ -209,7 +209,6 @@ def test_log_softmax_over_several_axes_is_refused():
 
 def test_new_ops_export_and_write_source(tmp_path):
     """The module exports with torch.export and its generated source rebuilds it exactly."""
-    import importlib.util
 
     x, ids = keras.Input((5, 6)), keras.Input((3,), dtype="int32")
     y = ops.einsum("btc,bsc->bts", x, x)
@@ -219,9 +218,7 @@ def test_new_ops_export_and_write_source(tmp_path):
     model = keras.Model([x, ids], [values, indices, out, ops.log_softmax(y, axis=1)])
     conv = assert_to_torch(model, int_high=5, export=True)
     path = crossport.to_torch_source(conv, tmp_path / "model_torch.py")
-    spec = importlib.util.spec_from_file_location("model_torch", path)
-    written = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(written)
+    written = load_written(path)
     args = (torch.randn(3, 5, 6), torch.randint(-5, 5, (3, 3), dtype=torch.int32))
     with torch.no_grad():
         torch.testing.assert_close(written.build_model()(*args), conv.module(*args), rtol=0,
@@ -353,7 +350,6 @@ def test_floor_divide_is_tf_floor_of_the_quotient():
 def test_keras_ops_modules_pickle_and_write_source(tmp_path):
     """Every converted op is a torch function or method in the graph (softplus was a lambda:
     the module neither pickled nor wrote as source)."""
-    import importlib.util
     import io
 
     x = keras.Input((6, 4))
@@ -366,9 +362,7 @@ def test_keras_ops_modules_pickle_and_write_source(tmp_path):
     buffer.seek(0)
     loaded = torch.load(buffer, weights_only=False)
     path = crossport.to_torch_source(conv, tmp_path / "ops_torch.py")
-    spec = importlib.util.spec_from_file_location("ops_torch", path)
-    written = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(written)
+    written = load_written(path)
     args = (torch.randn(3, 6, 4),)
     with torch.no_grad():
         want = conv.module(*args)

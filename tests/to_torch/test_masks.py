@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import crossport
-from tests.to_torch.harness import make_live
+from tests.to_torch.harness import load_written, make_live
 
 L = keras.layers
 T, VOCAB = 7, 12
@@ -171,10 +171,7 @@ def test_masked_model_exports_and_writes_source(tmp_path):
     ids = torch.from_numpy(_ids(5))
     program = torch.export.export(conv.module, (ids,))
     path = crossport.to_torch_source(conv, tmp_path / "masked.py")
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("masked", path)
-    written = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(written)
+    written = load_written(path)
     with torch.no_grad():  # the fully masked row's mean is 0/0 = NaN, as in Keras
         want = conv.module(ids)
         assert torch.isnan(want[3]).all() and not torch.isnan(want[:3]).any()

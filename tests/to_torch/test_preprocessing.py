@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import crossport
-from tests.to_torch.harness import assert_to_torch, chain
+from tests.to_torch.harness import assert_to_torch, chain, load_written
 
 L = keras.layers
 IMG = (5, 6, 3)
@@ -136,15 +136,12 @@ def test_resizing_to_aspect_ratio(case):
 
 
 def test_resizing_to_aspect_ratio_channels_first_writes_source(tmp_path):
-    import importlib.util
 
     layer = L.Resizing(4, 6, pad_to_aspect_ratio=True, fill_value=-1.0,
                        data_format="channels_first")
     conv = assert_to_torch(chain((2, 7, 5), layer), max_permutes=0)
     path = crossport.to_torch_source(conv, tmp_path / "resize.py")
-    spec = importlib.util.spec_from_file_location("resize", path)
-    written = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(written)
+    written = load_written(path)
     x = torch.randn(3, 2, 7, 5)
     with torch.no_grad():
         torch.testing.assert_close(written.build_model()(x), conv.module(x), rtol=0, atol=0)

@@ -1,14 +1,13 @@
 """``crossport.to_torch_source``: readable PyTorch source + weights that rebuild the module
 exactly (the function re-checks; these tests re-check again in a fresh import)."""
 
-import importlib.util
 
 import keras
 import pytest
 import torch
 
 import crossport
-from tests.to_torch.harness import make_live, random_inputs
+from tests.to_torch.harness import load_written, make_live, random_inputs
 
 L = keras.layers
 
@@ -43,9 +42,7 @@ def test_source_rebuilds_the_module(build, tmp_path):
     text = path.read_text()
     assert "class KerasModel(nn.Module)" in text
     assert "import keras" not in text and "tensorflow" not in text
-    spec = importlib.util.spec_from_file_location("model_torch", path)
-    written = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(written)
+    written = load_written(path)
     rebuilt = written.build_model()
     fresh = random_inputs(model, 3, 5, int_high=20)
     with torch.no_grad():

@@ -56,6 +56,14 @@ def _index_value(ctx: Context, indices) -> Held | int:
     return ctx.constant(array.astype(np.int64))
 
 
+def _along_axis(ctx: Context, x: Held, axis) -> tuple[Held, int]:
+    """``x`` ready to index along Keras' ``axis`` (``None``: the flattened tensor, axis 0)."""
+    if axis is None:
+        return _flat(ctx, ctx.plain(x)), 0
+    x = ctx.plain(x)
+    return x, normalize_dim(int(axis), x.rank)
+
+
 @register_op(policy=Policy.CUSTOM)
 def Take(ctx: Context, op, x: Held, indices) -> Held:
     """keras.ops.take(x, indices, axis): ``x[..., indices, ...]`` at the held axis.
@@ -67,11 +75,7 @@ def Take(ctx: Context, op, x: Held, indices) -> Held:
     """
     shape = ctx.output_shapes[0]
     index = _index_value(ctx, indices)
-    if op.axis is None:
-        x, axis = _flat(ctx, ctx.plain(x)), 0
-    else:
-        x = ctx.plain(x)
-        axis = normalize_dim(int(op.axis), x.rank)
+    x, axis = _along_axis(ctx, x, op.axis)
     if isinstance(index, int):
         node = ctx.call_function(torch.select, x.node, physical_axis(x.layout, axis), index)
         return Held(node, after_reduce(x.layout, [axis], False), shape)
@@ -88,11 +92,7 @@ def TakeAlongAxis(ctx: Context, op, x: Held, indices) -> Held:
     """keras.ops.take_along_axis(x, indices, axis): ``torch.take_along_dim`` at the held
     axis, the indices held like ``x`` (both broadcast but along the axis, as in Keras);
     negative indices count from the end (TF's backend adds the axis size)."""
-    if op.axis is None:
-        x, axis = _flat(ctx, ctx.plain(x)), 0
-    else:
-        x = ctx.plain(x)
-        axis = normalize_dim(int(op.axis), x.rank)
+    x, axis = _along_axis(ctx, x, op.axis)
     if isinstance(indices, Held):
         index = ctx.to_layout(ctx.plain(indices), x.layout).node
     else:
@@ -240,11 +240,7 @@ def _repeat_supported(op) -> str | None:
 def Repeat(ctx: Context, op, x: Held) -> Held:
     """keras.ops.repeat(x, repeats, axis): torch.repeat_interleave at the held axis (each
     element repeated in place, as tf.repeat); without an axis over the flattened tensor."""
-    if op.axis is None:
-        x, axis = _flat(ctx, ctx.plain(x)), 0
-    else:
-        x = ctx.plain(x)
-        axis = normalize_dim(int(op.axis), x.rank)
+    x, axis = _along_axis(ctx, x, op.axis)
     node = ctx.call_function(torch.repeat_interleave, x.node, int(op.repeats),
                              dim=physical_axis(x.layout, axis))
     return Held(node, x.layout, ctx.output_shapes[0])
