@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import operator
 import re
+import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -55,7 +56,9 @@ def operation_origins(graph: torch.fx.Graph, values: dict, outputs: list) -> dic
     ``values``: fx node -> its value (``TensorValue``s are walked); ``outputs``: the model's
     output tensors (the final layout transposes belong to the output node).
     """
-    origins: dict = {}
+    # weak keys: a Conversion keeps these, and must not keep a Keras model alive that its
+    # owner dropped (the generative export drops it to free a 4 GB copy of the weights)
+    origins: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
     for index, node in enumerate(graph.nodes):
         value = values.get(node)
         tensors = outputs if node.op == "output" else [getattr(value, "tensor", None)]
