@@ -56,6 +56,27 @@ def test_max_and_min_reductions_propagate_nan_on_litert(tmp_path):
         np.testing.assert_array_equal(g, w)
 
 
+class FloatFunctions(torch.nn.Module):
+    def forward(self, a, b):
+        return (torch.hypot(a, b), torch.fmax(a, b) + 0.0, torch.fmin(a, b) + 0.0,
+                torch.copysign(a, b), torch.log10(a))
+
+
+def test_c99_float_functions_match_torch_on_litert_at_special_values(tmp_path):
+    """hypot/fmax/fmin/copysign/log10 avoid infinite constants (the converter saturates
+    them) and use builtins only: the file gives torch's values on every special pair."""
+    specials = torch.tensor([np.nan, np.inf, -np.inf, 0.0, -0.0, 0.5, -3.0, 1e-30, 100.0, 1e30])
+    n = len(specials)
+    a, b = specials.repeat_interleave(n).reshape(n, n), specials.repeat(n).reshape(n, n)
+    conversion = crossport.convert_with_report(FloatFunctions().eval(),
+                                               (torch.randn(n, n), torch.randn(n, n)))
+    crossport.export(conversion, tmp_path / "m.tflite")
+    assert "CUSTOM" not in tflite_op_names(tmp_path / "m.tflite")
+    got = load_tflite(tmp_path / "m.tflite", ["a", "b"])([a.numpy(), b.numpy()])
+    for g, w in zip(got, FloatFunctions()(a, b)):
+        np.testing.assert_allclose(g, w.numpy(), rtol=1e-6, atol=0)  # NaN/inf by position
+
+
 class Decoder(torch.nn.Module):
     def __init__(self):
         super().__init__()

@@ -89,6 +89,23 @@ FLOAT_CASES = [
          Fn(lambda a, b: (torch.isinf(a), a.max(), b[4:, 3:].min(), (a > 0).long().isinf())),
          all_pairs, expect_converters=("aten_isinf_default", "aten_max_default",
                                        "aten_min_default")),
+    # C99 float functions that were "no converter": hypot (inf beside NaN is inf, no
+    # overflow at 1e30), fmax/fmin (NaN only where both are; + 0.0 leaves the sign of a
+    # zero unspecified by torch out of the comparison), copysign (-0.0 and -inf give the
+    # sign), log10 (of 0, negatives, inf), cumprod through inf, 0 and NaN
+    case("hypot-fmax-fmin-copysign-log10-special-pairs",
+         Fn(lambda a, b: (torch.hypot(a, b), torch.fmax(a, b) + 0.0, torch.fmin(a, b) + 0.0,
+                          torch.copysign(a, b), torch.copysign(b, -0.0), torch.log10(a))),
+         all_pairs, expect_converters=("aten_hypot_default", "aten_fmax_default",
+                                       "aten_fmin_default", "aten_copysign_tensor",
+                                       "aten_log10_default")),
+    case("hypot-without-overflow", Fn(lambda a, b: torch.hypot(a * 1e30, b * 1e30)
+                                      + torch.hypot(a * 1e-30, b * 1e-30) * 1e30),
+         lambda: (torch.randn(3, 5), torch.randn(3, 5)),
+         expect_converters=("aten_hypot_default",)),
+    case("cumprod-through-special-values", Fn(lambda a, b: (torch.cumprod(b[:, 5:], 1),
+                                                            torch.cumprod(a[::3], 0))),
+         all_pairs, expect_converters=("aten_cumprod_default",)),
 ]
 
 INT_CASES = [

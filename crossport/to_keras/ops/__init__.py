@@ -9,6 +9,7 @@ from crossport.to_keras.ops import (  # noqa: F401
     conv_transpose,
     elementwise,
     fft,
+    float_math,
     index,
     linalg,
     linear,

@@ -26,7 +26,8 @@ import torch
 
 from crossport.layout import after_insert, after_reduce, physical_axis
 from crossport.to_keras import slicing
-from crossport.to_keras.ops.elementwise import isnan, keras_add, keras_multiply
+from crossport.to_keras.ops.elementwise import keras_add, keras_multiply
+from crossport.to_keras.ops.float_math import hypot
 from crossport.to_keras.registry import Policy, lookup, register_complex
 from crossport.to_keras.values import ComplexParts, ComplexValue, keras_dtype
 
@@ -156,15 +157,7 @@ def aten_abs_complex(ctx, self):
     hypot), and an infinite part gives inf even when the other is NaN (C99 hypot).
     Built from real ops only, which TFLite runs as builtins.
     """
-    a, b = ops.abs(self.real), ops.abs(self.imag)
-    big, small = ops.maximum(a, b), ops.minimum(a, b)
-    safe = ops.where(big > 0, big, ops.ones_like(big))  # 0/0 for z = 0
-    ratio = ops.divide(small, safe)
-    out = ops.multiply(big, ops.sqrt(keras_add(ops.square(ratio), 1.0)))
-    nan = ops.logical_or(isnan(a), isnan(b))  # whatever max/min do with a NaN
-    out = ops.where(nan, ops.full_like(out, np.nan), out)
-    inf = ops.logical_or(ops.equal(a, np.inf), ops.equal(b, np.inf))
-    return ops.where(inf, ops.full_like(out, np.inf), out)
+    return hypot(self.real, self.imag)
 
 
 @register_complex(aten.angle.default, policy=Policy.AGNOSTIC, dynamic=True)

@@ -1,0 +1,119 @@
+"""Float functions with C99 special-value rules: hypot, fmax/fmin, copysign, log10, cumprod.
+
+Each is built from real builtin ops (TFLite runs them without Flex) and avoids an infinite
+constant, which the TFLite converter saturates to the largest finite float
+(docs/parity.md, "What the check cannot see").
+"""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+import torch
+
+from crossport.layout import physical_axis
+from crossport.to_keras.ops.elementwise import _float_operand, _promoted, isnan, keras_add
+from crossport.to_keras.ops.shape import as_value
+from crossport.to_keras.registry import Policy, register
+from crossport.to_keras.values import keras_dtype
+
+aten = torch.ops.aten
+ops = keras.ops
+
+# float dtype -> the integer of its width: the sign bit is the integer's
+_SAME_WIDTH_INT = {"float16": "int16", "bfloat16": "int16", "float32": "int32",
+                   "float64": "int64"}
+
+
+def _is_infinite(x):
+    """``|x| > the largest finite value``: not ``x == inf`` (a saturated constant)."""
+    largest = float(np.finfo(keras.backend.standardize_dtype(x.dtype)).max)
+    return ops.greater(ops.abs(x), largest)
+
+
+def hypot(a, b):
+    """torch.hypot, as C99: ``sqrt(a² + b²)`` scaled by the larger magnitude, so it neither
+    overflows above ~1.8e19 nor flushes below ~1e-19 in float32; NaN beside a finite value
+    is NaN, an infinite operand gives inf even beside NaN.
+
+    Example:
+        >>> import numpy as np
+        >>> a = np.array([3e30, 1e-30, np.inf, np.nan, 0.0], "float32")
+        >>> b = np.array([4e30, 1e-30, np.nan, 1.0, 0.0], "float32")
+        >>> np.asarray(hypot(a, b)).tolist()[2:]
+        [inf, nan, 0.0]
+    """
+    a, b = ops.abs(a), ops.abs(b)
+    big, small = ops.maximum(a, b), ops.minimum(a, b)
+    safe = ops.where(ops.greater(big, 0), big, ops.ones_like(big))  # 0/0 at (0, 0)
+    out = ops.multiply(big, ops.sqrt(keras_add(ops.square(ops.divide(small, safe)), 1.0)))
+    out = ops.where(ops.logical_or(isnan(a), isnan(b)), keras_add(a, b), out)  # NaN there
+    return ops.where(_is_infinite(a), a, ops.where(_is_infinite(b), b, out))
+
+
+def sign_bit(x):
+    """Whether ``x``'s sign bit is set: -0.0 and a negative NaN count as negative."""
+    if isinstance(x, (int, float)):
+        return bool(np.signbit(x))
+    dtype = keras.backend.standardize_dtype(x.dtype)
+    if dtype not in _SAME_WIDTH_INT:
+        return ops.less(x, 0)
+    if dtype == "bfloat16":
+        x, dtype = ops.cast(x, "float32"), "float32"  # exact, sign included
+    return ops.less(ops.view(x, _SAME_WIDTH_INT[dtype]), 0)
+
+
+@register(aten.hypot.default, policy=Policy.AGNOSTIC, dynamic=True)
+def aten_hypot_default(ctx, self, other):
+    """hypot(Tensor self, Tensor other) -> Tensor"""
+    return hypot(*_promoted(ctx, self, other))
+
+
+def _nan_ignoring(extreme):
+    def fn(a, b):
+        y = extreme(a, b)
+        return ops.where(isnan(a), b, ops.where(isnan(b), a, y))
+    return fn
+
+
+_fmax, _fmin = _nan_ignoring(ops.maximum), _nan_ignoring(ops.minimum)
+
+
+@register(aten.fmax.default, policy=Policy.AGNOSTIC, dynamic=True)
+def aten_fmax_default(ctx, self, other):
+    """fmax(Tensor self, Tensor other) -> Tensor: the maximum, NaN only where both are."""
+    return _fmax(*_promoted(ctx, self, other))
+
+
+@register(aten.fmin.default, policy=Policy.AGNOSTIC, dynamic=True)
+def aten_fmin_default(ctx, self, other):
+    """fmin(Tensor self, Tensor other) -> Tensor: the minimum, NaN only where both are."""
+    return _fmin(*_promoted(ctx, self, other))
+
+
+@register(aten.copysign.Tensor, aten.copysign.Scalar, policy=Policy.AGNOSTIC, dynamic=True)
+def aten_copysign_tensor(ctx, self, other):
+    """copysign(Tensor self, Tensor other) -> Tensor: ``|self|`` with ``other``'s sign bit
+    (-0.0 and -NaN are negative, as in C); integers compute in torch's float result."""
+    want = keras_dtype(ctx.out_dtype)
+    self = _float_operand(self, want)
+    if not isinstance(other, (int, float)):
+        other = _float_operand(other, want)
+    magnitude = ops.abs(self)
+    return ops.where(sign_bit(other), ops.negative(magnitude), magnitude)
+
+
+@register(aten.log10.default, policy=Policy.AGNOSTIC, dynamic=True)
+def aten_log10_default(ctx, self):
+    """log10(Tensor self) -> Tensor"""
+    return ops.log10(_float_operand(self, keras_dtype(ctx.out_dtype)))
+
+
+@register(aten.cumprod.default, policy=Policy.CUSTOM, keeps_layout=True, dynamic=True)
+def aten_cumprod_default(ctx, self, dim, dtype=None):
+    """cumprod(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor (integers and
+    bools multiply in int64, as torch's)."""
+    value = ctx.plain(as_value(ctx, self))
+    ctx.out_layout = value.layout
+    return ops.cumprod(ops.cast(value.tensor, keras_dtype(ctx.out_dtype)),
+                       axis=physical_axis(value.layout, dim))
