@@ -33,7 +33,7 @@ class UsesUnsupportedOps(torch.nn.Module):
 
     def forward(self, x):
         y = mystery(self.body(x))
-        return torch.cumprod(y, 1) + mystery(y)
+        return torch.logcumsumexp(y, 1) + mystery(y)
 
 
 def test_unsupported_ops_are_all_listed_with_count_and_source_line():
@@ -41,10 +41,10 @@ def test_unsupported_ops_are_all_listed_with_count_and_source_line():
         crossport.convert(UsesUnsupportedOps().eval(), random_inputs((1, 3, 8, 8)))
     message = str(info.value)
     assert "crossport_test.mystery.default x2" in message
-    assert "aten.cumprod.default x1" in message
-    assert "test_errors.py" in message and "torch.cumprod(y, 1)" in message
+    assert "aten.logcumsumexp.default x1" in message
+    assert "test_errors.py" in message and "torch.logcumsumexp(y, 1)" in message
     assert {p["op"] for p in info.value.problems} == {
-        "crossport_test.mystery.default", "aten.cumprod.default"}
+        "crossport_test.mystery.default", "aten.logcumsumexp.default"}
 
 
 class DataDependentBranch(torch.nn.Module):
@@ -109,7 +109,7 @@ def test_data_dependent_branch_gets_the_control_flow_hint():
 
 class RootOp(torch.nn.Module):
     def forward(self, x):
-        return torch.cumprod(x, 1)
+        return torch.logcumsumexp(x, 1)
 
 
 ROOT_OP_SOURCE = '''
@@ -117,7 +117,7 @@ import torch, crossport
 
 class RootOp(torch.nn.Module):
     def forward(self, x):
-        return torch.cumprod(x, 1)
+        return torch.logcumsumexp(x, 1)
 
 try:
     crossport.convert(RootOp().eval(), (torch.randn(2, 3),))
@@ -129,7 +129,7 @@ except crossport.UnsupportedOpError as exc:
 def test_unsupported_op_in_root_forward_names_file_and_line():
     with pytest.raises(crossport.UnsupportedOpError) as info:
         crossport.convert(RootOp().eval(), random_inputs((2, 3)))
-    assert re.search(r"in <root module> \(\S*test_errors.py:\d+: return torch.cumprod",
+    assert re.search(r"in <root module> \(\S*test_errors.py:\d+: return torch.logcumsumexp",
                      str(info.value))
 
 
@@ -148,7 +148,7 @@ def test_root_op_location_from_stdin_or_a_directory_named_torch(where, tmp_path)
         script.write_text(ROOT_OP_SOURCE)
         result = subprocess.run([sys.executable, str(script)], text=True, capture_output=True,
                                 env=env, timeout=300)
-        assert f"({script}:6: return torch.cumprod(x, 1))" in result.stdout, (
+        assert f"({script}:6: return torch.logcumsumexp(x, 1))" in result.stdout, (
             result.stdout + result.stderr)
 
 
