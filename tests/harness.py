@@ -72,7 +72,8 @@ def assert_matches_at_sizes(module: torch.nn.Module, conversion, shapes, *,
                             atol: float = 1e-5, seed: int = 0) -> None:
     """The converted model at other input sizes (its dynamic dims) against torch.
 
-    ``shapes``: one input shape per check, or a tuple of shapes for several inputs.
+    ``shapes``: one input shape per check, or a tuple of shapes for several inputs. A
+    module returning a tuple has each output compared.
     """
     gen = torch.Generator().manual_seed(seed)
     for shape in shapes:
@@ -81,7 +82,8 @@ def assert_matches_at_sizes(module: torch.nn.Module, conversion, shapes, *,
         with torch.no_grad():
             ref = module(*args)
         got = run_keras(conversion.model, args, False, like=ref)
-        comparison = compare_outputs([ref], got[:1])
+        refs = list(ref) if isinstance(ref, tuple) else [ref]  # several outputs: each one
+        comparison = compare_outputs(refs, got[:len(refs)])
         assert not comparison.mismatches and comparison.error <= atol, (shape, comparison)
 
 

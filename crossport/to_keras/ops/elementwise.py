@@ -350,6 +350,12 @@ def isnan(x):
     return ops.not_equal(x, x)
 
 
+def is_infinite(x):
+    """``|x| > the largest finite value`` of a float tensor: not ``x == inf``, which is False
+    at inf in a .tflite file (the converter saturates an infinite constant to that value)."""
+    return ops.greater(ops.abs(x), float(np.finfo(_dtype_name(x)).max))
+
+
 def _sign(x):
     """torch.sign(nan) is 0; TF's Sign gives NaN."""
     if not keras.backend.is_float_dtype(x.dtype):
@@ -372,7 +378,8 @@ _UNARY = {
     aten.cos.default: ops.cos, aten.floor.default: ops.floor, aten.ceil.default: ops.ceil,
     aten.sign.default: _sign, aten.reciprocal.default: ops.reciprocal,
     aten.logical_not.default: ops.logical_not, aten.exp2.default: lambda x: ops.power(2.0, x),
-    aten.log2.default: ops.log2, aten.tan.default: _tan, aten.atan.default: _atan,
+    aten.log2.default: ops.log2, aten.log10.default: ops.log10, aten.tan.default: _tan,
+    aten.atan.default: _atan,
     aten.square.default: ops.square, aten.trunc.default: ops.trunc,
 }
 _BINARY = {
@@ -445,8 +452,7 @@ def aten_isinf_default(ctx, self):
     """
     if not keras.backend.is_float_dtype(self.dtype):
         return ops.zeros_like(self, dtype="bool")
-    largest = float(np.finfo(_dtype_name(self)).max)
-    return ops.greater(ops.abs(self), largest)
+    return is_infinite(self)
 
 
 @register(aten.bitwise_not.default, policy=Policy.AGNOSTIC, supports=_bitwise_supports, dynamic=True)

@@ -1,4 +1,4 @@
-"""Float functions with C99 special-value rules: hypot, fmax/fmin, copysign, log10, cumprod.
+"""Float functions with C99 special-value rules: hypot, fmax/fmin, copysign.
 
 Each is built from real builtin ops (TFLite runs them without Flex) and avoids an infinite
 constant, which the TFLite converter saturates to the largest finite float
@@ -11,9 +11,13 @@ import keras
 import numpy as np
 import torch
 
-from crossport.layout import physical_axis
-from crossport.to_keras.ops.elementwise import _float_operand, _promoted, isnan, keras_add
-from crossport.to_keras.ops.shape import as_value
+from crossport.to_keras.ops.elementwise import (
+    _float_operand,
+    _promoted,
+    is_infinite,
+    isnan,
+    keras_add,
+)
 from crossport.to_keras.registry import Policy, register
 from crossport.to_keras.values import keras_dtype
 
@@ -21,14 +25,7 @@ aten = torch.ops.aten
 ops = keras.ops
 
 # float dtype -> the integer of its width: the sign bit is the integer's
-_SAME_WIDTH_INT = {"float16": "int16", "bfloat16": "int16", "float32": "int32",
-                   "float64": "int64"}
-
-
-def _is_infinite(x):
-    """``|x| > the largest finite value``: not ``x == inf`` (a saturated constant)."""
-    largest = float(np.finfo(keras.backend.standardize_dtype(x.dtype)).max)
-    return ops.greater(ops.abs(x), largest)
+_SAME_WIDTH_INT = {"float16": "int16", "float32": "int32", "float64": "int64"}
 
 
 def hypot(a, b):
@@ -48,7 +45,7 @@ def hypot(a, b):
     safe = ops.where(ops.greater(big, 0), big, ops.ones_like(big))  # 0/0 at (0, 0)
     out = ops.multiply(big, ops.sqrt(keras_add(ops.square(ops.divide(small, safe)), 1.0)))
     out = ops.where(ops.logical_or(isnan(a), isnan(b)), keras_add(a, b), out)  # NaN there
-    return ops.where(_is_infinite(a), a, ops.where(_is_infinite(b), b, out))
+    return ops.where(is_infinite(a), a, ops.where(is_infinite(b), b, out))
 
 
 def sign_bit(x):
@@ -56,10 +53,8 @@ def sign_bit(x):
     if isinstance(x, (int, float)):
         return bool(np.signbit(x))
     dtype = keras.backend.standardize_dtype(x.dtype)
-    if dtype not in _SAME_WIDTH_INT:
+    if dtype not in _SAME_WIDTH_INT:  # integers (bfloat16 is refused at conversion)
         return ops.less(x, 0)
-    if dtype == "bfloat16":
-        x, dtype = ops.cast(x, "float32"), "float32"  # exact, sign included
     return ops.less(ops.view(x, _SAME_WIDTH_INT[dtype]), 0)
 
 
@@ -101,19 +96,3 @@ def aten_copysign_tensor(ctx, self, other):
         other = _float_operand(other, want)
     magnitude = ops.abs(self)
     return ops.where(sign_bit(other), ops.negative(magnitude), magnitude)
-
-
-@register(aten.log10.default, policy=Policy.AGNOSTIC, dynamic=True)
-def aten_log10_default(ctx, self):
-    """log10(Tensor self) -> Tensor"""
-    return ops.log10(_float_operand(self, keras_dtype(ctx.out_dtype)))
-
-
-@register(aten.cumprod.default, policy=Policy.CUSTOM, keeps_layout=True, dynamic=True)
-def aten_cumprod_default(ctx, self, dim, dtype=None):
-    """cumprod(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor (integers and
-    bools multiply in int64, as torch's)."""
-    value = ctx.plain(as_value(ctx, self))
-    ctx.out_layout = value.layout
-    return ops.cumprod(ops.cast(value.tensor, keras_dtype(ctx.out_dtype)),
-                       axis=physical_axis(value.layout, dim))

@@ -71,16 +71,28 @@ def aten_full_like_default(ctx, self, fill_value=0, dtype=None, layout=None, dev
     return ops.full_like(value.tensor, fill_value, dtype=keras_dtype(ctx.out_dtype))
 
 
+def _cumulative(ctx, self, dim, fn):
+    """``fn`` (cumsum/cumprod) along ``dim`` at its held axis, in torch's result dtype."""
+    value = ctx.plain(as_value(ctx, self))
+    ctx.out_layout = value.layout
+    return fn(ops.cast(value.tensor, keras_dtype(ctx.out_dtype)),
+              axis=physical_axis(value.layout, dim))
+
+
 @register(aten.cumsum.default, policy=Policy.CUSTOM, keeps_layout=True, dynamic=True)
 def aten_cumsum_default(ctx, self, dim, dtype=None):
     """cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor
 
     Integer and boolean inputs sum to int64 like torch's.
     """
-    value = ctx.plain(as_value(ctx, self))
-    ctx.out_layout = value.layout
-    return ops.cumsum(ops.cast(value.tensor, keras_dtype(ctx.out_dtype)),
-                      axis=physical_axis(value.layout, dim))
+    return _cumulative(ctx, self, dim, ops.cumsum)
+
+
+@register(aten.cumprod.default, policy=Policy.CUSTOM, keeps_layout=True, dynamic=True)
+def aten_cumprod_default(ctx, self, dim, dtype=None):
+    """cumprod(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor (integers and
+    bools multiply in int64, as torch's)"""
+    return _cumulative(ctx, self, dim, ops.cumprod)
 
 
 def _harmonise_pair(ctx, self, index):
