@@ -36,7 +36,7 @@ def calibration_inputs(module, example_args, options=None, **overrides) -> list[
     """
     from crossport.capture import input_names, normalize_example_args
     from crossport.capture.export import requested_dynamic_dims
-    from crossport.layout.layout import canonical, channels_last
+    from crossport.layout import io_layout
     from crossport.options import ConvertOptions
     from crossport.to_keras.values import keras_dtype
 
@@ -46,8 +46,7 @@ def calibration_inputs(module, example_args, options=None, **overrides) -> list[
     dynamic = requested_dynamic_dims(args, options, names)
     specs = []
     for i, (name, arg) in enumerate(zip(names, args)):
-        rank = arg.ndim
-        layout = channels_last(rank) if options.channels_last_io else canonical(rank)
+        layout = io_layout(arg.ndim, options.channels_last_io)  # as the emitter's inputs
         shape = tuple(None if p in dynamic.get(i, ()) else int(arg.shape[p])
                       for p in layout.perm)
         specs.append(InputSpec(name, shape, keras_dtype(arg.dtype)))

@@ -84,6 +84,12 @@ def channels_last(rank: int) -> Layout:
     return Layout((0, *range(2, rank), 1))
 
 
+def io_layout(rank: int, channels_last_io: bool) -> Layout:
+    """The layout of a converted model's inputs and outputs: channels-last with
+    ``channels_last_io=True``, else torch order."""
+    return channels_last(rank) if channels_last_io else canonical(rank)
+
+
 def transpose_between(src: Layout, dst: Layout) -> tuple[int, ...]:
     """Axes ``t`` with ``keras_dst == keras_src.transpose(t)`` (both plain perms)."""
     inverse = [0] * src.rank

@@ -21,7 +21,7 @@ from torch.utils import _pytree as pytree
 
 from crossport.capture import describe
 from crossport.errors import ConversionError, CrossportError, DynamicDimError, UnsupportedOpError
-from crossport.layout import Layout, canonical, channels_last
+from crossport.layout import Layout, canonical, channels_last, io_layout
 from crossport.layout.assign import preferred_channels_last
 from crossport.options import ConvertOptions
 from crossport.to_keras.complex_nodes import (
@@ -185,17 +185,17 @@ class Emitter:
         val = node.meta["val"]
         shape = tuple(val.shape)
         rank = len(shape)
-        io_layout = channels_last(rank) if self.options.channels_last_io else canonical(rank)
-        keras_shape = [None if is_symbolic(shape[p]) else int(shape[p]) for p in io_layout.perm]
+        held = io_layout(rank, self.options.channels_last_io)
+        keras_shape = [None if is_symbolic(shape[p]) else int(shape[p]) for p in held.perm]
         batch, rest = (keras_shape[0], keras_shape[1:]) if rank else (None, [])
         keras_input = keras.Input(shape=tuple(rest), batch_size=batch, name=name,
                                   dtype=keras_dtype(val.dtype))
-        for axis, p in enumerate(io_layout.perm):
+        for axis, p in enumerate(held.perm):
             if is_symbolic(shape[p]) and shape[p].node.expr.is_Symbol:
                 self.sizes.bind(shape[p].node.expr, keras_input, axis)
-        value = TensorValue(keras_input, io_layout, shape, val.dtype)
+        value = TensorValue(keras_input, held, shape, val.dtype)
         want = channels_last(rank) if node in self.prefer_cl else canonical(rank)
-        if want != io_layout:
+        if want != held:
             before = self.transposes.count
             value = TensorValue(self.transposes.to_layout(value, want), want, shape, val.dtype)
             self.boundary += self.transposes.count - before
@@ -223,7 +223,7 @@ class Emitter:
             if not isinstance(value, TensorValue):
                 raise UnsupportedOpError(_not_a_tensor_output(len(flat), arg, value))
             rank = value.rank
-            want = channels_last(rank) if self.options.channels_last_io else canonical(rank)
+            want = io_layout(rank, self.options.channels_last_io)
             before = self.transposes.count
             flat.append(self.transposes.to_layout(value, want))
             self.boundary += self.transposes.count - before
