@@ -32,7 +32,7 @@ from crossport.to_keras.complex_nodes import (
 )
 from crossport.to_keras.context import LayerNames, NodeContext
 from crossport.to_keras.dynamic_dims import input_symbols
-from crossport.to_keras.fold import evaluate, input_dependent, mark_constants
+from crossport.to_keras.fold import as_numpy, evaluate, input_dependent, mark_constants
 from crossport.to_keras.origins import operation_origins
 from crossport.to_keras.registry import (
     Policy,
@@ -140,7 +140,7 @@ class Emitter:
                 elif node.op == "call_function":
                     self.values[node] = self._call(node)
                 elif node.op == "get_attr":
-                    self.values[node] = _numpy(getattr(self.ep.graph_module, node.target))
+                    self.values[node] = as_numpy(getattr(self.ep.graph_module, node.target))
         with converting(next(n for n in self.graph.nodes if n.op == "output")):
             outputs = self._outputs()
             model = keras.Model(inputs=inputs if len(inputs) > 1 else inputs[0],
@@ -168,7 +168,7 @@ class Emitter:
         user = iter(self.input_names)
         for node in placeholders:
             if node.name in lifted:
-                self.values[node] = _numpy(state[lifted[node.name]])
+                self.values[node] = as_numpy(state[lifted[node.name]])
             elif isinstance(node.meta.get("val"), torch.Tensor):
                 keras_input, value = self._user_input(node, next(user))
                 keras_inputs.append(keras_input)
@@ -460,12 +460,6 @@ def _wrap(result, val, layout):
         return ComplexValue(TensorValue(result.real, layout, shape, real),
                             TensorValue(result.imag, layout, shape, real))
     return TensorValue(result, layout, shape, val.dtype)
-
-
-def _numpy(tensor) -> np.ndarray:
-    if isinstance(tensor, torch.nn.Parameter):
-        tensor = tensor.data
-    return tensor.detach().cpu().resolve_conj().resolve_neg().numpy()
 
 
 def _converted_nodes(graph: torch.fx.Graph, skip):

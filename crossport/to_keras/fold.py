@@ -99,9 +99,13 @@ def evaluate(node: torch.fx.Node, values: dict) -> object:
                              is_leaf=lambda a: isinstance(a, torch.fx.Node))
     with torch.no_grad():
         result = node.target(*args, **kwargs)
-    return pytree.tree_map(
-        lambda t: t.detach().cpu().resolve_conj().resolve_neg().numpy()
-        if isinstance(t, torch.Tensor) else t, result)  # a folded .conj() is a lazy view
+    return pytree.tree_map(lambda t: as_numpy(t) if isinstance(t, torch.Tensor) else t, result)
+
+
+def as_numpy(tensor: torch.Tensor) -> np.ndarray:
+    """A constant's values (a parameter's too): a ``.conj()``/negated view is materialised,
+    which ``.numpy()`` refuses to read lazily."""
+    return tensor.detach().cpu().resolve_conj().resolve_neg().numpy()
 
 
 # ops that read only the shape and dtype of these positional arguments, never their values
