@@ -458,12 +458,17 @@ def Tril(ctx: Context, op, x):
     return ctx.call_function(fn, x, int(op.k))
 
 
-@register_op("ZerosLike", "OnesLike", policy=Policy.AGNOSTIC)
-def FullLike(ctx: Context, op, x):
-    """keras.ops.zeros_like / ones_like (what Concatenate builds the mask of an unmasked
-    input from)."""
-    fill = 0 if type(op).__name__ == "ZerosLike" else 1
-    return ctx.call_function(torch.full_like, x, fill, dtype=ctx.output_dtype())
+@register_op("ZerosLike", "OnesLike", "EmptyLike", "FullLike", policy=Policy.AGNOSTIC)
+def FullLike(ctx: Context, op, x, fill_value=None):
+    """keras.ops.zeros_like / ones_like / empty_like (zeros, as TF's backend) / full_like(x,
+    fill_value, dtype): ``torch.full_like`` in Keras' dtype (a float fill of an int tensor
+    truncates in both); a tensor fill is cast and expanded to ``x``'s shape."""
+    name = type(op).__name__
+    want = ctx.output_dtype()
+    if isinstance(fill_value, torch.fx.Node):
+        return ctx.call_method("expand_as", ctx.call_method("to", fill_value, want), x)
+    fill = {"ZerosLike": 0, "EmptyLike": 0, "OnesLike": 1}.get(name, fill_value)
+    return ctx.call_function(torch.full_like, x, fill, dtype=want)
 
 
 @register_op(policy=Policy.CUSTOM)
