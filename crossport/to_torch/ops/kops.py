@@ -297,9 +297,17 @@ def Matmul(ctx: Context, op, x1, x2):
 
 
 def _einsum_supported(op) -> str | None:
-    if "->" not in op.subscripts and "..." in op.subscripts:
-        return (f"keras.ops.einsum({op.subscripts!r}): an implicit output with '...' (TF's "
-                "einsum fails on it); write the output subscripts ('...j,jk->...k')")
+    subscripts = op.subscripts.replace(" ", "")
+    if "->" in subscripts or "..." not in subscripts:
+        return None
+    terms = subscripts.split(",")
+    for node in getattr(op, "_inbound_nodes", ()):
+        ranks = [len(getattr(a, "shape", np.shape(a))) for a in node.arguments.args]
+        if any("..." in t and r > len(t) - 3 for t, r in zip(terms, ranks)):
+            return (f"keras.ops.einsum({op.subscripts!r}): an implicit output with '...' "
+                    "standing for dims (Keras' TF backend fails on it at run time: 'no "
+                    "ellipsis in the output subscripts'); write the output subscripts "
+                    "('...j,jk->...k')")
     return None
 
 
@@ -310,7 +318,8 @@ def Einsum(ctx: Context, op, *operands) -> Held:
 
     ``...`` is spelled out in unused letters, aligned from the right (numpy's broadcast); an
     implicit output is Keras' (its TF backend renames the letters in order of first
-    appearance, then keeps the ones seen once, sorted). Integer operands are computed in
+    appearance, then keeps the ones seen once, sorted; a ``...`` standing for no dim, as
+    in ``'...bij,...bjk'`` on rank-3 operands, adds none). Integer operands are computed in
     float32 and cast back, as Keras' TF backend does.
     """
     letters = string.ascii_letters
