@@ -128,6 +128,8 @@ def test_norms_with_special_values(seed):
     outs = [ops.norm(x, ord=o, axis=-1) for o in VECTOR_ORDS]
     outs += [ops.norm(ops.reshape(x[:, :6], (-1, 2, 3)), ord=o, axis=(1, 2))
              for o in (None, 1, -1, INF, -INF)]
+    outs += [ops.norm(ops.reshape(x[:, :6], (-1, 2, 3)), ord=o, axis=(1, 2))
+             for o in ("nuc", 2, -2)]   # TF's SVD gives NaN for non-finite matrices
     model = keras.Model(x, outs)
     net = crossport.to_torch(model, (torch.randn(2, 7),))
     values = _special((40, 7), seed)
@@ -164,6 +166,7 @@ def test_median_special_values_and_sizes():
         _assert_special(model, net, _special((12, 5, 4), seed, nan_rate=0.02))
     rows = np.zeros((2, 5, 4), np.float32)
     rows[0, :, 0] = [-np.inf, 0.0, 1.0, 2.0, 3.0]
+    rows[0, :, 1] = [-np.inf, -np.inf, 0.0, 1.0, 2.0]   # s[lo] * 0 with s[lo] = -inf
     rows[0, 0, :] = [-np.inf, -np.inf, np.inf, np.inf]
     rows[1] = np.inf
     _assert_special(model, net, rows)

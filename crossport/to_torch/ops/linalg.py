@@ -107,12 +107,16 @@ def norm_on_held(ctx: Context, node, ord, held: list[int], keepdims: bool):
 
 def _svd_norm(ctx: Context, op, x: Held, axes: list[int]) -> Held:
     """'nuc' / 2 / -2: the sum / max / min of the singular values of the matrices over
-    ``axes`` (moved last, in Keras' row, column order), on the Keras-ordered tensor."""
+    ``axes`` (moved last, in Keras' row, column order), on the Keras-ordered tensor; a matrix
+    holding NaN or ±inf gives NaN, as TF's SVD (torch's raises on it)."""
+    call = ctx.call_function
     x = ctx.canonical(x)
-    node = ctx.call_function(torch.movedim, x.node, tuple(axes), (-2, -1))
-    values = ctx.call_function(torch.linalg.svdvals, node)
+    node = call(torch.movedim, x.node, tuple(axes), (-2, -1))
+    finite = call(torch.isfinite, node)
+    values = call(torch.linalg.svdvals, call(torch.where, finite, node, 0.0))
     fn = {"nuc": torch.sum, 2: torch.amax, -2: torch.amin}[op.ord]
-    node = ctx.call_function(fn, values, dim=-1)
+    bad = call(torch.logical_not, call(torch.all, ctx.call_method("flatten", finite, -2), -1))
+    node = call(torch.where, bad, float("nan"), call(fn, values, dim=-1))
     rank = x.rank - 2
     if op.keepdims:  # axes ascending and non-negative (supports)
         for a in axes:
