@@ -176,7 +176,9 @@ def source(module: torch.fx.GraphModule) -> str:
                      for line in code.src.strip("\n").splitlines())
     return "\n".join([
         '"""PyTorch port of a Keras model, written by crossport.to_torch_source."""', "",
-        "import math  # noqa: F401", "import operator  # noqa: F401", "from pathlib import Path",
+        "import math  # noqa: F401", "import operator  # noqa: F401",
+        "from math import inf, nan  # noqa: F401  (fx writes float constants by these names)",
+        "from pathlib import Path",
         "", "import torch", "from torch import nn", *sorted(imports), "", "",
         "class KerasModel(nn.Module):", "    def __init__(self):", "        super().__init__()",
         *init, "", body, "", "",

@@ -194,12 +194,6 @@ def test_top_k_unsorted_is_refused():
         crossport.to_torch(model, (torch.randn(2, 6),))
 
 
-def test_getitem_with_a_negative_step_is_refused():
-    x = keras.Input((4, 5))
-    with pytest.raises(crossport.UnsupportedLayerError, match="step -1"):
-        crossport.to_torch(keras.Model(x, x[:, ::-1]), (torch.randn(2, 4, 5),))
-
-
 def test_log_softmax_over_several_axes_is_refused():
     x = keras.Input((4, 5, 3))
     model = keras.Model(x, ops.log_softmax(x, axis=(1, 2)))
@@ -401,10 +395,3 @@ PAD_PROD = {
 def test_pad_and_prod(shape, fn):
     x = keras.Input(shape)
     assert_to_torch(keras.Model(x, fn(x)))
-
-
-def test_reflect_pad_of_a_run_time_size_is_refused():
-    x = keras.Input((None, 3))
-    model = keras.Model(x, ops.pad(x, ((0, 0), (1, 1), (0, 0)), mode="reflect"))
-    with pytest.raises(crossport.UnsupportedLayerError, match="run-time size"):
-        crossport.to_torch(model, (torch.randn(2, 4, 3),))

@@ -1,5 +1,6 @@
 """keras.ops that pick, order or move elements: take, take_along_axis, sort, argsort,
-top_k, Python indexing (``x[:, 0]``), flip, roll, repeat, split, tile, one_hot, pad.
+top_k, Python indexing (``x[:, 0]``, ``x[::-1]``), flip, diff, roll, repeat, split, tile,
+one_hot, pad.
 
 They run on the held tensor at the held axis of the Keras axis (``crossport.layout``); an
 axis of ``None`` flattens the Keras-ordered tensor first, batch included, as Keras' TF
@@ -171,9 +172,8 @@ def _getitem_supported(op) -> str | None:
                 parts = (item.start, item.stop, item.step)
                 if not all(p is None or isinstance(p, (int, np.integer)) for p in parts):
                     return "a slice with tensor bounds is not converted"
-                if item.step is not None and item.step <= 0:
-                    return (f"a slice with step {item.step} (torch slices step forward only); "
-                            "use keras.ops.flip")
+                if item.step == 0:
+                    return "a slice with step 0"
             elif not (item is None or item is Ellipsis or (
                     isinstance(item, (int, np.integer)) and not isinstance(item, bool))):
                 return (f"indexing with {type(item).__name__} (only ints, slices, None and "
@@ -183,12 +183,14 @@ def _getitem_supported(op) -> str | None:
 
 @register_op(policy=Policy.CUSTOM, supports=_getitem_supported)
 def GetItem(ctx: Context, op, x: Held, key) -> Held:
-    """``x[key]`` with ints, forward slices, ``None`` and ``...`` (what a functional graph
-    records for Python indexing): each item applied at the held axis of its Keras dim, an
-    int dropping it; a key inserting dims (``None``) runs on the Keras-ordered tensor.
-    Out-of-range slices clamp and out-of-range ints fail in both."""
+    """``x[key]`` with ints, slices, ``None`` and ``...`` (what a functional graph records for
+    Python indexing): each item applied at the held axis of its Keras dim, an int dropping
+    it; a key inserting dims (``None``) runs on the Keras-ordered tensor. A negative step
+    (``x[::-1]``, ``x[5:1:-2]``) flips the dim and takes the mirrored forward slice
+    (``start -> -start - 1``, the same at every size). Out-of-range slices clamp and
+    out-of-range ints fail in both."""
     items = list(key) if isinstance(key, tuple) else [key]
-    x = ctx.plain(x)
+    x, items = _flip_negative_steps(ctx, ctx.plain(x), items)
     if any(item is None for item in items):
         x = ctx.canonical(x)
         node = ctx.call_function(operator.getitem, x.node, tuple(items))
@@ -203,12 +205,46 @@ def GetItem(ctx: Context, op, x: Held, key) -> Held:
     return Held(node, after_reduce(x.layout, dropped, False), ctx.output_shapes[0])
 
 
+def _flip_negative_steps(ctx: Context, x: Held, items: list) -> tuple[Held, list]:
+    """``x`` flipped along the dims sliced with a negative step, and the key with those
+    slices mirrored: ``x[a:b:-k] == flip(x)[-a - 1:-b - 1:k]`` (``None`` stays ``None``),
+    Python's clamping included, whatever the dim's size."""
+    consumed = sum(1 for item in items if item is not None and item is not Ellipsis)
+    dim, flips, mirrored = 0, [], []
+    for item in items:
+        if item is Ellipsis:
+            dim += x.rank - consumed
+        elif item is not None:
+            if isinstance(item, slice) and item.step is not None and item.step < 0:
+                flips.append(dim)
+                item = slice(*(None if v is None else -int(v) - 1 for v in (
+                    item.start, item.stop)), -int(item.step))
+            dim += 1
+        mirrored.append(item)
+    if not flips:
+        return x, items
+    node = ctx.call_function(torch.flip, x.node, physical_axes(x.layout, flips))
+    return Held(node, x.layout, x.shape), mirrored
+
+
 @register_op(policy=Policy.CUSTOM, keeps_layout=True)
 def Flip(ctx: Context, op, x: Held) -> Held:
     """keras.ops.flip(x, axis): torch.flip at the held axes (None: every axis)."""
     x = ctx.plain(x)
     axes = reduction_dims(op.axis, x.rank)  # None: all of them, as tf.reverse over range
     node = ctx.call_function(torch.flip, x.node, physical_axes(x.layout, axes))
+    return Held(node, x.layout, ctx.output_shapes[0])
+
+
+@register_op(policy=Policy.CUSTOM, keeps_layout=True)
+def Diff(ctx: Context, op, x: Held) -> Held:
+    """keras.ops.diff(a, n, axis): torch.diff at the held axis, ``n`` times (``x[1:] -
+    x[:-1]`` in the input's dtype, ints wrapping alike; bools xor, TF's ``not_equal``)."""
+    x = ctx.plain(x)
+    if int(op.n) == 0:
+        return x
+    axis = normalize_dim(int(op.axis), x.rank)
+    node = ctx.call_function(torch.diff, x.node, int(op.n), physical_axis(x.layout, axis))
     return Held(node, x.layout, ctx.output_shapes[0])
 
 
@@ -230,19 +266,44 @@ def Roll(ctx: Context, op, x: Held) -> Held:
     return Held(node, x.layout, ctx.output_shapes[0])
 
 
+def _repeats(op) -> int | list[int]:
+    repeats = op.repeats
+    if isinstance(repeats, (int, np.integer)):
+        return int(repeats)
+    repeats = [int(r) for r in np.asarray(repeats).reshape(-1)]
+    return repeats[0] if len(repeats) == 1 else repeats
+
+
 def _repeat_supported(op) -> str | None:
-    if not isinstance(op.repeats, (int, np.integer)):
-        return "keras.ops.repeat with per-element repeats is not converted (give one int)"
+    try:
+        _repeats(op)
+    except (TypeError, ValueError):
+        return f"keras.ops.repeat with repeats {op.repeats!r} (only ints) is not converted"
     return None
 
 
 @register_op(policy=Policy.CUSTOM, supports=_repeat_supported)
 def Repeat(ctx: Context, op, x: Held) -> Held:
     """keras.ops.repeat(x, repeats, axis): torch.repeat_interleave at the held axis (each
-    element repeated in place, as tf.repeat); without an axis over the flattened tensor."""
+    element repeated in place, as tf.repeat); without an axis over the flattened tensor.
+    Per-element repeats (a list, one per element along the axis) gather the axis at
+    ``np.repeat(arange(n), repeats)``, which needs ``n`` static."""
     x, axis = _along_axis(ctx, x, op.axis)
-    node = ctx.call_function(torch.repeat_interleave, x.node, int(op.repeats),
-                             dim=physical_axis(x.layout, axis))
+    repeats = _repeats(op)
+    dim = physical_axis(x.layout, axis)
+    if isinstance(repeats, int):
+        node = ctx.call_function(torch.repeat_interleave, x.node, repeats, dim=dim)
+        return Held(node, x.layout, ctx.output_shapes[0])
+    size = x.shape[axis]
+    if size is None or size != len(repeats):
+        what = ("a dim of run-time size (the batch, or a flattened tensor)" if size is None
+                else f"a dim of size {size}")
+        raise UnsupportedLayerError(
+            f"keras.ops.repeat {ctx.path!r}: {len(repeats)} per-element repeats along {what}; "
+            "give the axis a static size equal to the number of repeats",
+            [(ctx.path, "Repeat", "per-element repeats")])
+    index = np.repeat(np.arange(size), repeats)
+    node = ctx.call_function(torch.index_select, x.node, dim, ctx.constant(index).node)
     return Held(node, x.layout, ctx.output_shapes[0])
 
 
@@ -311,8 +372,9 @@ def _pad_supported(op) -> str | None:
 def Pad(ctx: Context, op, x: Held, constant_values=None) -> Held:
     """keras.ops.pad(x, pad_width, mode, constant_values) at the held axes: ``constant`` is
     ``F.pad``; ``reflect`` / ``symmetric`` (``tf.pad``'s modes; torch has no symmetric, and
-    its reflect pads 3 trailing dims at most) gather each padded axis at the indices
-    ``np.pad`` gives ``arange(size)``, which needs that size static."""
+    its reflect pads 3 trailing dims at most) gather each padded axis of static size at the
+    indices ``np.pad`` gives ``arange(size)``, and concatenate flipped edge slices along a
+    dim of run-time size."""
     x = ctx.plain(x)
     if isinstance(constant_values, Held):
         raise UnsupportedLayerError(
@@ -330,12 +392,32 @@ def Pad(ctx: Context, op, x: Held, constant_values=None) -> Held:
     for dim, (before, after) in enumerate(pairs):
         if not before and not after:
             continue
+        axis = physical_axis(x.layout, dim)
         if x.shape[dim] is None:
-            raise UnsupportedLayerError(
-                f"keras.ops.pad {ctx.path!r}: mode={op.mode!r} along a dim of run-time size "
-                f"(axis {dim}); give the model a static size there",
-                [(ctx.path, "Pad", "dynamic size")])
+            node = _mirror_pad(ctx, node, axis, before, after, op.mode)
+            continue
         index = np.pad(np.arange(x.shape[dim]), (before, after), mode=op.mode)
-        node = ctx.call_function(torch.index_select, node, physical_axis(x.layout, dim),
-                                 ctx.constant(index).node)
+        node = ctx.call_function(torch.index_select, node, axis, ctx.constant(index).node)
     return Held(node, x.layout, ctx.output_shapes[0])
+
+
+def _mirror_pad(ctx: Context, node, dim: int, before: int, after: int, mode: str):
+    """A reflect / symmetric pad along a dim of run-time size ``n``: the flipped edge slices
+    concatenated (reflect leaves the edge out: ``x[1:before + 1]``, ``x[-after - 1:-1]``),
+    which read the same at every ``n``; a pad TF's MirrorPad refuses (``>= n`` for reflect,
+    ``> n`` for symmetric) fails here too rather than padding short."""
+    call = ctx.call_function
+    size = ctx.call_method("size", node, dim)
+    skip = 1 if mode == "reflect" else 0
+    limit = max(before, after) + skip
+    call(torch._assert, call(operator.le, limit, size),
+         f"keras.ops.pad mode={mode!r}: pads of {before}, {after} need a size of at least "
+         f"{limit} along dim {dim}")
+    parts = []
+    if before:
+        parts.append(call(torch.flip, call(torch.narrow, node, dim, skip, before), [dim]))
+    parts.append(node)
+    if after:
+        start = call(operator.sub, size, after + skip)
+        parts.append(call(torch.flip, call(torch.narrow, node, dim, start, after), [dim]))
+    return call(torch.cat, parts, dim)

@@ -297,9 +297,17 @@ def Matmul(ctx: Context, op, x1, x2):
 
 
 def _einsum_supported(op) -> str | None:
-    if "->" not in op.subscripts and "..." in op.subscripts:
-        return (f"keras.ops.einsum({op.subscripts!r}): an implicit output with '...' (TF's "
-                "einsum fails on it); write the output subscripts ('...j,jk->...k')")
+    subscripts = op.subscripts.replace(" ", "")
+    if "->" in subscripts or "..." not in subscripts:
+        return None
+    terms = subscripts.split(",")
+    for node in getattr(op, "_inbound_nodes", ()):
+        ranks = [len(getattr(a, "shape", np.shape(a))) for a in node.arguments.args]
+        if any("..." in t and r > len(t) - 3 for t, r in zip(terms, ranks)):
+            return (f"keras.ops.einsum({op.subscripts!r}): an implicit output with '...' "
+                    "standing for dims (Keras' TF backend fails on it at run time: 'no "
+                    "ellipsis in the output subscripts'); write the output subscripts "
+                    "('...j,jk->...k')")
     return None
 
 
@@ -310,7 +318,8 @@ def Einsum(ctx: Context, op, *operands) -> Held:
 
     ``...`` is spelled out in unused letters, aligned from the right (numpy's broadcast); an
     implicit output is Keras' (its TF backend renames the letters in order of first
-    appearance, then keeps the ones seen once, sorted). Integer operands are computed in
+    appearance, then keeps the ones seen once, sorted; a ``...`` standing for no dim, as
+    in ``'...bij,...bjk'`` on rank-3 operands, adds none). Integer operands are computed in
     float32 and cast back, as Keras' TF backend does.
     """
     letters = string.ascii_letters
@@ -458,12 +467,17 @@ def Tril(ctx: Context, op, x):
     return ctx.call_function(fn, x, int(op.k))
 
 
-@register_op("ZerosLike", "OnesLike", policy=Policy.AGNOSTIC)
-def FullLike(ctx: Context, op, x):
-    """keras.ops.zeros_like / ones_like (what Concatenate builds the mask of an unmasked
-    input from)."""
-    fill = 0 if type(op).__name__ == "ZerosLike" else 1
-    return ctx.call_function(torch.full_like, x, fill, dtype=ctx.output_dtype())
+@register_op("ZerosLike", "OnesLike", "EmptyLike", "FullLike", policy=Policy.AGNOSTIC)
+def FullLike(ctx: Context, op, x, fill_value=None):
+    """keras.ops.zeros_like / ones_like / empty_like (zeros, as TF's backend) / full_like(x,
+    fill_value, dtype): ``torch.full_like`` in Keras' dtype (a float fill of an int tensor
+    truncates in both); a tensor fill is cast and expanded to ``x``'s shape."""
+    name = type(op).__name__
+    want = ctx.output_dtype()
+    if isinstance(fill_value, torch.fx.Node):
+        return ctx.call_method("expand_as", ctx.call_method("to", fill_value, want), x)
+    fill = {"ZerosLike": 0, "EmptyLike": 0, "OnesLike": 1}.get(name, fill_value)
+    return ctx.call_function(torch.full_like, x, fill, dtype=want)
 
 
 @register_op(policy=Policy.CUSTOM)
