@@ -4,6 +4,7 @@ from crossport.to_keras.ops import (  # noqa: F401
     activation,
     assign,
     attention,
+    bitwise,
     complex,
     conv,
     conv_transpose,

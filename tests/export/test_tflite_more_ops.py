@@ -1,0 +1,53 @@
+"""Bitwise ops, shifts, cumulative extremes, medians, round(decimals) and empty reductions
+on the LiteRT interpreter: builtin-only files that give torch's values on the extremes, or a
+clear refusal at export."""
+
+import numpy as np
+import pytest
+import torch
+
+import crossport
+from crossport.export.formats import load_tflite, tflite_op_names
+from tests.ops.opcases import Fn
+from tests.ops.test_bitwise import with_counts
+
+
+def _export_and_run(module, example, inputs, path):
+    """Export ``module`` converted on ``example``; its outputs on ``inputs`` on LiteRT."""
+    conversion = crossport.convert_with_report(module.eval(), example)
+    result = crossport.export(conversion, path)
+    assert result.passed
+    assert "CUSTOM" not in tflite_op_names(path)
+    names = [t.name for t in conversion.model.inputs]
+    return load_tflite(path, names)([x.numpy() for x in inputs])
+
+
+def _torch_outputs(module, inputs):
+    with torch.no_grad():
+        out = module(*inputs)
+    return [t.numpy() for t in (out if isinstance(out, tuple) else (out,))]
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int16, torch.int8])
+def test_xor_not_and_right_shift_export_as_builtins(dtype, tmp_path):
+    """BITWISE_XOR and RIGHT_SHIFT builtins (not as x ^ ~0), counts out of range included:
+    torch's sign fill, not LiteRT's own rule for them."""
+    module = Fn(lambda a, b: (a ^ b, ~a, a >> b, a >> 3, torch.bitwise_right_shift(a, 40)))
+    args = with_counts(dtype)
+    got = _export_and_run(module, args, args, tmp_path / "m.tflite")
+    assert {"BITWISE_XOR", "RIGHT_SHIFT"} <= set(tflite_op_names(tmp_path / "m.tflite"))
+    for g, w in zip(got, _torch_outputs(module, args), strict=True):
+        np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("fn, tf_op", [
+    (lambda a, b: a & b, "BitwiseAnd"), (lambda a, b: a | b, "BitwiseOr"),
+    (lambda a, b: a << b, "LeftShift"), (lambda a, b: (a >> b).long() ^ b.long(), "BitwiseXor"),
+], ids=["and", "or", "left-shift", "int64-xor"])
+def test_bitwise_ops_without_a_builtin_are_refused_at_export(fn, tf_op, tmp_path):
+    """LiteRT has no AND/OR/LEFT_SHIFT builtin and no 64-bit XOR: a clear ExportError,
+    no file."""
+    conversion = crossport.convert_with_report(Fn(fn).eval(), with_counts(torch.int32))
+    with pytest.raises(crossport.ExportError, match=f"no TFLite builtin: .*{tf_op}"):
+        crossport.export(conversion, tmp_path / "m.tflite")
+    assert list(tmp_path.iterdir()) == []
