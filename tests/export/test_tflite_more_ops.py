@@ -51,3 +51,23 @@ def test_bitwise_ops_without_a_builtin_are_refused_at_export(fn, tf_op, tmp_path
     with pytest.raises(crossport.ExportError, match=f"no TFLite builtin: .*{tf_op}"):
         crossport.export(conversion, tmp_path / "m.tflite")
     assert list(tmp_path.iterdir()) == []
+
+
+def _specials(n=12):
+    s = torch.tensor([np.nan, np.inf, -np.inf, 0.0, -0.0, 0.5, -3.0, 1e-30, 100.0, 2.0, 2.0,
+                      -3.0])[:n]
+    return s.repeat_interleave(n).reshape(n, n), s.repeat(n).reshape(n, n)
+
+
+def _order_stats(a, b):
+    return (*torch.cummax(a, 0), *torch.cummin(b, 1), *a.median(1), *b.median(0),
+            b.nanmedian(1).values, a.median(), b[:, 1:].nanmedian())
+
+
+def test_cummax_cummin_and_medians_match_torch_on_litert(tmp_path):
+    """The scan (slices, concat, select) and the sorted gather run as builtins; NaN, +-inf
+    and ties give torch's values and indices."""
+    example = (torch.randn(12, 12), torch.randn(12, 12))
+    got = _export_and_run(Fn(_order_stats), example, _specials(), tmp_path / "m.tflite")
+    for g, w in zip(got, _torch_outputs(Fn(_order_stats), _specials()), strict=True):
+        np.testing.assert_array_equal(g, w)

@@ -16,6 +16,7 @@ from crossport.to_keras.ops import (  # noqa: F401
     linear,
     misc,
     norm,
+    order_stats,
     pad,
     pool,
     recurrent,
