@@ -141,6 +141,26 @@ def _torch_modules(names: list[str], conversion, exc: BaseException | None) -> s
     return f" in {'module' if len(found) == 1 else 'modules'} {', '.join(found)}"
 
 
+def refuse_inexact_ops(conversion) -> None:
+    """Ops whose TFLite file computes differently from torch, refused before writing:
+    ``round(x, decimals=n)`` divides by ``10**n``, which the TFLite converter turns into a
+    multiplication by its rounded reciprocal (``round(3.65, 1)`` came out 3.6499999)."""
+    exported = getattr(conversion, "exported", None)
+    if exported is None:
+        return
+    from crossport.capture.source import describe
+
+    bad = [f"{node.target} {describe(node)}" for node in exported.graph_module.graph.nodes
+           if node.op == "call_function" and str(node.target) == "aten.round.decimals"
+           and node.kwargs.get("decimals", 0) != 0]
+    if bad:
+        raise ExportError(
+            "round(x, decimals=n) has no exact TFLite form (the converter replaces its "
+            "division by 10**n with a multiplication by the rounded reciprocal, one ulp off "
+            "torch): " + "; ".join(bad) + ". Export SavedModel or .keras, or round in "
+            "the application after the model.")
+
+
 def refuse_unsupported_fft(conversion) -> None:
     """TFLite's one FFT builtin is ``RFFT2D``, whose kernel takes power-of-two lengths only:
     the converter still emits it for any length and the file then fails to load

@@ -71,3 +71,15 @@ def test_cummax_cummin_and_medians_match_torch_on_litert(tmp_path):
     got = _export_and_run(Fn(_order_stats), example, _specials(), tmp_path / "m.tflite")
     for g, w in zip(got, _torch_outputs(Fn(_order_stats), _specials()), strict=True):
         np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("decimals", [2, -1])
+def test_round_decimals_is_refused_at_tflite_export(decimals, tmp_path):
+    """LiteRT's file divides by 10**n as a multiplication by the rounded reciprocal
+    (``round(3.65, 1)`` gave 3.6499999): refused before writing, naming the op."""
+    module = Fn(lambda x: torch.round(x * 3, decimals=decimals))
+    conversion = crossport.convert_with_report(module.eval(), (torch.randn(4, 5),))
+    with pytest.raises(crossport.ExportError, match=r"round\(x, decimals=n\) has no exact "
+                                                    r"TFLite form.*aten.round.decimals"):
+        crossport.export(conversion, tmp_path / "m.tflite")
+    assert list(tmp_path.iterdir()) == []

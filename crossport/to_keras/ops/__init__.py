@@ -22,6 +22,7 @@ from crossport.to_keras.ops import (  # noqa: F401
     recurrent,
     reduce,
     resize,
+    rounding,
     shape,
     shuffle,
     update_slice,
