@@ -83,3 +83,26 @@ def test_round_decimals_is_refused_at_tflite_export(decimals, tmp_path):
                                                     r"TFLite form.*aten.round.decimals"):
         crossport.export(conversion, tmp_path / "m.tflite")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_an_empty_output_is_refused_at_tflite_export(tmp_path):
+    """The amax of an empty tensor over a non-empty dim is empty: LiteRT could not load the
+    file ("Invalid tensor size"); refused before writing, naming the output."""
+    module = Fn(lambda x: (x.sum(1), x[:, :0].amax(0)))
+    conversion = crossport.convert_with_report(module.eval(), (torch.randn(3, 4),))
+    with pytest.raises(crossport.ExportError, match=r"no elements.*output 1 of shape \(0,\)"):
+        crossport.export(conversion, tmp_path / "m.tflite")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_reductions_over_an_empty_dim_match_torch_on_litert(tmp_path):
+    """sum 0, prod 1, mean NaN, any False, all True over an empty dim, on LiteRT."""
+    def fn(x):
+        e = x[:, :0]
+        return (e.sum(1), e.prod(1), e.mean(1), (e > 0).any(1), (e > 0).all(1), e.var(1),
+                (e * 10).int().sum(1))
+
+    x = torch.randn(3, 4)
+    got = _export_and_run(Fn(fn), (x,), (x,), tmp_path / "m.tflite")
+    for g, w in zip(got, _torch_outputs(Fn(fn), (x,)), strict=True):
+        np.testing.assert_array_equal(g, w)
