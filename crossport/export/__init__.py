@@ -164,6 +164,7 @@ def stage_export(conversion, path: str | Path, format: str | None, staging: Stag
     _refuse_tflite_precision(conversion, format)
     if format.startswith("tflite"):
         tflite.refuse_unsupported_fft(conversion)
+        tflite.refuse_inexact_ops(conversion)
     tolerance = FORMATS[format] or conversion.options.atol
     plan = quantize.plan(conversion, format, calibration, int8_io, float_layers)
     if plan is not None:

@@ -141,6 +141,37 @@ def _torch_modules(names: list[str], conversion, exc: BaseException | None) -> s
     return f" in {'module' if len(found) == 1 else 'modules'} {', '.join(found)}"
 
 
+def refuse_inexact_ops(conversion) -> None:
+    """What a TFLite file computes differently from torch, refused before writing: an
+    output with no elements, and ``round(x, decimals=n)`` divides by ``10**n``, which the TFLite converter turns into a
+    multiplication by its rounded reciprocal (``round(3.65, 1)`` came out 3.6499999)."""
+    exported = getattr(conversion, "exported", None)
+    if exported is None:
+        return
+    import torch
+
+    from crossport.capture.source import describe
+
+    bad = [f"{node.target} {describe(node)}" for node in exported.graph_module.graph.nodes
+           if node.op == "call_function" and str(node.target) == "aten.round.decimals"
+           and node.kwargs.get("decimals", 0) != 0]
+    output = next(node for node in exported.graph_module.graph.nodes if node.op == "output")
+    empty = [f"output {i} of shape {tuple(node.meta['val'].shape)} {describe(node)}"
+             for i, node in enumerate(output.args[0])
+             if isinstance(node, torch.fx.Node) and hasattr(node.meta.get("val"), "shape")
+             and any(isinstance(d, int) and d == 0 for d in node.meta["val"].shape)]
+    if empty:
+        raise ExportError("LiteRT cannot return a tensor with no elements (the file fails "
+                          "to load with 'Invalid tensor size'): " + "; ".join(empty)
+                          + ". Drop the empty output, or export SavedModel or .keras.")
+    if bad:
+        raise ExportError(
+            "round(x, decimals=n) has no exact TFLite form (the converter replaces its "
+            "division by 10**n with a multiplication by the rounded reciprocal, one ulp off "
+            "torch): " + "; ".join(bad) + ". Export SavedModel or .keras, or round in "
+            "the application after the model.")
+
+
 def refuse_unsupported_fft(conversion) -> None:
     """TFLite's one FFT builtin is ``RFFT2D``, whose kernel takes power-of-two lengths only:
     the converter still emits it for any length and the file then fails to load

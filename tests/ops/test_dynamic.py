@@ -314,6 +314,17 @@ CASES = [
                                (x * 10).int().sum(1), (x * 3).to(torch.int8).prod(1))),
                  (2, 5, 3), {0: {1: "seq"}}, True, [(3, 8, 3), (1, 2, 3)],
                  id="float-and-integer-division-integer-sums-dynamic"),
+    # bitwise ops and shifts, medians along a dynamic dim (run-time sort length and middle),
+    # cummax/cummin along a static dim beside dynamic ones, round(decimals), and reductions
+    # of an empty slice with a dynamic batch
+    pytest.param(Op(lambda x: ((x * 50).int() & 7, (x * 50).int() ^ -3, ~(x * 50).long(),
+                               (x * 50).int() >> (x * 40).int(), (x * 9).long() << 3,
+                               x.median(1).values, x.median(1).indices, x.nanmedian(1).values,
+                               x.median(), *torch.cummax(x, 2), *torch.cummin(x, -1),
+                               torch.round(x * 100, decimals=-1), torch.round(x, decimals=2),
+                               x[:, :, :0].sum(2), x[:, :, :0].amax(1))),
+                 (2, 5, 3), {0: {1: "seq"}}, True, [(3, 8, 3), (1, 2, 3), (2, 7, 3)],
+                 id="bitwise-shifts-medians-cummax-round-empty-dynamic"),
     pytest.param(Op(lambda x: x.repeat(1, 2, 1) * 0.5), (2, 5, 3), {0: {1: "seq"}}, True,
                  [(3, 7, 3)], id="repeat-along-a-dynamic-dim"),
     pytest.param(SizeAsFloat(), (2, 6, 3), {0: {1: "seq"}}, False, [(2, 9, 3), (2, 2, 3)],
@@ -465,6 +476,8 @@ CASES = [
 ]
 
 REFUSED = [
+    pytest.param(lambda x: torch.cummax(x, 2)[1], "cumulative max/min",
+                 id="cummax-along-a-dynamic-dim"),
     pytest.param(lambda x: F.interpolate(x, scale_factor=0.5, mode="bilinear", antialias=True),
                  "_upsample_bilinear2d_aa", id="antialiased-interpolate"),
     pytest.param(SpaceToDepthConv(), "input channels", id="conv-channels-from-a-size-expression"),

@@ -390,7 +390,6 @@ _BINARY = {
     aten.ge.Tensor: ops.greater_equal, aten.ge.Scalar: ops.greater_equal,
     aten.logical_and.default: ops.logical_and, aten.logical_or.default: ops.logical_or,
     aten.logical_xor.default: ops.logical_xor, aten.atan2.default: ops.arctan2,
-    aten.bitwise_and.Tensor: ops.logical_and, aten.bitwise_or.Tensor: ops.logical_or,
 }
 
 
@@ -416,17 +415,8 @@ def _register_table(table: dict, arity: int, supports=None) -> None:
         register(op, policy=Policy.AGNOSTIC, supports=supports, dynamic=True)(convert)
 
 
-def _bitwise_supports(node):
-    vals = [a.meta["val"] for a in node.args if isinstance(a, torch.fx.Node)]
-    if any(v.dtype != torch.bool for v in vals):
-        return "bitwise ops on integers (only boolean masks are supported)"
-    return None
-
-
 _register_table(_UNARY, 1)
-_register_table({k: v for k, v in _BINARY.items() if "bitwise" not in str(k)}, 2)
-_register_table({k: v for k, v in _BINARY.items() if "bitwise" in str(k)}, 2,
-                supports=_bitwise_supports)
+_register_table(_BINARY, 2)  # bitwise ops: ops/bitwise.py
 
 
 @register(aten.round.default, policy=Policy.AGNOSTIC, dynamic=True)
@@ -453,10 +443,3 @@ def aten_isinf_default(ctx, self):
     if not keras.backend.is_float_dtype(self.dtype):
         return ops.zeros_like(self, dtype="bool")
     return is_infinite(self)
-
-
-@register(aten.bitwise_not.default, policy=Policy.AGNOSTIC, supports=_bitwise_supports, dynamic=True)
-def aten_bitwise_not_default(ctx, self):
-    """bitwise_not(Tensor self) -> Tensor (boolean masks only)"""
-    return ops.logical_not(self)
-

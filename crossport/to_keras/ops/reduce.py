@@ -34,6 +34,19 @@ def _reduce(ctx, self, dim, keepdim, fn):
     return fn(value.tensor, axis=physical_axes(value.layout, dims), keepdims=keepdim)
 
 
+def _no_elements(x) -> bool:
+    """A static zero-size dim (torch specializes size 0, so it is never a dynamic one)."""
+    return any(d == 0 for d in x.shape)
+
+
+def _empty(x, axis, keepdims, dtype):
+    """The (empty) result of reducing ``x``, which has no elements, over a dim that is not
+    empty (torch rejects an empty reduced dim at capture): Keras' max/min/argmax assert a
+    non-empty input, so the model failed at run time; a sum has the shape and no check."""
+    return ops.cast(ops.sum(ops.zeros_like(x, dtype="float32"), axis=axis, keepdims=keepdims),
+                    dtype)
+
+
 def _propagating_nan(reduce_fn):
     """``reduce_fn`` (``ops.max``/``ops.min``) with torch's NaN rule: a reduced slice holding
     NaN gives NaN. TF's CPU kernels propagate NaN already, but TFLite's REDUCE_MAX/REDUCE_MIN
@@ -41,6 +54,8 @@ def _propagating_nan(reduce_fn):
     exported model needs the rule spelled out: one isnan/any, as the arg-reductions have."""
 
     def fn(x, axis=None, keepdims=False):
+        if _no_elements(x):
+            return _empty(x, axis, keepdims, x.dtype)
         y = reduce_fn(x, axis=axis, keepdims=keepdims)
         if not keras.backend.is_float_dtype(x.dtype):
             return y
@@ -183,6 +198,8 @@ def _nan_first(index_fn):
     first = _first_extreme(index_fn)
 
     def fn(x, axis, keepdims=False):
+        if _no_elements(x):
+            return _empty(x, axis, keepdims, "int64")
         index = ops.cast(first(x, axis=axis, keepdims=keepdims), "int64")
         if not str(x.dtype).startswith(("float", "bfloat")):
             return index

@@ -1,0 +1,108 @@
+"""Bitwise ops, shifts, cumulative extremes, medians, round(decimals) and empty reductions
+on the LiteRT interpreter: builtin-only files that give torch's values on the extremes, or a
+clear refusal at export."""
+
+import numpy as np
+import pytest
+import torch
+
+import crossport
+from crossport.export.formats import load_tflite, tflite_op_names
+from tests.ops.opcases import Fn
+from tests.ops.test_bitwise import with_counts
+
+
+def _export_and_run(module, example, inputs, path):
+    """Export ``module`` converted on ``example``; its outputs on ``inputs`` on LiteRT."""
+    conversion = crossport.convert_with_report(module.eval(), example)
+    result = crossport.export(conversion, path)
+    assert result.passed
+    assert "CUSTOM" not in tflite_op_names(path)
+    names = [t.name for t in conversion.model.inputs]
+    return load_tflite(path, names)([x.numpy() for x in inputs])
+
+
+def _torch_outputs(module, inputs):
+    with torch.no_grad():
+        out = module(*inputs)
+    return [t.numpy() for t in (out if isinstance(out, tuple) else (out,))]
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int16, torch.int8])
+def test_xor_not_and_right_shift_export_as_builtins(dtype, tmp_path):
+    """BITWISE_XOR and RIGHT_SHIFT builtins (not as x ^ ~0), counts out of range included:
+    torch's sign fill, not LiteRT's own rule for them."""
+    module = Fn(lambda a, b: (a ^ b, ~a, a >> b, a >> 3, torch.bitwise_right_shift(a, 40)))
+    args = with_counts(dtype)
+    got = _export_and_run(module, args, args, tmp_path / "m.tflite")
+    assert {"BITWISE_XOR", "RIGHT_SHIFT"} <= set(tflite_op_names(tmp_path / "m.tflite"))
+    for g, w in zip(got, _torch_outputs(module, args), strict=True):
+        np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("fn, tf_op", [
+    (lambda a, b: a & b, "BitwiseAnd"), (lambda a, b: a | b, "BitwiseOr"),
+    (lambda a, b: a << b, "LeftShift"), (lambda a, b: (a >> b).long() ^ b.long(), "BitwiseXor"),
+], ids=["and", "or", "left-shift", "int64-xor"])
+def test_bitwise_ops_without_a_builtin_are_refused_at_export(fn, tf_op, tmp_path):
+    """LiteRT has no AND/OR/LEFT_SHIFT builtin and no 64-bit XOR: a clear ExportError,
+    no file."""
+    conversion = crossport.convert_with_report(Fn(fn).eval(), with_counts(torch.int32))
+    with pytest.raises(crossport.ExportError, match=f"no TFLite builtin: .*{tf_op}"):
+        crossport.export(conversion, tmp_path / "m.tflite")
+    assert list(tmp_path.iterdir()) == []
+
+
+def _specials(n=12):
+    s = torch.tensor([np.nan, np.inf, -np.inf, 0.0, -0.0, 0.5, -3.0, 1e-30, 100.0, 2.0, 2.0,
+                      -3.0])[:n]
+    return s.repeat_interleave(n).reshape(n, n), s.repeat(n).reshape(n, n)
+
+
+def _order_stats(a, b):
+    return (*torch.cummax(a, 0), *torch.cummin(b, 1), *a.median(1), *b.median(0),
+            b.nanmedian(1).values, a.median(), b[:, 1:].nanmedian())
+
+
+def test_cummax_cummin_and_medians_match_torch_on_litert(tmp_path):
+    """The scan (slices, concat, select) and the sorted gather run as builtins; NaN, +-inf
+    and ties give torch's values and indices."""
+    example = (torch.randn(12, 12), torch.randn(12, 12))
+    got = _export_and_run(Fn(_order_stats), example, _specials(), tmp_path / "m.tflite")
+    for g, w in zip(got, _torch_outputs(Fn(_order_stats), _specials()), strict=True):
+        np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("decimals", [2, -1])
+def test_round_decimals_is_refused_at_tflite_export(decimals, tmp_path):
+    """LiteRT's file divides by 10**n as a multiplication by the rounded reciprocal
+    (``round(3.65, 1)`` gave 3.6499999): refused before writing, naming the op."""
+    module = Fn(lambda x: torch.round(x * 3, decimals=decimals))
+    conversion = crossport.convert_with_report(module.eval(), (torch.randn(4, 5),))
+    with pytest.raises(crossport.ExportError, match=r"round\(x, decimals=n\) has no exact "
+                                                    r"TFLite form.*aten.round.decimals"):
+        crossport.export(conversion, tmp_path / "m.tflite")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_empty_output_is_refused_at_tflite_export(tmp_path):
+    """The amax of an empty tensor over a non-empty dim is empty: LiteRT could not load the
+    file ("Invalid tensor size"); refused before writing, naming the output."""
+    module = Fn(lambda x: (x.sum(1), x[:, :0].amax(0)))
+    conversion = crossport.convert_with_report(module.eval(), (torch.randn(3, 4),))
+    with pytest.raises(crossport.ExportError, match=r"no elements.*output 1 of shape \(0,\)"):
+        crossport.export(conversion, tmp_path / "m.tflite")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_reductions_over_an_empty_dim_match_torch_on_litert(tmp_path):
+    """sum 0, prod 1, mean NaN, any False, all True over an empty dim, on LiteRT."""
+    def fn(x):
+        e = x[:, :0]
+        return (e.sum(1), e.prod(1), e.mean(1), (e > 0).any(1), (e > 0).all(1), e.var(1),
+                (e * 10).int().sum(1))
+
+    x = torch.randn(3, 4)
+    got = _export_and_run(Fn(fn), (x,), (x,), tmp_path / "m.tflite")
+    for g, w in zip(got, _torch_outputs(Fn(fn), (x,)), strict=True):
+        np.testing.assert_array_equal(g, w)

@@ -1,0 +1,100 @@
+"""cummax/cummin and median/nanmedian against torch: values and indices, on ties, NaN,
++-inf, +-0.0 and integer extremes, along every dim and in a channels-last layout.
+
+All four were "no converter". Ties are made inside the module (``round(x * 1.5)``), so the
+harness's fresh random inputs tie too.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import crossport
+from crossport.errors import DynamicDimError
+from tests.harness import assert_converts
+from tests.ops.opcases import Fn, case
+from tests.ops.test_special_values import all_pairs, near_limits
+
+CUM = ("aten_cummax_default", "aten_cummin_default")
+MEDIANS = ("aten_median_dim", "aten_nanmedian_dim", "aten_median_default",
+           "aten_nanmedian_default")
+
+
+def _tied(x):
+    return torch.round(x * 1.5)
+
+
+def _cum_all(a, b):
+    return (*torch.cummax(a, 1), *torch.cummin(a, 0), *torch.cummax(b, -1), *torch.cummin(b, 1))
+
+
+def _medians(a, b):
+    return (*a.median(1), *a.median(0, keepdim=True), a.nanmedian(1).values,
+            b.nanmedian(0, keepdim=True)[0], *b.median(-1), a.median(), b[:, 1:].median(),
+            a.nanmedian(), b[1:, :1].nanmedian())
+
+
+class ConvThen(torch.nn.Module):
+    """A channels-last activation scanned along channels and along H."""
+
+    def __init__(self, fn):
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv = torch.nn.Conv2d(3, 6, 3)
+        self.fn = fn
+
+    def forward(self, x):
+        return self.fn(_tied(self.conv(x)))
+
+
+CASES = [
+    case("cummax-cummin-special-pairs", Fn(_cum_all), all_pairs, expect_converters=CUM),
+    case("cummax-cummin-ties-take-the-latest-index",
+         Fn(lambda x: (*torch.cummax(_tied(x), 1), *torch.cummin(_tied(x), 0),
+                       *torch.cummax(_tied(x), 2))), (5, 37, 3), expect_converters=CUM),
+    case("cummax-cummin-int32-extremes", Fn(lambda a, b: _cum_all(a, b)),
+         lambda: near_limits(torch.int32), expect_converters=CUM),
+    case("cummax-cummin-uint8-int64-bool", Fn(lambda a, b: (
+        *torch.cummax(a, 1), *torch.cummin(b.long() * 3, 0), *torch.cummax(a > 7, 1),
+        *torch.cummin(b > 100, 0))), lambda: near_limits(torch.uint8), expect_converters=CUM),
+    case("cummax-cummin-channels-last", ConvThen(lambda y: (*torch.cummax(y, 1),
+                                                            *torch.cummin(y, 2))),
+         (2, 3, 9, 8), expect_converters=CUM),
+    case("median-nanmedian-special-pairs", Fn(_medians), all_pairs, expect_converters=MEDIANS),
+    case("median-nanmedian-ties-odd-and-even", Fn(lambda x: (
+        *_tied(x).median(1), *_tied(x[:, :-1]).median(1), _tied(x).nanmedian(0).values,
+        _tied(x).median(), _tied(x)[1:].nanmedian())), (6, 41), expect_converters=MEDIANS),
+    # nanmedian of integers is median (torch's decomposition)
+    case("median-int-extremes", Fn(lambda a, b: (*a.median(1), *b.long().median(0),
+                                                 a.median(), b.nanmedian(), *a.nanmedian(0))),
+         lambda: near_limits(torch.int32),
+         expect_converters=("aten_median_dim", "aten_median_default")),
+    case("median-channels-last", ConvThen(lambda y: (*y.median(1), y.nanmedian(3, True)[0],
+                                                     y.median(), y[:, :2].nanmedian())),
+         (2, 3, 9, 8), expect_converters=MEDIANS),
+]
+
+
+@pytest.mark.parametrize("module, make_inputs, kwargs", CASES)
+def test_order_statistics_match_torch(module, make_inputs, kwargs):
+    args = make_inputs() if callable(make_inputs) else (torch.randn(make_inputs),)
+    assert_converts(module, args, max_transposes=None, **kwargs)
+
+
+def test_cummax_along_a_dynamic_dim_is_refused_before_building():
+    """The scan's step count follows the length: a dynamic one is refused, naming it."""
+    with pytest.raises(DynamicDimError, match=r"cumulative max/min .*dim 1"):
+        crossport.convert(Fn(lambda x: torch.cummax(x, 1)[0]).eval(), (torch.randn(2, 6),),
+                          dynamic_dims={0: {1: "seq"}})
+
+
+def test_nanmedian_indices_are_refused():
+    """torch's index for a row of NaN only follows no rule (12 of 20, 17 of 25)."""
+    with pytest.raises(crossport.UnsupportedOpError, match="indices of nanmedian"):
+        crossport.convert(Fn(lambda x: x.nanmedian(1).indices).eval(), (torch.randn(2, 6),))
+
+
+def test_median_of_no_elements_is_refused():
+    with pytest.raises(crossport.UnsupportedOpError, match="median of no elements"):
+        crossport.convert(Fn(lambda x: x[:, :0].nanmedian()).eval(), (torch.randn(2, 6),))
