@@ -17,7 +17,21 @@ _ATEN_OF = {"Erf": "erf", "Tan": "tan", "Atan": "atan", "Erfinv": "erfinv"}
 # TF's FFT ops and the complex tensor they read come from the torch.fft kernels
 _FFT = ("_fft_r2c", "_fft_c2c", "_fft_c2r")
 _ATENS_OF = {"FFT": _FFT, "FFT2D": _FFT, "IRFFT": ("_fft_c2r",), "Complex": _FFT,
-             "ComplexAbs": _FFT}
+             "ComplexAbs": _FFT, "LeftShift": ("bitwise_left_shift", "__lshift__"),
+             "RightShift": ("bitwise_right_shift", "__rshift__"), "Invert": ("bitwise_not",)}
+
+
+def _atens_of(tf_op: str) -> tuple[str, ...]:
+    """The aten op names a TF op may come from: listed ones, else its name in snake case
+    (``BitwiseAnd`` -> ``bitwise_and``, and ``__and__`` for the ``&`` operator) and lower
+    case (``Erf`` -> ``erf``)."""
+    if tf_op in _ATENS_OF:
+        return _ATENS_OF[tf_op]
+    if tf_op in _ATEN_OF:
+        return (_ATEN_OF[tf_op],)
+    snake = re.sub(r"(?<!^)(?=[A-Z])", "_", tf_op).lower()
+    operator = (f"__{snake.removeprefix('bitwise_')}__",) if snake.startswith("bitwise_") else ()
+    return (snake, tf_op.lower(), *operator)
 
 
 def converter_from_saved_model(saved: Path, ops: str = "builtins"):
@@ -110,9 +124,9 @@ def _torch_sources(names: list[str], conversion) -> str:
     from crossport.capture.source import describe
 
     found = []
+    wanted = {a for n in names for a in _atens_of(n)}
     for node in exported.graph_module.graph.nodes:
         op = getattr(node.target, "__name__", str(node.target)).split(".")[0]
-        wanted = {a for n in names for a in _ATENS_OF.get(n, (_ATEN_OF.get(n, n.lower()),))}
         if node.op == "call_function" and op in wanted:
             found.append(f"aten.{op} {describe(node)}")
     return f" (from {'; '.join(found)})" if found else ""

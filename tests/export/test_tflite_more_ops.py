@@ -40,15 +40,19 @@ def test_xor_not_and_right_shift_export_as_builtins(dtype, tmp_path):
         np.testing.assert_array_equal(g, w)
 
 
-@pytest.mark.parametrize("fn, tf_op", [
-    (lambda a, b: a & b, "BitwiseAnd"), (lambda a, b: a | b, "BitwiseOr"),
-    (lambda a, b: a << b, "LeftShift"), (lambda a, b: (a >> b).long() ^ b.long(), "BitwiseXor"),
+@pytest.mark.parametrize("fn, tf_op, aten", [
+    (lambda a, b: a & b, "BitwiseAnd", "__and__"),
+    (lambda a, b: torch.bitwise_or(a, b), "BitwiseOr", "bitwise_or"),
+    (lambda a, b: a << b, "LeftShift", "__lshift__"),
+    (lambda a, b: (a >> b).long() ^ b.long(), "BitwiseXor", "__xor__"),
 ], ids=["and", "or", "left-shift", "int64-xor"])
-def test_bitwise_ops_without_a_builtin_are_refused_at_export(fn, tf_op, tmp_path):
-    """LiteRT has no AND/OR/LEFT_SHIFT builtin and no 64-bit XOR: a clear ExportError,
-    no file."""
+def test_bitwise_ops_without_a_builtin_are_refused_at_export(fn, tf_op, aten, tmp_path):
+    """LiteRT has no AND/OR/LEFT_SHIFT builtin and no 64-bit XOR: a clear ExportError
+    naming the torch op and its source line, no file."""
     conversion = crossport.convert_with_report(Fn(fn).eval(), with_counts(torch.int32))
-    with pytest.raises(crossport.ExportError, match=f"no TFLite builtin: .*{tf_op}"):
+    with pytest.raises(crossport.ExportError,
+                       match=rf"no TFLite builtin: .*{tf_op} \(from aten\.{aten} in "
+                             r"<root module> \(.*\.py:\d+"):
         crossport.export(conversion, tmp_path / "m.tflite")
     assert list(tmp_path.iterdir()) == []
 
