@@ -187,8 +187,8 @@ class Emitter:
         rank = len(shape)
         held = io_layout(rank, self.options.channels_last_io)
         keras_shape = [None if is_symbolic(shape[p]) else int(shape[p]) for p in held.perm]
-        batch, rest = (keras_shape[0], keras_shape[1:]) if rank else (None, [])
-        keras_input = keras.Input(shape=tuple(rest), batch_size=batch, name=name,
+        # a 0-dim tensor is a 0-dim input: Input(shape=()) would add a batch dim (None,)
+        keras_input = keras.Input(batch_shape=tuple(keras_shape), name=name,
                                   dtype=keras_dtype(val.dtype))
         for axis, p in enumerate(held.perm):
             if is_symbolic(shape[p]) and shape[p].node.expr.is_Symbol:

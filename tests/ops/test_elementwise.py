@@ -196,6 +196,13 @@ CASES = [
          expect_converters=("aten_bitwise_not_default", "aten_isnan_default")),
     case("clamp-min-and-max-ops", Fn(lambda x: torch.clamp_min(x, -0.3) + torch.clamp_max(x, 0.4)),
          (2, 3, 4), expect_converters=("aten_clamp_min_default", "aten_clamp_max_default")),
+    # TF has no bool Maximum/Minimum: the converted model failed at run time (OpInfo sweep)
+    case("bool-clamp-min-max-tensors", Fn(lambda a, b: (torch.clamp_max(a > 0, b > 0),
+                                                        torch.clamp_min(a > 0, b > 0))),
+         [(2, 3), (2, 3)], expect_converters=("aten_clamp_default",)),
+    # a 0-dim input was a Keras Input of shape (None,), which rejects a 0-dim array
+    case("zero-dim-inputs", Fn(lambda a, b: a * b + a), [(), ()],
+         expect_converters=("aten_mul_tensor", "aten_add_tensor")),
 ]
 
 
