@@ -413,9 +413,16 @@ def _float_operand(x, dtype: str):
     return x
 
 
+# torch rounds an integer tensor to itself, in its dtype; keras.ops.floor/ceil/trunc return
+# float32 for integers (ceil of an int64 tensor came out float32)
+_INTEGER_IDENTITY = (aten.floor.default, aten.ceil.default, aten.trunc.default)
+
+
 def _register_table(table: dict, arity: int, supports=None) -> None:
     for op, fn in table.items():
-        def convert(ctx, self, other=None, _fn=fn):
+        def convert(ctx, self, other=None, _fn=fn, _op=op):
+            if _op in _INTEGER_IDENTITY and not ctx.out_dtype.is_floating_point:
+                return self
             if ctx.out_dtype.is_floating_point:  # sqrt/exp/reciprocal/atan2 of integers
                 want = keras_dtype(ctx.out_dtype)
                 self, other = _float_operand(self, want), _float_operand(other, want)
