@@ -200,6 +200,13 @@ CASES = [
     case("bool-clamp-min-max-tensors", Fn(lambda a, b: (torch.clamp_max(a > 0, b > 0),
                                                         torch.clamp_min(a > 0, b > 0))),
          [(2, 3), (2, 3)], expect_converters=("aten_clamp_default",)),
+    # TF's Greater/Less and Maximum/Minimum have no bool kernels (False < True in torch)
+    case("bool-ordering-comparisons", Fn(lambda a, b: ((a > 0) > (b > 0), (a > 0) <= (b > 0),
+                                                       (a > 0) < True, (a > 0) >= (b > 0.5))),
+         [(2, 3), (2, 3)], expect_converters=("aten_gt_Tensor", "aten_le_Tensor",
+                                              "aten_lt_Scalar", "aten_ge_Tensor")),
+    case("bool-fmax-fmin", Fn(lambda a, b: (torch.fmax(a > 0, b > 0), torch.fmin(a > 0, b > 0))),
+         [(2, 3), (2, 3)], expect_converters=("aten_fmax_default", "aten_fmin_default")),
     # a 0-dim input was a Keras Input of shape (None,), which rejects a 0-dim array
     case("zero-dim-inputs", Fn(lambda a, b: a * b + a), [(), ()],
          expect_converters=("aten_mul_tensor", "aten_add_tensor")),

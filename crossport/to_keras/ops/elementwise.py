@@ -416,6 +416,15 @@ def _float_operand(x, dtype: str):
 # torch rounds an integer tensor to itself, in its dtype; keras.ops.floor/ceil/trunc return
 # float32 for integers (ceil of an int64 tensor came out float32)
 _INTEGER_IDENTITY = (aten.floor.default, aten.ceil.default, aten.trunc.default)
+# TF's Less/Greater(Equal) have no bool kernel (False < True in torch): bools compare as ints
+_ORDERING = (aten.lt.Tensor, aten.lt.Scalar, aten.le.Tensor, aten.le.Scalar,
+             aten.gt.Tensor, aten.gt.Scalar, aten.ge.Tensor, aten.ge.Scalar)
+
+
+def _bool_as_int(x):
+    if _is_tensor(x) and _dtype_name(x) == "bool":
+        return x.astype("int32") if isinstance(x, np.ndarray) else ops.cast(x, "int32")
+    return x
 
 
 def _register_table(table: dict, arity: int, supports=None) -> None:
@@ -423,6 +432,8 @@ def _register_table(table: dict, arity: int, supports=None) -> None:
         def convert(ctx, self, other=None, _fn=fn, _op=op):
             if _op in _INTEGER_IDENTITY and not ctx.out_dtype.is_floating_point:
                 return self
+            if _op in _ORDERING:
+                self, other = _bool_as_int(self), _bool_as_int(other)
             if ctx.out_dtype.is_floating_point:  # sqrt/exp/reciprocal/atan2 of integers
                 want = keras_dtype(ctx.out_dtype)
                 self, other = _float_operand(self, want), _float_operand(other, want)
