@@ -53,6 +53,13 @@ CASES = [
     case("var-channels-after-conv", after_conv(lambda x: x.var(1)), (1, 3, 6, 7), expect_converters=("aten_conv_nd", "aten_var_correction")),
     case("std-hw-after-conv", after_conv(lambda x: x.std((2, 3))), (2, 3, 6, 7), expect_converters=("aten_conv_nd", "aten_std_correction")),
     case("softmax-last", nn.Softmax(-1), (2, 3, 5), expect_converters=("aten_softmax_int",)),
+    # softmax(x, dim, dtype=...) computes in dtype (the dtype was ignored: float32 came out
+    # for float64, and an integer input failed at run time)
+    case("softmax-dtype-float64", Fn(lambda x: torch.softmax(x, -1, dtype=torch.float64)),
+         (2, 5), expect_converters=("aten_softmax_int",)),
+    case("log-softmax-of-ints-with-dtype", Fn(
+        lambda x: torch.log_softmax((x * 3).long(), -1, dtype=torch.float32)), (2, 5),
+         expect_converters=("aten_log_softmax_int",)),
     case("softmax-dim0", nn.Softmax(0), (3, 4), kernel_transposes=True,
          expect_converters=("aten_softmax_int",)),
     case("softmax-dim1-after-conv", after_conv(lambda x: torch.softmax(x, 1)), (1, 3, 6, 7), expect_converters=("aten_conv_nd", "aten_softmax_int")),
