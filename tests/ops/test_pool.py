@@ -109,3 +109,28 @@ CASES = [
 def test_pool(module, shapes, kwargs):
     torch.manual_seed(0)
     assert_converts(module, inputs(shapes), **kwargs)
+
+
+# Keras' pooling/conv layers read dim 0 as the batch and TF's conv and average-pooling kernels
+# are float only: these failed to build, failed at run time, or (adaptive pools of an
+# unbatched input) pooled the wrong dims. Refused at pre-flight, naming the op (OpInfo sweep).
+REFUSED = [
+    pytest.param(Fn(lambda x: F.adaptive_avg_pool2d(x, 3)), torch.randn(4, 6, 6),
+                 "aten.adaptive_avg_pool2d.default.*unbatched", id="adaptive-avg-unbatched"),
+    pytest.param(Fn(lambda x: F.max_pool2d(x, 2)), torch.randn(4, 6, 6),
+                 "aten.max_pool2d.default.*unbatched", id="max-pool-unbatched"),
+    pytest.param(nn.Conv1d(4, 2, 3), torch.randn(4, 9),
+                 "aten.conv1d.default.*unbatched", id="conv1d-unbatched"),
+    pytest.param(Fn(lambda x: F.avg_pool2d(x, 2)), torch.randint(-5, 5, (1, 2, 4, 4)),
+                 "aten.avg_pool2d.default.*int64 input", id="avg-pool-int64"),
+]
+
+
+@pytest.mark.parametrize("module, x, match", REFUSED)
+def test_pool_and_conv_inputs_keras_cannot_take_are_refused(module, x, match):
+    import crossport
+
+    with torch.no_grad():
+        module.eval()(x)  # torch computes it
+    with pytest.raises(crossport.UnsupportedOpError, match=match):
+        crossport.convert(module.eval(), (x,))
