@@ -58,6 +58,10 @@ CASES = [
     case("hardtanh-default", scaled(nn.Hardtanh()), (2, 3, 4, 5),
          expect_converters=("aten_hardtanh_default",)),
     case("hardtanh-range", scaled(nn.Hardtanh(-0.5, 2.0)), (2, 3, 4, 5), expect_converters=("aten_hardtanh_default", "aten_mul_tensor")),
+    # integers: torch truncates the bounds into the dtype; Keras' Clip rejected int tensors
+    case("hardtanh-int64-fractional-bounds", Fn(
+        lambda x: nn.functional.hardtanh((x * 4).long(), -2.5, 3.7)), (2, 3, 4),
+         expect_converters=("aten_hardtanh_default",)),
     case("sigmoid", scaled(nn.Sigmoid()), (2, 3, 4, 5),
          expect_converters=("aten_sigmoid_default",)),
     case("tanh", scaled(nn.Tanh()), (2, 3, 4, 5),

@@ -207,6 +207,9 @@ CASES = [
                                               "aten_lt_Scalar", "aten_ge_Tensor")),
     case("bool-fmax-fmin", Fn(lambda a, b: (torch.fmax(a > 0, b > 0), torch.fmin(a > 0, b > 0))),
          [(2, 3), (2, 3)], expect_converters=("aten_fmax_default", "aten_fmin_default")),
+    # sign of bools is the bool (TF has no bool Sign); square of bools is int64 (not int32)
+    case("bool-sign-square", Fn(lambda a: (torch.sign(a > 0), torch.square(a > 0))), (2, 3),
+         expect_converters=("aten_sign_default", "aten_square_default")),
     # a 0-dim input was a Keras Input of shape (None,), which rejects a 0-dim array
     case("zero-dim-inputs", Fn(lambda a, b: a * b + a), [(), ()],
          expect_converters=("aten_mul_tensor", "aten_add_tensor")),

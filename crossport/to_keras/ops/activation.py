@@ -38,7 +38,14 @@ def aten_relu_default(ctx, self):
 
 @register(aten.hardtanh.default, aten.hardtanh_.default, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_hardtanh_default(ctx, self, min_val=-1.0, max_val=1.0):
-    """hardtanh(Tensor self, Scalar min_val=-1, Scalar max_val=1) -> Tensor (relu6 is (0, 6))"""
+    """hardtanh(Tensor self, Scalar min_val=-1, Scalar max_val=1) -> Tensor (relu6 is (0, 6))
+
+    Of integers: bounds truncated to the tensor's dtype as torch casts them (Keras' Clip
+    and ReLU reject integer tensors)."""
+    if not ctx.out_dtype.is_floating_point:
+        dtype = keras_dtype(ctx.out_dtype)
+        low, high = np.asarray(int(min_val), dtype), np.asarray(int(max_val), dtype)
+        return ops.minimum(ops.maximum(self, low), high)
     if min_val == 0.0 and max_val == 6.0:
         return keras.layers.ReLU(max_value=6.0, name=ctx.name())(self)
     return _activation(ctx, self, lambda x: ops.clip(x, min_val, max_val))

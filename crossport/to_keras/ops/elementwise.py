@@ -417,6 +417,7 @@ def _float_operand(x, dtype: str):
 # float32 for integers (ceil of an int64 tensor came out float32)
 _INTEGER_IDENTITY = (aten.floor.default, aten.ceil.default, aten.trunc.default)
 # TF's Less/Greater(Equal) have no bool kernel (False < True in torch): bools compare as ints
+_BOOL_IDENTITY = (aten.sign.default,)  # sign of a bool is the bool (TF has no bool Sign)
 _ORDERING = (aten.lt.Tensor, aten.lt.Scalar, aten.le.Tensor, aten.le.Scalar,
              aten.gt.Tensor, aten.gt.Scalar, aten.ge.Tensor, aten.ge.Scalar)
 
@@ -434,6 +435,10 @@ def _register_table(table: dict, arity: int, supports=None) -> None:
                 return self
             if _op in _ORDERING:
                 self, other = _bool_as_int(self), _bool_as_int(other)
+            if ctx.out_dtype == torch.bool and _op in _BOOL_IDENTITY:
+                return self
+            if arity == 1 and _is_int(ctx):  # square of bools is int64 in torch
+                self = _as_dtype(self, keras_dtype(ctx.out_dtype))
             if ctx.out_dtype.is_floating_point:  # sqrt/exp/reciprocal/atan2 of integers
                 want = keras_dtype(ctx.out_dtype)
                 self, other = _float_operand(self, want), _float_operand(other, want)
