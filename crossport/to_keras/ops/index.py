@@ -11,6 +11,7 @@ import keras
 import numpy as np
 import torch
 
+from crossport.layers.dynamic import add_scattered
 from crossport.layers.ordering import top_k_torch_order
 from crossport.layout import (
     canonical,
@@ -202,7 +203,7 @@ def aten_scatter_src(ctx, self, dim, index, src=None, value=None):
         updates = src[tuple(slice(0, s) for s in shape)]
     updates = ops.reshape(updates, (-1,))
     if ctx.node.target is aten.scatter_add.default:
-        return ops.add(self, ops.scatter(coords, updates, ctx.out_shape))
+        return add_scattered(self, coords, updates)
     return ops.scatter_update(self, coords, updates)
 
 
