@@ -218,6 +218,12 @@ class Emitter:
             if spec.kind is not OutputKind.USER_OUTPUT:
                 continue
             value = self.values.get(arg) if isinstance(arg, torch.fx.Node) else arg
+            if (isinstance(value, TensorValue) and isinstance(arg, torch.fx.Node)
+                    and not isinstance(value.tensor, keras.KerasTensor)
+                    and value.layout.flat is None):
+                # a converter computed it from constants alone (matrix_power(x, 0) is eye)
+                held = np.asarray(value.tensor)
+                value = np.transpose(held, np.argsort(value.layout.perm)).reshape(value.shape)
             if isinstance(value, np.ndarray) and isinstance(arg, torch.fx.Node):
                 value = self._constant_output(arg, value)  # a buffer, or folded from one
             if not isinstance(value, TensorValue):
