@@ -134,3 +134,14 @@ def test_pool_and_conv_inputs_keras_cannot_take_are_refused(module, x, match):
         module.eval()(x)  # torch computes it
     with pytest.raises(crossport.UnsupportedOpError, match=match):
         crossport.convert(module.eval(), (x,))
+
+
+def test_conv_transpose_weight_given_as_an_input_is_refused():
+    """A weight passed to forward is a placeholder too: it was taken for a parameter and the
+    converter failed on the symbolic tensor (OpInfo sweep)."""
+    import crossport
+
+    module = Fn(lambda x, w: F.conv_transpose2d(x, w, stride=2))
+    with pytest.raises(crossport.UnsupportedOpError,
+                       match="aten.conv_transpose2d.input.*computed in the graph"):
+        crossport.convert(module.eval(), (torch.randn(1, 3, 5, 5), torch.randn(3, 2, 3, 3)))
