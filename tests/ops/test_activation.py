@@ -26,6 +26,10 @@ def prelu_after_conv(num_parameters):
 
 
 CASES = [
+    # a 1-D or 0-D input has one weight; Keras' PReLU wanted a weight of shape () and the
+    # converter failed (OpInfo sweep)
+    case("prelu-1d-input", nn.PReLU(init=0.3), (7,), expect_converters=("aten_prelu_default",)),
+    case("prelu-0d-input", nn.PReLU(init=0.3), [()], expect_converters=("aten_prelu_default",)),
     case("relu", nn.ReLU(), (2, 3, 4, 5),
          expect_converters=("aten_relu_default",)),
     case("relu6", scaled(nn.ReLU6()), (2, 3, 4, 5), expect_converters=("aten_hardtanh_default", "aten_mul_tensor")),

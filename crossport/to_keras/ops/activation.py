@@ -66,9 +66,13 @@ def _prelu_supports(node):
 def aten_prelu_default(ctx, self, weight):
     """prelu(Tensor self, Tensor weight) -> Tensor
 
-    torch's weight has 1 or C entries for channel dim 1; channels-last puts C last.
+    torch's weight has 1 or C entries for channel dim 1; channels-last puts C last. An input
+    of rank 0 or 1 has one weight (Keras' PReLU would want a weight of shape ()).
     """
     rank = len(ctx.out_shape)
+    if rank < 2:
+        alpha = float(np.asarray(weight).reshape(-1)[0])
+        return ops.where(ops.greater(self, 0), self, ops.multiply(self, alpha))
     channels = ctx.out_shape[1] if rank >= 2 else 1
     alpha = np.broadcast_to(weight.reshape(-1), (channels,)).astype(np.float32)
     shared = list(range(1, rank - 1)) if rank > 2 else None
