@@ -198,7 +198,7 @@ def _arg_reduce(ctx, self, dim, keepdim, fn):
     fn = _nan_first(fn)
     value = ctx.plain(as_value(ctx, self))
     x = value.tensor
-    if dim is None:
+    if dim is None or value.rank == 0:  # a 0-dim tensor reads as one element
         x = ops.reshape(ctx.canonical(value), [-1])
         ctx.out_layout = canonical(0)
         return ops.cast(fn(x, axis=0), "int64")
