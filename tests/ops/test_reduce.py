@@ -59,6 +59,9 @@ CASES = [
         x.sum(0), x.mean(-1, keepdim=True), x.amax(0), torch.logsumexp(x, 0), x.argmax(0),
         x.argmin(-1), (x > 0).any(0))), [()],
          expect_converters=("aten_sum_dim_intlist", "aten_argmax_default")),
+    case("cumsum-cumprod-of-a-0dim-tensor", Fn(lambda x: (
+        torch.cumsum(x, 0), torch.cumprod(x, -1), torch.cumsum((x * 5).int(), 0))), [()],
+         expect_converters=("aten_cumsum_default", "aten_cumprod_default")),
     # softmax(x, dim, dtype=...) computes in dtype (the dtype was ignored: float32 came out
     # for float64, and an integer input failed at run time)
     case("softmax-dtype-float64", Fn(lambda x: torch.softmax(x, -1, dtype=torch.float64)),

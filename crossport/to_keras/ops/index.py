@@ -76,8 +76,11 @@ def _cumulative(ctx, self, dim, fn):
     """``fn`` (cumsum/cumprod) along ``dim`` at its held axis, in torch's result dtype."""
     value = ctx.plain(as_value(ctx, self))
     ctx.out_layout = value.layout
-    return fn(ops.cast(value.tensor, keras_dtype(ctx.out_dtype)),
-              axis=physical_axis(value.layout, dim))
+    x = ops.cast(value.tensor, keras_dtype(ctx.out_dtype))
+    if value.rank == 0:  # dim 0 or -1 of a scalar (one element): the value itself
+        normalize_dim(dim, 1)
+        return x
+    return fn(x, axis=physical_axis(value.layout, dim))
 
 
 @register(aten.cumsum.default, policy=Policy.CUSTOM, keeps_layout=True, dynamic=True)
