@@ -282,6 +282,32 @@ class DynamicTopK(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="crossport")
+def _is_bool(x) -> bool:
+    return keras.backend.standardize_dtype(x.dtype) == "bool"
+
+
+def segment_sum(data, segment_ids, num_segments: int):
+    """``keras.ops.segment_sum``; of bools, whether any is True (torch adds bools as or; TF
+    has no bool segment sum)."""
+    if _is_bool(data):
+        counts = ops.segment_sum(ops.cast(data, "int32"), segment_ids, num_segments=num_segments)
+        return ops.greater(counts, 0)
+    return ops.segment_sum(data, segment_ids, num_segments=num_segments)
+
+
+def accumulate(x, sums):
+    """``x + sums`` as torch adds: ``or`` for bools (TF has no bool Add)."""
+    return ops.logical_or(x, sums) if _is_bool(x) else ops.add(x, sums)
+
+
+def add_scattered(x, coords, updates):
+    """``x`` plus ``updates`` scattered to ``coords`` (duplicates add up), bools as ``or``."""
+    if _is_bool(x):
+        counts = ops.scatter(coords, ops.cast(updates, "int32"), ops.shape(x))
+        return ops.logical_or(x, ops.greater(counts, 0))
+    return x + ops.scatter(coords, updates, ops.shape(x))
+
+
 class DynamicScatter(keras.layers.Layer):
     """torch's ``scatter`` / ``scatter_add`` along ``dim`` with run-time sizes.
 
@@ -322,7 +348,7 @@ class DynamicScatter(keras.layers.Layer):
             updates = src[tuple(slice(0, sizes[d]) for d in range(rank))]
         updates = ops.reshape(ops.cast(updates, x.dtype), (-1,))
         if self.add:
-            return x + ops.scatter(coords, updates, ops.shape(x))
+            return add_scattered(x, coords, updates)
         return ops.scatter_update(x, coords, updates)
 
     def compute_output_spec(self, x, index, src=None):
@@ -369,8 +395,8 @@ class DynamicIndexPut(keras.layers.Layer):
         flat = ops.reshape(flat, (-1,))
         cells = math.prod(sizes)
         if self.accumulate:
-            sums = ops.segment_sum(ops.moveaxis(rows, first, 0), flat, num_segments=cells)
-            return x + ops.reshape(ops.moveaxis(sums, 0, first), shape)
+            sums = segment_sum(ops.moveaxis(rows, first, 0), flat, cells)
+            return accumulate(x, ops.reshape(ops.moveaxis(sums, 0, first), shape))
         numbers = ops.arange(0, ops.shape(flat)[0], dtype="int64")
         last = ops.segment_max(numbers, flat, num_segments=cells)
         written = ops.segment_sum(ops.ones_like(numbers), flat, num_segments=cells) > 0

@@ -69,9 +69,15 @@ def normalize_dims(dims: int | Iterable[int], rank: int) -> tuple[int, ...]:
 
 
 def reduction_dims(dim: int | Sequence[int] | None, rank: int) -> tuple[int, ...]:
-    """The dims a reduction's ``dim`` argument names: ``None`` or ``[]`` is every dim."""
+    """The dims a reduction's ``dim`` argument names: ``None`` or ``[]`` is every dim.
+
+    A 0-dim tensor has none: torch accepts ``dim`` 0 or -1 there (a scalar reads as one
+    element) and reduces nothing."""
     if dim is None or (not isinstance(dim, int) and len(dim) == 0):
         return tuple(range(rank))
+    if rank == 0:
+        normalize_dims(dim, 1)  # 0 or -1, else the usual ValueError
+        return ()
     return normalize_dims(dim, rank)
 
 

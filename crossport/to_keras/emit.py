@@ -187,8 +187,8 @@ class Emitter:
         rank = len(shape)
         held = io_layout(rank, self.options.channels_last_io)
         keras_shape = [None if is_symbolic(shape[p]) else int(shape[p]) for p in held.perm]
-        batch, rest = (keras_shape[0], keras_shape[1:]) if rank else (None, [])
-        keras_input = keras.Input(shape=tuple(rest), batch_size=batch, name=name,
+        # a 0-dim tensor is a 0-dim input: Input(shape=()) would add a batch dim (None,)
+        keras_input = keras.Input(batch_shape=tuple(keras_shape), name=name,
                                   dtype=keras_dtype(val.dtype))
         for axis, p in enumerate(held.perm):
             if is_symbolic(shape[p]) and shape[p].node.expr.is_Symbol:
@@ -218,6 +218,12 @@ class Emitter:
             if spec.kind is not OutputKind.USER_OUTPUT:
                 continue
             value = self.values.get(arg) if isinstance(arg, torch.fx.Node) else arg
+            if (isinstance(value, TensorValue) and isinstance(arg, torch.fx.Node)
+                    and not isinstance(value.tensor, keras.KerasTensor)
+                    and value.layout.flat is None):
+                # a converter computed it from constants alone (matrix_power(x, 0) is eye)
+                held = np.asarray(value.tensor)
+                value = np.transpose(held, np.argsort(value.layout.perm)).reshape(value.shape)
             if isinstance(value, np.ndarray) and isinstance(arg, torch.fx.Node):
                 value = self._constant_output(arg, value)  # a buffer, or folded from one
             if not isinstance(value, TensorValue):

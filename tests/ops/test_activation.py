@@ -26,6 +26,10 @@ def prelu_after_conv(num_parameters):
 
 
 CASES = [
+    # a 1-D or 0-D input has one weight; Keras' PReLU wanted a weight of shape () and the
+    # converter failed (OpInfo sweep)
+    case("prelu-1d-input", nn.PReLU(init=0.3), (7,), expect_converters=("aten_prelu_default",)),
+    case("prelu-0d-input", nn.PReLU(init=0.3), [()], expect_converters=("aten_prelu_default",)),
     case("relu", nn.ReLU(), (2, 3, 4, 5),
          expect_converters=("aten_relu_default",)),
     case("relu6", scaled(nn.ReLU6()), (2, 3, 4, 5), expect_converters=("aten_hardtanh_default", "aten_mul_tensor")),
@@ -58,6 +62,10 @@ CASES = [
     case("hardtanh-default", scaled(nn.Hardtanh()), (2, 3, 4, 5),
          expect_converters=("aten_hardtanh_default",)),
     case("hardtanh-range", scaled(nn.Hardtanh(-0.5, 2.0)), (2, 3, 4, 5), expect_converters=("aten_hardtanh_default", "aten_mul_tensor")),
+    # integers: torch truncates the bounds into the dtype; Keras' Clip rejected int tensors
+    case("hardtanh-int64-fractional-bounds", Fn(
+        lambda x: nn.functional.hardtanh((x * 4).long(), -2.5, 3.7)), (2, 3, 4),
+         expect_converters=("aten_hardtanh_default",)),
     case("sigmoid", scaled(nn.Sigmoid()), (2, 3, 4, 5),
          expect_converters=("aten_sigmoid_default",)),
     case("tanh", scaled(nn.Tanh()), (2, 3, 4, 5),

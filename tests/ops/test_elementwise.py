@@ -196,6 +196,23 @@ CASES = [
          expect_converters=("aten_bitwise_not_default", "aten_isnan_default")),
     case("clamp-min-and-max-ops", Fn(lambda x: torch.clamp_min(x, -0.3) + torch.clamp_max(x, 0.4)),
          (2, 3, 4), expect_converters=("aten_clamp_min_default", "aten_clamp_max_default")),
+    # TF has no bool Maximum/Minimum: the converted model failed at run time (OpInfo sweep)
+    case("bool-clamp-min-max-tensors", Fn(lambda a, b: (torch.clamp_max(a > 0, b > 0),
+                                                        torch.clamp_min(a > 0, b > 0))),
+         [(2, 3), (2, 3)], expect_converters=("aten_clamp_default",)),
+    # TF's Greater/Less and Maximum/Minimum have no bool kernels (False < True in torch)
+    case("bool-ordering-comparisons", Fn(lambda a, b: ((a > 0) > (b > 0), (a > 0) <= (b > 0),
+                                                       (a > 0) < True, (a > 0) >= (b > 0.5))),
+         [(2, 3), (2, 3)], expect_converters=("aten_gt_Tensor", "aten_le_Tensor",
+                                              "aten_lt_Scalar", "aten_ge_Tensor")),
+    case("bool-fmax-fmin", Fn(lambda a, b: (torch.fmax(a > 0, b > 0), torch.fmin(a > 0, b > 0))),
+         [(2, 3), (2, 3)], expect_converters=("aten_fmax_default", "aten_fmin_default")),
+    # sign of bools is the bool (TF has no bool Sign); square of bools is int64 (not int32)
+    case("bool-sign-square", Fn(lambda a: (torch.sign(a > 0), torch.square(a > 0))), (2, 3),
+         expect_converters=("aten_sign_default", "aten_square_default")),
+    # a 0-dim input was a Keras Input of shape (None,), which rejects a 0-dim array
+    case("zero-dim-inputs", Fn(lambda a, b: a * b + a), [(), ()],
+         expect_converters=("aten_mul_tensor", "aten_add_tensor")),
 ]
 
 

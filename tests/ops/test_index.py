@@ -108,6 +108,16 @@ CASES = [
     case("scatter-add-duplicates", Fn(lambda x, i, s: x.scatter_add(1, i, s)),
          lambda: (floats((2, 5)), torch.tensor([[0, 0, 4], [1, 1, 1]]), floats((2, 3), 1)),
          expect_converters=("aten_scatter_src",)),
+    # torch adds bools as or; TF has no bool Add / segment sum (failed at run time)
+    case("scatter-add-bools", Fn(lambda x, i, s: (x > 0).scatter_add(1, i, s > 0)),
+         lambda: (floats((2, 5)), torch.tensor([[0, 0, 4], [1, 1, 1]]), floats((2, 3), 1)),
+         expect_converters=("aten_scatter_src",)),
+    case("index-put-accumulate-bools", Fn(
+        lambda x, i, v: torch.index_put(x > 0, (i,), v > 0, accumulate=True)),
+         lambda: (floats((4, 3)), torch.tensor([0, 2, 0]), floats((3, 3), 1)),
+         expect_converters=("aten_index_put_default",)),
+    case("index-add-bools", Fn(lambda x, i, v: torch.index_add(x > 0, 0, i, v > 0)),
+         lambda: (floats((4, 3)), torch.tensor([0, 2, 0]), floats((3, 3), 1))),
     case("topk-largest", Fn(lambda x: torch.topk(x, 3, dim=-1)), (2, 3, 7),
          expect_converters=("aten_topk_default",)),
     case("topk-smallest-dim1", Fn(lambda x: torch.topk(x, 2, dim=1, largest=False)), (2, 5, 3),

@@ -79,6 +79,11 @@ CASES = [
     case("int-max-min-clamp", Fn(lambda a, b: torch.maximum(a, b).clamp(-3, 4)),
          lambda: (ints((3, 5)), ints((3, 5), seed=4)),
          expect_converters=("aten_maximum_default",)),
+    # torch rounds integers to themselves in their dtype; Keras' floor/ceil gave float32
+    case("int-floor-ceil-trunc-keep-dtype", Fn(lambda a: (torch.floor(a), torch.ceil(a),
+                                                          torch.trunc(a.int()))),
+         lambda: (ints((3, 5)),), expect_converters=("aten_floor_default", "aten_ceil_default",
+                                                      "aten_trunc_default")),
     case("int-abs-neg", Fn(lambda a: -a.abs()), lambda: (ints((3, 5)),),
          expect_converters=("aten_abs_default", "aten_neg_default")),
     case("pitfall15-floor-div-float", Fn(lambda x: x // 0.3),

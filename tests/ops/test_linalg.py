@@ -69,6 +69,9 @@ def grn(channels_last):
 
 
 CASES = [
+    # an output computed from constants alone (the identity) was an eager tensor, not a
+    # Keras output: the model failed to build (OpInfo sweep)
+    case("matrix-power-zero-is-eye", Fn(lambda x: torch.linalg.matrix_power(x, 0)), (3, 3)),
     case("vector_norm-ord2-all", Fn(lambda x: vector_norm(x)), (2, 3, 4), expect_converters=("aten_linalg_vector_norm_default",)),
     case("vector_norm-ord2-dim1", Fn(lambda x: vector_norm(x, dim=1)), (2, 3, 4), expect_converters=("aten_linalg_vector_norm_default",)),
     case("vector_norm-ord3-dim1-keepdim", Fn(lambda x: vector_norm(x, 3, dim=1, keepdim=True)),

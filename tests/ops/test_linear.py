@@ -53,6 +53,9 @@ CASES = [
     case("mm", Fn(torch.mm), [(3, 4), (4, 2)], expect_converters=("aten_bmm_default",)),
     case("bmm", Fn(torch.bmm), [(2, 3, 4), (2, 4, 5)],
          expect_converters=("aten_bmm_default",)),
+    # torch sums int32 into int64 in a one-operand reduction (Keras kept int32)
+    case("einsum-int32-reduction-is-int64", Fn(lambda a: torch.einsum("ij->j", (a * 9).int())),
+         (3, 4), expect_converters=("aten_einsum_default",)),
     case("einsum-bij-bjk", Fn(lambda a, b: torch.einsum("bij,bjk->bik", a, b)),
          [(2, 3, 4), (2, 4, 5)],
          expect_converters=("aten_einsum_default",)),

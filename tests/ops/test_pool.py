@@ -109,3 +109,39 @@ CASES = [
 def test_pool(module, shapes, kwargs):
     torch.manual_seed(0)
     assert_converts(module, inputs(shapes), **kwargs)
+
+
+# Keras' pooling/conv layers read dim 0 as the batch and TF's conv and average-pooling kernels
+# are float only: these failed to build, failed at run time, or (adaptive pools of an
+# unbatched input) pooled the wrong dims. Refused at pre-flight, naming the op (OpInfo sweep).
+REFUSED = [
+    pytest.param(Fn(lambda x: F.adaptive_avg_pool2d(x, 3)), torch.randn(4, 6, 6),
+                 "aten.adaptive_avg_pool2d.default.*unbatched", id="adaptive-avg-unbatched"),
+    pytest.param(Fn(lambda x: F.max_pool2d(x, 2)), torch.randn(4, 6, 6),
+                 "aten.max_pool2d.default.*unbatched", id="max-pool-unbatched"),
+    pytest.param(nn.Conv1d(4, 2, 3), torch.randn(4, 9),
+                 "aten.conv1d.default.*unbatched", id="conv1d-unbatched"),
+    pytest.param(Fn(lambda x: F.avg_pool2d(x, 2)), torch.randint(-5, 5, (1, 2, 4, 4)),
+                 "aten.avg_pool2d.default.*int64 input", id="avg-pool-int64"),
+]
+
+
+@pytest.mark.parametrize("module, x, match", REFUSED)
+def test_pool_and_conv_inputs_keras_cannot_take_are_refused(module, x, match):
+    import crossport
+
+    with torch.no_grad():
+        module.eval()(x)  # torch computes it
+    with pytest.raises(crossport.UnsupportedOpError, match=match):
+        crossport.convert(module.eval(), (x,))
+
+
+def test_conv_transpose_weight_given_as_an_input_is_refused():
+    """A weight passed to forward is a placeholder too: it was taken for a parameter and the
+    converter failed on the symbolic tensor (OpInfo sweep)."""
+    import crossport
+
+    module = Fn(lambda x, w: F.conv_transpose2d(x, w, stride=2))
+    with pytest.raises(crossport.UnsupportedOpError,
+                       match="aten.conv_transpose2d.input.*computed in the graph"):
+        crossport.convert(module.eval(), (torch.randn(1, 3, 5, 5), torch.randn(3, 2, 3, 3)))

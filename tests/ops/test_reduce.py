@@ -53,6 +53,22 @@ CASES = [
     case("var-channels-after-conv", after_conv(lambda x: x.var(1)), (1, 3, 6, 7), expect_converters=("aten_conv_nd", "aten_var_correction")),
     case("std-hw-after-conv", after_conv(lambda x: x.std((2, 3))), (2, 3, 6, 7), expect_converters=("aten_conv_nd", "aten_std_correction")),
     case("softmax-last", nn.Softmax(-1), (2, 3, 5), expect_converters=("aten_softmax_int",)),
+    # torch reads a 0-dim tensor as one element: dim 0 or -1 reduces nothing (the
+    # converters raised "dim 0 is out of range for a rank-0 tensor")
+    case("reductions-of-a-0dim-tensor-with-dim", Fn(lambda x: (
+        x.sum(0), x.mean(-1, keepdim=True), x.amax(0), torch.logsumexp(x, 0), x.argmax(0),
+        x.argmin(-1), (x > 0).any(0))), [()],
+         expect_converters=("aten_sum_dim_intlist", "aten_argmax_default")),
+    case("cumsum-cumprod-of-a-0dim-tensor", Fn(lambda x: (
+        torch.cumsum(x, 0), torch.cumprod(x, -1), torch.cumsum((x * 5).int(), 0))), [()],
+         expect_converters=("aten_cumsum_default", "aten_cumprod_default")),
+    # softmax(x, dim, dtype=...) computes in dtype (the dtype was ignored: float32 came out
+    # for float64, and an integer input failed at run time)
+    case("softmax-dtype-float64", Fn(lambda x: torch.softmax(x, -1, dtype=torch.float64)),
+         (2, 5), expect_converters=("aten_softmax_int",)),
+    case("log-softmax-of-ints-with-dtype", Fn(
+        lambda x: torch.log_softmax((x * 3).long(), -1, dtype=torch.float32)), (2, 5),
+         expect_converters=("aten_log_softmax_int",)),
     case("softmax-dim0", nn.Softmax(0), (3, 4), kernel_transposes=True,
          expect_converters=("aten_softmax_int",)),
     case("softmax-dim1-after-conv", after_conv(lambda x: torch.softmax(x, 1)), (1, 3, 6, 7), expect_converters=("aten_conv_nd", "aten_softmax_int")),

@@ -38,7 +38,14 @@ def aten_relu_default(ctx, self):
 
 @register(aten.hardtanh.default, aten.hardtanh_.default, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_hardtanh_default(ctx, self, min_val=-1.0, max_val=1.0):
-    """hardtanh(Tensor self, Scalar min_val=-1, Scalar max_val=1) -> Tensor (relu6 is (0, 6))"""
+    """hardtanh(Tensor self, Scalar min_val=-1, Scalar max_val=1) -> Tensor (relu6 is (0, 6))
+
+    Of integers: bounds truncated to the tensor's dtype as torch casts them (Keras' Clip
+    and ReLU reject integer tensors)."""
+    if not ctx.out_dtype.is_floating_point:
+        dtype = keras_dtype(ctx.out_dtype)
+        low, high = np.asarray(int(min_val), dtype), np.asarray(int(max_val), dtype)
+        return ops.minimum(ops.maximum(self, low), high)
     if min_val == 0.0 and max_val == 6.0:
         return keras.layers.ReLU(max_value=6.0, name=ctx.name())(self)
     return _activation(ctx, self, lambda x: ops.clip(x, min_val, max_val))
@@ -59,9 +66,13 @@ def _prelu_supports(node):
 def aten_prelu_default(ctx, self, weight):
     """prelu(Tensor self, Tensor weight) -> Tensor
 
-    torch's weight has 1 or C entries for channel dim 1; channels-last puts C last.
+    torch's weight has 1 or C entries for channel dim 1; channels-last puts C last. An input
+    of rank 0 or 1 has one weight (Keras' PReLU would want a weight of shape ()).
     """
     rank = len(ctx.out_shape)
+    if rank < 2:
+        alpha = float(np.asarray(weight).reshape(-1)[0])
+        return ops.where(ops.greater(self, 0), self, ops.multiply(self, alpha))
     channels = ctx.out_shape[1] if rank >= 2 else 1
     alpha = np.broadcast_to(weight.reshape(-1), (channels,)).astype(np.float32)
     shared = list(range(1, rank - 1)) if rank > 2 else None

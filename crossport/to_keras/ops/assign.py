@@ -14,6 +14,8 @@ import keras
 import numpy as np
 import torch
 
+from crossport.layers.dynamic import accumulate as accumulate_into
+from crossport.layers.dynamic import segment_sum
 from crossport.layout import after_reduce, canonical, physical_axis
 from crossport.to_keras.ops.index import _index_supports, _wrap_negative
 from crossport.to_keras.ops.shape import as_value
@@ -238,7 +240,7 @@ def _put_by_mask(ctx, value, first, mask, vals, accumulate):
     v_shape = (*v_shape[:first], *(1,) * k, *v_shape[first + 1:])  # count -> k unit dims
     v = _in_layout(ctx, ctx.reshape(v, v_shape), v_shape, value.dtype, value.layout)
     x = value.tensor
-    return ops.where(m, ops.add(x, v) if accumulate else v, x)
+    return ops.where(m, accumulate_into(x, v) if accumulate else v, x)
 
 
 def _flat_index(ctx, present, sizes):
@@ -276,10 +278,10 @@ def _put_by_index(ctx, value, first, present, vals, accumulate):
     if accumulate:
         rows = ops.take(v, v_rows, axis=first)  # [vpre, n, vpost]
         rows = ops.moveaxis(rows, first, 0) if first else rows
-        sums = ops.segment_sum(rows, flat, num_segments=cells)
+        sums = segment_sum(rows, flat, cells)
         sums = ops.moveaxis(sums, 0, first) if first else sums
         sums = ctx.reshape(sums, out_shape)
-        return ops.add(x, _in_layout(ctx, sums, out_shape, value.dtype, value.layout))
+        return accumulate_into(x, _in_layout(ctx, sums, out_shape, value.dtype, value.layout))
     writer = _last_writer(flat, cells, n)  # [cells]: the update writing each cell, or -1
     rows = ops.take(v_rows, ops.maximum(writer, 0))
     update = ops.take(v, ops.reshape(rows, sizes), axis=first)

@@ -12,6 +12,7 @@ from crossport.layers.grouped_conv import GroupedConv1D, GroupedConv2D
 from crossport.to_keras.dynamic_dims import static_dims
 from crossport.to_keras.fold import is_constant
 from crossport.to_keras.initial import call_with_weights
+from crossport.to_keras.ops.pool import input_reason
 from crossport.to_keras.registry import Policy, bind_arguments, register
 from crossport.weights import conv_weight_to_keras, depthwise_weight_to_keras
 
@@ -64,7 +65,7 @@ def _conv_supports(node: torch.fx.Node) -> str | None:
     weight = node.args[1]
     if not is_constant(weight):
         return "the weight is computed in the graph (only parameter weights are supported)"
-    return None
+    return input_reason(node, len(weight.meta["val"].shape) - 2, floating=True)
 
 
 def _dilated_weight(weight, dilation):

@@ -15,6 +15,8 @@ import numpy as np
 import torch
 
 from crossport import layers as torch_semantics
+from crossport.to_keras.fold import is_constant
+from crossport.to_keras.ops.pool import input_reason
 from crossport.to_keras.registry import Policy, register
 from crossport.weights import conv_transpose_weight_to_keras
 
@@ -33,9 +35,9 @@ def _expand(value, n: int) -> tuple[int, ...]:
 
 def _conv_transpose_supports(node: torch.fx.Node) -> str | None:
     weight = node.args[1]
-    if not isinstance(weight, torch.fx.Node) or weight.op != "placeholder":
+    if not is_constant(weight):  # a placeholder may be a user input, not a parameter
         return "the weight is computed in the graph (only parameter weights are supported)"
-    return None
+    return input_reason(node, len(weight.meta["val"].shape) - 2, floating=True)
 
 
 def _keras_exact(kernel, stride, padding, output_padding, dilation, groups) -> bool:

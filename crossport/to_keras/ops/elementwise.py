@@ -283,17 +283,27 @@ def _int_power(ctx, base, exponent):
 @register(aten.maximum.default, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_maximum_default(ctx, self, other):
     """maximum(Tensor self, Tensor other) -> Tensor (of bools: or; TF has no bool Maximum)"""
-    if ctx.out_dtype == torch.bool:
-        return ops.logical_or(self, other)
-    return ops.maximum(*_promoted(ctx, self, other))
+    return _max(ctx, self, other)
 
 
 @register(aten.minimum.default, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_minimum_default(ctx, self, other):
     """minimum(Tensor self, Tensor other) -> Tensor (of bools: and)"""
+    return _min(ctx, self, other)
+
+
+def _max(ctx, x, y):
+    """``maximum`` in torch's result dtype; of bools ``or`` (TF has no bool Maximum)."""
     if ctx.out_dtype == torch.bool:
-        return ops.logical_and(self, other)
-    return ops.minimum(*_promoted(ctx, self, other))
+        return ops.logical_or(x, y)
+    return ops.maximum(*_promoted(ctx, x, y))
+
+
+def _min(ctx, x, y):
+    """``minimum`` in torch's result dtype; of bools ``and`` (TF has no bool Minimum)."""
+    if ctx.out_dtype == torch.bool:
+        return ops.logical_and(x, y)
+    return ops.minimum(*_promoted(ctx, x, y))
 
 
 @register(aten.clamp.default, aten.clamp.Tensor, aten.clamp_.default, policy=Policy.AGNOSTIC, dynamic=True)
@@ -301,22 +311,22 @@ def aten_clamp_default(ctx, self, min=None, max=None):
     """clamp(Tensor self, Scalar? min=None, Scalar? max=None) -> Tensor (min wins if min > max)"""
     x = self
     if min is not None:
-        x = ops.maximum(x, min)
+        x = _max(ctx, x, min)
     if max is not None:
-        x = ops.minimum(x, max)
+        x = _min(ctx, x, max)
     return x
 
 
 @register(aten.clamp_min.default, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_clamp_min_default(ctx, self, min):
     """clamp_min(Tensor self, Scalar min) -> Tensor"""
-    return ops.maximum(self, min)
+    return _max(ctx, self, min)
 
 
 @register(aten.clamp_max.default, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_clamp_max_default(ctx, self, max):
     """clamp_max(Tensor self, Scalar max) -> Tensor"""
-    return ops.minimum(self, max)
+    return _min(ctx, self, max)
 
 
 @register(aten.where.self, aten.where.ScalarOther, aten.where.ScalarSelf, policy=Policy.AGNOSTIC, dynamic=True)
@@ -402,9 +412,32 @@ def _float_operand(x, dtype: str):
     return x
 
 
+# torch rounds an integer tensor to itself, in its dtype; keras.ops.floor/ceil/trunc return
+# float32 for integers (ceil of an int64 tensor came out float32)
+_INTEGER_IDENTITY = (aten.floor.default, aten.ceil.default, aten.trunc.default)
+# TF's Less/Greater(Equal) have no bool kernel (False < True in torch): bools compare as ints
+_BOOL_IDENTITY = (aten.sign.default,)  # sign of a bool is the bool (TF has no bool Sign)
+_ORDERING = (aten.lt.Tensor, aten.lt.Scalar, aten.le.Tensor, aten.le.Scalar,
+             aten.gt.Tensor, aten.gt.Scalar, aten.ge.Tensor, aten.ge.Scalar)
+
+
+def _bool_as_int(x):
+    if _is_tensor(x) and _dtype_name(x) == "bool":
+        return x.astype("int32") if isinstance(x, np.ndarray) else ops.cast(x, "int32")
+    return x
+
+
 def _register_table(table: dict, arity: int, supports=None) -> None:
     for op, fn in table.items():
-        def convert(ctx, self, other=None, _fn=fn):
+        def convert(ctx, self, other=None, _fn=fn, _op=op):
+            if _op in _INTEGER_IDENTITY and not ctx.out_dtype.is_floating_point:
+                return self
+            if _op in _ORDERING:
+                self, other = _bool_as_int(self), _bool_as_int(other)
+            if ctx.out_dtype == torch.bool and _op in _BOOL_IDENTITY:
+                return self
+            if arity == 1 and _is_int(ctx):  # square of bools is int64 in torch
+                self = _as_dtype(self, keras_dtype(ctx.out_dtype))
             if ctx.out_dtype.is_floating_point:  # sqrt/exp/reciprocal/atan2 of integers
                 want = keras_dtype(ctx.out_dtype)
                 self, other = _float_operand(self, want), _float_operand(other, want)

@@ -76,13 +76,19 @@ _fmax, _fmin = _nan_ignoring(ops.maximum), _nan_ignoring(ops.minimum)
 
 @register(aten.fmax.default, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_fmax_default(ctx, self, other):
-    """fmax(Tensor self, Tensor other) -> Tensor: the maximum, NaN only where both are."""
+    """fmax(Tensor self, Tensor other) -> Tensor: the maximum, NaN only where both are
+    (of bools: or; TF has no bool Maximum)."""
+    if ctx.out_dtype == torch.bool:
+        return ops.logical_or(self, other)
     return _fmax(*_promoted(ctx, self, other))
 
 
 @register(aten.fmin.default, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_fmin_default(ctx, self, other):
-    """fmin(Tensor self, Tensor other) -> Tensor: the minimum, NaN only where both are."""
+    """fmin(Tensor self, Tensor other) -> Tensor: the minimum, NaN only where both are
+    (of bools: and)."""
+    if ctx.out_dtype == torch.bool:
+        return ops.logical_and(self, other)
     return _fmin(*_promoted(ctx, self, other))
 
 

@@ -11,6 +11,7 @@ import keras
 import numpy as np
 import torch
 
+from crossport.layers.dynamic import add_scattered
 from crossport.layers.ordering import top_k_torch_order
 from crossport.layout import (
     canonical,
@@ -75,8 +76,11 @@ def _cumulative(ctx, self, dim, fn):
     """``fn`` (cumsum/cumprod) along ``dim`` at its held axis, in torch's result dtype."""
     value = ctx.plain(as_value(ctx, self))
     ctx.out_layout = value.layout
-    return fn(ops.cast(value.tensor, keras_dtype(ctx.out_dtype)),
-              axis=physical_axis(value.layout, dim))
+    x = ops.cast(value.tensor, keras_dtype(ctx.out_dtype))
+    if value.rank == 0:  # dim 0 or -1 of a scalar (one element): the value itself
+        normalize_dim(dim, 1)
+        return x
+    return fn(x, axis=physical_axis(value.layout, dim))
 
 
 @register(aten.cumsum.default, policy=Policy.CUSTOM, keeps_layout=True, dynamic=True)
@@ -202,7 +206,7 @@ def aten_scatter_src(ctx, self, dim, index, src=None, value=None):
         updates = src[tuple(slice(0, s) for s in shape)]
     updates = ops.reshape(updates, (-1,))
     if ctx.node.target is aten.scatter_add.default:
-        return ops.add(self, ops.scatter(coords, updates, ctx.out_shape))
+        return add_scattered(self, coords, updates)
     return ops.scatter_update(self, coords, updates)
 
 

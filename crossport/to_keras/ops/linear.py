@@ -12,6 +12,7 @@ from crossport.to_keras.initial import call_with_weights
 from crossport.to_keras.ops.elementwise import keras_add, keras_multiply
 from crossport.to_keras.ops.shape import as_value
 from crossport.to_keras.registry import Policy, register
+from crossport.to_keras.values import keras_dtype
 from crossport.weights import dense_weight_to_keras, flat_feature_order
 
 aten = torch.ops.aten
@@ -119,7 +120,12 @@ def aten_einsum_default(ctx, equation, tensors, path=None):
 
     torch accepts spaces and upper-case subscripts (maxvit: ``"B G H I D, ..."``); Keras
     neither: spaces are dropped and upper-case letters renamed to unused lower-case ones.
+    A one-operand reduction of narrow integers sums into int64 like torch.sum: the
+    operands are widened to torch's result dtype first (Keras kept int32).
     """
+    want = keras_dtype(ctx.out_dtype)
+    tensors = [t if keras.backend.standardize_dtype(t.dtype) == want else ops.cast(t, want)
+               for t in tensors]
     return ops.einsum(_keras_equation(equation), *tensors)
 
 

@@ -30,6 +30,29 @@ def _nd(op) -> int:
     return int(str(op).split("pool")[1][0])
 
 
+def input_reason(node: torch.fx.Node, nd: int, floating: bool = False) -> str | None:
+    """Why the input of an ``nd``-D conv/pool node cannot be converted, or ``None``: an
+    unbatched input (Keras' layers read dim 0 as the batch: the model failed to build or
+    pooled the wrong dims), or for ``floating`` ops an integer input (TF's convolution and
+    average-pooling kernels are floating point only: the model failed at run time)."""
+    val = node.args[0].meta.get("val") if isinstance(node.args[0], torch.fx.Node) else None
+    if not isinstance(val, torch.Tensor):
+        return None
+    if val.dim() == nd + 1:
+        return (f"unbatched input of shape {tuple(val.shape)} (Keras' {nd}-D layers need a "
+                "batch dim: pass x.unsqueeze(0) and squeeze(0) the result)")
+    if floating and not val.dtype.is_floating_point:
+        return (f"{str(val.dtype).replace('torch.', '')} input (TF computes convolutions and "
+                "average pooling in floating point only: cast the input to float)")
+    return None
+
+
+def _pool_supports(floating: bool, also=None):
+    def supports(node):
+        return input_reason(node, _nd(node.target), floating) or (also(node) if also else None)
+    return supports
+
+
 def _tuple(value, n) -> tuple[int, ...]:
     if isinstance(value, int):
         return (value,) * n
@@ -75,7 +98,7 @@ def _nonnegative(node) -> bool:
 
 
 @register(aten.max_pool1d.default, aten.max_pool2d.default, aten.max_pool3d.default,
-          policy=Policy.CHANNELS_LAST, dynamic=True)
+          policy=Policy.CHANNELS_LAST, supports=_pool_supports(False), dynamic=True)
 def aten_max_pool2d_default(ctx, self, kernel_size, stride=(), padding=0, dilation=1,
                             ceil_mode=False):
     """max_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, int[2] dilation=1, bool ceil_mode=False)
@@ -102,8 +125,8 @@ def aten_max_pool2d_default(ctx, self, kernel_size, stride=(), padding=0, dilati
 
 @register(aten.max_pool2d_with_indices.default, aten.max_pool3d_with_indices.default,
           policy=Policy.CHANNELS_LAST,
-          supports=lambda node: None if len(node.users) == 1 and all(
-              u.args[1] == 0 for u in node.users) else "max pooling indices",
+          supports=_pool_supports(False, lambda node: None if len(node.users) == 1 and all(
+              u.args[1] == 0 for u in node.users) else "max pooling indices"),
           dynamic=True)
 def aten_max_pool2d_with_indices(ctx, self, kernel_size, stride=(), padding=0, dilation=1,
                                  ceil_mode=False):
@@ -113,7 +136,7 @@ def aten_max_pool2d_with_indices(ctx, self, kernel_size, stride=(), padding=0, d
 
 
 @register(aten.avg_pool1d.default, aten.avg_pool2d.default, aten.avg_pool3d.default,
-          policy=Policy.CHANNELS_LAST, dynamic=True)
+          policy=Policy.CHANNELS_LAST, supports=_pool_supports(True), dynamic=True)
 def aten_avg_pool2d_default(ctx, self, kernel_size, stride=(), padding=0, ceil_mode=False,
                             count_include_pad=True, divisor_override=None):
     """avg_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None)
@@ -152,7 +175,8 @@ def _adaptive(ctx, self, output_size, kind: str):
 
 @register(aten.adaptive_avg_pool1d.default, aten.adaptive_avg_pool2d.default,
           aten.adaptive_avg_pool3d.default, aten._adaptive_avg_pool2d.default,
-          aten._adaptive_avg_pool3d.default, policy=Policy.CHANNELS_LAST, dynamic=True)
+          aten._adaptive_avg_pool3d.default, policy=Policy.CHANNELS_LAST,
+          supports=_pool_supports(True), dynamic=True)
 def aten_adaptive_avg_pool2d_default(ctx, self, output_size):
     """adaptive_avg_pool2d(Tensor self, SymInt[2] output_size) -> Tensor
 
@@ -163,8 +187,9 @@ def aten_adaptive_avg_pool2d_default(ctx, self, output_size):
 
 @register(aten.adaptive_max_pool1d.default, aten.adaptive_max_pool2d.default,
           aten.adaptive_max_pool3d.default, policy=Policy.CHANNELS_LAST,
-          supports=lambda node: None if all(u.args[1] == 0 for u in node.users)
-          else "adaptive max pooling indices", dynamic=True)
+          supports=_pool_supports(False, lambda node: None if all(
+              u.args[1] == 0 for u in node.users) else "adaptive max pooling indices"),
+          dynamic=True)
 def aten_adaptive_max_pool2d_default(ctx, self, output_size):
     """adaptive_max_pool2d(Tensor self, int[2] output_size) -> (Tensor, Tensor): values only."""
     return (_adaptive(ctx, self, output_size, "Max"), None)

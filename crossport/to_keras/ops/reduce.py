@@ -215,7 +215,7 @@ def _arg_reduce(ctx, self, dim, keepdim, fn):
     fn = _nan_first(fn)
     value = ctx.plain(as_value(ctx, self))
     x = value.tensor
-    if dim is None:
+    if dim is None or value.rank == 0:  # a 0-dim tensor reads as one element
         x = ops.reshape(ctx.canonical(value), [-1])
         ctx.out_layout = canonical(0)
         return ops.cast(fn(x, axis=0), "int64")
@@ -238,17 +238,22 @@ def aten_argmin_default(ctx, self, dim=None, keepdim=False):
 
 def _softmax(ctx, self, dim, fn):
     """Along one dim, in the arriving layout (a flat-permuted input along its features
-    keeps its feature order: the same permutation in and out)."""
+    keeps its feature order: the same permutation in and out). ``dtype=`` casts the input
+    first, as torch does (the result is in that dtype; an integer input needs it)."""
     value = as_value(ctx, self)
     if not order_free(value.layout, [dim]):
         value = ctx.plain(value)
     ctx.out_layout = value.layout
-    return fn(value.tensor, axis=physical_axis(value.layout, dim))
+    x, want = value.tensor, keras_dtype(ctx.out_dtype)
+    if keras.backend.standardize_dtype(x.dtype) != want:
+        x = ops.cast(x, want)
+    return fn(x, axis=physical_axis(value.layout, dim))
 
 
 @register(aten._softmax.default, aten.softmax.int, policy=Policy.CUSTOM, dynamic=True)
 def aten_softmax_int(ctx, self, dim, half_to_float=False, dtype=None):
-    """_softmax(Tensor self, int dim, bool half_to_float) -> Tensor"""
+    """_softmax(Tensor self, int dim, bool half_to_float) -> Tensor
+    (softmax.int(Tensor self, int dim, ScalarType? dtype=None): computed in ``dtype``)"""
     return _softmax(ctx, self, dim, ops.softmax)
 
 
