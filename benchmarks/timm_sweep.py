@@ -11,7 +11,14 @@ seeded input, with float64 evidence past the tolerance. Each model is classified
 - REFUSED: a ``CrossportError`` (first line of its message recorded);
 - CHECK-FAILED: ``ParityError``, with the rounding/semantic verdict;
 - CRASH: any other exception; TIMEOUT: over ``--budget`` seconds;
-- SILENT: the check passed but the independent compare finds a semantic error.
+- SILENT: the check passed but the independent compare finds a semantic error;
+- NOT-LIVE: a CHECK-FAILED or SILENT model whose live torch output is not O(1) or not
+  input-dependent (``check_live``): random weights that blow activations up to 1e6 make
+  torch fp32 itself far from float64, so no parity verdict is possible there;
+- ILL-CONDITIONED: a SILENT result where torch fp32 itself is past ``SEMANTIC_FLOOR`` / 10
+  from float64 on that input (attention logits so sharp that float32 rounding moves the
+  softmax) and Keras is within ``ROUNDING_FACTOR`` times torch's own distance: the fixed
+  floor of ``rounding_verdict`` cannot tell rounding there (seen on levit_128s at 128 px).
 
 Results are written after every model to ``--out`` (JSON) and a markdown summary beside it;
 a re-run skips models already recorded (``--fresh`` starts over). Nothing is downloaded.
@@ -139,10 +146,18 @@ def independent_compare(module, model, example) -> dict:
     return out
 
 
+def _ill_conditioned(rec: dict) -> bool:
+    from crossport.parity.metrics import ROUNDING_FACTOR, SEMANTIC_FLOOR
+
+    torch64, keras64 = rec.get("torch_vs_fp64"), rec.get("keras_vs_fp64")
+    return (torch64 is not None and torch64 >= SEMANTIC_FLOOR / 10
+            and keras64 <= ROUNDING_FACTOR * torch64)
+
+
 def run_one(name: str, budget: float) -> dict:
     import crossport
     from crossport.errors import CrossportError, ParityError
-    from crossport.parity.live import make_live
+    from crossport.parity.live import DeadModelError, check_live, make_live
 
     start = time.perf_counter()
     rec: dict = {"model": name}
@@ -151,6 +166,10 @@ def run_one(name: str, budget: float) -> dict:
         module, example = build(name)
         rec["input"] = list(example[0].shape)
         make_live(module, example)
+        try:
+            check_live(module, example)
+        except DeadModelError as exc:
+            rec["not_live"] = str(exc).splitlines()[0][:200]
         try:
             conversion = crossport.convert_with_report(module, example)
         except ParityError as exc:
@@ -168,6 +187,8 @@ def run_one(name: str, budget: float) -> dict:
         rec.update(independent_compare(module, conversion.model, example))
         ok = rec["compare_error"] <= ATOL or rec.get("verdict") == "rounding"
         rec["class"] = "PASS" if ok else "SILENT"
+        if not ok and _ill_conditioned(rec):
+            rec["class"] = "ILL-CONDITIONED"
     except Timeout:
         rec["class"] = "TIMEOUT"
     except CrossportError as exc:
@@ -182,6 +203,8 @@ def run_one(name: str, budget: float) -> dict:
         rec["traceback"] = traceback.format_exc()[-3000:]
     finally:
         signal.alarm(0)
+        if rec.get("not_live") and rec.get("class") in ("CHECK-FAILED", "SILENT"):
+            rec["class"], rec["message"] = "NOT-LIVE", rec["not_live"]
         rec["seconds"] = round(time.perf_counter() - start, 1)
     return rec
 
@@ -199,6 +222,9 @@ def markdown(results: dict, selection: dict) -> str:
         err = r.get("compare_error", r.get("error"))
         err = f"{err:.1e}" if isinstance(err, float) else ""
         note = r.get("message") or r.get("verdict") or ""
+        if "torch_vs_fp64" in r:
+            note = (f"{note}: Keras {r['keras_vs_fp64']:.1e} from fp64, "
+                    f"torch fp32 {r['torch_vs_fp64']:.1e}")
         if r["class"] == "CHECK-FAILED":
             note = f"{r.get('verdict')}: {note}"
         note = note.replace("|", "/")[:160]
