@@ -15,11 +15,14 @@ downloaded. Each model is classified:
     BUILD-FAILED  transformers itself could not build or run the tiny model (not crossport's)
     SKIPPED       the base model needs inputs the sweep does not make (multimodal ...)
     TIMEOUT       past the per-model time budget
+    DIED          the process died on it (segfault, out of memory)
+    DEAD          even made live, the tiny model's output is not O(1) or ignores the input
 
-Results are written after every model (JSON and markdown), so a partial run is useful:
+Results are written after every model (JSON and markdown), so a partial run is useful;
+``--resume`` skips the models already in the JSON and records the one a dead process was on
+as DIED (so a shell loop can restart it):
 
-    HF_HUB_OFFLINE=1 python -m benchmarks.hf_sweep [--only a,b] [--budget 120] \
-        [--out benchmarks/results_hf_sweep]
+    until HF_HUB_OFFLINE=1 python -m benchmarks.hf_sweep --resume; do :; done
 """
 
 from __future__ import annotations
@@ -38,17 +41,18 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
-import torch  # noqa: E402
-from torch import nn  # noqa: E402
+import torch
+from torch import nn
 
-import crossport  # noqa: E402
-from crossport.compat import import_torchvision  # noqa: E402
-from crossport.errors import ConversionError, CrossportError, ParityError  # noqa: E402
-from crossport.parity import normalized_error, rounding_verdict  # noqa: E402
-from crossport.parity.live import make_live  # noqa: E402
-from crossport.parity.verify import run_keras, run_torch  # noqa: E402
+import crossport
+from crossport.compat import import_torchvision
+from crossport.errors import ConversionError, CrossportError, ParityError
+from crossport.parity import normalized_error, rounding_verdict
+from crossport.parity.live import DeadModelError, check_live, make_live
+from crossport.parity.verify import run_keras, run_torch
 
 BATCH, VOCAB, SEQ, ATOL = 2, 128, 8, 1e-4
+MAX_PARAMETERS = 30_000_000
 
 # Families users bring most: run first so a partial sweep covers them.
 FIRST = ["bert", "albert", "roberta", "xlm-roberta", "deberta", "deberta-v2", "electra",
@@ -72,15 +76,18 @@ SMALL = dict(
     intermediate_size=64, ffn_dim=64, d_ff=64, n_inner=64, hidden_dim=64, encoder_ffn_dim=64,
     decoder_ffn_dim=64, d_kv=16, head_dim=16, kv_channels=16,
     vocab_size=VOCAB, max_position_embeddings=64, n_positions=64, n_ctx=64,
-    max_source_positions=64, max_target_positions=64,
+    max_source_positions=16, max_target_positions=64, max_length=32,
     image_size=32, patch_size=8, num_channels=3,
     embedding_size=32, projection_dim=16, use_cache=False,
     conv_dim=(16, 16), conv_stride=(5, 2), conv_kernel=(10, 3),
     num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=2,
-    num_mel_bins=16,
+    num_mel_bins=16, input_feat_per_channel=16,
     num_experts=4, num_local_experts=4, n_routed_experts=4, num_experts_per_tok=2,
     moe_intermediate_size=32, shared_expert_intermediate_size=32,
     state_size=8, expand=2, conv_kernel_size=4,
+    width_coefficient=0.25, depth_coefficient=0.25,  # EfficientNet (B7 by default)
+    mamba_n_heads=4, mamba_d_head=16, mamba_d_state=8, mamba_expand=2, mamba_n_groups=1,
+    qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=16, kv_lora_rank=16, q_lora_rank=16,
 )
 LISTS = ("depths", "hidden_sizes", "embed_dims", "num_heads", "num_attention_heads",
          "neck_hidden_sizes")
@@ -110,7 +117,20 @@ def tiny_config(T, model_type: str, level: int):
     for sub in ("text_config", "vision_config", "audio_config", "encoder_config"):
         if isinstance(getattr(config, sub, None), T.PretrainedConfig):
             _apply(getattr(config, sub), level)
+    before = config.to_dict()
     _apply(config, level)
+    changed = {k: v for k, v in config.to_dict().items() if before.get(k) != v
+               and not isinstance(v, dict)}
+    try:  # again through __init__, so the fields it derives (qk_head_dim ...) follow
+        rebuilt = T.AutoConfig.for_model(model_type, **changed)
+        for sub in ("text_config", "vision_config", "audio_config", "encoder_config"):
+            if isinstance(getattr(config, sub, None), T.PretrainedConfig):
+                setattr(rebuilt, sub, getattr(config, sub))
+        if all(getattr(rebuilt, k, None) == v for k, v in changed.items()
+               if k != "layer_types"):
+            config = rebuilt
+    except Exception:  # noqa: BLE001  (an override __init__ rejects: keep the set attributes)
+        pass
     _architecture(config)
     return config
 
@@ -131,6 +151,11 @@ def _apply(config, level: int) -> None:
                                      "num_attention_heads", "image_size", "patch_size",
                                      "num_hidden_layers", "num_layers"):
             continue  # per-stage lists; num_hidden_layers may alias num_stages
+        if name == "hidden_dim" and hasattr(config, "width_coefficient"):
+            config.hidden_dim = 320  # EfficientNet's: the last conv, 1280 * width 0.25
+            continue
+        if name == "head_dim" and hasattr(config, "qk_rope_head_dim"):
+            continue  # multi-head latent attention: its rope head dim
         if name == "head_dim" and current is None and getattr(config, "hidden_size", 0) != 32:
             continue
         try:
@@ -214,23 +239,36 @@ def make_inputs(model, config, seed: int):
             names.append("decoder_input_ids")
             tensors.append(torch.randint(0, vocab, (BATCH, 5), generator=_gen(seed + 10)))
         return names, tensors
+    names, tensors = [main], [_main_input(main, config, seed)]
     if getattr(config, "is_encoder_decoder", False):
-        raise Skip(f"encoder-decoder with {main}")
+        if "decoder_input_ids" not in params:
+            raise Skip(f"encoder-decoder with {main}")
+        vocab = min(getattr(config, "vocab_size", VOCAB) or VOCAB, VOCAB)
+        names.append("decoder_input_ids")
+        tensors.append(torch.randint(0, vocab, (BATCH, 5), generator=_gen(seed + 10)))
+    return names, tensors
+
+
+def _main_input(main: str, config, seed: int) -> torch.Tensor:
     if main == "pixel_values":
         size = getattr(config, "image_size", None)
         size = size if isinstance(size, int) else (size[0] if isinstance(size, (list, tuple))
                                                    else 64)
         channels = getattr(config, "num_channels", 3) or 3
-        x = torch.randn(BATCH, channels, size, size, generator=_gen(seed))
-        return [main], [x]
+        return torch.randn(BATCH, channels, size, size, generator=_gen(seed))
     if main == "input_values":
-        return [main], [torch.randn(BATCH, 800, generator=_gen(seed))]
+        if isinstance(getattr(config, "max_length", None), int) and hasattr(config,
+                                                                             "num_mel_bins"):
+            shape = (BATCH, config.max_length, config.num_mel_bins)  # a spectrogram (AST)
+            return torch.randn(shape, generator=_gen(seed))
+        return torch.randn(BATCH, 800, generator=_gen(seed))
     if main == "input_features":
-        mels = getattr(config, "num_mel_bins", None) or getattr(config, "feature_size", 80)
-        frames = 2 * getattr(config, "max_source_positions", 16)
+        mels = (getattr(config, "num_mel_bins", None) or getattr(config, "feature_size", None)
+                or getattr(config, "input_feat_per_channel", 80))
         if "whisper" in config.model_type:
-            return [main], [torch.randn(BATCH, mels, frames, generator=_gen(seed))]
-        return [main], [torch.randn(BATCH, 64, mels, generator=_gen(seed))]
+            frames = 2 * getattr(config, "max_source_positions", 16)
+            return torch.randn(BATCH, mels, frames, generator=_gen(seed))
+        return torch.randn(BATCH, 64, mels, generator=_gen(seed))
     raise Skip(f"main input {main!r}")
 
 
@@ -262,6 +300,10 @@ def build(T, model_type: str):
     for level in (0, 1, 2):
         try:
             config = tiny_config(T, model_type, level)
+            with torch.device("meta"):  # size first: a config the overrides missed can OOM
+                size = sum(p.numel() for p in T.AutoModel.from_config(config).parameters())
+            if size > MAX_PARAMETERS:
+                raise ValueError(f"{size / 1e6:.0f}M parameters after the overrides")
             torch.manual_seed(0)
             model = T.AutoModel.from_config(config).float().eval()
             names, example = make_inputs(model, config, 0)
@@ -271,8 +313,12 @@ def build(T, model_type: str):
                 out = wrapper(*example)
             if not isinstance(out, torch.Tensor):
                 raise Skip(f"output is {type(out).__name__}")
+            try:
+                check_live(wrapper, tuple(example))
+            except DeadModelError as exc:  # a comparison would prove nothing
+                raise Dead(str(exc)) from None
             return wrapper, tuple(example), names, config, level
-        except (Skip, Timeout):
+        except (Skip, Dead, Timeout):
             raise
         except Exception as exc:  # noqa: BLE001  (transformers' own failure: next level)
             errors.append(f"level {level}: {first_line(exc)}")
@@ -281,6 +327,10 @@ def build(T, model_type: str):
 
 class BuildFailed(Exception):
     pass
+
+
+class Dead(Exception):
+    """The tiny model's output is not O(1) or ignores its input, even made live."""
 
 
 def independent(wrapper, conversion, names, config) -> dict:
@@ -317,6 +367,8 @@ def _run_one(T, model_type: str) -> dict:
             return {**row, "status": "SKIPPED", "detail": str(exc)}
         except BuildFailed as exc:
             return {**row, "status": "BUILD-FAILED", "detail": str(exc)[:600]}
+        except Dead as exc:
+            return {**row, "status": "DEAD", "detail": str(exc)[:300]}
         row.update(inputs=names, config_level=level, model=type(wrapper.model).__name__)
         try:
             conversion = crossport.convert_with_report(wrapper, example)
@@ -396,10 +448,16 @@ def main(argv=None) -> None:
     if args.resume and out.with_suffix(".json").exists():
         results = json.loads(out.with_suffix(".json").read_text())
     names = args.only.split(",") if args.only else model_types(T)
+    current = out.with_suffix(".current")
+    if args.resume and current.exists() and current.read_text() not in results:
+        # the previous process died on this model (segfault, out of memory): record it
+        results[current.read_text()] = {"model_type": current.read_text(), "status": "DIED",
+                                        "detail": "the sweep process died on this model"}
     signal.signal(signal.SIGALRM, _alarm)
     for name in names:
         if name in results and args.resume:
             continue
+        current.write_text(name)
         signal.alarm(args.budget)
         try:
             row = run_one(T, name)
@@ -411,6 +469,7 @@ def main(argv=None) -> None:
         print(f"{name}: {row['status']} {row.get('seconds', '')}s "
               f"{str(row.get('detail', ''))[:150]}", flush=True)
         write(results, out)
+    current.unlink(missing_ok=True)
     sys.stdout.flush()
 
 

@@ -4,8 +4,10 @@ Relative-position attention (DeBERTa-v2, MPNet), ALiBi (BLOOM), partial rotary a
 residuals (GPT-NeoX, Phi), attention soft-capping and sliding windows (Gemma 2), q/k norms
 (Qwen3), shared layers (ALBERT), span convolutions (ConvBERT), bottlenecks (MobileBERT),
 learned position offsets (OPT), pooling mixers (PoolFormer), attention-bias CNN hybrids
-(LeViT), spatial-reduction attention (PVTv2), HF's CNN ports (ResNet, RegNet) and speech
-encoders with gated relative bias (WavLM) or a feature projection (Data2Vec-audio). The
+(LeViT), spatial-reduction attention (PVTv2), log-spaced continuous position bias (SwinV2),
+detection tokens (YOLOS), HF's CNN ports (ResNet, RegNet, EfficientNet), a linear-attention
+RNN (RWKV), a spectrogram transformer (AST) and speech encoders with gated relative bias
+(WavLM) or a feature projection (Data2Vec-audio). 24 models, about 5 minutes on one worker. The
 sweep over every family (benchmarks/hf_sweep.py, docs/parity.md "transformers sweep")
 picked them; tests/zoo/test_hf_zoo.py and test_realworld_zoo.py hold the rest.
 
@@ -103,6 +105,21 @@ def speech(config_name, model_name, **config):
     return build
 
 
+def spectrogram(T):
+    config = T.ASTConfig(num_mel_bins=16, max_length=32, patch_size=8, frequency_stride=4,
+                         time_stride=4, **TINY)
+    model = T.ASTModel(config)
+    return LastHidden(model, ("input_values",)), lambda seed: (
+        torch.randn(BATCH, 32, 16, generator=_gen(seed)),)
+
+
+def rwkv(T):
+    config = T.RwkvConfig(vocab_size=VOCAB, context_length=64, hidden_size=32,
+                          num_hidden_layers=2, attention_hidden_size=32, intermediate_size=64,
+                          use_cache=False, rescale_every=0)  # else weights rescale in place
+    return LastHidden(T.RwkvModel(config), ("input_ids",)), lambda seed: tokens(seed)[:1]
+
+
 _DECODER = dict(num_key_value_heads=2, use_cache=False, pad_token_id=0, bos_token_id=1,
                 eos_token_id=2)
 _STAGES = dict(num_channels=3, depths=[1, 1], hidden_sizes=[16, 32])
@@ -143,6 +160,14 @@ MODELS = {
                      layer_type="bottleneck", **_STAGES),
     "regnet": vision("RegNetConfig", "RegNetModel", 64, embedding_size=16, groups_width=8,
                      **_STAGES),
+    "swinv2": vision("Swinv2Config", "Swinv2Model", 32, image_size=32, patch_size=4,
+                     embed_dim=16, depths=[1, 1], num_heads=[2, 2], window_size=4),
+    "yolos": vision("YolosConfig", "YolosModel", 32, image_size=[32, 32], patch_size=8,
+                    num_detection_tokens=4, **TINY),
+    "efficientnet": vision("EfficientNetConfig", "EfficientNetModel", 64, image_size=64,
+                           width_coefficient=0.25, depth_coefficient=0.25, hidden_dim=320),
+    "audio_spectrogram": spectrogram,
+    "rwkv": rwkv,
     "wavlm": speech("WavLMConfig", "WavLMModel", num_buckets=16, max_bucket_distance=32),
     "data2vec_audio": speech("Data2VecAudioConfig", "Data2VecAudioModel"),
 }
