@@ -195,15 +195,56 @@ def capture(module: torch.nn.Module, args: tuple, options: ConvertOptions,
                                 requested_dim_groups(args, options, names))
     functional = as_functional(exported, keep_ops)
     if functional is not None:
-        return functional
+        return drop_value_assertions(functional)
     table = torch.export.default_decompositions()
     for op in keep_ops:
         if op in table:
             del table[op]
     try:
-        return exported.run_decompositions(table)
+        decomposed = exported.run_decompositions(table)
     except Exception as exc:
         raise CaptureError(f"decomposing the captured graph failed: {exc}") from exc
+    return drop_value_assertions(decomposed)
+
+
+_VALUE_READS = {torch.ops.aten._local_scalar_dense.default, torch.ops.aten.item.default}
+
+
+def drop_value_assertions(exported: torch.export.ExportedProgram):
+    """Remove runtime assertions on tensor *values* and what only they compute.
+
+    ``assert lengths.max().item() <= slen`` (XLM, FlauBERT) is captured as ``max`` ->
+    ``_local_scalar_dense`` -> ``le`` -> ``_assert_scalar``: input validation that changes
+    no output, like ``_assert_async`` (already dropped by its converter), but the scalar
+    read in between has no Keras twin and would refuse the model. Assertions on sizes
+    only stay in the graph (the dynamic-dim guards read them).
+    """
+    graph = exported.graph
+    asserts = [n for n in graph.nodes if n.target is torch.ops.aten._assert_scalar.default
+               and _reads_a_value(n)]
+    if not asserts:
+        return exported
+    for node in asserts:
+        graph.erase_node(node)
+    graph.eliminate_dead_code()
+    exported.graph_module.recompile()
+    return exported
+
+
+def _reads_a_value(node) -> bool:
+    """Whether the scalar ``node`` asserts on comes from a tensor's value (not a size)."""
+    stack, seen = [a for a in node.args if isinstance(a, torch.fx.Node)], set()
+    while stack:
+        current = stack.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        if current.target in _VALUE_READS:
+            return True
+        if isinstance(current.meta.get("val"), torch.Tensor) or current.op != "call_function":
+            continue  # a tensor or an input: not a scalar chain
+        stack.extend(a for a in current.args if isinstance(a, torch.fx.Node))
+    return False
 
 
 _DATA_DEPENDENT = ("data-dependent", "data dependent", "dynamic control flow")

@@ -24,6 +24,8 @@ _DEAD_ABS = 1e-5
 _LIVE_RANGE = (1e-3, 1e4)
 # max|w| * sqrt(fan_in) below this: a scaled-down weight (usual inits give 0.5-3).
 _SCALED_DOWN = 1e-2
+# A norm layer's gain (usual init 1) whose largest entry is below this: scaled down.
+_SCALED_DOWN_NORM_GAIN = 0.1
 
 
 class DeadModelError(CrossportError):
@@ -50,8 +52,13 @@ def _is_dead(param: torch.Tensor) -> bool:
 def _is_scaled_down(module: torch.nn.Module, name: str, param: torch.Tensor) -> bool:
     """A weight matrix far below any usual init for its fan-in: a head initialised with a
     1e-3 scale (timm's BEiT/EVA ``head_init_scale``) makes the logits ~1e-4, where the
-    check's ``max|d| / max(1, max|ref|)`` cannot see a 20% error."""
-    if param.ndim < 2 or _is_gain(module, name):
+    check's ``max|d| / max(1, max|ref|)`` cannot see a 20% error. Likewise a norm layer's
+    gain drawn like a weight (HF EfficientNet's BatchNorm, N(0, 0.02)): each block then
+    shrinks activations ~1e-4-fold, to 1e-34 at the output."""
+    if _is_gain(module, name):
+        return ("norm" in type(module).__name__.lower()
+                and float(param.detach().abs().max()) < _SCALED_DOWN_NORM_GAIN)
+    if param.ndim < 2:
         return False
     fan_in = param[0].numel()
     return float(param.detach().abs().max()) * fan_in ** 0.5 < _SCALED_DOWN

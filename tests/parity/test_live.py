@@ -136,3 +136,23 @@ def test_check_live_varies_token_ids():
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Embedding(50, 8), torch.nn.Linear(8, 4)).eval()
     check_live(net, (torch.randint(0, 50, (2, 6)),))
+
+
+def test_make_live_revives_norm_gains_drawn_like_weights():
+    # HF EfficientNet draws BatchNorm gains from N(0, 0.02): every block shrinks the signal
+    net = torch.nn.Sequential(*[m for _ in range(6) for m in (
+        torch.nn.Conv2d(4, 4, 1, bias=False), torch.nn.BatchNorm2d(4), torch.nn.SiLU())])
+    with torch.no_grad():
+        for bn in net[1::3]:
+            bn.weight.normal_(0, 0.02, generator=torch.Generator().manual_seed(1))
+    make_live(net, _inputs())
+    assert all(torch.equal(bn.weight, torch.ones(4)) for bn in net[1::3])
+    check_live(net, _inputs())
+
+
+def test_make_live_keeps_small_but_usual_norm_gains():
+    net = torch.nn.Sequential(torch.nn.Conv2d(4, 4, 1), torch.nn.BatchNorm2d(4))
+    with torch.no_grad():
+        net[1].weight.copy_(torch.tensor([0.5, 0.05, 1.0, 2.0]))  # a trained model's
+    make_live(net, _inputs())
+    assert torch.equal(net[1].weight, torch.tensor([0.5, 0.05, 1.0, 2.0]))
