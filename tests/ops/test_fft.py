@@ -163,6 +163,12 @@ CASES = [
          expect_converters=(R2C, "aten_unfold_default", "aten_abs_complex")),
     case("unfold-middle-dim", Fn(lambda x: x.unfold(1, 3, 2)), (2, 9, 4),
          expect_converters=("aten_unfold_default",)),
+    # Llama 4's rotary: a .to() of a complex tensor already of that dtype leaves a dtype
+    # assertion on the complex value in the graph (it was refused as 'no converter')
+    case("complex-rotary-with-noop-to", Fn(lambda x, f: torch.view_as_real(
+        torch.view_as_complex(x.reshape(2, 8, 2, 2)).to(x.device, torch.complex64)
+        * torch.view_as_complex(f.reshape(8, 2, 2))).flatten(2)), [(2, 8, 4), (8, 4)],
+         expect_converters=("aten_assert_tensor_metadata_complex",)),
 ]
 
 

@@ -7,7 +7,7 @@ import operator
 
 import torch
 
-from crossport.to_keras.registry import Policy, register
+from crossport.to_keras.registry import Policy, register, register_complex
 
 aten = torch.ops.aten
 
@@ -17,6 +17,12 @@ aten = torch.ops.aten
           policy=Policy.CUSTOM, dynamic=True)
 def aten_assert_tensor_metadata_default(ctx, *args, **kwargs):
     """Assertions torch.export records about shapes and dtypes: checked at export, dropped."""
+    return
+
+
+@register_complex(aten._assert_tensor_metadata.default, policy=Policy.CUSTOM, dynamic=True)
+def aten_assert_tensor_metadata_complex(ctx, *args, **kwargs):
+    """The same assertion on a complex tensor (a no-op ``.to()`` of one): dropped too."""
     return
 
 
