@@ -18,19 +18,15 @@ the tolerance (docs/parity.md). Token inputs carry padding in the second row.
 
 from __future__ import annotations
 
-import copy
 import os
-import time
 
 import pytest
 import torch
 from torch import nn
 
-import crossport
 from crossport.compat import import_torchvision
-from crossport.parity import normalized_error, rounding_verdict
 from crossport.parity.live import make_live
-from crossport.parity.verify import run_keras, run_torch
+from tests.zoo.common import assert_matches_on, convert_checked, zoo_params
 
 pytestmark = pytest.mark.slow
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -183,32 +179,8 @@ def build(name):
     return module.eval(), inputs
 
 
-def _cases():
-    return [pytest.param(name, id=name, marks=[pytest.mark.xfail(strict=True,
-                                                                 reason=KNOWN_GAPS[name])]
-                         if name in KNOWN_GAPS else [])
-            for name in MODELS]
-
-
-@pytest.mark.parametrize("name", _cases())
+@pytest.mark.parametrize("name", zoo_params(MODELS, KNOWN_GAPS))
 def test_hf_family(name):
     module, inputs = build(name)
-    start = time.perf_counter()
-    conversion = crossport.convert_with_report(module, inputs(0))
-    print(f"{name}: {conversion.report.summary()}\n{conversion.transposes} transposes, "
-          f"{time.perf_counter() - start:.1f}s")
-    second = inputs(7)
-    ref = run_torch(module, second)
-    got = run_keras(conversion.model, second, False)
-    assert [r.shape for r in ref] == [g.shape for g in got]
-    error = max(normalized_error(r, g) for r, g in zip(ref, got))
-    if error <= ATOL:
-        return
-    module64 = copy.deepcopy(module).double()  # past tolerance: ask float64 (docs/parity.md)
-    ref64 = run_torch(module64, tuple(a.double() if a.is_floating_point() else a
-                                      for a in second))
-    keras_vs64 = max(normalized_error(r, g) for r, g in zip(ref64, got))
-    torch_vs64 = max(normalized_error(r, t) for r, t in zip(ref64, ref))
-    verdict = rounding_verdict(keras_vs64, torch_vs64)
-    assert verdict == "rounding", (f"error {error:.2e}: Keras {keras_vs64:.2e} from float64, "
-                                   f"torch fp32 {torch_vs64:.2e}: {verdict}")
+    conversion = convert_checked(name, module, inputs(0))
+    assert_matches_on(module, conversion, inputs(7), ATOL)

@@ -30,6 +30,7 @@ from crossport.compat import import_torchvision
 from crossport.parity import normalized_error, rounding_verdict
 from crossport.parity.live import make_live
 from crossport.parity.verify import fresh_inputs, run_keras, run_torch
+from tests.zoo.common import convert_checked, zoo_params
 
 pytestmark = pytest.mark.slow
 
@@ -297,23 +298,10 @@ def _live(builder):
     return module.eval(), example
 
 
-def _cases():
-    return [pytest.param(name, id=name, marks=[pytest.mark.xfail(strict=True,
-                                                                 reason=KNOWN_GAPS[name])]
-                         if name in KNOWN_GAPS else [])
-            for name in MODELS]
-
-
-@pytest.mark.parametrize("name", _cases())
+@pytest.mark.parametrize("name", zoo_params(MODELS, KNOWN_GAPS))
 def test_realworld_model(name, tmp_path):
     module, example = build(name)
-    start = time.perf_counter()
-    conversion = crossport.convert_with_report(module, example,
-                                               channels_last_io=name in YOLO)
-    report = conversion.report
-    print(f"{name}: {report.summary()}\n{conversion.transposes} transposes, "
-          f"{time.perf_counter() - start:.1f}s")
-    assert report.passed or report.within_rounding, report.summary()
+    convert_checked(name, module, example, channels_last_io=name in YOLO)
 
 
 # YOLO's box decode (``anchors - lt``, anchors built in forward) once met TF's TFLite converter

@@ -11,18 +11,15 @@ evidence (docs/parity.md). ``benchmarks/timm_sweep.py`` runs every timm family (
 
 from __future__ import annotations
 
-import copy
 import importlib
-import time
 
 import pytest
 import torch
 
-import crossport
 from crossport.compat import import_torchvision
-from crossport.parity import normalized_error, rounding_verdict
 from crossport.parity.live import check_live, make_live
-from crossport.parity.verify import fresh_inputs, run_keras, run_torch
+from crossport.parity.verify import fresh_inputs
+from tests.zoo.common import assert_matches_on, convert_checked, zoo_params
 
 pytestmark = pytest.mark.slow
 
@@ -79,34 +76,9 @@ def build(name):
     return module.eval(), example
 
 
-def _cases():
-    return [pytest.param(name, id=name, marks=[pytest.mark.xfail(strict=True,
-                                                                 reason=KNOWN_GAPS[name])]
-                         if name in KNOWN_GAPS else [])
-            for name in MODELS]
-
-
-@pytest.mark.parametrize("name", _cases())
+@pytest.mark.parametrize("name", zoo_params(MODELS, KNOWN_GAPS))
 def test_timm_model(name):
     module, example = build(name)
-    start = time.perf_counter()
-    conversion = crossport.convert_with_report(module, example)
-    report = conversion.report
-    print(f"{name}: {report.summary()}\n{conversion.transposes} transposes, "
-          f"{time.perf_counter() - start:.1f}s")
-    assert report.passed or report.within_rounding, report.summary()
+    conversion = convert_checked(name, module, example)
     # independently of the check: a fresh seeded input, torch eager against Keras
-    inputs = fresh_inputs(example, 1234)
-    ref = run_torch(module, inputs)
-    got = run_keras(conversion.model, inputs, False)
-    error = max(normalized_error(r, g) for r, g in zip(ref, got))
-    print(f"fresh input: normalized error {error:.2e}")
-    if error <= ATOL:
-        return
-    module64 = copy.deepcopy(module).double()
-    ref64 = run_torch(module64, tuple(a.double() for a in inputs))
-    keras_vs64 = max(normalized_error(r, g) for r, g in zip(ref64, got))
-    torch_vs64 = max(normalized_error(r, t) for r, t in zip(ref64, ref))
-    verdict = rounding_verdict(keras_vs64, torch_vs64)
-    assert verdict == "rounding", (f"error {error:.2e}: Keras {keras_vs64:.2e} from float64, "
-                                   f"torch fp32 {torch_vs64:.2e}: {verdict}")
+    assert_matches_on(module, conversion, fresh_inputs(example, 1234), ATOL)
