@@ -29,6 +29,18 @@ def load_written(path):
     return written
 
 
+def reloaded(conv, source_path):
+    """``conv.module`` back from a pickle, and the module ``to_torch_source`` writes at
+    ``source_path``, imported: the two ways a converted module leaves the process."""
+    import io
+
+    buffer = io.BytesIO()
+    torch.save(conv.module, buffer)
+    buffer.seek(0)
+    loaded = torch.load(buffer, weights_only=False)
+    return loaded, load_written(crossport.to_torch_source(conv, source_path))
+
+
 def chain(input_shape, *layers, dtype="float32") -> keras.Model:
     """A functional model applying ``layers`` in order to one input of ``input_shape``."""
     inp = keras.Input(input_shape, dtype=dtype)

@@ -3,7 +3,6 @@ shrink and sparse activations, glu, logical_xor, full_like / empty_like, broadca
 stop_gradient / copy; NaN, ±inf and ±0 where TF's ``where`` formulas differ from torch's own
 kernels (``soft_shrink(NaN)`` is 0 in Keras, NaN in ``F.softshrink``)."""
 
-import io
 
 import keras
 import numpy as np
@@ -11,7 +10,7 @@ import pytest
 import torch
 
 import crossport
-from tests.to_torch.harness import assert_to_torch, load_written
+from tests.to_torch.harness import assert_to_torch, reloaded
 
 L = keras.layers
 ops = keras.ops
@@ -98,11 +97,7 @@ def test_new_elementwise_ops_pickle_and_write_source(tmp_path):
     outs = [*_elementwise(x), ops.glu(a), ops.broadcast_to(a[:, :1], (3, 3, 4, 4)),
             ops.full_like(a, 2.0), ops.full_like(a, a[:, :1])]
     conv = assert_to_torch(keras.Model(x, outs), batch=3)
-    buffer = io.BytesIO()
-    torch.save(conv.module, buffer)
-    buffer.seek(0)
-    loaded = torch.load(buffer, weights_only=False)
-    written = load_written(crossport.to_torch_source(conv, tmp_path / "elementwise_torch.py"))
+    loaded, written = reloaded(conv, tmp_path / "elementwise_torch.py")
     args = (torch.randn(3, 3, 4, 2),)
     with torch.no_grad():
         want = conv.module(*args)

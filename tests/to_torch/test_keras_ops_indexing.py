@@ -3,7 +3,6 @@
 implicit output whose ``...`` stands for no dim; each checked at several sizes where a dim
 is dynamic, against Keras' own errors where Keras fails."""
 
-import io
 import itertools
 
 import keras
@@ -12,7 +11,7 @@ import pytest
 import torch
 
 import crossport
-from tests.to_torch.harness import assert_to_torch, load_written
+from tests.to_torch.harness import assert_to_torch, reloaded
 
 L = keras.layers
 ops = keras.ops
@@ -126,11 +125,7 @@ def test_new_indexing_ops_pickle_and_write_source(tmp_path):
     outs = [x[:, ::-1], x[:, -2::-2, 1:3], ops.repeat(x, [0, 1, 2, 3], axis=-1),
             ops.diff(x, 2, axis=1), ops.pad(x, ((0, 0), (2, 1), (1, 1)), mode="reflect")]
     conv = crossport.to_torch_with_report(keras.Model(x, outs), (torch.randn(2, 5, 4),))
-    buffer = io.BytesIO()
-    torch.save(conv.module, buffer)
-    buffer.seek(0)
-    loaded = torch.load(buffer, weights_only=False)
-    written = load_written(crossport.to_torch_source(conv, tmp_path / "indexing_torch.py"))
+    loaded, written = reloaded(conv, tmp_path / "indexing_torch.py")
     for size in (5, 6):
         args = (torch.randn(3, size, 4),)
         with torch.no_grad():

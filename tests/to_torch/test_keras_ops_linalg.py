@@ -3,7 +3,6 @@ tensors held in Keras order and permuted (a conv output held NCHW), and the spec
 where Keras' TF formulas differ from torch's own kernels (median's ``-inf * 0``, a zero
 vector under normalize, NaN counted by ord=0)."""
 
-import io
 
 import keras
 import numpy as np
@@ -11,7 +10,7 @@ import pytest
 import torch
 
 import crossport
-from tests.to_torch.harness import assert_to_torch, load_written
+from tests.to_torch.harness import assert_to_torch, reloaded
 
 L = keras.layers
 ops = keras.ops
@@ -209,11 +208,7 @@ def test_new_linalg_ops_pickle_and_write_source(tmp_path):
              ops.dot(x, np.ones((4, 2), "float32")), ops.tensordot(x, x, axes=([0], [0])),
              ops.median(x, axis=1), ops.median(x), *ops.moments(x, axes=[1]), ops.ptp(x, 1)]
     conv = assert_to_torch(keras.Model(x, outs))
-    buffer = io.BytesIO()
-    torch.save(conv.module, buffer)
-    buffer.seek(0)
-    loaded = torch.load(buffer, weights_only=False)
-    written = load_written(crossport.to_torch_source(conv, tmp_path / "linalg_torch.py"))
+    loaded, written = reloaded(conv, tmp_path / "linalg_torch.py")
     for batch in (3, 4):
         args = (torch.randn(batch, 6, 4),)
         with torch.no_grad():

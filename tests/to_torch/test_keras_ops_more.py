@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import crossport
-from tests.to_torch.harness import assert_to_torch, load_written
+from tests.to_torch.harness import assert_to_torch, load_written, reloaded
 
 L = keras.layers
 ops = keras.ops
@@ -344,19 +344,13 @@ def test_floor_divide_is_tf_floor_of_the_quotient():
 def test_keras_ops_modules_pickle_and_write_source(tmp_path):
     """Every converted op is a torch function or method in the graph (softplus was a lambda:
     the module neither pickled nor wrote as source)."""
-    import io
 
     x = keras.Input((6, 4))
     outs = [ops.softplus(x), ops.floor_divide(x, 0.1), ops.divide_no_nan(x, ops.relu(x)),
             ops.one_hot(ops.cast(x[:, 0] * 3, "int32"), 3), *ops.split(x, 2, axis=-1),
             ops.sign(x), ops.round(x, 1), ops.take(x, np.array([0, -1]), axis=1)]
     conv = assert_to_torch(keras.Model(x, outs))
-    buffer = io.BytesIO()
-    torch.save(conv.module, buffer)
-    buffer.seek(0)
-    loaded = torch.load(buffer, weights_only=False)
-    path = crossport.to_torch_source(conv, tmp_path / "ops_torch.py")
-    written = load_written(path)
+    loaded, written = reloaded(conv, tmp_path / "ops_torch.py")
     args = (torch.randn(3, 6, 4),)
     with torch.no_grad():
         want = conv.module(*args)
