@@ -110,3 +110,35 @@ def test_reductions_over_an_empty_dim_match_torch_on_litert(tmp_path):
     got = _export_and_run(Fn(fn), (x,), (x,), tmp_path / "m.tflite")
     for g, w in zip(got, _torch_outputs(Fn(fn), (x,)), strict=True):
         np.testing.assert_array_equal(g, w)
+
+
+def _hyperbolic(x):
+    return (torch.asin(x), torch.acos(x), torch.sinh(x), torch.cosh(x), torch.asinh(x),
+            torch.acosh(x), torch.atanh(x))
+
+
+def test_inverse_trig_and_hyperbolic_functions_match_torch_on_litert(tmp_path):
+    """asin, acos, sinh, cosh, asinh, acosh and atanh (TF's kernels need Flex) composed from
+    builtins: NaN, +-inf, +-0.0 and the domain edges give torch's values on LiteRT."""
+    from tests.ops.test_hyperbolic import specials
+
+    example = (torch.randn(4, 8),)
+    got = _export_and_run(Fn(_hyperbolic), example, (specials(),), tmp_path / "m.tflite")
+    for g, w in zip(got, _torch_outputs(Fn(_hyperbolic), (specials(),)), strict=True):
+        np.testing.assert_array_equal(np.isnan(g), np.isnan(w))
+        np.testing.assert_array_equal(np.isinf(g), np.isinf(w))
+        # LiteRT's own EXP is ~60 ulps off at large arguments (76.9 vs float64), sinh/cosh
+        # inherit it; the Keras model is within 4 ulps of float64 (tests/ops/test_hyperbolic)
+        np.testing.assert_allclose(g, w, rtol=5e-6, atol=0)
+        zeros = w == 0
+        np.testing.assert_array_equal(np.signbit(g[zeros]), np.signbit(w[zeros]))
+
+
+def test_erfc_is_refused_at_export(tmp_path):
+    """TF's Erfc has no TFLite builtin: a clear ExportError naming aten.erfc, no file."""
+    conversion = crossport.convert_with_report(Fn(torch.erfc).eval(), (torch.randn(3, 4),))
+    with pytest.raises(crossport.ExportError,
+                       match=r"no TFLite builtin: .*Erfc \(from aten\.erfc in "
+                             r"<root module> \(.*\.py:\d+"):
+        crossport.export(conversion, tmp_path / "m.tflite")
+    assert list(tmp_path.iterdir()) == []

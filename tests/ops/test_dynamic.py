@@ -325,6 +325,12 @@ CASES = [
                                x[:, :, :0].sum(2), x[:, :, :0].amax(1))),
                  (2, 5, 3), {0: {1: "seq"}}, True, [(3, 8, 3), (1, 2, 3), (2, 7, 3)],
                  id="bitwise-shifts-medians-cummax-round-empty-dynamic"),
+    # inverse trigonometric and hyperbolic functions and erfc along a dynamic dim
+    pytest.param(Op(lambda x: (torch.asin(x.tanh()), torch.acos(x.tanh()), torch.sinh(x),
+                               torch.cosh(x), torch.asinh(x * 100), torch.acosh(x.abs() + 1),
+                               torch.atanh(x.tanh()), torch.erfc(x))),
+                 (2, 5, 3), {0: {1: "seq"}}, True, [(3, 8, 3), (1, 2, 3)],
+                 id="inverse-trig-hyperbolic-erfc-dynamic"),
     pytest.param(Op(lambda x: x.repeat(1, 2, 1) * 0.5), (2, 5, 3), {0: {1: "seq"}}, True,
                  [(3, 7, 3)], id="repeat-along-a-dynamic-dim"),
     pytest.param(SizeAsFloat(), (2, 6, 3), {0: {1: "seq"}}, False, [(2, 9, 3), (2, 2, 3)],
