@@ -142,3 +142,18 @@ def test_erfc_is_refused_at_export(tmp_path):
                              r"<root module> \(.*\.py:\d+"):
         crossport.export(conversion, tmp_path / "m.tflite")
     assert list(tmp_path.iterdir()) == []
+
+
+def _prod_var_mean(a, b):
+    return (a.prod(), b[5:, 5:].prod(), a[:, 5:].prod(), *torch.var_mean(a, 1),
+            *torch.std_mean(b[5:], 0, keepdim=True))
+
+
+def test_prod_all_and_var_mean_match_torch_on_litert(tmp_path):
+    """prod of every element (REDUCE_PROD) and var_mean/std_mean as builtins: NaN, +-inf
+    and zeros give torch's values (the mean NaN where a slice holds an inf, as torch's)."""
+    example = (torch.randn(12, 12), torch.randn(12, 12))
+    got = _export_and_run(Fn(_prod_var_mean), example, _specials(), tmp_path / "m.tflite")
+    for g, w in zip(got, _torch_outputs(Fn(_prod_var_mean), _specials()), strict=True):
+        np.testing.assert_array_equal(np.isnan(g), np.isnan(w))
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)  # var of a constant: ~1e-7
