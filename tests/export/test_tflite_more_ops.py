@@ -157,3 +157,19 @@ def test_prod_all_and_var_mean_match_torch_on_litert(tmp_path):
     for g, w in zip(got, _torch_outputs(Fn(_prod_var_mean), _specials()), strict=True):
         np.testing.assert_array_equal(np.isnan(g), np.isnan(w))
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)  # var of a constant: ~1e-7
+
+
+def _diagonals(a, b):
+    return (torch.diagonal(a, 1), torch.diag(b, -2), torch.trace(a[3:, 3:]),
+            torch.trace(b[:2, :2]), torch.diagonal(a.reshape(3, 4, 12), 0, 2, 0))
+
+
+def test_diagonal_diag_and_trace_match_torch_on_litert(tmp_path):
+    """diagonal/diag/trace as one GATHER (TF's MatrixDiagPart has no builtin): NaN, +-inf
+    and signed zeros pass through, trace sums them as torch does."""
+    example = (torch.randn(12, 12), torch.randn(12, 12))
+    got = _export_and_run(Fn(_diagonals), example, _specials(), tmp_path / "m.tflite")
+    assert "GATHER" in tflite_op_names(tmp_path / "m.tflite")
+    for g, w in zip(got, _torch_outputs(Fn(_diagonals), _specials()), strict=True):
+        np.testing.assert_array_equal(g, w)
+        np.testing.assert_array_equal(np.signbit(g[w == 0]), np.signbit(w[w == 0]))

@@ -331,6 +331,11 @@ CASES = [
                                torch.atanh(x.tanh()), torch.erfc(x))),
                  (2, 5, 3), {0: {1: "seq"}}, True, [(3, 8, 3), (1, 2, 3)],
                  id="inverse-trig-hyperbolic-erfc-dynamic"),
+    # diagonal/diag/trace over static dims beside a dynamic one (a dynamic diagonal dim is
+    # refused: tests/ops/test_diagonal.py)
+    pytest.param(Op(lambda x: (torch.diagonal(x, 1, 0, 2), x[:, -1].diag(-1), x[:, 0].trace(),
+                               x.diagonal(-1, 2, 0))), (4, 5, 3), {0: {1: "seq"}}, False,
+                 [(4, 8, 3), (4, 1, 3)], id="diagonal-diag-trace-beside-a-dynamic-dim"),
     pytest.param(Op(lambda x: x.repeat(1, 2, 1) * 0.5), (2, 5, 3), {0: {1: "seq"}}, True,
                  [(3, 7, 3)], id="repeat-along-a-dynamic-dim"),
     pytest.param(SizeAsFloat(), (2, 6, 3), {0: {1: "seq"}}, False, [(2, 9, 3), (2, 2, 3)],
