@@ -110,3 +110,66 @@ def test_reductions_over_an_empty_dim_match_torch_on_litert(tmp_path):
     got = _export_and_run(Fn(fn), (x,), (x,), tmp_path / "m.tflite")
     for g, w in zip(got, _torch_outputs(Fn(fn), (x,)), strict=True):
         np.testing.assert_array_equal(g, w)
+
+
+def _hyperbolic(x):
+    return (torch.asin(x), torch.acos(x), torch.sinh(x), torch.cosh(x), torch.asinh(x),
+            torch.acosh(x), torch.atanh(x))
+
+
+def test_inverse_trig_and_hyperbolic_functions_match_torch_on_litert(tmp_path):
+    """asin, acos, sinh, cosh, asinh, acosh and atanh (TF's kernels need Flex) composed from
+    builtins: NaN, +-inf, +-0.0 and the domain edges give torch's values on LiteRT."""
+    from tests.ops.test_hyperbolic import specials
+
+    example = (torch.randn(4, 8),)
+    got = _export_and_run(Fn(_hyperbolic), example, (specials(),), tmp_path / "m.tflite")
+    for g, w in zip(got, _torch_outputs(Fn(_hyperbolic), (specials(),)), strict=True):
+        np.testing.assert_array_equal(np.isnan(g), np.isnan(w))
+        np.testing.assert_array_equal(np.isinf(g), np.isinf(w))
+        # LiteRT's own EXP is ~60 ulps off at large arguments (76.9 vs float64), sinh/cosh
+        # inherit it; the Keras model is within 4 ulps of float64 (tests/ops/test_hyperbolic)
+        np.testing.assert_allclose(g, w, rtol=5e-6, atol=0)
+        zeros = w == 0
+        np.testing.assert_array_equal(np.signbit(g[zeros]), np.signbit(w[zeros]))
+
+
+def test_erfc_is_refused_at_export(tmp_path):
+    """TF's Erfc has no TFLite builtin: a clear ExportError naming aten.erfc, no file."""
+    conversion = crossport.convert_with_report(Fn(torch.erfc).eval(), (torch.randn(3, 4),))
+    with pytest.raises(crossport.ExportError,
+                       match=r"no TFLite builtin: .*Erfc \(from aten\.erfc in "
+                             r"<root module> \(.*\.py:\d+"):
+        crossport.export(conversion, tmp_path / "m.tflite")
+    assert list(tmp_path.iterdir()) == []
+
+
+def _prod_var_mean(a, b):
+    return (a.prod(), b[5:, 5:].prod(), a[:, 5:].prod(), *torch.var_mean(a, 1),
+            *torch.std_mean(b[5:], 0, keepdim=True))
+
+
+def test_prod_all_and_var_mean_match_torch_on_litert(tmp_path):
+    """prod of every element (REDUCE_PROD) and var_mean/std_mean as builtins: NaN, +-inf
+    and zeros give torch's values (the mean NaN where a slice holds an inf, as torch's)."""
+    example = (torch.randn(12, 12), torch.randn(12, 12))
+    got = _export_and_run(Fn(_prod_var_mean), example, _specials(), tmp_path / "m.tflite")
+    for g, w in zip(got, _torch_outputs(Fn(_prod_var_mean), _specials()), strict=True):
+        np.testing.assert_array_equal(np.isnan(g), np.isnan(w))
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)  # var of a constant: ~1e-7
+
+
+def _diagonals(a, b):
+    return (torch.diagonal(a, 1), torch.diag(b, -2), torch.trace(a[3:, 3:]),
+            torch.trace(b[:2, :2]), torch.diagonal(a.reshape(3, 4, 12), 0, 2, 0))
+
+
+def test_diagonal_diag_and_trace_match_torch_on_litert(tmp_path):
+    """diagonal/diag/trace as one GATHER (TF's MatrixDiagPart has no builtin): NaN, +-inf
+    and signed zeros pass through, trace sums them as torch does."""
+    example = (torch.randn(12, 12), torch.randn(12, 12))
+    got = _export_and_run(Fn(_diagonals), example, _specials(), tmp_path / "m.tflite")
+    assert "GATHER" in tflite_op_names(tmp_path / "m.tflite")
+    for g, w in zip(got, _torch_outputs(Fn(_diagonals), _specials()), strict=True):
+        np.testing.assert_array_equal(g, w)
+        np.testing.assert_array_equal(np.signbit(g[w == 0]), np.signbit(w[w == 0]))

@@ -325,6 +325,17 @@ CASES = [
                                x[:, :, :0].sum(2), x[:, :, :0].amax(1))),
                  (2, 5, 3), {0: {1: "seq"}}, True, [(3, 8, 3), (1, 2, 3), (2, 7, 3)],
                  id="bitwise-shifts-medians-cummax-round-empty-dynamic"),
+    # inverse trigonometric and hyperbolic functions and erfc along a dynamic dim
+    pytest.param(Op(lambda x: (torch.asin(x.tanh()), torch.acos(x.tanh()), torch.sinh(x),
+                               torch.cosh(x), torch.asinh(x * 100), torch.acosh(x.abs() + 1),
+                               torch.atanh(x.tanh()), torch.erfc(x))),
+                 (2, 5, 3), {0: {1: "seq"}}, True, [(3, 8, 3), (1, 2, 3)],
+                 id="inverse-trig-hyperbolic-erfc-dynamic"),
+    # diagonal/diag/trace over static dims beside a dynamic one (a dynamic diagonal dim is
+    # refused: tests/ops/test_diagonal.py)
+    pytest.param(Op(lambda x: (torch.diagonal(x, 1, 0, 2), x[:, -1].diag(-1), x[:, 0].trace(),
+                               x.diagonal(-1, 2, 0))), (4, 5, 3), {0: {1: "seq"}}, False,
+                 [(4, 8, 3), (4, 1, 3)], id="diagonal-diag-trace-beside-a-dynamic-dim"),
     pytest.param(Op(lambda x: x.repeat(1, 2, 1) * 0.5), (2, 5, 3), {0: {1: "seq"}}, True,
                  [(3, 7, 3)], id="repeat-along-a-dynamic-dim"),
     pytest.param(SizeAsFloat(), (2, 6, 3), {0: {1: "seq"}}, False, [(2, 9, 3), (2, 2, 3)],
@@ -364,6 +375,9 @@ CASES = [
                  id="slice-middle-dynamic"),
     pytest.param(Op(lambda x: x.var(1)), (2, 6, 4), {0: {1: "s"}}, False, [(2, 12, 4)],
                  id="var-divides-by-run-time-count"),
+    pytest.param(Op(lambda x: (*torch.var_mean(x, 1), *torch.std_mean(x, -1, correction=0),
+                               (x * 0.1 + 1).prod())), (2, 6, 4), {0: {1: "s"}}, True,
+                 [(3, 11, 4), (1, 2, 4)], id="var-mean-std-mean-prod-all-run-time-count"),
     pytest.param(Op(lambda x: x.std(-1, correction=0)), (2, 6), {0: {1: "s"}}, True,
                  [(3, 11)], id="std-divides-by-run-time-count"),
     pytest.param(Op(lambda x: F.adaptive_avg_pool2d(x, 3)), (1, 2, 6, 6),

@@ -103,6 +103,12 @@ FLOAT_CASES = [
                                       + torch.hypot(a * 1e-30, b * 1e-30) * 1e30),
          lambda: (torch.randn(3, 5), torch.randn(3, 5)),
          expect_converters=("aten_hypot_default",)),
+    # were "no converter": prod of every element (NaN, inf * 0, signed zeros) and var_mean
+    # (NaN and inf in a row; a row without them)
+    case("prod-all-var-mean-std-mean-special-pairs",
+         Fn(lambda a, b: (a.prod(), b[5:, 5:].prod(), a[3:5, 3:5].prod(), a[:, 5:].prod(),
+                          *torch.var_mean(a, 1), *torch.std_mean(b[5:], 0, keepdim=True))),
+         all_pairs, expect_converters=("aten_prod_default", "aten_var_mean_correction")),
     case("cumprod-through-special-values", Fn(lambda a, b: (torch.cumprod(b[:, 5:], 1),
                                                             torch.cumprod(a[::3], 0))),
          all_pairs, expect_converters=("aten_cumprod_default",)),

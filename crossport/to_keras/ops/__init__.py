@@ -11,6 +11,7 @@ from crossport.to_keras.ops import (  # noqa: F401
     elementwise,
     fft,
     float_math,
+    hyperbolic,
     index,
     linalg,
     linear,

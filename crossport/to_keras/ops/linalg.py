@@ -11,9 +11,11 @@ import math
 import operator
 
 import keras
+import numpy as np
 import torch
 
 from crossport.layout import after_reduce, canonical, physical_axes
+from crossport.to_keras.dynamic_dims import static_dims
 from crossport.to_keras.ops.reduce import _reduce, nan_max, nan_min
 from crossport.to_keras.ops.shape import as_value
 from crossport.to_keras.registry import Policy, register
@@ -88,3 +90,37 @@ def aten__linalg_svd_default(ctx, A, full_matrices=False, compute_uv=True, drive
     singular_layout = after_reduce(layout, [-1], keepdim=False)  # S: [..., min(m, n)]
     ctx.out_layout = (canonical(rank), singular_layout, canonical(rank))
     return None, singular, None
+
+
+def _diagonal_dims(node: torch.fx.Node) -> tuple[int, int]:
+    args = list(node.args) + [None] * 4
+    dim1 = node.kwargs.get("dim1", args[2] if args[2] is not None else 0)
+    dim2 = node.kwargs.get("dim2", args[3] if args[3] is not None else 1)
+    return dim1, dim2
+
+
+@register(aten.diagonal.default, policy=Policy.CUSTOM,
+          dynamic=static_dims("self", _diagonal_dims, "diagonal's gather indices"))
+def aten_diagonal_default(ctx, self, offset=0, dim1=0, dim2=1):
+    """diagonal(Tensor(a) self, int offset=0, int dim1=0, int dim2=1) -> Tensor(a)
+
+    The two dims moved last and merged, then one GATHER of the elements ``(i, i + offset)``
+    (TF's MatrixDiagPart has no TFLite builtin); the diagonal is the last dim, as in torch.
+    diag of a matrix and trace capture as this (and a sum).
+    """
+    value = as_value(ctx, self)
+    rank = value.rank
+    dim1, dim2 = dim1 % rank, dim2 % rank
+    rest = [d for d in range(rank) if d not in (dim1, dim2)]
+    value = ctx.plain(value)
+    order = list(physical_axes(value.layout, rest + [dim1, dim2]))  # one transpose at most
+    x = value.tensor
+    if order != list(range(rank)):
+        x = ops.transpose(x, order)
+    n, m = int(value.shape[dim1]), int(value.shape[dim2])
+    start_row, start_col = max(-offset, 0), max(offset, 0)
+    length = max(0, min(n - start_row, m - start_col))
+    flat = ctx.reshape(x, [value.shape[d] for d in rest] + [n * m])
+    index = np.array([(start_row + i) * m + start_col + i for i in range(length)], "int32")
+    ctx.out_layout = canonical(rank - 1)
+    return ops.take(flat, index, axis=-1)

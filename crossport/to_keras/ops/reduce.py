@@ -133,7 +133,14 @@ def aten_prod_dim_int(ctx, self, dim, keepdim=False, dtype=None):
     return _cast_out(ctx, _reduce(ctx, _accumulating(ctx, self), dim, keepdim, ops.prod))
 
 
-def _var(ctx, self, dim, correction, keepdim):
+@register(aten.prod.default, policy=Policy.CUSTOM, dynamic=True)
+def aten_prod_default(ctx, self, dtype=None):
+    """prod(Tensor self, *, ScalarType? dtype=None) -> Tensor (every element; bools and ints
+    multiplied in int64, 1 for no elements)"""
+    return _cast_out(ctx, _reduce(ctx, _accumulating(ctx, self), None, False, ops.prod))
+
+
+def _var(ctx, self, dim, correction, keepdim, with_mean=False):
     """Variance with torch's correction (unbiased, correction=1, by default).
 
     The element count comes from the run-time shape, so a dynamic reduced dim divides by
@@ -144,16 +151,26 @@ def _var(ctx, self, dim, correction, keepdim):
     axes = physical_axes(value.layout, dims)
     correction = 1 if correction is None else correction
     x = value.tensor
-    centred = x - stable_mean(x, axis=axes, keepdims=True)  # two-pass, pairwise sums
+    mean = stable_mean(x, axis=axes, keepdims=True)
+    centred = x - mean  # two-pass, pairwise sums
     total = stable_sum(ops.square(centred), axis=axes, keepdims=keepdim)
     ctx.out_layout = after_reduce(value.layout, dims, keepdim)
     n = 1
     for d in dims:
         n = n * ctx.size(value.shape[d])
     if isinstance(n, int):
-        return total / (n - correction) if n - correction > 0 else total / 0.0
-    dof = ops.maximum(ops.cast(n, x.dtype) - correction, 0.0)
-    return total / dof  # torch: a non-positive dof gives inf/nan, as x / 0 does here
+        var = total / (n - correction) if n - correction > 0 else total / 0.0
+    else:
+        dof = ops.maximum(ops.cast(n, x.dtype) - correction, 0.0)
+        var = total / dof  # torch: a non-positive dof gives inf/nan, as x / 0 does here
+    if not with_mean:
+        return var
+    # torch's var_mean takes its mean from a Welford update, which is NaN once an inf is
+    # followed by anything (inf - inf); NaN wherever the slice holds an inf is that rule
+    # except for a lone inf in the last position (docs/parity.md). x - x is NaN at inf/NaN.
+    mean = mean if keepdim else ops.squeeze(mean, axis=tuple(axes))
+    non_finite = stable_sum(x - x, axis=axes, keepdims=keepdim)
+    return var, ops.where(is_nan(non_finite), non_finite, mean)
 
 
 @register(aten.var.correction, aten.var.dim, policy=Policy.CUSTOM, dynamic=True)
@@ -170,6 +187,19 @@ def aten_std_correction(ctx, self, dim=None, correction=None, keepdim=False, unb
     if ctx.node.target is aten.std.dim:
         correction = 1 if unbiased else 0
     return ops.sqrt(_var(ctx, self, dim, correction, keepdim))
+
+
+@register(aten.var_mean.correction, aten.var_mean.dim, policy=Policy.CUSTOM, dynamic=True)
+def aten_var_mean_correction(ctx, self, dim=None, correction=None, keepdim=False,
+                             unbiased=True):
+    """var_mean.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None,
+    bool keepdim=False) -> (Tensor, Tensor)
+
+    std_mean is var_mean and a sqrt in the captured graph.
+    """
+    if ctx.node.target is aten.var_mean.dim:
+        correction = 1 if unbiased else 0
+    return _var(ctx, self, dim, correction, keepdim, with_mean=True)
 
 
 def _first_extreme(index_fn):
