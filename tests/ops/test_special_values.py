@@ -89,6 +89,10 @@ FLOAT_CASES = [
          Fn(lambda a, b: (torch.isinf(a), a.max(), b[4:, 3:].min(), (a > 0).long().isinf())),
          all_pairs, expect_converters=("aten_isinf_default", "aten_max_default",
                                        "aten_min_default")),
+    # float64: the bound is DBL_MAX (a Python-float bound failed to run in float64) and
+    # 1e300 is finite
+    case("isinf-float64", Fn(lambda a, b: (torch.isinf(a * 1e290), torch.isinf(b))),
+         lambda: tuple(t.double() for t in all_pairs()), expect_converters=("aten_isinf_default",)),
     # C99 float functions that were "no converter": hypot (inf beside NaN is inf, no
     # overflow at 1e30), fmax/fmin (NaN only where both are; + 0.0 leaves the sign of a
     # zero unspecified by torch out of the comparison), copysign (-0.0 and -inf give the

@@ -363,7 +363,8 @@ def isnan(x):
 def is_infinite(x):
     """``|x| > the largest finite value`` of a float tensor: not ``x == inf``, which is False
     at inf in a .tflite file (the converter saturates an infinite constant to that value)."""
-    return ops.greater(ops.abs(x), float(np.finfo(_dtype_name(x)).max))
+    dtype = _dtype_name(x)  # the bound in x's dtype: DBL_MAX as a Python float made the
+    return ops.greater(ops.abs(x), np.asarray(np.finfo(dtype).max, dtype))  # float64 fail
 
 
 def _sign(x):
