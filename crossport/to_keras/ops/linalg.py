@@ -14,7 +14,7 @@ import keras
 import numpy as np
 import torch
 
-from crossport.layout import after_reduce, canonical, physical_axes
+from crossport.layout import after_reduce, canonical, normalize_dims, physical_axes
 from crossport.to_keras.dynamic_dims import static_dims
 from crossport.to_keras.ops.reduce import _reduce, nan_max, nan_min
 from crossport.to_keras.ops.shape import as_value
@@ -110,7 +110,7 @@ def aten_diagonal_default(ctx, self, offset=0, dim1=0, dim2=1):
     """
     value = as_value(ctx, self)
     rank = value.rank
-    dim1, dim2 = dim1 % rank, dim2 % rank
+    dim1, dim2 = normalize_dims((dim1, dim2), rank)
     rest = [d for d in range(rank) if d not in (dim1, dim2)]
     value = ctx.plain(value)
     order = list(physical_axes(value.layout, rest + [dim1, dim2]))  # one transpose at most
