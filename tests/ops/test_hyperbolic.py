@@ -30,12 +30,13 @@ def specials(dtype=torch.float32):
     return torch.tensor(SPECIALS, dtype=dtype).reshape(4, 8)
 
 
-# op-table rows (tests/ops/test_coverage.py reads their expect_converters)
-CASES = [pytest.param(name, {"expect_converters": (f"aten_{name}_default",)}, id=name)
-         for name in FUNCTIONS]
+# rows naming their converters for tests/ops/test_coverage.py (not CASES: tests/codegen reads
+# tables of that name as (module, shapes, kwargs))
+ROWS = [pytest.param(name, {"expect_converters": (f"aten_{name}_default",)}, id=name)
+        for name in FUNCTIONS]
 
 
-@pytest.mark.parametrize("name, kwargs", CASES)
+@pytest.mark.parametrize("name, kwargs", ROWS)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_matches_torch_on_special_values(name, kwargs, dtype):
     module, args = Fn(FUNCTIONS[name]), (specials(dtype),)
