@@ -109,3 +109,11 @@ def test_reversible_embedding_mask_zero_is_refused():
     model = keras.Model(ids, L.ReversibleEmbedding(12, 8, mask_zero=True)(ids))
     with pytest.raises(crossport.UnsupportedLayerError, match="mask_zero"):
         crossport.to_torch(model, (torch.randint(0, 12, (2, 5)),))
+
+
+@pytest.mark.parametrize("target", [(None, 8), (2, None, 4)], ids=["lead", "middle"])
+def test_reshape_with_a_none_target_size(target):
+    """keras.layers.Reshape reads a None target size as -1 (inferred); MiT's attention
+    builds one. The converter called int(None)."""
+    x = keras.Input((6, 4))
+    assert_to_torch(keras.Model(x, L.Reshape(target)(x)))
