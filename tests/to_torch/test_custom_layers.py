@@ -117,3 +117,27 @@ def test_reshape_with_a_none_target_size(target):
     builds one. The converter called int(None)."""
     x = keras.Input((6, 4))
     assert_to_torch(keras.Model(x, L.Reshape(target)(x)))
+
+
+class BatchReshape(L.Layer):
+    """Reads the batch with ops.shape (None when traced), as keras_hub's MiT attention does."""
+
+    def __init__(self, newshape, **kwargs):
+        super().__init__(**kwargs)
+        self.newshape = newshape
+
+    def call(self, x):
+        batch = keras.ops.shape(x)[0]
+        return keras.ops.reshape(x, (batch, *self.newshape))
+
+
+def test_traced_reshape_with_a_runtime_batch():
+    x = keras.Input((6, 4))
+    assert_to_torch(keras.Model(x, BatchReshape((3, 8), name="r")(x)))
+
+
+def test_traced_reshape_with_a_runtime_batch_and_minus_one_is_refused():
+    x = keras.Input((6, 4))
+    model = keras.Model(x, BatchReshape((-1, 8), name="r")(x))
+    with pytest.raises(crossport.UnsupportedLayerError, match="run time"):
+        crossport.to_torch(model, (torch.randn(2, 6, 4),))
