@@ -9,8 +9,10 @@ context, which names them after the Keras layer (``ctx.call_module(nn.Conv2d(...
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
+import keras
 import numpy as np
 import torch
 from torch import nn
@@ -47,6 +49,7 @@ class Context:
         self._modules: dict[tuple[int, str], str] = {}
         self._variants: dict[tuple[int, str], list[str]] = {}  # a shared layer's extra modules
         self._constants: list[str] = []
+        self._variables: dict[int, str] = {}  # id(keras.Variable) -> its root attribute
         self.calls: dict[int, list] = {}  # id(Keras layer) -> the graph's KNodes calling it
         self.first_layouts: dict[int, dict[int, Layout]] = {}  # a shared layer's first call
         self.memo: dict = {}      # what a converter keeps across a shared layer's calls
@@ -108,6 +111,24 @@ class Context:
         name = f"{self.path.replace('.', '_')}_constant_{len(self._constants)}"
         self._constants.append(name)
         self.root.register_buffer(name, torch.from_numpy(np.ascontiguousarray(array)))
+        return Held(self._tag(self.graph.get_attr(name)), canonical(array.ndim), array.shape)
+
+    def variable(self, variable) -> Held:
+        """A Keras variable a traced layer's ``call`` passes to a keras.ops op
+        (``ops.take(self.embeddings, ids)``) as a parameter of the root module (a buffer if
+        not trainable), held in Keras order; one per variable however often it is read."""
+        name = self._variables.get(id(variable))
+        array = np.asarray(keras.ops.convert_to_numpy(variable))
+        if name is None:
+            name = re.sub(r"\W", "_", variable.path)
+            while hasattr(self.root, name):
+                name += "_"
+            tensor = torch.from_numpy(np.ascontiguousarray(array))
+            if variable.trainable and tensor.is_floating_point():
+                self.root.register_parameter(name, nn.Parameter(tensor))
+            else:
+                self.root.register_buffer(name, tensor)
+            self._variables[id(variable)] = name
         return Held(self._tag(self.graph.get_attr(name)), canonical(array.ndim), array.shape)
 
     def call_module(self, module: nn.Module, *args, suffix: str = "", **kwargs) -> torch.fx.Node:

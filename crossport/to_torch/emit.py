@@ -145,6 +145,10 @@ def _convert(ctx: Context, knode: KNode, held: dict) -> list[Held]:
     ctx.output_shapes = [tuple(t.shape) for t in knode.outputs]
 
     def value_of(x, data: bool = False):
+        if isinstance(x, keras.Variable):  # read by a traced layer's call (trace_call)
+            return ctx.variable(x)
+        if keras.ops.is_tensor(x):  # a traced call's eager value (static ops on a variable)
+            return ctx.constant(np.asarray(keras.ops.convert_to_numpy(x)))
         if not isinstance(x, keras.KerasTensor):
             return x
         return _as_layer_computes(ctx, knode, x, held[id(x)], data)
@@ -185,8 +189,9 @@ def _as_first_call(ctx: Context, layer, args, kwargs):
 
 
 # Layers whose data input is integer ids by design (not a value to compute with).
-_INDEX_LAYERS = frozenset({"Embedding", "CategoryEncoding", "IntegerLookup", "StringLookup",
-                           "Hashing", "HashedCrossing", "Discretization"})
+_INDEX_LAYERS = frozenset({"Embedding", "ReversibleEmbedding", "CategoryEncoding",
+                           "IntegerLookup", "StringLookup", "Hashing", "HashedCrossing",
+                           "Discretization"})
 
 
 def _as_layer_computes(ctx: Context, knode: KNode, tensor, value: Held, data: bool) -> Held:

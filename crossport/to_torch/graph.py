@@ -148,7 +148,14 @@ def _walk(model, prefix: str, graph: KGraph) -> None:
             refusal = None
             if isinstance(op, keras.layers.Layer):
                 refusal = _add_implicit_masks(op, args, kwargs, graph)
-            knode = KNode(op, path, args, kwargs, list(node.outputs), lookup(op), refusal)
+            converter = lookup(op)
+            if converter is None and refusal is None and _custom_layer(op):
+                traced = trace_call(op, args, kwargs)
+                if not isinstance(traced, str):
+                    _inline_traced(traced, path, args, kwargs, node.outputs, graph)
+                    continue
+                refusal = traced
+            knode = KNode(op, path, args, kwargs, list(node.outputs), converter, refusal)
             _track_cleared_masks(knode, graph)
             graph.nodes.append(knode)
 
@@ -241,6 +248,57 @@ def _inline(model, path: str, args: tuple, outputs: list, graph: KGraph) -> None
         _bind(graph, inner_input, outer)
     _walk(inner, path + ".", graph)
     for outer, inner_output in zip(outputs, keras.tree.flatten(inner.outputs)):
+        _bind(graph, outer, inner_output)
+
+
+def _custom_layer(op) -> bool:
+    """A layer class defined outside Keras (keras_hub's, a user's): its ``call`` is Python
+    built from Keras layers and keras.ops, which :func:`trace_call` records."""
+    return (isinstance(op, keras.layers.Layer) and not isinstance(op, keras.Model)
+            and not type(op).__module__.startswith("keras."))
+
+
+def trace_call(layer, args: tuple, kwargs: dict):
+    """``layer.call`` run on stand-in KerasTensors: the layers and keras.ops it calls are
+    recorded as a functional graph (``(function, stand-ins)``), or a reason it cannot be
+    (a string naming what failed).
+
+    ``Layer.__call__`` adds nothing to ``call`` at float32 compute besides masks: a tensor
+    argument carrying a Keras mask (``mask_zero``) is refused, since inside ``call`` Keras
+    would hand that mask on to the sublayers the stand-ins feed.
+    """
+    tensors = [t for t in keras.tree.flatten((args, kwargs)) if _is_tensor(t)]
+    if any(getattr(t, "_keras_mask", None) is not None for t in tensors):
+        return ("no converter for this layer, and its call() cannot be traced faithfully: "
+                "an input carries a Keras mask (mask_zero / Masking)")
+    stand_ins = {id(t): keras.Input(batch_shape=t.shape, dtype=t.dtype) for t in tensors}
+    call_args, call_kwargs = keras.tree.map_structure(
+        lambda v: stand_ins[id(v)] if _is_tensor(v) else v, (args, kwargs))
+    try:
+        outputs = layer.call(*call_args, **call_kwargs)
+        inputs = [stand_ins[id(t)] for t in tensors]
+        function = keras.Function(inputs, outputs)
+    except Exception as exc:  # noqa: BLE001  (the layer's own Python, any failure)
+        detail = " ".join(str(exc).split())[:200]
+        return (f"no converter for this layer, and tracing its call() into Keras layers "
+                f"and keras.ops failed ({type(exc).__name__}: {detail}); register a "
+                "converter with crossport.to_torch.register_layer(...)")
+    return function, inputs
+
+
+def _inline_traced(traced, path: str, args: tuple, kwargs: dict, outputs: list,
+                   graph: KGraph) -> None:
+    """A traced custom layer's graph inlined at its call, like a nested model."""
+    function, inputs = traced
+    given = [t for t in keras.tree.flatten((args, kwargs)) if _is_tensor(t)]
+    for inner_input, outer in zip(inputs, given):
+        _bind(graph, inner_input, outer)
+    _walk(function, path + ".", graph)
+    inner_outputs = keras.tree.flatten(function.outputs)
+    if len(inner_outputs) != len(outputs):
+        raise InputError(f"{path}: its call() returned {len(inner_outputs)} tensors, the "
+                         f"functional graph records {len(outputs)}")
+    for outer, inner_output in zip(outputs, inner_outputs):
         _bind(graph, outer, inner_output)
 
 

@@ -81,6 +81,40 @@ def Embedding(ctx: Context, layer, inputs):
     return ctx.call_module(module, index)
 
 
+def _reversible_supported(layer) -> str | None:
+    if getattr(layer, "quantization_mode", None):
+        return f"quantized ({layer.quantization_mode}): only float32 weights convert"
+    if layer.mask_zero:
+        return "mask_zero=True (the mask is set inside its call): not reproduced"
+    if layer.reverse_dtype not in (None, "float32"):
+        return f"reverse_dtype={layer.reverse_dtype!r}: only float32 computes convert"
+    return None
+
+
+@register_layer(policy=Policy.CANONICAL, supports=_reversible_supported)
+def ReversibleEmbedding(ctx: Context, layer, inputs, reverse=False):
+    """keras.layers.ReversibleEmbedding (keras_hub's token embeddings).
+
+    ``reverse=False``: the Embedding lookup. ``reverse=True``: logits ``x @ embeddings.T``
+    (tied) or ``x @ reverse_embeddings``, then Keras' soft cap ``tanh(l / cap) * cap``.
+    """
+    if not reverse:
+        return Embedding(ctx, layer, inputs)
+    if layer.tie_weights:
+        weight = np.asarray(layer.embeddings.numpy())
+    else:
+        weight = np.asarray(layer.reverse_embeddings.numpy()).T
+    module = nn.Linear(weight.shape[1], weight.shape[0], bias=False)
+    with torch.no_grad():
+        module.weight.copy_(torch.from_numpy(np.ascontiguousarray(weight)))
+    logits = ctx.call_module(module, inputs, suffix="reverse")
+    cap = layer.logit_soft_cap
+    if cap is not None:
+        logits = ctx.call_function(operator.mul, ctx.call_function(
+            torch.tanh, ctx.call_function(operator.truediv, logits, float(cap))), float(cap))
+    return logits
+
+
 def _rescaling_constants(layer) -> tuple[np.ndarray, np.ndarray]:
     """Keras' scale/offset as arrays, with Rescaling.call's channels_first reshape of scale."""
     cfg = layer.get_config()

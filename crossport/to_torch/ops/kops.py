@@ -198,8 +198,18 @@ def _permutation(op, rank: int) -> tuple[int, ...]:
 @register_op(policy=Policy.CUSTOM)
 def Reshape(ctx: Context, op, x: Held) -> Held:
     """keras.ops.reshape(x, newshape): on the held tensor when only unit dims move (see layers'
-    Reshape), else on the Keras-ordered tensor."""
-    newshape = tuple(int(s) for s in op.newshape)
+    Reshape), else on the Keras-ordered tensor.
+
+    A None size is one a traced layer's call() read off a KerasTensor (``ops.shape(x)[0]``,
+    known only at run time): alone, it is the size torch infers (-1); beside a -1 or another
+    None the shape is not determined, and the op is refused by name."""
+    unknown = sum(s is None for s in op.newshape) + sum(s == -1 for s in op.newshape)
+    if unknown > 1 and None in op.newshape:
+        raise UnsupportedLayerError(
+            f"keras.ops.reshape {ctx.path!r} to {tuple(op.newshape)}: sizes known only at run "
+            "time (read with ops.shape in a traced call) beside -1 or each other; not "
+            "converted", [(ctx.path, "Reshape", "several run-time sizes")])
+    newshape = tuple(-1 if s is None else int(s) for s in op.newshape)
     if _is_flatten(x, newshape):  # a flatten in Keras order: Dense permutes its weight
         return flatten_held(ctx, x)
     if -1 not in newshape:

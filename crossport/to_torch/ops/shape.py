@@ -54,7 +54,8 @@ def Reshape(ctx: Context, layer, inputs: Held) -> Held:
     the real dims keep their held order (squeeze-excite's ``[N, C] -> [N, 1, 1, C]`` becomes
     ``[N, C, 1, 1]``, channels-first, no permute); others run on the Keras-ordered tensor.
     """
-    target = tuple(int(s) for s in layer.get_config()["target_shape"])
+    # a None target size is Keras' -1: inferred from the others (Reshape.call)
+    target = tuple(-1 if s is None else int(s) for s in layer.get_config()["target_shape"])
     out_shape = (inputs.shape[0], *target)
     held = unit_reshape(ctx, inputs, out_shape)
     if held is not None:
