@@ -1,0 +1,110 @@
+"""The exported .tflite file on NaN, +-inf and signed zeros, run by LiteRT (XNNPACK).
+
+The export's re-check draws finite inputs only, so each row here exports a small module
+and runs the written file on special values against torch: NaN and inf positions (and the
+sign of inf) exactly, the sign of zero results where torch defines it, and the rest to
+float32 rounding. Each row failed before its fix (found by
+``benchmarks/tflite_special_values.py``, docs/parity.md).
+
+Subnormal inputs are left out: XNNPACK flushes them to zero, as TF's CPU kernels do.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+import crossport
+from crossport.export.formats import load_tflite
+
+NAN, INF = float("nan"), float("inf")
+# no subnormals (flushed); no |x| near exp's overflow or above 2**126 (docs/parity.md)
+SPECIALS = [NAN, -NAN, INF, -INF, 0.0, -0.0, 1e-30, -1e-30, 0.5, -0.5, 1.0, -1.0, 2.0, -3.0,
+            10.0, -20.0, 80.0, -80.0, 1e20, -1e20]
+
+
+def specials() -> torch.Tensor:
+    return torch.tensor(SPECIALS, dtype=torch.float32)
+
+
+def pairs() -> tuple[torch.Tensor, torch.Tensor]:
+    """Every special against every special, as two [n, n] tensors."""
+    s = specials()
+    n = len(s)
+    return s.repeat_interleave(n).reshape(n, n), s.repeat(n).reshape(n, n)
+
+
+class Fn(torch.nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *xs):
+        return self.fn(*xs)
+
+
+def exported_outputs(module, args, tmp_path, example=None) -> list[np.ndarray]:
+    """Export ``module`` (converted and re-checked on finite ``example`` inputs) and run
+    the written file on ``args``."""
+    example = example or tuple(torch.randn(a.shape) for a in args)
+    conversion = crossport.convert_with_report(module.eval(), example)
+    path = tmp_path / "m.tflite"
+    crossport.export(conversion, path)
+    names = [t.name.split(":")[0] for t in conversion.model.inputs]
+    return load_tflite(path, names)([a.numpy() for a in args])
+
+
+TINY = float(np.finfo(np.float32).tiny)  # results below it: XNNPACK flushes them to zero
+
+
+def assert_matches(got: np.ndarray, want: torch.Tensor, signed_zeros: bool = True,
+                   atol: float = TINY) -> None:
+    want = want.numpy()
+    got = np.asarray(got)
+    assert got.shape == want.shape and got.dtype == want.dtype
+    if want.dtype.kind != "f":
+        np.testing.assert_array_equal(got, want)
+        return
+    # NaN and inf positions (and inf signs) exactly; finite values to float32 rounding
+    np.testing.assert_allclose(got, want, rtol=2e-6, atol=atol)
+    if signed_zeros:
+        zeros = want == 0
+        assert (np.signbit(got[zeros]) == np.signbit(want[zeros])).all(), (
+            f"zero of the wrong sign at {np.nonzero(zeros & (np.signbit(got) != np.signbit(want)))}")
+
+
+def check(module, args, tmp_path, signed_zeros=True, atol=TINY, example=None):
+    got = exported_outputs(module, args, tmp_path, example)
+    with torch.no_grad():
+        want = module(*args)
+    want = want if isinstance(want, tuple) else (want,)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert_matches(g, w, signed_zeros, atol)
+
+
+def _infinite_constants(x):
+    mask = x > 1.0
+    return (x.masked_fill(mask, -INF), torch.where(mask, x, INF), x.clamp(-INF, 5.0),
+            torch.isposinf(x), torch.isneginf(x), torch.isfinite(x), x == INF, x != -INF,
+            torch.nan_to_num(x), x + torch.full_like(x, -INF))
+
+
+def test_infinite_constants_stay_infinite(tmp_path):
+    """The TFLite converter rewrote every infinite constant to +-FLT_MAX: masked_fill with
+    -inf wrote -3.4e38, ``x == inf`` and isposinf were False at inf, nan_to_num kept inf."""
+    check(Fn(_infinite_constants), (specials(),), tmp_path, signed_zeros=False)
+
+
+def test_a_fully_masked_softmax_row_is_nan_as_in_torch(tmp_path):
+    """With -inf saturated to -FLT_MAX a fully masked row came out uniform (1/n), not NaN;
+    a row with some -inf entries gives exactly 0 there either way."""
+    x = torch.randn(4, 6)
+    x[1, :3] = -5.0
+    x[2] = -5.0  # fully masked
+    x[3, 0] = NAN
+
+    def masked(x):
+        return F.softmax(x.masked_fill(x < -1.0, -INF), -1)
+    check(Fn(masked), (x,), tmp_path)
