@@ -12,6 +12,7 @@ Subnormal inputs are left out: XNNPACK flushes them to zero, as TF's CPU kernels
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -108,3 +109,53 @@ def test_a_fully_masked_softmax_row_is_nan_as_in_torch(tmp_path):
     def masked(x):
         return F.softmax(x.masked_fill(x < -1.0, -INF), -1)
     check(Fn(masked), (x,), tmp_path)
+
+
+# elu/selu/softplus: values to 1e-6 absolute (``exp(x) - 1`` is 0 at x = -1e-30, torch's
+# expm1 is not; both are what the converted Keras model gives too) and which zero elu(-0.0)
+# is, torch leaves open
+LOOSE = {"signed_zeros": False, "atol": 1e-6}
+UNARY_CASES = [
+    # XNNPACK's EXP maps NaN to 0
+    pytest.param(torch.exp, {}, id="exp"),
+    pytest.param(torch.expm1, {}, id="expm1"),  # also -0.0 and 1e-30 (exp - 1: +0.0 and 0)
+    pytest.param(F.elu, LOOSE, id="elu"),
+    pytest.param(F.selu, LOOSE, id="selu"),
+    pytest.param(F.softplus, LOOSE, id="softplus"),
+    # XNNPACK's NEG is 0 - x: -(0.0) came out +0.0
+    pytest.param(torch.neg, {}, id="neg"),
+    # XNNPACK's RSQRT gives NaN at +-0.0 (torch: +-inf)
+    pytest.param(torch.rsqrt, {}, id="rsqrt"),
+    pytest.param(lambda x: x ** -0.5, {}, id="pow-minus-half"),
+    # TFLite's POW saturates an overflow to +-FLT_MAX (inf ** 3 was 3.4e38)
+    pytest.param(lambda x: x ** 3, {}, id="pow-3"),
+    pytest.param(lambda x: x ** -2, {}, id="pow-minus-2"),  # a regression row (POW was right)
+]
+
+
+@pytest.mark.parametrize("fn, tolerances", UNARY_CASES)
+def test_unary_ops_on_special_values(fn, tolerances, tmp_path):
+    check(Fn(fn), (specials(),), tmp_path, **tolerances)
+
+
+BINARY_CASES = [
+    # the sign of a zero magnitude: NEG lost it
+    pytest.param(torch.copysign, id="copysign"),
+    # XNNPACK's two-tensor MAXIMUM/MINIMUM return the second operand where the first is NaN
+    pytest.param(torch.maximum, id="maximum"),
+    pytest.param(torch.minimum, id="minimum"),
+    pytest.param(lambda a, b: torch.clamp(a, min=b), id="clamp-min-tensor"),
+]
+
+
+@pytest.mark.parametrize("fn", BINARY_CASES)
+def test_binary_ops_on_special_values(fn, tmp_path):
+    signed = fn is torch.copysign  # which zero maximum(0.0, -0.0) is, torch leaves open
+    check(Fn(fn), pairs(), tmp_path, signed_zeros=signed)
+
+
+def test_clamp_by_constant_tensors_keeps_nan(tmp_path):
+    """A constant tensor operand is put second: MAXIMUM(x, c) dropped x's NaN."""
+    low, high = torch.linspace(-2, 0, len(SPECIALS)), torch.linspace(0.5, 3, len(SPECIALS))
+    check(Fn(lambda x: torch.clamp(x, low, high)), (specials(),), tmp_path,
+          signed_zeros=False)
