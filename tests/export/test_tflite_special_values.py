@@ -159,3 +159,52 @@ def test_clamp_by_constant_tensors_keeps_nan(tmp_path):
     low, high = torch.linspace(-2, 0, len(SPECIALS)), torch.linspace(0.5, 3, len(SPECIALS))
     check(Fn(lambda x: torch.clamp(x, low, high)), (specials(),), tmp_path,
           signed_zeros=False)
+
+
+class Pools(torch.nn.Module):
+    def forward(self, x):
+        return F.max_pool2d(x, 2), F.avg_pool2d(x, 2), x.exp()
+
+
+def test_the_export_reports_where_the_file_differs_from_torch_on_nan(tmp_path):
+    """What LiteRT still computes differently on NaN (max pooling skips it, as TF's kernel
+    does; XNNPACK's average pooling turns it into -inf) was invisible: the re-check's
+    inputs are finite. The export now runs the file on inputs holding NaN and ±inf too and
+    reports each output whose NaN/inf positions differ from torch, and whether the
+    converted Keras model differs there as well."""
+    conversion = crossport.convert_with_report(Pools().eval(), (torch.randn(1, 2, 8, 8),))
+    result = crossport.export(conversion, tmp_path / "m.tflite")
+    assert result.passed
+    special = result.special_values
+    assert not special.agrees
+    [max_pool, avg_pool] = special.file
+    assert max_pool.startswith("output 0 with NaN in the inputs: NaN in torch's result only")
+    assert max_pool.endswith("(the converted Keras model differs there too)")
+    assert avg_pool.startswith("output 1 with NaN in the inputs: NaN in torch's result only")
+    assert "-inf in file's result only" in avg_pool
+    assert avg_pool.endswith("the TFLite runtime's)")
+    assert "warning: on inputs holding NaN or ±inf the file differs" in result.summary()
+
+
+def test_a_file_that_agrees_with_torch_on_special_values_says_so(tmp_path):
+    module = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ELU(), torch.nn.Flatten(),
+                                 torch.nn.Linear(144, 5), torch.nn.Softmax(-1))
+    conversion = crossport.convert_with_report(module.eval(), (torch.randn(2, 3, 8, 8),))
+    result = crossport.export(conversion, tmp_path / "m.tflite")
+    assert result.special_values.agrees and "warning" not in result.summary()
+    assert "special values" in result.stages
+
+
+def test_integer_inputs_only_are_not_special_value_checked(tmp_path):
+    module = torch.nn.Embedding(10, 4)
+    conversion = crossport.convert_with_report(module.eval(), (torch.tensor([[1, 2, 3]]),))
+    assert crossport.export(conversion, tmp_path / "m.tflite").special_values is None
+
+
+def test_inputs_smaller_than_the_special_values_are_filled_with_the_first_ones():
+    """A [2, 1] input has fewer elements than (inf, -inf, -0.0): the export crashed."""
+    from crossport.export.special_values import special_inputs
+
+    nan_set, inf_set = special_inputs((torch.randn(2, 1), torch.randn(3, 4)), seed=0)
+    assert torch.isnan(nan_set[0]).sum() == 1 and torch.isinf(inf_set[0]).all()
+    assert torch.isinf(inf_set[1]).sum() == 2 and (inf_set[1] == 0).sum() == 1
