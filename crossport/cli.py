@@ -21,6 +21,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape as rich_escape
 from rich.table import Table
 from rich.text import Text
 
@@ -191,6 +192,11 @@ def _summary_table(conversion, exported) -> Table:
         else:
             table.add_row("re-loaded parity", f"{exported.max_error:.2e} (tolerance "
                           f"{exported.tolerance:.0e} for {exported.format})")
+        if exported.special_values is not None:
+            agrees = exported.special_values.agrees
+            table.add_row("NaN/inf vs torch", ("same positions" if agrees else "[yellow]"
+                          "differs[/yellow]: ") + ("" if agrees else rich_escape(
+                              exported.special_values.describe())))
     return table
 
 
@@ -346,7 +352,11 @@ def _export_json(exported) -> dict:
             "torch_vs_fp64": evidence.torch_vs_fp64 if evidence else None,
             "verdict": evidence.verdict if evidence else None,
             "quantization": exported.quantization.to_dict() if exported.quantization else None,
-            "seconds": exported.seconds, "stages": exported.stages}
+            "seconds": exported.seconds, "stages": exported.stages,
+            "special_values": None if exported.special_values is None else {
+                "agrees": exported.special_values.agrees,
+                "file": exported.special_values.file,
+                "keras": exported.special_values.keras}}
 
 
 @app.command()

@@ -15,9 +15,10 @@ from pathlib import Path
 
 from crossport.capture.borrow import borrowed
 from crossport.errors import ExportError, InputError
-from crossport.export import formats, quantize, tflite
+from crossport.export import formats, quantize, special_values, tflite
 from crossport.export.images import ImageFolder, calibration_images  # noqa: F401
 from crossport.export.quant_report import QuantizationReport, QuantizedLayer  # noqa: F401
+from crossport.export.special_values import SpecialValues
 from crossport.export.staging import FILE, SAVED_MODEL, Staging
 from crossport.parity import normalized_error
 from crossport.parity.accept import Recheck, recheck
@@ -25,6 +26,7 @@ from crossport.parity.verify import (
     from_keras_outputs,
     leaves,
     recheck_inputs,
+    run_keras,
     to_keras_inputs,
     torch_order,
     torch_outputs,
@@ -60,6 +62,9 @@ class ExportResult:
     recheck: Recheck | None = None
     quantization: QuantizationReport | None = None  # full-integer formats: SQNR, per-op rows
     stages: dict[str, float] = field(default_factory=dict)  # seconds per stage of the export
+    # float .tflite files: NaN/inf positions against torch on inputs holding them (None:
+    # not checked, or no float input)
+    special_values: SpecialValues | None = None
 
     @property
     def passed(self) -> bool:
@@ -72,8 +77,11 @@ class ExportResult:
             return f"{self.path}\n{self.quantization.summary()}"
         if self.max_error is None:
             return f"{self.format}: {self.path} (not re-checked)"
-        return (f"{self.format}: {self.path}, re-loaded error {self.max_error:.2e} "
+        text = (f"{self.format}: {self.path}, re-loaded error {self.max_error:.2e} "
                 f"(tolerance {self.tolerance:.0e} for this format)")
+        if self.special_values is not None and not self.special_values.agrees:
+            text += f"\nwarning: {self.special_values.describe()}"
+        return text
 
 
 def infer_format(path: Path) -> str:
@@ -169,7 +177,7 @@ def stage_export(conversion, path: str | Path, format: str | None, staging: Stag
     plan = quantize.plan(conversion, format, calibration, int8_io, float_layers)
     if plan is not None:
         tolerance = None  # gated on output SQNR: result.quantization.min_sqnr_db
-    report = None
+    report = specials = None
     start = time.perf_counter()
     tmp = staging.claim(path, target_kind(path, format))
     result = None
@@ -183,7 +191,11 @@ def stage_export(conversion, path: str | Path, format: str | None, staging: Stag
             _write(conversion, tmp, format, stages)
             if check:
                 with borrowed(conversion.module), formats.timed(stages, "re-check"):
-                    result = _recheck(conversion, tmp, format, check_inputs, tolerance)
+                    run = _loader(conversion, tmp, format)
+                    result = _recheck(conversion, run, format, check_inputs, tolerance)
+                if format.startswith("tflite") and result.passed:
+                    with borrowed(conversion.module), formats.timed(stages, "special values"):
+                        specials = _special_values(conversion, run)
     except (ExportError, InputError):
         raise
     except Exception as exc:  # any writer/loader failure: report it, leave nothing behind
@@ -194,7 +206,7 @@ def stage_export(conversion, path: str | Path, format: str | None, staging: Stag
             f"{result.describe()}; nothing was written to {path}")
     error = report.max_error if report is not None else (result.error if result else None)
     return ExportResult(path, format, error, tolerance, time.perf_counter() - start, result,
-                        report, stages)
+                        report, stages, specials)
 
 
 def _refuse_tflite_precision(conversion, format: str) -> None:
@@ -242,24 +254,41 @@ def _loader(conversion, path: Path, format: str):
     return formats.load_tflite(path, names)
 
 
-def _recheck(conversion, path: Path, format: str, count: int, tolerance: float) -> Recheck:
-    """The re-loaded artifact against torch on fresh inputs, by the conversion's rule.
+def _recheck(conversion, run, format: str, count: int, tolerance: float) -> Recheck:
+    """The re-loaded artifact (``run``, from :func:`_loader`) against torch on fresh
+    inputs, by the conversion's rule.
 
     Quantised formats change the function on purpose: their stated tolerance is a hard bound.
     """
-    run = _loader(conversion, path, format)
-    channels_last_io = conversion.options.channels_last_io
-
-    def keras_leaves(args, structure):
-        flat = run(to_keras_inputs(args, channels_last_io))
-        order = torch_order(conversion.model, structure)
-        return from_keras_outputs([flat[j] for j in order], channels_last_io)
-
+    keras_leaves = _artifact_leaves(conversion, run)
     shape_sets = conversion.report.shape_sets if conversion.report is not None else None
     input_sets = recheck_inputs(conversion.example_args, shape_sets,
                                 conversion.options.seed + 100, count)
     rule = conversion.options.tolerance if FORMATS[format] is None else "atol"
     return recheck(conversion.module, input_sets, keras_leaves, tolerance, rule)
+
+
+def _artifact_leaves(conversion, run):
+    """``leaves(args, torch_structure)``: the artifact's outputs in torch's leaf order."""
+    channels_last_io = conversion.options.channels_last_io
+
+    def artifact_leaves(args, structure):
+        flat = run(to_keras_inputs(args, channels_last_io))
+        order = torch_order(conversion.model, structure)
+        return from_keras_outputs([flat[j] for j in order], channels_last_io)
+    return artifact_leaves
+
+
+def _special_values(conversion, run) -> SpecialValues | None:
+    """The file (``run``), torch and the Keras model on inputs holding NaN, ±inf and -0.0
+    (:mod:`crossport.export.special_values`), at the example's shapes."""
+    channels_last_io = conversion.options.channels_last_io
+
+    def keras_leaves(args, structure):
+        return run_keras(conversion.model, args, channels_last_io, like=structure)
+    return special_values.check(conversion.module, conversion.example_args,
+                                conversion.options.seed + 200,
+                                _artifact_leaves(conversion, run), keras_leaves)
 
 
 def _compare(conversion, run, args_sets):

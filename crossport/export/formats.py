@@ -115,7 +115,11 @@ def _convert(model, quantization: str, conversion, stages: dict, splats=()) -> b
     import tensorflow as tf
 
     from crossport.export import tagged
-    from crossport.export.tflite import converter_from_saved_model, run_converter
+    from crossport.export.tflite import (
+        converter_from_saved_model,
+        keep_infinite_constants,
+        run_converter,
+    )
 
     with tempfile.TemporaryDirectory() as tmp:
         saved = Path(tmp) / "saved_model"
@@ -123,6 +127,8 @@ def _convert(model, quantization: str, conversion, stages: dict, splats=()) -> b
             write_converter_input(model, saved, {id(w.variable): w.tag for w in splats})
         with timed(stages, "tflite convert"):
             converter = converter_from_saved_model(saved)
+            if quantization in ("float32", "float16"):
+                keep_infinite_constants(converter)
             if splats:
                 tagged.unfold_splats(converter)
             if quantization in ("float16", "int8"):

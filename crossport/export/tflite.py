@@ -54,6 +54,16 @@ def converter_from_saved_model(saved: Path, ops: str = "builtins"):
     return converter
 
 
+def keep_infinite_constants(converter) -> None:
+    """Keeps ``±inf`` constants infinite in a float file. By default TF's converter rewrites
+    every infinite constant to ``±FLT_MAX`` (its "canonicalize boundary value" pass), so
+    ``masked_fill(mask, -inf)`` wrote -3.4e38, ``x == inf`` was False at inf, ``isposinf``
+    and ``nan_to_num`` missed inf, and a fully masked softmax row gave 1/n where torch gives
+    NaN. Quantized files keep the default: a calibrated range cannot hold an infinity."""
+    if hasattr(converter, "canonicalizing_inf_as_min_max_float"):
+        converter.canonicalizing_inf_as_min_max_float = False
+
+
 def _lean_converter(saved: Path):
     """TF's SavedModel converter minus its Python post-passes, or None on another TF.
 

@@ -9,6 +9,7 @@ import torch
 from crossport.layers.activation import GELU
 from crossport.layers.special import Erf
 from crossport.to_keras.fold import is_constant
+from crossport.to_keras.ops.elementwise import exp, nan_kept
 from crossport.to_keras.registry import Policy, register
 from crossport.to_keras.values import keras_dtype
 
@@ -85,23 +86,31 @@ def aten_prelu_default(ctx, self, weight):
 @register(aten.elu.default, aten.elu_.default, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_elu_default(ctx, self, alpha=1.0, scale=1.0, input_scale=1.0):
     """elu(Tensor self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1) -> Tensor (also celu, selu)"""
-    def elu(x):
-        xs = x * input_scale
-        return scale * ops.where(xs > 0, xs, alpha * (ops.exp(ops.minimum(xs, 0.0)) - 1.0))
-    return _activation(ctx, self, elu)
+    return _activation(ctx, self, lambda x: _elu(x, alpha, scale, input_scale))
+
+
+def _elu(x, alpha, scale=1.0, input_scale=1.0):
+    """``scale * (x' if x' > 0 else alpha * (e^x' - 1))`` for ``x' = x * input_scale``;
+    NaN at NaN in .tflite files too (:func:`exp`)."""
+    xs = x * input_scale
+    return scale * ops.where(xs > 0, xs, alpha * (exp(ops.minimum(xs, 0.0)) - 1.0))
 
 
 @register(aten.celu.default, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_celu_default(ctx, self, alpha=1.0):
     """celu(Tensor self, Scalar alpha=1.0) -> Tensor"""
     return _activation(ctx, self, lambda x: ops.maximum(x, 0.0) + ops.minimum(
-        0.0, alpha * (ops.exp(ops.minimum(x, 0.0) / alpha) - 1.0)))
+        0.0, alpha * (exp(ops.minimum(x, 0.0) / alpha) - 1.0)))
 
 
 @register(aten.selu.default, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_selu_default(ctx, self):
-    """selu(Tensor self) -> Tensor"""
-    return _activation(ctx, self, keras.activations.selu)
+    """selu(Tensor self) -> Tensor: elu with torch's constants (Keras' selu lowers to an
+    ``EXP`` that maps NaN to 0 in a .tflite file)"""
+    return _activation(ctx, self, lambda x: _elu(x, _SELU_ALPHA, _SELU_SCALE))
+
+
+_SELU_ALPHA, _SELU_SCALE = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
 
 
 @register(aten.gelu.default, policy=Policy.AGNOSTIC, dynamic=True)
@@ -154,11 +163,12 @@ def aten_tanh_default(ctx, self):
 def aten_softplus_default(ctx, self, beta=1.0, threshold=20.0):
     """softplus(Tensor self, Scalar beta=1, Scalar threshold=20) -> Tensor
 
-    torch returns x unchanged where beta*x > threshold.
+    torch returns x unchanged where beta*x > threshold. TF's Softplus lowers to an ``EXP``
+    that maps NaN to 0 in a .tflite file: NaN is put back (:func:`nan_kept`).
     """
     def softplus(x):
         bx = x * beta
-        return ops.where(bx > threshold, x, ops.softplus(bx) / beta)
+        return ops.where(bx > threshold, x, nan_kept(bx, ops.softplus(bx)) / beta)
     return _activation(ctx, self, softplus)
 
 

@@ -32,8 +32,34 @@ def keras_add(x, y):
         return ops.add(x, y)
     nonunit = [d for d in tuple(getattr(y, "shape", ())) if d is None or d > 1]
     if len(nonunit) == 1 and len(tuple(getattr(x, "shape", ()))) > 1:
-        return ops.subtract(x, ops.negative(y))
+        return ops.subtract(x, negated(y))
     return ops.add(x, y)
+
+
+def negated(x):
+    """``-x``; of floats ``x * -1``: LiteRT's (XNNPACK's) ``NEG`` computes ``0 - x``, so
+    ``-(0.0)`` came out +0.0 in a .tflite file (``neg``, ``copysign(0.0, -1.0)``); its ``MUL``
+    keeps the sign of zero, and costs the same."""
+    if isinstance(x, (int, float, np.ndarray)):
+        return -x
+    if keras.backend.is_float_dtype(x.dtype):
+        return ops.multiply(x, -1.0)
+    return ops.negative(x)
+
+
+def nan_kept(x, y):
+    """``y``, made NaN where ``x`` is NaN, for ops whose LiteRT kernel loses a NaN input:
+    ``min(|x|, 0)`` is 0 for every other ``x`` (inf too) and NaN at NaN, so adding it keeps
+    every other value of ``y`` (a zero becomes +0.0). Builtin ops XNNPACK runs in the same
+    partition (ABS, MINIMUM with a scalar, ADD), unlike an ``isnan``/``where`` (a
+    comparison and SELECT_V2, which XNNPACK does not take)."""
+    return ops.add(y, ops.minimum(ops.abs(x), 0.0))
+
+
+def exp(x):
+    """``e^x``, NaN at NaN in a .tflite file too: XNNPACK's ``EXP`` maps NaN to 0, so
+    ``exp``, ``expm1``, ``elu`` and ``softplus`` of NaN came out 0, -1, -alpha and 0."""
+    return nan_kept(x, ops.exp(x))
 
 
 def keras_multiply(x, y):
@@ -241,13 +267,22 @@ def aten_fmod_tensor(ctx, self, other):
 @register(aten.pow.Tensor_Scalar, aten.pow.Tensor_Tensor, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_pow_tensor_scalar(ctx, self, exponent):
     """pow.Tensor_Scalar(Tensor self, Scalar exponent) -> Tensor"""
-    if isinstance(exponent, (int, float)) and exponent == 2:
-        return ops.square(self)
-    if isinstance(exponent, (int, float)) and exponent == 0.5:
-        return ops.sqrt(self)
+    if isinstance(exponent, (int, float)) and exponent in _POWERS and _is_tensor(self) and (
+            ctx.out_dtype.is_floating_point):
+        return _POWERS[exponent](self)
     if _is_int(ctx) and _is_tensor(exponent):
         return _int_power(ctx, *_promoted(ctx, self, exponent))
     return ops.power(self, exponent)
+
+
+# The exponents torch's CPU kernel computes without std::pow (ATen's PowKernel.cpp), done
+# the same way: TFLite's POW also saturates an overflow to the largest float (inf ** 3 came
+# out 3.4e38 in a .tflite file).
+_POWERS = {
+    2: lambda x: ops.square(x), 3: lambda x: x * x * x, 0.5: lambda x: ops.sqrt(x),
+    -0.5: lambda x: _rsqrt(x), -1: lambda x: ops.divide(1.0, x),
+    -2: lambda x: ops.divide(1.0, x * x),
+}
 
 
 @register(aten.pow.Scalar, policy=Policy.AGNOSTIC, dynamic=True)
@@ -296,14 +331,28 @@ def _max(ctx, x, y):
     """``maximum`` in torch's result dtype; of bools ``or`` (TF has no bool Maximum)."""
     if ctx.out_dtype == torch.bool:
         return ops.logical_or(x, y)
-    return ops.maximum(*_promoted(ctx, x, y))
+    return _nan_propagating(ops.maximum, *_promoted(ctx, x, y))
+
+
+def _nan_propagating(extreme, x, y):
+    """``extreme(x, y)``, NaN where either is NaN as in torch and TF, in a .tflite file too:
+    XNNPACK's two-tensor ``MAXIMUM``/``MINIMUM`` return the second operand where the first
+    is NaN (a constant tensor is put second; a Python scalar is not a tensor and keeps the
+    NaN), so ``maximum(nan, 1)`` was 1 and ``clamp(x, lo_tensor, hi_tensor)`` lost NaN."""
+    out = extreme(x, y)
+    if isinstance(y, (int, float)) or isinstance(x, (int, float)):
+        return out
+    first = x if isinstance(x, keras.KerasTensor) else y
+    if isinstance(first, keras.KerasTensor) and keras.backend.is_float_dtype(first.dtype):
+        return nan_kept(first, out)
+    return out
 
 
 def _min(ctx, x, y):
     """``minimum`` in torch's result dtype; of bools ``and`` (TF has no bool Minimum)."""
     if ctx.out_dtype == torch.bool:
         return ops.logical_and(x, y)
-    return ops.minimum(*_promoted(ctx, x, y))
+    return _nan_propagating(ops.minimum, *_promoted(ctx, x, y))
 
 
 @register(aten.clamp.default, aten.clamp.Tensor, aten.clamp_.default, policy=Policy.AGNOSTIC, dynamic=True)
@@ -379,13 +428,20 @@ def _negative(x):
     unsigned Neg kernel: the converted model failed to run)."""
     if _dtype_name(x).startswith("uint"):
         return ops.subtract(ops.zeros_like(x), x)
-    return ops.negative(x)
+    return negated(x)
+
+
+def _rsqrt(x):
+    """``1 / sqrt(x)``, as torch's CPU kernel computes it: LiteRT's (XNNPACK's) ``RSQRT``
+    gives NaN at 0 and -0.0 (torch: inf, -inf). A reciprocal, not ``1.0 / sqrt(x)``, which
+    the TFLite converter fuses back into ``RSQRT``."""
+    return ops.reciprocal(ops.sqrt(x))
 
 
 _UNARY = {
-    aten.neg.default: _negative, aten.abs.default: ops.abs, aten.exp.default: ops.exp,
-    aten.log.default: ops.log, aten.log1p.default: ops.log1p, aten.expm1.default: ops.expm1,
-    aten.sqrt.default: ops.sqrt, aten.rsqrt.default: ops.rsqrt, aten.sin.default: ops.sin,
+    aten.neg.default: _negative, aten.abs.default: ops.abs, aten.exp.default: exp,
+    aten.log.default: ops.log, aten.log1p.default: ops.log1p,
+    aten.sqrt.default: ops.sqrt, aten.rsqrt.default: _rsqrt, aten.sin.default: ops.sin,
     aten.cos.default: ops.cos, aten.floor.default: ops.floor, aten.ceil.default: ops.ceil,
     aten.sign.default: _sign, aten.reciprocal.default: ops.reciprocal,
     aten.logical_not.default: ops.logical_not, aten.exp2.default: lambda x: ops.power(2.0, x),

@@ -17,6 +17,7 @@ from crossport.to_keras.ops.elementwise import (
     is_infinite,
     isnan,
     keras_add,
+    negated,
 )
 from crossport.to_keras.registry import Policy, register
 from crossport.to_keras.values import keras_dtype
@@ -101,4 +102,4 @@ def aten_copysign_tensor(ctx, self, other):
     if not isinstance(other, (int, float)):
         other = _float_operand(other, want)
     magnitude = ops.abs(self)
-    return ops.where(sign_bit(other), ops.negative(magnitude), magnitude)
+    return ops.where(sign_bit(other), negated(magnitude), magnitude)

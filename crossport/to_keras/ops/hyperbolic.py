@@ -17,7 +17,7 @@ import keras
 import numpy as np
 import torch
 
-from crossport.to_keras.ops.elementwise import _float_operand, isnan
+from crossport.to_keras.ops.elementwise import _float_operand, exp, isnan
 from crossport.to_keras.ops.float_math import sign_bit
 from crossport.to_keras.registry import Policy, register
 from crossport.to_keras.values import keras_dtype
@@ -84,6 +84,7 @@ def _series(x, coefficients):
 _SINH = [1.0 / math.factorial(2 * k + 1) for k in range(7)]  # to a^13 for a < 1
 _ASINH = [(-1) ** k * math.comb(2 * k, k) / (4 ** k * (2 * k + 1)) for k in range(9)]
 _ATANH = [1.0 / (2 * k + 1) for k in range(9)]
+_EXPM1 = [1.0 / math.factorial(k + 1) for k in range(8)]  # expm1(a)/a in a, to a^7/8!
 _ACOSH = [(-1) ** k * math.comb(2 * k, k) / (8 ** k * (2 * k + 1)) for k in range(9)]
 _SMALL = 0.125  # the series' last terms are below float32's eps there
 
@@ -107,6 +108,17 @@ def _log_large(a):
 def _keep_nan(x, y):
     """NaN where ``x`` is NaN: LiteRT's EXP maps NaN to 0."""
     return ops.where(isnan(x), x, y)
+
+
+def expm1(x):
+    """``e^x - 1``: its Taylor series below |x| = 1/8 (exact near 0, -0.0 kept; the TFLite
+    converter lowers TF's Expm1 to ``exp(x) - 1``, which gave 0 at 1e-30 and +0.0 at -0.0),
+    else ``exp(x) - 1`` with NaN kept (LiteRT's EXP maps NaN to 0: expm1(nan) was -1)."""
+    if keras.backend.standardize_dtype(x.dtype) == "float64":
+        return ops.expm1(x)  # the series is float32-accurate; TFLite files are float32
+    near = ops.clip(x, -_SMALL, _SMALL)
+    series = _poly(near, _EXPM1) * near
+    return ops.where(ops.less(ops.abs(x), _SMALL), series, exp(x) - 1.0)
 
 
 def sinh(x):
@@ -170,7 +182,7 @@ def atanh(x):
 _FUNCTIONS = {
     aten.asin.default: asin, aten.acos.default: acos, aten.sinh.default: sinh,
     aten.cosh.default: cosh, aten.asinh.default: asinh, aten.acosh.default: acosh,
-    aten.atanh.default: atanh, aten.erfc.default: ops.erfc,
+    aten.atanh.default: atanh, aten.erfc.default: ops.erfc, aten.expm1.default: expm1,
 }
 
 
