@@ -193,11 +193,14 @@ def _summary_table(conversion, exported) -> Table:
             table.add_row("re-loaded parity", f"{exported.max_error:.2e} (tolerance "
                           f"{exported.tolerance:.0e} for {exported.format})")
         if exported.special_values is not None:
-            agrees = exported.special_values.agrees
-            table.add_row("NaN/inf vs torch", ("same positions" if agrees else "[yellow]"
-                          "differs[/yellow]: ") + ("" if agrees else rich_escape(
-                              exported.special_values.describe())))
+            table.add_row("NaN/inf vs torch", _special_values_cell(exported.special_values))
     return table
+
+
+def _special_values_cell(special) -> str:
+    if not special.agrees:
+        return "[yellow]differs[/yellow]: " + rich_escape(special.describe())
+    return rich_escape(special.describe()) if special.skipped else "same positions"
 
 
 def _quantization_rows(table: Table, report, top: int = 5) -> None:
@@ -356,7 +359,8 @@ def _export_json(exported) -> dict:
             "special_values": None if exported.special_values is None else {
                 "agrees": exported.special_values.agrees,
                 "file": exported.special_values.file,
-                "keras": exported.special_values.keras}}
+                "keras": exported.special_values.keras,
+                "skipped": exported.special_values.skipped}}
 
 
 @app.command()

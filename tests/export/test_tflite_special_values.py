@@ -195,6 +195,23 @@ def test_a_file_that_agrees_with_torch_on_special_values_says_so(tmp_path):
     assert "special values" in result.stages
 
 
+class RejectsNaN(torch.nn.Module):
+    def forward(self, x):
+        torch._assert_async(~torch.isnan(x).any())  # a value assertion: dropped in the graph
+        return x * 2
+
+
+def test_a_model_rejecting_nan_inputs_still_exports_and_says_what_was_not_checked(tmp_path):
+    """The special-value inputs are the export's own; a model validating its inputs made the
+    whole export fail."""
+    conversion = crossport.convert_with_report(RejectsNaN().eval(), (torch.randn(2, 3),))
+    result = crossport.export(conversion, tmp_path / "m.tflite")
+    assert result.passed and (tmp_path / "m.tflite").exists()
+    [skipped] = result.special_values.skipped
+    assert skipped.startswith("the torch module rejects inputs with NaN (RuntimeError")
+    assert "not checked on special values" in result.special_values.describe()
+
+
 def test_integer_inputs_only_are_not_special_value_checked(tmp_path):
     module = torch.nn.Embedding(10, 4)
     conversion = crossport.convert_with_report(module.eval(), (torch.tensor([[1, 2, 3]]),))
