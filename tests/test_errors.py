@@ -47,6 +47,34 @@ def test_unsupported_ops_are_all_listed_with_count_and_source_line():
         "crossport_test.mystery.default", "aten.logcumsumexp.default"}
 
 
+class ValueAsSize(torch.nn.Module):
+    """A slice bound read from a tensor's value (Reformer's position encodings)."""
+
+    def forward(self, x):
+        n = x.argmax().item()
+        torch._check(n >= 0)
+        torch._check(n < 10)
+        return x.flatten()[: n + 1].sum()
+
+
+class DrawsNoise(torch.nn.Module):
+    def forward(self, x):
+        return x + torch.rand(x.shape), torch.randn(3)
+
+
+@pytest.mark.parametrize("module, why", [
+    (ValueAsSize(), r"aten._local_scalar_dense.default x1: no converter: a tensor's value "
+                    r"read as a Python number \(.item\(\).*test_errors.py:\d+: n = x.argmax"),
+    (DrawsNoise(), r"aten.rand.default x1: no converter: random numbers drawn in forward.*"
+                   r"pass them in as an input of forward"),
+], ids=["value-read-as-a-number", "random-numbers"])
+def test_ops_no_converter_can_take_say_why(module, why):
+    """They were a bare "no converter" (the transformers sweep: Reformer, JetMoE, UnivNet,
+    ViT-MAE)."""
+    with pytest.raises(crossport.UnsupportedOpError, match=re.compile(why, re.DOTALL)):
+        crossport.convert(module.eval(), (torch.randn(2, 5),))
+
+
 class DataDependentBranch(torch.nn.Module):
     def forward(self, x):
         if x.sum() > 0:

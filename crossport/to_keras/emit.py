@@ -528,6 +528,16 @@ def _with_way_out(node: torch.fx.Node, reason: str) -> str:
 
 
 def _no_converter(node: torch.fx.Node) -> str:
+    """"no converter", with why no converter can exist for ops of a known kind."""
+    if node.target is torch.ops.aten._local_scalar_dense.default:
+        return ("no converter: a tensor's value read as a Python number (.item(), .tolist(), "
+                "int(t)) and used to compute the graph (a size, a slice bound, a branch): a "
+                "Keras graph fixes those when it is built; compute it from shapes, or keep "
+                "the value a tensor")
+    if torch.Tag.nondeterministic_seeded in getattr(node.target, "tags", ()):
+        return ("no converter: random numbers drawn in forward (torch's generator has no "
+                "Keras twin, and the outputs could not be compared); pass them in as an "
+                "input of forward")
     return _with_way_out(node, "no converter")
 
 
