@@ -335,3 +335,22 @@ def test_a_converted_model_tf_cannot_run_is_a_conversion_error():
     with replaced(torch.ops.aten.relu.default, int_sigmoid), \
             pytest.raises(crossport.ConversionError, match="failed to run: InvalidArgumentError"):
         crossport.convert(torch.nn.ReLU().eval(), (torch.randn(2, 3),))
+
+
+def test_transformers_eager_experts_loop_names_the_setting_that_converts():
+    """A mixture of experts on transformers' eager loop (OpenAI's privacy filter defaults to
+    it) cannot be captured; the error says which experts_implementation converts."""
+    pytest.importorskip("transformers")
+    from crossport.compat import import_torchvision
+
+    import_torchvision()
+    import transformers
+
+    config = transformers.MixtralConfig(
+        vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+        num_attention_heads=2, num_key_value_heads=2, num_local_experts=4,
+        num_experts_per_tok=2, experts_implementation="eager")
+    block = transformers.MixtralModel(config).layers[0].mlp.eval()
+    with pytest.raises(crossport.CaptureError, match=r"MixtralExperts runs transformers' "
+                                                     r"eager experts loop.*'grouped_mm'"):
+        crossport.convert(block, (torch.randn(2, 5, 16),))
