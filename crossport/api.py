@@ -16,7 +16,7 @@ from crossport.errors import ConversionError, CrossportError, InputError, Parity
 from crossport.options import ConvertOptions
 from crossport.parity import ParityReport, verify
 from crossport.to_keras.emit import Emitter
-from crossport.to_keras.registry import complex_ops, registered_ops
+from crossport.to_keras.registry import capture_targets
 
 
 @dataclass
@@ -106,7 +106,7 @@ def convert_with_report(module: torch.nn.Module, example_args, options: ConvertO
         warn_if_training(module)
     stage = _Stages(on_stage)
     with stage("capture"):
-        exported = capture(module, args, opts, set(registered_ops()) | set(complex_ops()))
+        exported = capture(module, args, opts, capture_targets())
     with stage("convert"):
         emitted = Emitter(exported, input_names(module, len(args)), opts).emit()
     report = None

@@ -47,6 +47,34 @@ def test_unsupported_ops_are_all_listed_with_count_and_source_line():
         "crossport_test.mystery.default", "aten.logcumsumexp.default"}
 
 
+class ValueAsSize(torch.nn.Module):
+    """A slice bound read from a tensor's value (Reformer's position encodings)."""
+
+    def forward(self, x):
+        n = x.argmax().item()
+        torch._check(n >= 0)
+        torch._check(n < 10)
+        return x.flatten()[: n + 1].sum()
+
+
+class DrawsNoise(torch.nn.Module):
+    def forward(self, x):
+        return x + torch.rand(x.shape), torch.randn(3)
+
+
+@pytest.mark.parametrize("module, why", [
+    (ValueAsSize(), r"aten._local_scalar_dense.default x1: no converter: a tensor's value "
+                    r"read as a Python number \(.item\(\).*test_errors.py:\d+: n = x.argmax"),
+    (DrawsNoise(), r"aten.rand.default x1: no converter: random numbers drawn in forward.*"
+                   r"pass them in as an input of forward"),
+], ids=["value-read-as-a-number", "random-numbers"])
+def test_ops_no_converter_can_take_say_why(module, why):
+    """They were a bare "no converter" (the transformers sweep: Reformer, JetMoE, UnivNet,
+    ViT-MAE)."""
+    with pytest.raises(crossport.UnsupportedOpError, match=re.compile(why, re.DOTALL)):
+        crossport.convert(module.eval(), (torch.randn(2, 5),))
+
+
 class DataDependentBranch(torch.nn.Module):
     def forward(self, x):
         if x.sum() > 0:
@@ -307,3 +335,22 @@ def test_a_converted_model_tf_cannot_run_is_a_conversion_error():
     with replaced(torch.ops.aten.relu.default, int_sigmoid), \
             pytest.raises(crossport.ConversionError, match="failed to run: InvalidArgumentError"):
         crossport.convert(torch.nn.ReLU().eval(), (torch.randn(2, 3),))
+
+
+def test_transformers_eager_experts_loop_names_the_setting_that_converts():
+    """A mixture of experts on transformers' eager loop (OpenAI's privacy filter defaults to
+    it) cannot be captured; the error says which experts_implementation converts."""
+    pytest.importorskip("transformers")
+    from crossport.compat import import_torchvision
+
+    import_torchvision()
+    import transformers
+
+    config = transformers.MixtralConfig(
+        vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+        num_attention_heads=2, num_key_value_heads=2, num_local_experts=4,
+        num_experts_per_tok=2, experts_implementation="eager")
+    block = transformers.MixtralModel(config).layers[0].mlp.eval()
+    with pytest.raises(crossport.CaptureError, match=r"MixtralExperts runs transformers' "
+                                                     r"eager experts loop.*'grouped_mm'"):
+        crossport.convert(block, (torch.randn(2, 5, 16),))

@@ -265,7 +265,7 @@ def _capture_message(module: torch.nn.Module, exc: Exception, args: tuple = ()) 
             marker in str(exc).lower() for marker in _DATA_DEPENDENT):
         hint = ("crossport converts what torch.export captures: data-dependent Python "
                 "control flow (an `if` or loop on tensor values) must become torch.cond / "
-                "tensor ops, or be moved out of forward.")
+                "tensor ops, or be moved out of forward." + _eager_experts_hint(module))
     elif args and _fails_eagerly(module, args):
         return (f"{name} raised {type(exc).__name__}: {first_line}{where} when run on the "
                 "example inputs (it fails without crossport too): give example inputs of "
@@ -276,6 +276,20 @@ def _capture_message(module: torch.nn.Module, exc: Exception, args: tuple = ()) 
                 "or move it out of forward.")
     return (f"torch.export could not capture {name}{where}: {type(exc).__name__}: "
             f"{first_line}\n{hint}")
+
+
+def _eager_experts_hint(module: torch.nn.Module) -> str:
+    """transformers' experts modules (``use_experts_implementation``) on their eager path
+    loop over the experts the data hits; the grouped_mm and batched_mm paths convert."""
+    for sub in module.modules():
+        config = getattr(sub, "config", None)
+        if hasattr(sub, "_is_expert_parallel") and getattr(
+                config, "_experts_implementation", None) == "eager":
+            return (f" {type(sub).__name__} runs transformers' eager experts loop (a loop "
+                    "over the experts the tokens hit): build the model with "
+                    "experts_implementation='grouped_mm' (the default of most families) or "
+                    "'batched_mm' in its config, which convert.")
+    return ""
 
 
 def _is_library_frame(filename: str) -> bool:

@@ -18,7 +18,15 @@ _ATEN_OF = {"Erf": "erf", "Tan": "tan", "Atan": "atan", "Erfinv": "erfinv"}
 _FFT = ("_fft_r2c", "_fft_c2c", "_fft_c2r")
 _ATENS_OF = {"FFT": _FFT, "FFT2D": _FFT, "IRFFT": ("_fft_c2r",), "Complex": _FFT,
              "ComplexAbs": _FFT, "LeftShift": ("bitwise_left_shift", "__lshift__"),
-             "RightShift": ("bitwise_right_shift", "__rshift__"), "Invert": ("bitwise_not",)}
+             "RightShift": ("bitwise_right_shift", "__rshift__"), "Invert": ("bitwise_not",),
+             # index_put's last writer / accumulated sums (ops/assign.py, DynamicIndexPut)
+             "UnsortedSegmentMax": ("index_put",), "UnsortedSegmentSum": ("index_put",),
+             "FloorDiv": ("floor_divide", "div")}  # TFLite's FLOOR_DIV: no int64
+# TF ops that only integer results bring (a float floor division is converted without it)
+_INTEGER_ONLY = {"FloorDiv"}
+# The call targets of transformers 5's default experts path, which does not export: its
+# batched_mm path does (gathers and batched matmuls)
+_MOE_DEFAULT_PATH = {"transformers.grouped_mm_fallback.default"}
 
 
 def _atens_of(tf_op: str) -> tuple[str, ...]:
@@ -123,7 +131,19 @@ def flex_message(names: list[str], conversion=None, exc: BaseException | None = 
     return (f"the TFLite file would need TF ops that have no TFLite builtin: "
             f"{', '.join(names)}{where}. They only run with the Flex (TF Select) delegate, which "
             "standalone LiteRT does not have, so crossport exports builtin ops only. Export "
-            "SavedModel or .keras instead, or replace the op in the torch module.")
+            "SavedModel or .keras instead, or replace the op in the torch module."
+            + _moe_hint(conversion))
+
+
+def _moe_hint(conversion) -> str:
+    exported = getattr(conversion, "exported", None)
+    targets = {str(n.target) for n in exported.graph.nodes} if exported is not None else ()
+    if not _MOE_DEFAULT_PATH & set(targets):
+        return ""
+    return (" This model runs transformers' default mixture-of-experts path (tokens sorted "
+            "by expert, an inverse permutation and int64 divisions): build it with "
+            "experts_implementation='batched_mm' in its config, whose gathers and batched "
+            "matmuls export as builtins.")
 
 
 def _torch_sources(names: list[str], conversion) -> str:
@@ -134,12 +154,21 @@ def _torch_sources(names: list[str], conversion) -> str:
     from crossport.capture.source import describe
 
     found = []
-    wanted = {a for n in names for a in _atens_of(n)}
+    wanted: dict[str, bool] = {}  # aten op -> whether only its integer results count
+    for name in names:
+        for aten in _atens_of(name):
+            wanted[aten] = wanted.get(aten, True) and name in _INTEGER_ONLY
     for node in exported.graph_module.graph.nodes:
         op = getattr(node.target, "__name__", str(node.target)).split(".")[0]
-        if node.op == "call_function" and op in wanted:
+        if node.op == "call_function" and op in wanted and not (
+                wanted[op] and _floating(node)):
             found.append(f"aten.{op} {describe(node)}")
     return f" (from {'; '.join(found)})" if found else ""
+
+
+def _floating(node) -> bool:
+    value = node.meta.get("val")
+    return getattr(value, "dtype", None) is not None and value.dtype.is_floating_point
 
 
 def _torch_modules(names: list[str], conversion, exc: BaseException | None) -> str:

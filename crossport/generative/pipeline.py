@@ -17,6 +17,7 @@ import torch
 from crossport.api import convert_with_report
 from crossport.errors import ExportError, InputError
 from crossport.export.tagged import fill_weights
+from crossport.export.tflite import run_converter
 from crossport.generative import signatures, streamed
 from crossport.generative.runner import LiteRTGenerator, SavedModelGenerator, one_prompt
 from crossport.generative.step import KVCacheStep
@@ -153,7 +154,8 @@ def _write(conversion, model, path: Path, format: str, names, prefill_lengths, c
         keras_model = None
         gc.collect()
         try:
-            data = tagged.convert(quantize)
+            # a need for Flex ops: an ExportError naming them (it was TF's ConverterError)
+            data = run_converter(lambda: tagged.convert(quantize), conversion)
         finally:
             tagged.cleanup()
         folded = tagged.missing(data)

@@ -31,6 +31,8 @@ from pathlib import Path
 
 import keras
 
+from crossport.export.tflite import run_converter
+
 QUANTIZE = (None, "int8-weights", "fp16")
 INPUTS = ("tokens", "input_pos", "last_index")  # then the cache tensors, k_cache_0 ...
 
@@ -96,6 +98,6 @@ def write_tflite(archive, path: Path, names, quantize: str | None) -> None:
             converter.optimizations = [tf.lite.Optimize.DEFAULT]  # int8 weights, float math
         if quantize == "fp16":
             converter.target_spec.supported_types = [tf.float16]
-        path.write_bytes(converter.convert())
+        path.write_bytes(run_converter(converter.convert))
     finally:
         shutil.rmtree(staging, ignore_errors=True)

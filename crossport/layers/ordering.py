@@ -6,7 +6,7 @@ integer key that encodes torch's order gives torch's result for every input: a f
 read as a signed integer are ordered like the float for positives and reversed for
 negatives, so flipping all but the sign bit of the negatives makes the integer order the
 float order, and a single positive NaN bit pattern is above +inf's. Every op has a TFLite
-builtin (BITCAST, BITWISE_XOR, SELECT_V2, TOPK_V2). TF's ``top_k`` keeps
+builtin (BITCAST, BITWISE_XOR, SUB, SELECT_V2, TOPK_V2). TF's ``top_k`` keeps
 equal keys in index order, as torch's stable sort does.
 """
 
@@ -53,7 +53,8 @@ def top_k_torch_order(x, k, largest: bool = True):
     a tensor (a run-time size)."""
     key = order_key(x)
     if not largest:
-        # ~key reverses the order and, unlike negation, never overflows (as xor: TFLite)
-        key = ops.bitwise_xor(key, ops.cast(-1, key.dtype))
+        # ~key reverses the order and, unlike negation, never overflows; written -1 - key
+        # (the same bits): TFLite's XOR takes 32-bit integers only, its SUB int64 too
+        key = ops.subtract(ops.cast(-1, key.dtype), key)
     _, indices = ops.top_k(key, k, sorted=True)
     return ops.take_along_axis(x, indices, axis=-1), indices

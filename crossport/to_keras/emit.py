@@ -515,17 +515,30 @@ def _dtype_reason(node: torch.fx.Node, complex_ok: bool = False) -> str | None:
     return next((r for r in reasons if r), None)
 
 
-# Ops without a converter that a known model setting avoids: the way out, in the error.
+# Ops a known model setting avoids: the way out, in the error when they are refused
 _WAY_OUT = {
     "transformers.grouped_mm_fallback.default": "HF mixture-of-experts",
-    "aten.histc.default": "HF mixture-of-experts routing",
 }
 _MOE_WAY_OUT = "build it with experts_implementation='batched_mm' in its config, which converts"
 
 
-def _no_converter(node: torch.fx.Node) -> str:
+def _with_way_out(node: torch.fx.Node, reason: str) -> str:
     what = _WAY_OUT.get(str(node.target))
-    return f"no converter ({what}: {_MOE_WAY_OUT})" if what else "no converter"
+    return f"{reason} ({what}: {_MOE_WAY_OUT})" if what else reason
+
+
+def _no_converter(node: torch.fx.Node) -> str:
+    """"no converter", with why no converter can exist for ops of a known kind."""
+    if node.target is torch.ops.aten._local_scalar_dense.default:
+        return ("no converter: a tensor's value read as a Python number (.item(), .tolist(), "
+                "int(t)) and used to compute the graph (a size, a slice bound, a branch): a "
+                "Keras graph fixes those when it is built; compute it from shapes, or keep "
+                "the value a tensor")
+    if torch.Tag.nondeterministic_seeded in getattr(node.target, "tags", ()):
+        return ("no converter: random numbers drawn in forward (torch's generator has no "
+                "Keras twin, and the outputs could not be compared); pass them in as an "
+                "input of forward")
+    return _with_way_out(node, "no converter")
 
 
 def check_supported(graph: torch.fx.Graph, skip=frozenset(), user_inputs=None) -> None:
@@ -549,6 +562,7 @@ def check_supported(graph: torch.fx.Graph, skip=frozenset(), user_inputs=None) -
             reason = complex_refusal(node) if touches_complex else _no_converter(node)
         else:
             reason = converter.unsupported_reason(node)
+            reason = reason and _with_way_out(node, reason)
         reason = reason or _dtype_reason(node, complex_ok=touches_complex)
         if reason:
             problems.setdefault((str(node.target), reason), []).append(describe(node))

@@ -18,15 +18,16 @@ import contextlib
 import functools
 import inspect
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
 from crossport.layout.policy import Policy  # re-exported: converters import it from here
 from crossport.to_keras.dynamic_dims import DynamicSpec, dynamic_reason
 
-__all__ = ["Converter", "Policy", "bind_arguments", "complex_ops", "lookup", "lookup_complex",
-           "native_overloads", "register", "register_complex", "registered_ops"]
+__all__ = ["Converter", "LibraryOp", "Policy", "bind_arguments", "capture_targets", "complex_ops",
+           "lookup", "lookup_complex", "native_overloads", "register", "register_complex",
+           "registered_ops"]
 
 
 # supports(node) or supports(node, **arguments): a reason the node is unsupported, or None
@@ -34,8 +35,38 @@ SupportsFn = Callable[..., "str | None"]
 
 
 @dataclass(frozen=True)
+class LibraryOp:
+    """A custom op of a library crossport does not import (``transformers::
+    grouped_mm_fallback``): registered by its qualified name and schema, matched by name
+    when a graph holds the op (the library defines it when it is imported)."""
+
+    name: str  # "namespace::op"
+    schema_text: str = field(default="", compare=False)  # "(Tensor input, ...) -> Tensor"
+    overload: str = "default"
+
+    @classmethod
+    def of(cls, op: torch._ops.OpOverload) -> LibraryOp:
+        return cls(op.name(), overload=op._overloadname)
+
+    @property
+    def _schema(self):
+        return torch._C.parse_schema(self.name + self.schema_text)
+
+    def resolve(self) -> torch._ops.OpOverload | None:
+        """The op itself once its library defined it, else None."""
+        namespace, name = self.name.split("::")
+        try:
+            return getattr(getattr(getattr(torch.ops, namespace), name), self.overload)
+        except (AttributeError, RuntimeError):
+            return None
+
+    def __str__(self) -> str:  # as str() of the OpOverload reads: namespace.op.overload
+        return f"{self.name.replace('::', '.')}.{self.overload}"
+
+
+@dataclass(frozen=True)
 class Converter:
-    op: torch._ops.OpOverload
+    op: torch._ops.OpOverload | LibraryOp
     fn: Callable
     policy: Policy
     supports: SupportsFn | None = None
@@ -91,8 +122,9 @@ def register(*ops, policy: Policy, supports: SupportsFn | None = None, override:
     """Register the decorated function as the converter of each overload in ``ops``.
 
     Args:
-        ops: ATen overloads (``torch.ops.aten.conv2d.default``) or Python callables
-            (``operator.getitem``) that appear as fx node targets.
+        ops: ATen overloads (``torch.ops.aten.conv2d.default``), Python callables
+            (``operator.getitem``) that appear as fx node targets, or ``LibraryOp``s (ops
+            of a library crossport does not import, matched by name).
         policy: the layout policy.
         supports: ``supports(node) -> reason | None``, or ``supports(node, **arguments)``
             to receive the node's arguments by ATen schema name (defaults filled in); a
@@ -188,7 +220,10 @@ def replaced(op, fn: Callable, **options):
 
 
 def lookup(op) -> Converter | None:
-    return _REGISTRY.get(op)
+    found = _REGISTRY.get(op)
+    if found is None and isinstance(op, torch._ops.OpOverload) and op.namespace != "aten":
+        found = _REGISTRY.get(LibraryOp.of(op))
+    return found
 
 
 # Converters for nodes that read or produce a complex value (docs/architecture.md, "Complex
@@ -230,6 +265,17 @@ def complex_ops() -> dict[object, Converter]:
 
 def registered_ops() -> dict[object, Converter]:
     return dict(_REGISTRY)
+
+
+def capture_targets() -> set:
+    """The call targets capture keeps whole (every op with a converter): ``LibraryOp``s as
+    their libraries' ops, where those are defined."""
+    targets = set()
+    for op in {**_REGISTRY, **_COMPLEX}:
+        op = op.resolve() if isinstance(op, LibraryOp) else op
+        if op is not None:
+            targets.add(op)
+    return targets
 
 
 def wants_channels_last(node: torch.fx.Node) -> bool:

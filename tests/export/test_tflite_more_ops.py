@@ -173,3 +173,24 @@ def test_diagonal_diag_and_trace_match_torch_on_litert(tmp_path):
     for g, w in zip(got, _torch_outputs(Fn(_diagonals), _specials()), strict=True):
         np.testing.assert_array_equal(g, w)
         np.testing.assert_array_equal(np.signbit(g[w == 0]), np.signbit(w[w == 0]))
+
+
+def _routing(x, probes):
+    """transformers' expert routing: top-2 expert ids sorted ascending (int64), counted
+    with histc; and histc where its rounding decides the bin."""
+    ids, order = torch.sort(torch.topk(x, 2).indices.reshape(-1))
+    counts = torch.histc(ids.float(), bins=4, min=0, max=3)
+    return ids, order, torch.argsort(x, dim=0), counts, torch.histc(probes, 7, -1.3, 2.9)
+
+
+def test_int64_ascending_sort_and_histc_match_torch_on_litert(tmp_path):
+    """An ascending sort of int64 keys reversed them with a 64-bit XOR (no builtin: the
+    export was refused); -1 - key is the same bits as a SUB. histc's bins are comparisons
+    with constants, so LiteRT bins edge values as torch does."""
+    from tests.ops.test_experts import edge_probes
+
+    example = (torch.randn(6, 4), edge_probes(7, -1.3, 2.9)[0])
+    inputs = (torch.randn(6, 4, generator=torch.Generator().manual_seed(3)), example[1])
+    got = _export_and_run(Fn(_routing), example, inputs, tmp_path / "m.tflite")
+    for g, w in zip(got, _torch_outputs(Fn(_routing), inputs), strict=True):
+        np.testing.assert_array_equal(g, w)

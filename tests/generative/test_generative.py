@@ -259,6 +259,33 @@ def test_more_families_and_rope_variants(name, tmp_path):
     assert_generates_like_hf(lm, LiteRTGenerator(path), 20, 6)
 
 
+def mixtral(T, **kw):  # mixture of experts, top-2 of 4
+    return T.MixtralForCausalLM(T.MixtralConfig(num_key_value_heads=2, num_local_experts=4,
+                                                num_experts_per_tok=2, **COMMON, **kw))
+
+
+@pytest.mark.slow
+def test_default_experts_path_generates_from_a_saved_model_not_tflite(tmp_path):
+    """transformers 5's default experts path (tokens sorted by expert, histc, grouped
+    matmul) converts: the SavedModel generates like HF (decode gathers its 2 experts'
+    matrices, prefill multiplies by all 4). Its TFLite export is refused, naming the torch
+    ops without a builtin and pointing at batched_mm, which exports (it was TF's raw
+    ConverterError)."""
+    lm = build(mixtral)
+    result = export(lm, tmp_path / "llm_saved_model", prefill_lengths=PREFILL,
+                    max_cache_len=CACHE, format="saved_model", max_new_tokens=NEW)
+    assert result.report.identical, result.summary()
+    assert_generates_like_hf(lm, SavedModelGenerator(result.path), 9, 5)
+    path = tmp_path / "llm.tflite"
+    with pytest.raises(ExportError, match=r"aten\.index_put in lm\.model\.layers\.0\.mlp\.experts.*"
+                                          r"experts_implementation='batched_mm'"):
+        export(lm, path, prefill_lengths=PREFILL, max_cache_len=CACHE, max_new_tokens=NEW)
+    assert not path.exists()
+    lm = build(mixtral, experts_implementation="batched_mm")
+    result = export(lm, path, prefill_lengths=PREFILL, max_cache_len=CACHE, max_new_tokens=NEW)
+    assert result.report.identical, result.summary()
+
+
 @pytest.mark.slow
 def test_saved_model_has_the_same_signatures(tmp_path):
     lm = build(qwen2)

@@ -110,6 +110,16 @@ def _write_columns(x):
     return y
 
 
+def _put_by_run_time_indices(x):
+    """Index tensors of run-time size: an inverse permutation (transformers' experts path)
+    and writes into a static tensor, duplicates included (the last one wins)."""
+    order = x[:, 0].argsort()
+    inverse = torch.empty_like(order)
+    inverse[order] = torch.arange(order.size(0))
+    slots = torch.zeros(4).index_put((torch.round(x[:, 1]).long().clamp(-4, 3),), x[:, 2])
+    return inverse, slots
+
+
 class TwoInputs(nn.Module):
     def forward(self, ids, mask):
         return ids * mask.unsqueeze(-1)
@@ -450,6 +460,8 @@ CASES = [
     pytest.param(Op(lambda x: x.index_put((torch.tensor([0, 2, 0]),), x[:3] * 3,
                                           accumulate=True)), (4, 5), {0: {0: "n", 1: "m"}},
                  False, [(6, 7), (3, 2)], id="index-put-accumulate-dynamic"),
+    pytest.param(Op(_put_by_run_time_indices), (7, 3), {0: {0: "n"}}, False,
+                 [(12, 3), (1, 3), (30, 3)], id="index-put-indices-of-run-time-size"),
     # resampling taps computed at run time (torch's float32 index rules, in the graph)
     pytest.param(Op(lambda x: F.interpolate(x, scale_factor=2.5, mode="bilinear")),
                  (1, 2, 5, 6), {0: {2: "h", 3: "w"}}, False, [(1, 2, 7, 4), (1, 2, 9, 11)],

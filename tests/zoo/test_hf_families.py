@@ -6,8 +6,10 @@ residuals (GPT-NeoX, Phi), attention soft-capping and sliding windows (Gemma 2),
 learned position offsets (OPT), pooling mixers (PoolFormer), attention-bias CNN hybrids
 (LeViT), spatial-reduction attention (PVTv2), log-spaced continuous position bias (SwinV2),
 detection tokens (YOLOS), HF's CNN ports (ResNet, RegNet, EfficientNet), a linear-attention
-RNN (RWKV), a spectrogram transformer (AST) and speech encoders with gated relative bias
-(WavLM) or a feature projection (Data2Vec-audio). 24 models, about 5 minutes on one worker. The
+RNN (RWKV), a spectrogram transformer (AST), speech encoders with gated relative bias
+(WavLM) or a feature projection (Data2Vec-audio) and mixtures of experts on transformers 5's
+default experts path (Mixtral, Qwen2-MoE, GPT-OSS). 27 models, about 6 minutes on one
+worker. The
 sweep over every family (benchmarks/hf_sweep.py, docs/parity.md "transformers sweep")
 picked them; tests/zoo/test_hf_zoo.py and test_realworld_zoo.py hold the rest.
 
@@ -164,6 +166,17 @@ MODELS = {
                            width_coefficient=0.25, depth_coefficient=0.25, hidden_dim=320),
     "audio_spectrogram": spectrogram,
     "rwkv": rwkv,
+    # mixture of experts, transformers 5's default experts path (tokens sorted by expert,
+    # histc, grouped matmul): top-2 softmax routing, a shared expert with a sigmoid gate,
+    # biased transposed experts with a clamped SwiGLU and attention sinks
+    "mixtral_experts": text("MixtralConfig", "MixtralModel", num_local_experts=4,
+                            num_experts_per_tok=2, **_DECODER),
+    "qwen2_moe_shared_expert": text("Qwen2MoeConfig", "Qwen2MoeModel", num_experts=4,
+                                    num_experts_per_tok=2, moe_intermediate_size=32,
+                                    shared_expert_intermediate_size=32, **_DECODER),
+    "gpt_oss_biased_experts": text("GptOssConfig", "GptOssModel", num_local_experts=4,
+                                   num_experts_per_tok=2, head_dim=16, sliding_window=4,
+                                   **_DECODER),
     "wavlm": speech("WavLMConfig", "WavLMModel", num_buckets=16, max_bucket_distance=32),
     "data2vec_audio": speech("Data2VecAudioConfig", "Data2VecAudioModel"),
 }

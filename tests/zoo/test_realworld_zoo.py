@@ -260,7 +260,10 @@ MODELS = {
     "phi3": _decoder("Phi3Config", "Phi3ForCausalLM", pad_token_id=0),
     "falcon": _decoder("FalconConfig", "FalconForCausalLM", new_decoder_architecture=True,
                        num_kv_heads=2),
-    # transformers 5's default MoE path (grouped_mm, histc) has no converter; batched_mm does
+    # transformers 5's default experts path (sorted by expert, histc, grouped matmul) and
+    # the batched_mm one (a weight gather per token)
+    "mixtral": _decoder("MixtralConfig", "MixtralForCausalLM", num_local_experts=4,
+                        num_experts_per_tok=2),
     "mixtral_batched_mm": _decoder("MixtralConfig", "MixtralForCausalLM", num_local_experts=4,
                                    num_experts_per_tok=2, experts_implementation="batched_mm"),
     "mamba": _mamba,
@@ -322,14 +325,6 @@ def test_yolo_exports_to_tflite(name, tmp_path):
 # check), but a failing check at 96³ has not been measured under 20 GB, so one fresh input
 # is compared instead, with float64 evidence when past the tolerance.
 @pytest.mark.xdist_group("big-memory")  # never beside the 1.1B export (CI: --dist loadgroup)
-def test_default_moe_path_error_says_how_to_convert():
-    T = _transformers()
-    config = T.MixtralConfig(**{**_DECODER, "num_local_experts": 4, "num_experts_per_tok": 2})
-    block = T.MixtralModel(config).layers[0].mlp.eval()
-    with pytest.raises(crossport.UnsupportedOpError, match="experts_implementation='batched_mm'"):
-        crossport.convert(block, (torch.randn(2, 6, config.hidden_size),))
-
-
 def test_swin_unetr_at_its_usual_size():
     module, example = _live(_swin_unetr(96))
     start = time.perf_counter()

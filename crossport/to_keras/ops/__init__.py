@@ -11,6 +11,8 @@ from crossport.to_keras.ops import (  # noqa: F401
     elementwise,
     fft,
     float_math,
+    grouped_mm,
+    histogram,
     hyperbolic,
     index,
     linalg,

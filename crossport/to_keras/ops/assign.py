@@ -157,12 +157,7 @@ def _index_put_supports(node: torch.fx.Node) -> str | None:
                     "depends on the data): assign a scalar or values broadcast over the "
                     "selection, or use torch.where(mask, values, x)")
         return None
-    reason = _index_supports(node)
-    if reason:
-        return reason
-    if any(not isinstance(d, int) for t in present for d in t.meta["val"].shape):
-        return "index tensors of run-time size in an assignment"
-    return None
+    return _index_supports(node)
 
 
 def _slot_shape(shape, first, k):
@@ -199,13 +194,15 @@ def aten_index_put_default(ctx, self, indices, values, accumulate=False):
     ctx.out_layout = value.layout
     if _dtype_of(present[0]) == torch.bool:
         return _put_by_mask(ctx, value, first, present[0], vals, accumulate)
-    if any(ctx.is_dynamic(s) for s in value.shape[first:first + len(present)]):
+    if any(ctx.is_dynamic(s) for s in value.shape[first:first + len(present)]) or any(
+            ctx.is_dynamic(s) for t in present if isinstance(t, TensorValue) for s in t.shape):
         return _put_at_run_time(ctx, value, first, present, vals, accumulate)
     return _put_by_index(ctx, value, first, present, vals, accumulate)
 
 
 def _put_at_run_time(ctx, value, first, present, vals, accumulate):
-    """An indexed dim of run-time size: the written cells are counted in the graph."""
+    """An indexed dim or an index tensor of run-time size: the written cells are counted in
+    the graph."""
     from crossport.layers.dynamic import DynamicIndexPut
 
     indices = [ctx.canonical(t) if isinstance(t, TensorValue) else np.asarray(t)
