@@ -5,6 +5,7 @@ clear refusal at export."""
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 
 import crossport
 from crossport.export.formats import load_tflite, tflite_op_names
@@ -173,3 +174,26 @@ def test_diagonal_diag_and_trace_match_torch_on_litert(tmp_path):
     for g, w in zip(got, _torch_outputs(Fn(_diagonals), _specials()), strict=True):
         np.testing.assert_array_equal(g, w)
         np.testing.assert_array_equal(np.signbit(g[w == 0]), np.signbit(w[w == 0]))
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "nearest", "bicubic"])
+def test_grid_sample_matches_torch_on_litert(mode, tmp_path):
+    """grid_sample from builtins (FLOOR, ROUND, GATHER, SELECT ...): NaN/+-inf/huge grid
+    positions, NaN/inf pixels and the nearest tie torch decides with an FMA give torch's
+    values on LiteRT, for every padding and align_corners."""
+    from tests.ops.test_sampling import PADDINGS, special_grid, special_image
+
+    module = Fn(lambda x, g: tuple(
+        F.grid_sample(x, g, mode=mode, padding_mode=p, align_corners=a)
+        for p in PADDINGS for a in (False, True)))
+    example = (torch.randn(2, 3, 5, 97), torch.rand(2, 22, 22, 2) * 2 - 1)
+    args = (special_image(), special_grid())
+    got = _export_and_run(module, example, args, tmp_path / "m.tflite")
+    for g, w in zip(got, _torch_outputs(module, args), strict=True):
+        np.testing.assert_array_equal(np.isnan(g), np.isnan(w))
+        np.testing.assert_array_equal(np.isinf(g), np.isinf(w))
+        finite = np.isfinite(w)
+        if mode == "nearest":
+            np.testing.assert_array_equal(g[finite], w[finite])
+        else:  # torch sums the taps with FMAs, LiteRT without: rounding
+            np.testing.assert_allclose(g[finite], w[finite], rtol=1e-5, atol=1e-6)

@@ -487,6 +487,15 @@ CASES = [
                                             mode="trilinear")),
                  (1, 2, 4, 5, 6), {0: {2: "d", 4: "w"}}, False, [(1, 2, 6, 5, 9)],
                  id="trilinear-dynamic"),
+    # grid_sample: pixel offsets and the unnormalization from run-time sizes
+    pytest.param(Op(lambda x: tuple(
+        F.grid_sample(x, x[:, :2].permute(0, 2, 3, 1) * 1.5, mode=mode, padding_mode=pad,
+                      align_corners=corners)
+        for mode, pad, corners in [("bilinear", "zeros", False), ("nearest", "reflection", True),
+                                   ("bicubic", "border", False),
+                                   ("bilinear", "reflection", False)])),
+                 (2, 3, 5, 7), {0: {2: "h", 3: "w"}}, True, [(3, 3, 8, 4), (1, 3, 1, 9)],
+                 id="grid-sample-dynamic"),
 ]
 
 REFUSED = [

@@ -24,6 +24,7 @@ from crossport.to_keras.ops import (  # noqa: F401
     reduce,
     resize,
     rounding,
+    sampling,
     shape,
     shuffle,
     update_slice,
