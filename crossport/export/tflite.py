@@ -18,7 +18,9 @@ _ATEN_OF = {"Erf": "erf", "Tan": "tan", "Atan": "atan", "Erfinv": "erfinv"}
 _FFT = ("_fft_r2c", "_fft_c2c", "_fft_c2r")
 _ATENS_OF = {"FFT": _FFT, "FFT2D": _FFT, "IRFFT": ("_fft_c2r",), "Complex": _FFT,
              "ComplexAbs": _FFT, "LeftShift": ("bitwise_left_shift", "__lshift__"),
-             "RightShift": ("bitwise_right_shift", "__rshift__"), "Invert": ("bitwise_not",)}
+             "RightShift": ("bitwise_right_shift", "__rshift__"), "Invert": ("bitwise_not",),
+             **{f"UnsortedSegment{r}": ("scatter_reduce", "index_reduce")
+                for r in ("Sum", "Prod", "Max", "Min")}}
 
 
 def _atens_of(tf_op: str) -> tuple[str, ...]:

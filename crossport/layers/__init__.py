@@ -49,6 +49,7 @@ from crossport.layers.pooling import (
 )
 from crossport.layers.recurrent import GRU, LSTM, RNN
 from crossport.layers.resize import Interpolate, InterpolateTo
+from crossport.layers.scatter import ScatterReduce
 from crossport.layers.shuffle import PixelShuffle, PixelUnshuffle
 from crossport.layers.special import Erf
 
@@ -93,5 +94,6 @@ __all__ = [
     "Pad",
     "PixelShuffle",
     "PixelUnshuffle",
+    "ScatterReduce",
     "StableLayerNormalization",
 ]

@@ -197,3 +197,46 @@ def test_grid_sample_matches_torch_on_litert(mode, tmp_path):
             np.testing.assert_array_equal(g[finite], w[finite])
         else:  # torch sums the taps with FMAs, LiteRT without: rounding
             np.testing.assert_allclose(g[finite], w[finite], rtol=1e-5, atol=1e-6)
+
+
+def _scatter_reductions(x, s):
+    from tests.ops.test_segment import REDUCTIONS, special_index
+
+    index = special_index()
+    reductions = [r for r in REDUCTIONS if x.dtype != torch.bool or r != "mean"]
+    return (tuple(x.scatter_reduce(0, index, s, r, include_self=i)
+                  for r in reductions for i in (True, False))
+            + tuple(x.index_reduce(1, torch.tensor([0, 2, 2, 5, 0, 5]), s, r)
+                    for r in reductions if r != "sum"))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int32, torch.bool])
+def test_scatter_and_index_reduce_match_torch_on_litert(dtype, tmp_path):
+    """UNSORTED_SEGMENT_SUM/PROD/MAX/MIN: NaN, +-inf (targets receiving only -inf or
+    only +inf), integer floor means and bool or/and give torch's values on LiteRT."""
+    from tests.ops.test_segment import SPECIAL
+
+    if dtype == torch.float32:
+        args = (torch.tensor(SPECIAL).flip(0), torch.tensor(SPECIAL))
+    else:
+        gen = torch.Generator().manual_seed(0)
+        args = tuple(torch.randint(-5, 5, (4, 6), generator=gen).to(dtype) for _ in range(2))
+    example = tuple((torch.randn(4, 6) * 3).to(dtype) for _ in range(2))
+    got = _export_and_run(Fn(_scatter_reductions), example, args, tmp_path / "m.tflite")
+    for g, w in zip(got, _torch_outputs(Fn(_scatter_reductions), args), strict=True):
+        # a mean's division by a count folded to a constant is a multiplication by its
+        # reciprocal in the file: one ulp (2.3333335 for 7/3)
+        np.testing.assert_allclose(g, w, rtol=2e-7, atol=0)
+
+
+def test_int64_scatter_reduce_is_refused_at_export(tmp_path):
+    """LiteRT's segment ops take no int64: an ExportError naming aten.scatter_reduce, no
+    file."""
+    module = Fn(lambda x, s: x.scatter_reduce(0, torch.tensor([[0, 1], [0, 0]]), s, "amax"))
+    args = (torch.arange(6).reshape(3, 2), torch.arange(4).reshape(2, 2))
+    conversion = crossport.convert_with_report(module.eval(), args)
+    with pytest.raises(crossport.ExportError,
+                       match=r"no TFLite builtin: UnsortedSegmentMax \(from "
+                             r"aten\.scatter_reduce in <root module> \(.*\.py:\d+"):
+        crossport.export(conversion, tmp_path / "m.tflite")
+    assert list(tmp_path.iterdir()) == []

@@ -496,6 +496,13 @@ CASES = [
                                    ("bilinear", "reflection", False)])),
                  (2, 3, 5, 7), {0: {2: "h", 3: "w"}}, True, [(3, 3, 8, 4), (1, 3, 1, 9)],
                  id="grid-sample-dynamic"),
+    # scatter_reduce/index_reduce: flat targets and segment counts from run-time sizes
+    pytest.param(Op(lambda x: tuple(
+        x.scatter_reduce(1, (x.abs() * 2).long().clamp(max=2), x * 3, r, include_self=s)
+        for r, s in [("sum", True), ("mean", False), ("amax", False), ("prod", True)])
+        + (x.index_reduce(1, torch.tensor([2, 0, 2]), x[:, 3:6], "amin"),)),
+                 (2, 6, 3), {0: {1: "s"}}, True, [(3, 9, 3), (1, 6, 3)],
+                 id="scatter-reduce-dynamic"),
 ]
 
 REFUSED = [

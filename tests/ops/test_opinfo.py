@@ -163,7 +163,11 @@ ACCEPTED = ("PASS", "REFUSED", "SKIP")
 
 # Refused ("no converter") when the sweep ran, converted since: every sample must now match
 # torch; a refusal fails here too
-CONVERTED = ['grid_sampler_2d', 'nn.functional.grid_sample']
+CONVERTED = [
+    'grid_sampler_2d', 'nn.functional.grid_sample', 'scatter_reduce.sum', 'scatter_reduce.prod',
+    'scatter_reduce.mean', 'scatter_reduce.amax', 'scatter_reduce.amin', 'index_reduce.prod',
+    'index_reduce.mean', 'index_reduce.amax', 'index_reduce.amin',
+]
 
 
 @functools.cache

@@ -25,6 +25,7 @@ from crossport.to_keras.ops import (  # noqa: F401
     resize,
     rounding,
     sampling,
+    segment,
     shape,
     shuffle,
     update_slice,
