@@ -1,4 +1,5 @@
-"""torch's ``scatter_reduce`` and ``index_reduce`` as one Keras layer of segment reductions."""
+"""torch's ``scatter_reduce``, ``index_reduce`` and ``embedding_bag`` reductions as Keras layers
+of segment reductions (TFLite builtins ``UNSORTED_SEGMENT_SUM/PROD/MAX/MIN``)."""
 
 from __future__ import annotations
 
@@ -93,18 +94,9 @@ class ScatterReduce(keras.layers.Layer):
         return self._extreme(own, values, segment, hit)
 
     def _extreme(self, own, values, segment, hit):
-        """amax/amin: TF's segment max/min start at the type's lowest/highest finite value
-        (an all -inf segment's max came out -3.4e38) and skip NaN: both are put right."""
+        """amax/amin, NaN propagating from the data and from ``self``."""
         largest = self.reduce == "amax"
-        best, worst = ((ops.segment_max, ops.segment_min) if largest
-                       else (ops.segment_min, ops.segment_max))
-        value = segment(best, values)
-        if keras.backend.is_float_dtype(own.dtype):
-            finite = np.finfo(keras.backend.standardize_dtype(own.dtype)).max
-            beyond = ops.less(values, -finite) if largest else ops.greater(values, finite)
-            only_infinite = ops.equal(segment(ops.segment_sum, ops.cast(beyond, "int32")),
-                                      segment(ops.segment_sum, ops.ones_like(beyond, "int32")))
-            value = ops.where(only_infinite, segment(worst, values), value)  # that infinity
+        value = segment_extreme(values, segment, largest)
         if self.include_self:
             value = ops.maximum(own, value) if largest else ops.minimum(own, value)
         if keras.backend.is_float_dtype(own.dtype):
@@ -122,6 +114,116 @@ class ScatterReduce(keras.layers.Layer):
     def get_config(self) -> dict:
         return {**super().get_config(), "dim": self.dim, "reduce": self.reduce,
                 "include_self": self.include_self, "index_along_dim": self.index_along_dim}
+
+
+@keras.saving.register_keras_serializable(package="crossport")
+class BagReduce(keras.layers.Layer):
+    """The bag reduction of ``F.embedding_bag`` over looked-up rows, sizes read at run time.
+
+    ``call(rows, indices, offsets, per_sample_weights=None)``: ``rows[i]`` is the embedding
+    of ``indices[i]``; bag ``b`` holds the entries from ``offsets[b]`` to the next offset
+    (the last bag to the end; ``include_last_offset``: ``offsets`` has one more element,
+    the end), without entries equal to ``padding_idx`` (``-1``: none). ``mode``: ``sum``
+    (rows times ``per_sample_weights`` if given), ``mean`` (over the bag's entries) or
+    ``max``. An empty bag is 0. As torch's CPU kernel, ``max`` starts from the bag's first
+    entry and takes a later one only where it is greater: NaN where the first entry is NaN,
+    later NaN entries are ignored.
+
+    An extra last offset short of the end is honoured by torch's float32 sum/mean kernel
+    without padding only (and the mean still divides by the count to the end); its other
+    kernels read to the end. ``stop_at_last_offset`` says which torch ran (measured).
+
+    Example:
+        >>> import numpy as np
+        >>> rows = np.array([[1.0], [2.0], [5.0]], "float32")
+        >>> BagReduce("mean")(rows, np.array([0, 1, 2]), np.array([0, 2])).numpy().tolist()
+        [[1.5], [5.0]]
+    """
+
+    def __init__(self, mode: str, include_last_offset: bool = False, padding_idx: int = -1,
+                 stop_at_last_offset: bool = False, **kwargs: Any):
+        super().__init__(**kwargs)
+        if mode not in ("sum", "mean", "max"):
+            raise ValueError(f"mode must be sum, mean or max, got {mode!r}")
+        self.mode, self.include_last_offset = mode, include_last_offset
+        self.padding_idx, self.stop_at_last_offset = padding_idx, stop_at_last_offset
+
+    def call(self, rows, indices, offsets, per_sample_weights=None):
+        entries = ops.shape(indices)[0]
+        offsets = ops.cast(offsets, "int32")
+        bags = ops.shape(offsets)[0] - (1 if self.include_last_offset else 0)
+        starts = offsets[:bags] if self.include_last_offset else offsets
+        # bag of entry i: how many bags start at or before i, less one (empty bags too)
+        marks = ops.segment_sum(ops.ones_like(starts), ops.minimum(starts, entries),
+                                num_segments=entries + 1)[:entries]
+        bag = ops.cumsum(marks) - 1
+        keep = ops.greater_equal(bag, 0)
+        if self.padding_idx >= 0:
+            keep = ops.logical_and(keep, ops.not_equal(indices, self.padding_idx))
+        counted = ops.where(keep, bag, bags)  # the rest go to one more bag, dropped below
+        if self.include_last_offset and self.stop_at_last_offset:
+            inside = ops.less(ops.arange(0, entries, dtype="int32"), offsets[bags])
+            keep = ops.logical_and(keep, inside)
+        bag = ops.where(keep, bag, bags)
+
+        def segment(fn, data, ids=bag):
+            return fn(data, ids, num_segments=bags + 1)[:bags]
+
+        count = segment(ops.segment_sum, ops.ones_like(counted), counted)
+        empty = ops.expand_dims(ops.equal(count, 0), -1)
+        if per_sample_weights is not None:
+            rows = rows * ops.expand_dims(ops.cast(per_sample_weights, rows.dtype), -1)
+        if self.mode == "max":
+            out = self._max(rows, bag, bags, segment)
+        else:
+            out = segment(ops.segment_sum, rows)
+            if self.mode == "mean":
+                out = out / ops.expand_dims(ops.cast(ops.maximum(count, 1), rows.dtype), -1)
+        return ops.where(empty, ops.zeros_like(out), out)
+
+    def _max(self, rows, bag, bags, segment):
+        """The first entry, then every greater one: NaN only from the first entry."""
+        entries = ops.shape(rows)[0]
+        first = segment(ops.segment_min, ops.arange(0, entries, dtype="int32"))
+        first = ops.minimum(first, entries - 1)  # empty bags: any row, zeroed later
+        first_rows = ops.take(rows, first, axis=0)
+        if not keras.backend.is_float_dtype(rows.dtype):
+            return segment_extreme(rows, segment, largest=True)
+        lead = ops.take(first_rows, ops.minimum(bag, bags - 1), axis=0)
+        clean = ops.where(ops.not_equal(rows, rows), lead, rows)  # a later NaN: no change
+        value = segment_extreme(clean, segment, largest=True)
+        return ops.where(ops.not_equal(first_rows, first_rows), first_rows, value)
+
+    def compute_output_spec(self, rows, indices, offsets, per_sample_weights=None):
+        bags = offsets.shape[0]
+        if bags is not None and self.include_last_offset:
+            bags -= 1
+        return keras.KerasTensor((bags, rows.shape[-1]), dtype=rows.dtype)
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "mode": self.mode,
+                "include_last_offset": self.include_last_offset,
+                "padding_idx": self.padding_idx,
+                "stop_at_last_offset": self.stop_at_last_offset}
+
+
+def segment_extreme(values, segment, largest: bool):
+    """Each segment's max (``largest``) or min of ``values`` (NaN in them is not handled).
+
+    TF's segment max/min start at the type's lowest/highest finite value, so a segment
+    holding only -inf came out -3.4e38 (measured): there the segment's infinity is taken
+    from the opposite reduction. An empty segment gives that finite bound.
+    """
+    best, worst = ((ops.segment_max, ops.segment_min) if largest
+                   else (ops.segment_min, ops.segment_max))
+    value = segment(best, values)
+    if not keras.backend.is_float_dtype(values.dtype):
+        return value
+    finite = np.finfo(keras.backend.standardize_dtype(values.dtype)).max
+    beyond = ops.less(values, -finite) if largest else ops.greater(values, finite)
+    only_infinite = ops.equal(segment(ops.segment_sum, ops.cast(beyond, "int32")),
+                              segment(ops.segment_sum, ops.ones_like(beyond, "int32")))
+    return ops.where(only_infinite, segment(worst, values), value)  # that infinity
 
 
 def _size(shape):

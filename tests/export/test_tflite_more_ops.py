@@ -240,3 +240,33 @@ def test_int64_scatter_reduce_is_refused_at_export(tmp_path):
                              r"aten\.scatter_reduce in <root module> \(.*\.py:\d+"):
         crossport.export(conversion, tmp_path / "m.tflite")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_embedding_bag_matches_torch_on_litert(tmp_path):
+    """Bags as UNSORTED_SEGMENT_* ops: sum, mean and max with padding, empty bags,
+    NaN/+-inf rows (max's first-entry NaN rule) on LiteRT. The table is an input: an
+    infinite weight would be saturated by the TFLite converter (the export's re-check
+    refuses that file)."""
+    weight = torch.tensor([[np.nan, 1.0], [2.0, np.nan], [3.0, 4.0], [-np.inf, -np.inf],
+                           [0.0, np.inf], [5.0, -1.0]])
+    offsets = torch.tensor([0, 2, 2, 4, 6, 8, 11])
+
+    def bags(table, indices):
+        return tuple(F.embedding_bag(indices, table, offsets, mode=m, padding_idx=p)
+                     for m in ("sum", "mean", "max") for p in (None, 4))
+
+    indices = torch.tensor([0, 2, 2, 0, 1, 2, 3, 3, 4, 0, 2, 1, 5])
+    args = (weight, indices)
+    got = _export_and_run(Fn(bags), (torch.randn(6, 2), indices), args, tmp_path / "m.tflite")
+    for g, w in zip(got, _torch_outputs(Fn(bags), args), strict=True):
+        np.testing.assert_allclose(g, w, rtol=2e-7, atol=0)
+
+
+def test_functional_embedding_bag_with_a_parameter_table_exports(tmp_path):
+    """F.embedding_bag in forward (no module path): its Embedding layer was named after the
+    op, ``_embedding_bag``, and TF refused the weight scope ``_embedding_bag/embeddings``."""
+    module = Fn(lambda self, i: F.embedding_bag(i, self.weight, mode="mean"),
+                weight=torch.randn(10, 3))
+    indices = torch.randint(0, 10, (4, 5))
+    got = _export_and_run(module, (indices,), (indices,), tmp_path / "m.tflite")
+    np.testing.assert_allclose(got[0], _torch_outputs(module, (indices,))[0], rtol=1e-6)

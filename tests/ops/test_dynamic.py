@@ -503,6 +503,12 @@ CASES = [
         + (x.index_reduce(1, torch.tensor([2, 0, 2]), x[:, 3:6], "amin"),)),
                  (2, 6, 3), {0: {1: "s"}}, True, [(3, 9, 3), (1, 6, 3)],
                  id="scatter-reduce-dynamic"),
+    # embedding_bag: bag ids, counts and the 2-D input's offsets (an arange) at run time
+    pytest.param(Op(lambda x: tuple(
+        F.embedding_bag((x.abs() * 3).long().clamp(max=9), torch.arange(30.0).reshape(10, 3),
+                        mode=mode, padding_idx=padding)
+        for mode, padding in [("sum", None), ("mean", 0), ("max", 1)])),
+                 (2, 5), {0: {1: "s"}}, True, [(3, 8), (1, 2)], id="embedding-bag-dynamic"),
 ]
 
 REFUSED = [

@@ -1,14 +1,23 @@
-"""scatter_reduce and index_reduce (were "no converter"): every reduction with and without
-``include_self``, along each dim, with indices computed in the graph (so the fresh random
-inputs scatter elsewhere) or held in a buffer, integers (mean divides rounding down), bools
-(or / and), GNN-style aggregation into zeros, and NaN/+-inf: amax/amin propagate NaN and an
-all -inf target stays -inf (TF's segment max starts at the lowest finite value)."""
+"""scatter_reduce, index_reduce and embedding_bag (were "no converter").
+
+scatter_reduce/index_reduce: every reduction with and without ``include_self``, along each
+dim, with indices computed in the graph (so the fresh random inputs scatter elsewhere) or
+held in a buffer, integers (mean divides rounding down), bools (or / and), float64,
+GNN-style aggregation into zeros, and NaN/+-inf: amax/amin propagate NaN and an all -inf
+target stays -inf (TF's segment max starts at the lowest finite value).
+
+embedding_bag: 2-D input and offsets (empty bags), sum/mean/max, padding_idx,
+per_sample_weights, include_last_offset (and a last offset short of the end, where torch's
+kernels disagree with each other), a table computed in the graph, float64, and max's NaN
+rule (NaN only where the bag's first entry is NaN).
+"""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from tests.harness import assert_converts
@@ -97,15 +106,111 @@ CASES = [
          expect_converters=INDEX),
     case("index-reduce-dim1", every_index_reduction(1), [(3, 4), (3, 6)],
          expect_converters=INDEX),
+    case("scatter-index-reduce-float64", Fn(lambda x, s: (
+        x.double().scatter_reduce(0, _targets(s, 4), s.double(), "mean"),
+        x.double().index_reduce(0, torch.tensor([0, 3, 0, 1, 3, 3]), s.double(), "amax"))),
+         [(4, 5), (6, 5)], expect_converters=SCATTER + INDEX),
     case("index-reduce-integers", Fn(lambda x, s: tuple(
         (x * 4).long().index_reduce(0, torch.tensor([2, 0, 2]), (s * 4).long(), r)
         for r in ("prod", "mean", "amax", "amin"))), [(4, 3), (3, 3)], expect_converters=INDEX),
 ]
 
 
+BAG = ("aten__embedding_bag_default",)
+
+
+def ids(*shape, high=10):
+    return lambda: (torch.randint(0, high, shape, generator=torch.Generator().manual_seed(0)),)
+
+
+class Bags(nn.Module):
+    """nn.EmbeddingBag over fixed offsets (an empty bag among them) or a 2-D input."""
+
+    def __init__(self, offsets=(0, 3, 3, 7), **kwargs):
+        super().__init__()
+        torch.manual_seed(0)
+        self.bag = nn.EmbeddingBag(10, 4, **kwargs)
+        self.register_buffer("offsets", torch.tensor(offsets))
+
+    def forward(self, indices, *weights):
+        if indices.dim() == 2:
+            return self.bag(indices, per_sample_weights=weights[0] if weights else None)
+        return self.bag(indices, self.offsets, per_sample_weights=weights[0] if weights else None)
+
+
+def every_mode(**kwargs):
+    """sum, mean and max of the same bags (a float64 table when ``dtype`` is given)."""
+    dtype = kwargs.pop("dtype", torch.float32)
+
+    class Modes(nn.Module):
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(0)
+            self.weight = nn.Parameter(torch.randn(10, 3, dtype=dtype))
+            self.register_buffer("offsets", torch.tensor([0, 3, 3, 7, 10]))
+
+        def forward(self, indices):
+            return tuple(F.embedding_bag(indices, self.weight, self.offsets, mode=m, **kwargs)
+                         for m in ("sum", "mean", "max"))
+    return Modes()
+
+
+class ComputedTable(nn.Module):
+    """The table is an activation (rows from a Linear), gathered with ops.take."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.proj = nn.Linear(3, 4)
+
+    def forward(self, table, indices):
+        return F.embedding_bag(indices, self.proj(table), torch.tensor([0, 2, 5]), mode="max")
+
+
+CASES += [
+    case("embedding-bag-2d-mean", Bags(offsets=()), ids(4, 5), expect_converters=BAG),
+    case("embedding-bag-2d-max-int32-ids", Bags(offsets=(), mode="max"),
+         lambda: (ids(3, 6)()[0].int(),), expect_converters=BAG),
+    case("embedding-bag-offsets-every-mode", every_mode(), ids(12), expect_converters=BAG),
+    case("embedding-bag-padding-idx", every_mode(padding_idx=2), ids(12, high=4),
+         expect_converters=BAG),
+    case("embedding-bag-include-last-offset", every_mode(include_last_offset=True), ids(10),
+         expect_converters=BAG),
+    case("embedding-bag-last-offset-short-of-the-end", every_mode(include_last_offset=True),
+         ids(13), expect_converters=BAG),
+    case("embedding-bag-last-offset-short-padding", every_mode(include_last_offset=True,
+                                                               padding_idx=1),
+         ids(13, high=4), expect_converters=BAG),
+    case("embedding-bag-last-offset-short-float64", every_mode(include_last_offset=True,
+                                                               dtype=torch.float64),
+         ids(13), expect_converters=BAG),
+    case("embedding-bag-per-sample-weights", Bags(mode="sum"),
+         lambda: (*ids(9)(), torch.randn(9)), expect_converters=BAG),
+    case("embedding-bag-2d-per-sample-weights-padding", Bags(offsets=(), mode="sum",
+                                                             padding_idx=0),
+         lambda: (*ids(3, 4, high=3)(), torch.randn(3, 4)), expect_converters=BAG),
+    case("embedding-bag-computed-table", ComputedTable(),
+         lambda: (torch.randn(6, 3), ids(7, high=6)()[0]), expect_converters=BAG),
+]
+
+
 @pytest.mark.parametrize("module, shapes, kwargs", CASES)
 def test_segment_reductions(module, shapes, kwargs):
-    assert_converts(module, inputs(shapes), max_transposes=None, **kwargs)
+    args = shapes() if callable(shapes) else inputs(shapes)
+    assert_converts(module, args, max_transposes=None, **kwargs)
+
+
+def test_embedding_bag_max_takes_nan_from_the_first_entry_only():
+    """torch's max starts from the bag's first (non-padding) entry and replaces it only
+    where a later one is greater: a NaN first entry stays, a later NaN is skipped; a bag of
+    -inf rows is -inf; +inf wins."""
+    weight = torch.tensor([[np.nan, 1.0], [2.0, np.nan], [3.0, 4.0], [-np.inf, -np.inf],
+                           [0.0, np.inf]])
+    offsets = torch.tensor([0, 2, 4, 6, 8, 11])
+    module = Fn(lambda i: tuple(F.embedding_bag(i, weight, offsets, mode="max", padding_idx=p)
+                                for p in (None, 4)))
+    indices = torch.tensor([0, 2, 2, 0, 1, 2, 3, 3, 4, 0, 2, 1, 1])
+    assert_converts(module, (indices,), max_transposes=None, expect_converters=BAG)
 
 
 SPECIAL = [[np.nan, np.inf, -np.inf, 0.0, np.inf, -0.0], [-np.inf, -np.inf, -np.inf, np.nan, np.inf, 3.0],
