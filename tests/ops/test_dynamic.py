@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+import keras
 import numpy as np
 import pytest
 import torch
@@ -532,6 +533,20 @@ def test_dynamic(module, shape, dims, batch, others):
     marked = {d for dim_map in dims.values() for d in dim_map} | ({0} if batch else set())
     assert {d for d, size in enumerate(keras_shape) if size is None} == marked, keras_shape
     assert_matches_at_sizes(module, conversion, others)
+
+
+def test_a_check_that_specialises_a_dynamic_size_is_caught():
+    """A supports() reading a dynamic size with int() makes torch fix the symbol: the dim
+    was still None in the Keras model while every converter saw the example's size (found
+    with cdist's first supports check). Refused before building."""
+    from crossport.to_keras.registry import replaced
+
+    tanh = torch.ops.aten.tanh.default
+    with replaced(tanh, lambda ctx, self: keras.ops.tanh(self), dynamic=True,
+                  supports=lambda node: None if int(node.args[0].meta["val"].shape[1]) else "-"):
+        with pytest.raises(DynamicDimError, match=r"dim\(s\) \[1\] of input 'x'.*fixed"):
+            crossport.convert(Op(torch.tanh).eval(), (torch.randn(2, 6),),
+                              dynamic_dims={"x": {1: "s"}})
 
 
 @pytest.mark.parametrize("fn, what", REFUSED)
