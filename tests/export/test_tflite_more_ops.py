@@ -270,3 +270,19 @@ def test_functional_embedding_bag_with_a_parameter_table_exports(tmp_path):
     indices = torch.randint(0, 10, (4, 5))
     got = _export_and_run(module, (indices,), (indices,), tmp_path / "m.tflite")
     np.testing.assert_allclose(got[0], _torch_outputs(module, (indices,))[0], rtol=1e-6)
+
+
+def test_cdist_matches_torch_on_litert(tmp_path):
+    """cdist's direct form from builtins (SUB, ABS, SUM, SQRT, POW, REDUCE_MAX): every p on
+    NaN/+-inf/huge coordinates, the inf-norm skipping NaN as torch's running max does."""
+    from tests.ops.test_linalg import CDIST_P
+
+    nan, inf = np.nan, np.inf
+    a = torch.tensor([[nan, 0.0, 0.0], [1.0, inf, -inf], [0.0, 0.0, 0.0], [nan, nan, nan],
+                      [2.0, -0.0, 1e30], [0.5, -2.0, 3.0]])
+    b = torch.tensor([[1.0, inf, 0.0], [0.0, 0.0, 0.0], [-1e30, 3.0, nan], [0.25, 1.0, -1.0]])
+    module = Fn(lambda x, y: tuple(torch.cdist(x, y, p=p) for p in CDIST_P))
+    got = _export_and_run(module, (torch.randn(6, 3), torch.randn(4, 3)), (a, b),
+                          tmp_path / "m.tflite")
+    for g, w in zip(got, _torch_outputs(module, (a, b)), strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-6, atol=0)
