@@ -19,8 +19,11 @@ _FFT = ("_fft_r2c", "_fft_c2c", "_fft_c2r")
 _ATENS_OF = {"FFT": _FFT, "FFT2D": _FFT, "IRFFT": ("_fft_c2r",), "Complex": _FFT,
              "ComplexAbs": _FFT, "LeftShift": ("bitwise_left_shift", "__lshift__"),
              "RightShift": ("bitwise_right_shift", "__rshift__"), "Invert": ("bitwise_not",),
-             # index_put's last writer / accumulated sums (ops/assign.py, DynamicIndexPut)
-             "UnsortedSegmentMax": ("index_put",), "UnsortedSegmentSum": ("index_put",),
+             # index_put's last writer / accumulated sums (ops/assign.py, DynamicIndexPut),
+             # scatter_reduce / index_reduce (layers/scatter.py)
+             **{f"UnsortedSegment{r}": ("scatter_reduce", "index_reduce")
+                + (("index_put",) if r in ("Sum", "Max") else ())
+                for r in ("Sum", "Prod", "Max", "Min")},
              "FloorDiv": ("floor_divide", "div")}  # TFLite's FLOOR_DIV: no int64
 # TF ops that only integer results bring (a float floor division is converted without it)
 _INTEGER_ONLY = {"FloorDiv"}

@@ -49,6 +49,7 @@ from crossport.layers.pooling import (
 )
 from crossport.layers.recurrent import GRU, LSTM, RNN
 from crossport.layers.resize import Interpolate, InterpolateTo
+from crossport.layers.scatter import BagReduce, ScatterReduce
 from crossport.layers.shuffle import PixelShuffle, PixelUnshuffle
 from crossport.layers.special import Erf
 
@@ -65,6 +66,7 @@ __all__ = [
     "AvgPool1d",
     "AvgPool2d",
     "AvgPool3d",
+    "BagReduce",
     "BatchNorm1d",
     "BatchNorm2d",
     "BatchNorm3d",
@@ -93,5 +95,6 @@ __all__ = [
     "Pad",
     "PixelShuffle",
     "PixelUnshuffle",
+    "ScatterReduce",
     "StableLayerNormalization",
 ]

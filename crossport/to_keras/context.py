@@ -41,8 +41,12 @@ class NodeContext:
 
     # -- naming ---------------------------------------------------------------------------
     def name(self, suffix: str | None = None) -> str:
-        """A unique layer name: the torch module path, else the op name, plus ``suffix``."""
-        base = module_path(self.node) or self.op_name
+        """A unique layer name: the torch module path, else the op name, plus ``suffix``.
+
+        Leading underscores of an op name are dropped: TF takes a layer name as the scope
+        of its weights, and a scope cannot start with one (``_embedding_bag/embeddings``
+        failed the SavedModel/TFLite export)."""
+        base = module_path(self.node) or self.op_name.lstrip("_")
         if suffix:
             base = f"{base}.{suffix}"
         return self._names.unique(base)

@@ -31,7 +31,7 @@ from crossport.to_keras.complex_nodes import (
     reads_or_makes_complex,
 )
 from crossport.to_keras.context import LayerNames, NodeContext
-from crossport.to_keras.dynamic_dims import input_symbols
+from crossport.to_keras.dynamic_dims import input_symbols, is_dynamic_size
 from crossport.to_keras.fold import as_numpy, evaluate, input_dependent, mark_constants
 from crossport.to_keras.origins import operation_origins
 from crossport.to_keras.registry import (
@@ -185,6 +185,14 @@ class Emitter:
         val = node.meta["val"]
         shape = tuple(val.shape)
         rank = len(shape)
+        fixed = [d for d, size in enumerate(shape)
+                 if is_symbolic(size) and not is_dynamic_size(size)]
+        if fixed:  # a None input dim must be dynamic in every converter's view
+            raise DynamicDimError(
+                f"dim(s) {fixed} of input {name!r} were dynamic when captured but became fixed "
+                "sizes while the ops were checked (a converter's check read the size as a "
+                "number, which makes torch specialise it): a crossport bug, please report it; "
+                "meanwhile convert with those dims static")
         held = io_layout(rank, self.options.channels_last_io)
         keras_shape = [None if is_symbolic(shape[p]) else int(shape[p]) for p in held.perm]
         # a 0-dim tensor is a 0-dim input: Input(shape=()) would add a batch dim (None,)

@@ -5,6 +5,7 @@ clear refusal at export."""
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 
 import crossport
 from crossport.export.formats import load_tflite, tflite_op_names
@@ -194,3 +195,115 @@ def test_int64_ascending_sort_and_histc_match_torch_on_litert(tmp_path):
     got = _export_and_run(Fn(_routing), example, inputs, tmp_path / "m.tflite")
     for g, w in zip(got, _torch_outputs(Fn(_routing), inputs), strict=True):
         np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "nearest", "bicubic"])
+def test_grid_sample_matches_torch_on_litert(mode, tmp_path):
+    """grid_sample from builtins (FLOOR, ROUND, GATHER, SELECT ...): NaN/+-inf/huge grid
+    positions, NaN/inf pixels and the nearest tie torch decides with an FMA give torch's
+    values on LiteRT, for every padding and align_corners."""
+    from tests.ops.test_sampling import PADDINGS, special_grid, special_image
+
+    module = Fn(lambda x, g: tuple(
+        F.grid_sample(x, g, mode=mode, padding_mode=p, align_corners=a)
+        for p in PADDINGS for a in (False, True)))
+    example = (torch.randn(2, 3, 5, 97), torch.rand(2, 22, 22, 2) * 2 - 1)
+    args = (special_image(), special_grid())
+    got = _export_and_run(module, example, args, tmp_path / "m.tflite")
+    for g, w in zip(got, _torch_outputs(module, args), strict=True):
+        np.testing.assert_array_equal(np.isnan(g), np.isnan(w))
+        np.testing.assert_array_equal(np.isinf(g), np.isinf(w))
+        finite = np.isfinite(w)
+        if mode == "nearest":
+            np.testing.assert_array_equal(g[finite], w[finite])
+        else:  # torch sums the taps with FMAs, LiteRT without: rounding
+            np.testing.assert_allclose(g[finite], w[finite], rtol=1e-5, atol=1e-6)
+
+
+def _scatter_reductions(x, s):
+    from tests.ops.test_segment import REDUCTIONS, special_index
+
+    index = special_index()
+    reductions = [r for r in REDUCTIONS if x.dtype != torch.bool or r != "mean"]
+    return (tuple(x.scatter_reduce(0, index, s, r, include_self=i)
+                  for r in reductions for i in (True, False))
+            + tuple(x.index_reduce(1, torch.tensor([0, 2, 2, 5, 0, 5]), s, r)
+                    for r in reductions if r != "sum"))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int32, torch.bool])
+def test_scatter_and_index_reduce_match_torch_on_litert(dtype, tmp_path):
+    """UNSORTED_SEGMENT_SUM/PROD/MAX/MIN: NaN, +-inf (targets receiving only -inf or
+    only +inf), integer floor means and bool or/and give torch's values on LiteRT."""
+    from tests.ops.test_segment import SPECIAL
+
+    if dtype == torch.float32:
+        args = (torch.tensor(SPECIAL).flip(0), torch.tensor(SPECIAL))
+    else:
+        gen = torch.Generator().manual_seed(0)
+        args = tuple(torch.randint(-5, 5, (4, 6), generator=gen).to(dtype) for _ in range(2))
+    example = tuple((torch.randn(4, 6) * 3).to(dtype) for _ in range(2))
+    got = _export_and_run(Fn(_scatter_reductions), example, args, tmp_path / "m.tflite")
+    for g, w in zip(got, _torch_outputs(Fn(_scatter_reductions), args), strict=True):
+        # a mean's division by a count folded to a constant is a multiplication by its
+        # reciprocal in the file: one ulp (2.3333335 for 7/3)
+        np.testing.assert_allclose(g, w, rtol=2e-7, atol=0)
+
+
+def test_int64_scatter_reduce_is_refused_at_export(tmp_path):
+    """LiteRT's segment ops take no int64: an ExportError naming aten.scatter_reduce, no
+    file."""
+    module = Fn(lambda x, s: x.scatter_reduce(0, torch.tensor([[0, 1], [0, 0]]), s, "amax"))
+    args = (torch.arange(6).reshape(3, 2), torch.arange(4).reshape(2, 2))
+    conversion = crossport.convert_with_report(module.eval(), args)
+    with pytest.raises(crossport.ExportError,
+                       match=r"no TFLite builtin: UnsortedSegmentMax \(from "
+                             r"aten\.scatter_reduce in <root module> \(.*\.py:\d+"):
+        crossport.export(conversion, tmp_path / "m.tflite")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_embedding_bag_matches_torch_on_litert(tmp_path):
+    """Bags as UNSORTED_SEGMENT_* ops: sum, mean and max with padding, empty bags,
+    NaN/+-inf rows (max's first-entry NaN rule) on LiteRT. The table is an input: an
+    infinite weight would be saturated by the TFLite converter (the export's re-check
+    refuses that file)."""
+    weight = torch.tensor([[np.nan, 1.0], [2.0, np.nan], [3.0, 4.0], [-np.inf, -np.inf],
+                           [0.0, np.inf], [5.0, -1.0]])
+    offsets = torch.tensor([0, 2, 2, 4, 6, 8, 11])
+
+    def bags(table, indices):
+        return tuple(F.embedding_bag(indices, table, offsets, mode=m, padding_idx=p)
+                     for m in ("sum", "mean", "max") for p in (None, 4))
+
+    indices = torch.tensor([0, 2, 2, 0, 1, 2, 3, 3, 4, 0, 2, 1, 5])
+    args = (weight, indices)
+    got = _export_and_run(Fn(bags), (torch.randn(6, 2), indices), args, tmp_path / "m.tflite")
+    for g, w in zip(got, _torch_outputs(Fn(bags), args), strict=True):
+        np.testing.assert_allclose(g, w, rtol=2e-7, atol=0)
+
+
+def test_functional_embedding_bag_with_a_parameter_table_exports(tmp_path):
+    """F.embedding_bag in forward (no module path): its Embedding layer was named after the
+    op, ``_embedding_bag``, and TF refused the weight scope ``_embedding_bag/embeddings``."""
+    module = Fn(lambda self, i: F.embedding_bag(i, self.weight, mode="mean"),
+                weight=torch.randn(10, 3))
+    indices = torch.randint(0, 10, (4, 5))
+    got = _export_and_run(module, (indices,), (indices,), tmp_path / "m.tflite")
+    np.testing.assert_allclose(got[0], _torch_outputs(module, (indices,))[0], rtol=1e-6)
+
+
+def test_cdist_matches_torch_on_litert(tmp_path):
+    """cdist's direct form from builtins (SUB, ABS, SUM, SQRT, POW, REDUCE_MAX): every p on
+    NaN/+-inf/huge coordinates, the inf-norm skipping NaN as torch's running max does."""
+    from tests.ops.test_linalg import CDIST_P
+
+    nan, inf = np.nan, np.inf
+    a = torch.tensor([[nan, 0.0, 0.0], [1.0, inf, -inf], [0.0, 0.0, 0.0], [nan, nan, nan],
+                      [2.0, -0.0, 1e30], [0.5, -2.0, 3.0]])
+    b = torch.tensor([[1.0, inf, 0.0], [0.0, 0.0, 0.0], [-1e30, 3.0, nan], [0.25, 1.0, -1.0]])
+    module = Fn(lambda x, y: tuple(torch.cdist(x, y, p=p) for p in CDIST_P))
+    got = _export_and_run(module, (torch.randn(6, 3), torch.randn(4, 3)), (a, b),
+                          tmp_path / "m.tflite")
+    for g, w in zip(got, _torch_outputs(module, (a, b)), strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-6, atol=0)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+import keras
 import numpy as np
 import pytest
 import torch
@@ -499,6 +500,28 @@ CASES = [
                                             mode="trilinear")),
                  (1, 2, 4, 5, 6), {0: {2: "d", 4: "w"}}, False, [(1, 2, 6, 5, 9)],
                  id="trilinear-dynamic"),
+    # grid_sample: pixel offsets and the unnormalization from run-time sizes
+    pytest.param(Op(lambda x: tuple(
+        F.grid_sample(x, x[:, :2].permute(0, 2, 3, 1) * 1.5, mode=mode, padding_mode=pad,
+                      align_corners=corners)
+        for mode, pad, corners in [("bilinear", "zeros", False), ("nearest", "reflection", True),
+                                   ("bicubic", "border", False),
+                                   ("bilinear", "reflection", False)])),
+                 (2, 3, 5, 7), {0: {2: "h", 3: "w"}}, True, [(3, 3, 8, 4), (1, 3, 1, 9)],
+                 id="grid-sample-dynamic"),
+    # scatter_reduce/index_reduce: flat targets and segment counts from run-time sizes
+    pytest.param(Op(lambda x: tuple(
+        x.scatter_reduce(1, (x.abs() * 2).long().clamp(max=2), x * 3, r, include_self=s)
+        for r, s in [("sum", True), ("mean", False), ("amax", False), ("prod", True)])
+        + (x.index_reduce(1, torch.tensor([2, 0, 2]), x[:, 3:6], "amin"),)),
+                 (2, 6, 3), {0: {1: "s"}}, True, [(3, 9, 3), (1, 6, 3)],
+                 id="scatter-reduce-dynamic"),
+    # embedding_bag: bag ids, counts and the 2-D input's offsets (an arange) at run time
+    pytest.param(Op(lambda x: tuple(
+        F.embedding_bag((x.abs() * 3).long().clamp(max=9), torch.arange(30.0).reshape(10, 3),
+                        mode=mode, padding_idx=padding)
+        for mode, padding in [("sum", None), ("mean", 0), ("max", 1)])),
+                 (2, 5), {0: {1: "s"}}, True, [(3, 8), (1, 2)], id="embedding-bag-dynamic"),
 ]
 
 REFUSED = [
@@ -522,6 +545,20 @@ def test_dynamic(module, shape, dims, batch, others):
     marked = {d for dim_map in dims.values() for d in dim_map} | ({0} if batch else set())
     assert {d for d, size in enumerate(keras_shape) if size is None} == marked, keras_shape
     assert_matches_at_sizes(module, conversion, others)
+
+
+def test_a_check_that_specialises_a_dynamic_size_is_caught():
+    """A supports() reading a dynamic size with int() makes torch fix the symbol: the dim
+    was still None in the Keras model while every converter saw the example's size (found
+    with cdist's first supports check). Refused before building."""
+    from crossport.to_keras.registry import replaced
+
+    tanh = torch.ops.aten.tanh.default
+    with replaced(tanh, lambda ctx, self: keras.ops.tanh(self), dynamic=True,
+                  supports=lambda node: None if int(node.args[0].meta["val"].shape[1]) else "-"):
+        with pytest.raises(DynamicDimError, match=r"dim\(s\) \[1\] of input 'x'.*fixed"):
+            crossport.convert(Op(torch.tanh).eval(), (torch.randn(2, 6),),
+                              dynamic_dims={"x": {1: "s"}})
 
 
 @pytest.mark.parametrize("fn, what", REFUSED)

@@ -18,12 +18,16 @@ from torch import nn
 
 import crossport
 from crossport.compat import import_torchvision
-from crossport.errors import UnsupportedOpError
+from crossport.errors import DynamicDimError, UnsupportedOpError
 from tests.harness import assert_converts, assert_matches_at_sizes
 from tests.ops.opcases import Fn, case, inputs
 
 vector_norm = torch.linalg.vector_norm
 matrix_norm = torch.linalg.matrix_norm
+
+
+CDIST = ("aten__cdist_forward_default",)
+CDIST_P = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, math.inf)
 
 
 def after_conv(fn):
@@ -126,12 +130,53 @@ CASES = [
     case("timm-xcit-cross-covariance-attention",
          timm_module("timm.models.xcit", "XCA", 16, num_heads=2), (2, 7, 16),
          max_transposes=None, expect_converters=("aten_clamp_min_default", "aten_div_tensor", "aten_expand_as_default", "aten_linalg_vector_norm_default", "aten_linear_default", "aten_matmul_default", "aten_mul_tensor", "aten_permute_default", "aten_softmax_int", "aten_unbind_int", "aten_view_default")),
+    # cdist: torch's direct kernel for every p (was "no converter"); p = 2 past 25 rows or
+    # with compute_mode='use_mm_for_euclid_dist' is torch's matmul expansion, decomposed
+    case("cdist-every-p", Fn(lambda a, b: tuple(torch.cdist(a, b, p=p) for p in CDIST_P)),
+         [(2, 5, 3), (2, 4, 3)], expect_converters=CDIST),
+    case("cdist-broadcast-batch-unbatched", Fn(lambda a, b: (
+        torch.cdist(a, b), torch.cdist(a, b, p=1.0), torch.cdist(a[0, 0], b[0], p=math.inf))),
+         [(2, 1, 5, 3), (3, 4, 3)], expect_converters=CDIST),
+    case("cdist-after-conv-features", nn.Sequential(nn.Conv2d(3, 4, 3), Fn(
+        lambda y: torch.cdist(y.flatten(2).transpose(1, 2), y.mean(3).transpose(1, 2), p=3.0))),
+         (2, 3, 5, 6), max_transposes=None, expect_converters=CDIST),
+    case("cdist-p2-no-mm-past-25-rows", Fn(lambda a, b: torch.cdist(
+        a, b, compute_mode="donot_use_mm_for_euclid_dist")), [(2, 30, 8), (2, 27, 8)],
+         expect_converters=CDIST),
+    case("cdist-p2-matmul-past-25-rows", Fn(lambda a, b: torch.cdist(a, b)),
+         [(2, 30, 8), (2, 27, 8)], max_transposes=None,
+         expect_converters=("aten_matmul_default", "aten_clamp_min_default", "aten_sqrt_default")),
+    case("cdist-p2-use-mm", Fn(lambda a, b: torch.cdist(
+        a, b, compute_mode="use_mm_for_euclid_dist")), [(5, 8), (4, 8)], max_transposes=None,
+         expect_converters=("aten_matmul_default",)),
+    case("cdist-float64", Fn(lambda a, b: tuple(torch.cdist(a.double(), b.double(), p=p)
+                                                 for p in CDIST_P)),
+         [(2, 5, 3), (2, 4, 3)], expect_converters=CDIST),
 ]
 
 
 @pytest.mark.parametrize("module, shapes, kwargs", CASES)
 def test_linalg(module, shapes, kwargs):
     assert_converts(module, inputs(shapes), **kwargs)
+
+
+def test_cdist_special_values_match_torch():
+    """NaN, +-inf, -0.0 and huge coordinates: p = 0 counts NaN as NaN, the inf-norm skips
+    NaN (torch's running max from 0), the others propagate it."""
+    nan, inf = math.nan, math.inf
+    a = torch.tensor([[nan, 0.0, 0.0], [1.0, inf, -inf], [0.0, 0.0, 0.0], [nan, nan, nan],
+                      [2.0, -0.0, 1e30]])
+    b = torch.tensor([[1.0, inf, 0.0], [0.0, 0.0, 0.0], [-1e30, 3.0, nan]])
+    module = Fn(lambda x, y: tuple(torch.cdist(x, y, p=p) for p in CDIST_P))
+    assert_converts(module, (a, b), expect_converters=CDIST)
+
+
+def test_cdist_p2_with_a_dynamic_row_count_is_refused():
+    """torch picks the direct or the matmul formula for p = 2 by the row counts."""
+    module = Fn(lambda a, b: torch.cdist(a, b))
+    with pytest.raises(DynamicDimError, match=r"cdist's choice of formula .*dim 1 of 'x1'"):
+        crossport.convert(module.eval(), inputs([(2, 5, 3), (2, 4, 3)]),
+                          dynamic_dims={0: {1: "r"}})
 
 
 def test_singular_vectors_are_unsupported_with_a_reason():
@@ -147,6 +192,12 @@ DYNAMIC = [
                  [(3, 9, 4)], id="normalize-dynamic-batch-and-seq"),
     pytest.param(Fn(lambda x: matrix_norm(x, "nuc")), (2, 6, 4), {0: {1: "seq"}},
                  [(3, 9, 4), (1, 3, 4)], id="matrix_norm-nuc-dynamic-rows"),
+    pytest.param(Fn(lambda x: tuple(torch.cdist(x, x[:, :3] * 2, p=p)
+                                    for p in (0.0, 1.0, 3.0, math.inf))),
+                 (2, 6, 4), {0: {1: "seq"}}, [(3, 9, 4), (1, 3, 4)], id="cdist-dynamic-rows"),
+    pytest.param(Fn(lambda x: (torch.cdist(x, x.flip(1)), torch.cdist(x, x, p=math.inf))),
+                 (2, 6, 4), {0: {2: "features"}}, [(3, 6, 7), (1, 6, 2)],
+                 id="cdist-p2-dynamic-batch-and-features"),
 ]
 
 

@@ -5,9 +5,10 @@ first float32 samples and one sample of each of int64, int32 and bool it support
 modules (``tests/ops/opinfo_support.py``); each must convert and match torch on the sample
 and on a second seeded random input (shapes, dtypes, NaN/inf positions, values), or raise a
 ``CrossportError`` that names the op. Never silent (converted, checked, and still wrong),
-never a raw exception, never crossport's own check failing. The lists come from
-``benchmarks/opinfo_sweep.py`` (docs/parity.md, "OpInfo sweep"): the OpInfos whose samples
-all passed or were refused. ``FAST`` is a representative subset (34 OpInfos, ~30 s on one
+never a raw exception, never crossport's own check failing. ``CONVERTED`` OpInfos were
+refused when the sweep ran and have converters since: their samples must match (PASS). The
+lists come from ``benchmarks/opinfo_sweep.py`` (docs/parity.md, "OpInfo sweep"): the OpInfos
+whose samples all passed or were refused. ``FAST`` is a representative subset (34 OpInfos, ~30 s on one
 core); the rest is ``slow`` (558 OpInfos, ~18 minutes on one shared core).
 """
 
@@ -160,6 +161,15 @@ SLOW = [
 
 ACCEPTED = ("PASS", "REFUSED", "SKIP")
 
+# Refused ("no converter") when the sweep ran, converted since: every sample must now match
+# torch; a refusal fails here too
+CONVERTED = [
+    'grid_sampler_2d', 'nn.functional.grid_sample', 'scatter_reduce.sum', 'scatter_reduce.prod',
+    'scatter_reduce.mean', 'scatter_reduce.amax', 'scatter_reduce.amin', 'index_reduce.prod',
+    'index_reduce.mean', 'index_reduce.amax', 'index_reduce.amin', 'nn.functional.embedding_bag',
+    'cdist',
+]
+
 
 @functools.cache
 def _op_db() -> dict:
@@ -185,6 +195,15 @@ def _assert_never_silent(name: str) -> None:
     assert not bad, f"{name}:\n" + "\n".join(bad)
     # the property must have been exercised: some sample converted or was refused
     assert any(v.kind != "SKIP" for _, _, v in verdicts), f"{name}: every sample skipped"
+
+
+@pytest.mark.parametrize("name", CONVERTED)
+def test_converted_opinfo_samples_match_torch(name):
+    verdicts = _verdicts(name)
+    bad = [f"{dtype} sample {i}: {v.kind}: {v.detail}" for dtype, i, v in verdicts
+           if v.kind not in ("PASS", "SKIP")]
+    assert not bad, f"{name}:\n" + "\n".join(bad)
+    assert any(v.kind == "PASS" for _, _, v in verdicts), f"{name}: no sample converted"
 
 
 @pytest.mark.parametrize("name", FAST)

@@ -26,6 +26,8 @@ from crossport.to_keras.ops import (  # noqa: F401
     reduce,
     resize,
     rounding,
+    sampling,
+    segment,
     shape,
     shuffle,
     update_slice,

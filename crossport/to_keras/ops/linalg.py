@@ -1,4 +1,5 @@
-"""Vector and matrix norms: dims remapped through the layout like every reduction.
+"""Vector and matrix norms (dims remapped through the layout like every reduction) and
+pairwise distances (cdist).
 
 ``torch.norm``, ``F.normalize`` and ``linalg.matrix_norm`` ('fro', 1, -1, inf, -inf) all
 reach ``linalg_vector_norm`` after capture; ``matrix_norm`` 'nuc'/2/-2 and ``svdvals``
@@ -16,10 +17,11 @@ import torch
 
 from crossport.layout import after_reduce, canonical, normalize_dims, physical_axes
 from crossport.to_keras.dynamic_dims import static_dims
+from crossport.to_keras.ops.elementwise import is_infinite
 from crossport.to_keras.ops.reduce import _reduce, nan_max, nan_min
 from crossport.to_keras.ops.shape import as_value
 from crossport.to_keras.registry import Policy, register
-from crossport.to_keras.values import TensorValue, keras_dtype
+from crossport.to_keras.values import TensorValue, concrete, keras_dtype
 
 aten = torch.ops.aten
 ops = keras.ops
@@ -124,3 +126,72 @@ def aten_diagonal_default(ctx, self, offset=0, dim1=0, dim2=1):
     index = np.array([(start_row + i) * m + start_col + i for i in range(length)], "int32")
     ctx.out_layout = canonical(rank - 1)
     return ops.take(flat, index, axis=-1)
+
+
+def _uses_matmul(p: float, compute_mode, rows: tuple[int, int]) -> bool:
+    """torch's cdist_impl: p = 2 takes the matmul expansion when asked to (mode 1) or, by
+    default, when either input has more than 25 rows."""
+    return p == 2 and (compute_mode == 1 or (compute_mode in (None, 0) and max(rows) > 25))
+
+
+def _cdist_supports(node, x1, x2, p, compute_mode=None):
+    # the example's sizes (hints): int() of a dynamic size would specialise it in torch's
+    # shape environment and hide it from the dynamic-dims check
+    rows = (concrete(x1.meta["val"].shape[-2]), concrete(x2.meta["val"].shape[-2]))
+    if _uses_matmul(p, compute_mode, rows):
+        return ("_cdist_forward with p=2 by the matmul expansion (torch.cdist decomposes into "
+                "it before this op; calling the op directly is not converted): use "
+                "torch.cdist")
+    if p < 0:
+        return f"cdist with p={p} (torch takes p >= 0)"
+    return None
+
+
+def _cdist_dynamic(node, x1, x2, p, compute_mode=None):
+    """p = 2 by default picks torch's formula by the row counts: those must be static."""
+    if p != 2 or compute_mode not in (None, 0):
+        return None
+    for argument in ("x1", "x2"):
+        reason = static_dims(argument, lambda n: [-2], "cdist's choice of formula (p=2 "
+                             "switches to a matmul past 25 rows)")(node)
+        if reason:
+            return reason
+    return None
+
+
+@register(aten._cdist_forward.default, policy=Policy.CANONICAL, supports=_cdist_supports,
+          dynamic=_cdist_dynamic)
+def aten__cdist_forward_default(ctx, x1, x2, p, compute_mode=None):
+    """_cdist_forward(Tensor x1, Tensor x2, float p, int? compute_mode) -> Tensor
+
+    torch's direct kernel (DistanceOpsKernel.cpp) on ``|x1[i] - x2[j]|`` over the last dim,
+    batch dims broadcast: p = 0 counts the non-zero differences (NaN stays NaN), 1 sums
+    them, 2 is ``sqrt(sum d²)``, inf is their max with NaN skipped (torch's running max
+    from 0 ignores it; 0 for no features), other p ``(sum d^p)^(1/p)``. The matmul form
+    torch uses for p = 2 past 25 rows (or compute_mode='use_mm_for_euclid_dist') is
+    decomposed before this op (pow, sum, cat, matmul, clamp_min, sqrt).
+    """
+    x1, x2 = (ops.convert_to_tensor(v) if isinstance(v, np.ndarray) else v for v in (x1, x2))
+    d = ops.abs(ops.expand_dims(x1, -2) - ops.expand_dims(x2, -3))  # [..., r1, r2, m]
+    if p == 0:
+        return ops.sum(ops.where(ops.not_equal(d, d), d, ops.cast(ops.not_equal(d, 0.0),
+                                                                   d.dtype)), axis=-1)
+    if p == 1:
+        return ops.sum(d, axis=-1)
+    if p == 2:
+        return ops.sqrt(ops.sum(ops.square(d), axis=-1))
+    if math.isinf(p):
+        kept = ops.where(ops.not_equal(d, d), ops.zeros_like(d), d)
+        zero = [(0, 0)] * (len(d.shape) - 1) + [(0, 1)]  # torch's running max starts at 0
+        return ops.max(ops.pad(kept, zero), axis=-1)
+    return _power(ops.sum(_power(d, p), axis=-1), 1.0 / p)
+
+
+def _power(x, exponent: float):
+    """``x ** exponent`` for ``x >= 0`` with IEEE overflow: LiteRT's POW gives the largest
+    finite float for inf and for an overflowing power (cdist p=3 of 1e30 came out 7e12 in a
+    .tflite file); that value is doubled to inf (no inf constant, which the TFLite converter
+    would saturate the same way)."""
+    y = ops.where(is_infinite(x), x, ops.power(x, exponent))
+    largest = np.asarray(np.finfo(keras.backend.standardize_dtype(y.dtype)).max, y.dtype)
+    return ops.where(ops.greater_equal(y, largest), y * 2.0, y)
