@@ -121,14 +121,27 @@ def ELU(ctx: Context, layer, inputs):
     return ctx.call_module(nn.ELU(float(layer.get_config()["alpha"])), inputs)
 
 
-@register_layer(policy=Policy.CUSTOM,
+@register_layer(policy=Policy.CUSTOM, masks=True,
                 supports=lambda l: None if isinstance(l.get_config()["axis"], int) else
                 "Softmax over several axes is not converted")
 def Softmax(ctx: Context, layer, inputs: Held, mask=None) -> Held:
-    """keras.layers.Softmax(axis): nn.Softmax on the held dim of the Keras axis."""
+    """keras.layers.Softmax(axis): nn.Softmax on the held dim of the Keras axis.
+
+    A mask (``softmax(scores, mask)``, positional in keras_hub's attention) as Keras: the
+    masked scores set to -1e9 first (a mask not bool: kept where > 0.5), the masked
+    outputs zeroed after (a fully masked row is zeros, not uniform)."""
     inputs = ctx.plain(inputs)
     dim = physical_axis(inputs.layout, layer.get_config()["axis"])
-    return Held(ctx.call_module(nn.Softmax(dim=dim), inputs.node), inputs.layout, inputs.shape)
+    if mask is None:
+        return Held(ctx.call_module(nn.Softmax(dim=dim), inputs.node), inputs.layout,
+                    inputs.shape)
+    keep = ctx.broadcast_to(mask, inputs.layout) if mask.rank < inputs.rank else \
+        ctx.to_layout(ctx.plain(mask), inputs.layout).node
+    if ctx.input_dtypes[1] != "bool":
+        keep = ctx.call_function(torch.gt, keep, 0.5)
+    scores = ctx.call_function(torch.where, keep, inputs.node, -1e9)
+    out = ctx.call_module(nn.Softmax(dim=dim), scores)
+    return Held(ctx.call_function(torch.where, keep, out, 0.0), inputs.layout, inputs.shape)
 
 
 @register_layer(policy=Policy.CUSTOM, keeps_layout=True)
