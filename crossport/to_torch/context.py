@@ -113,7 +113,9 @@ class Context:
         in Keras order."""
         name = f"{self.path.replace('.', '_')}_constant_{len(self._constants)}"
         self._constants.append(name)
-        self.root.register_buffer(name, torch.from_numpy(np.ascontiguousarray(array)))
+        # (ascontiguousarray makes a 0-d array 1-d: the reshape keeps its rank)
+        tensor = torch.from_numpy(np.ascontiguousarray(array).reshape(array.shape))
+        self.root.register_buffer(name, tensor)
         return Held(self._tag(self.graph.get_attr(name)), canonical(array.ndim), array.shape)
 
     def variable(self, variable) -> Held:
@@ -126,7 +128,7 @@ class Context:
             name = re.sub(r"\W", "_", variable.path)
             while hasattr(self.root, name):
                 name += "_"
-            tensor = torch.from_numpy(np.ascontiguousarray(array))
+            tensor = torch.from_numpy(np.ascontiguousarray(array).reshape(array.shape))
             if variable.trainable and tensor.is_floating_point():
                 self.root.register_parameter(name, nn.Parameter(tensor))
             else:

@@ -105,7 +105,25 @@ def lookup(operation) -> LayerConverter | None:
 
     _load_builtin_converters()
     table = _LAYERS if isinstance(operation, keras.layers.Layer) else _OPS
-    return table.get(type(operation).__name__)
+    converter = table.get(type(operation).__name__)
+    if converter is not None and converter.fn.__module__.startswith("crossport.") \
+            and not _builtin_class(type(operation)):
+        return None  # a class of another library that only shares the name: traced
+    return converter
+
+
+def _builtin_class(cls) -> bool:
+    """Whether crossport's converter for ``cls.__name__`` computes what ``cls`` does: a
+    Keras (or crossport) class, or a subclass of the one of that name that does not
+    override ``call`` (keras_hub's ``ReversibleEmbedding``). keras_hub's own
+    ``RMSNormalization`` only shares the name of Keras' layer."""
+    def builtin(c) -> bool:
+        return c.__module__.startswith(("keras.", "crossport."))
+
+    if builtin(cls):
+        return True
+    return any(builtin(base) and base.__name__ == cls.__name__ and cls.call is base.call
+               for base in cls.__mro__[1:])
 
 
 def registered_layers() -> dict[str, LayerConverter]:

@@ -254,3 +254,44 @@ def test_sublayer_returning_none_is_inlined():
     x = keras.Input((None, 4))
     model = keras.Model(x, UsesPair(name="uses")(x))
     assert_at_sizes(model, (torch.randn(2, 3, 4),), [[(1, 6, 4)]])
+
+
+class Rotary(L.Layer):
+    """RoPE as keras_hub computes it: positions ``arange(seq_len) + cast(start)`` (an
+    eager 0-d constant), an einsum with the inverse frequencies, cos/sin, rotate half."""
+
+    def call(self, x):
+        length, width = ops.shape(x)[1], x.shape[-1]
+        positions = ops.arange(length, dtype="float32") + ops.cast(0, "float32")
+        inverse = 1.0 / (10000 ** (np.arange(0, width, 2, dtype="float32") / width))
+        freq = ops.einsum("bi,j->bij", ops.expand_dims(positions, 0), inverse)
+        angles = ops.reshape(ops.stack((freq, freq), axis=-2),
+                             (*ops.shape(freq)[:-1], ops.shape(freq)[-1] * 2))
+        x1, x2 = ops.split(x, 2, axis=-1)
+        rotated = ops.reshape(ops.stack((-x2, x1), axis=-2), ops.shape(x))
+        return x * ops.cos(angles) + rotated * ops.sin(angles)
+
+
+def test_rotary_embedding_with_einsum_and_scalar_constant():
+    """A 0-d constant became a 1-d buffer (np.ascontiguousarray), and einsum's shape
+    inference dropped the run-time length (a reshape fixed it at the example's)."""
+    x = keras.Input((None, 8))
+    model = keras.Model(x, Rotary(name="rotary")(x))
+    assert_at_sizes(model, (torch.randn(2, 5, 8),), [[(3, 9, 8)], [(1, 2, 8)]])
+
+
+class Dense(L.Layer):
+    """Shares the name of keras.layers.Dense, computes something else."""
+
+    def build(self, input_shape):
+        self.scale = self.add_weight(shape=(input_shape[-1],))
+
+    def call(self, x):
+        return x * self.scale + 1.0
+
+
+def test_a_custom_class_sharing_a_keras_name_is_traced_not_converted_as_keras():
+    """keras_hub's RMSNormalization shares Keras' name: Keras' converter crashed on it."""
+    x = keras.Input((None, 4))
+    model = keras.Model(x, Dense(name="lookalike")(x))
+    assert_at_sizes(model, (torch.randn(2, 3, 4),), [[(1, 5, 4)]])
