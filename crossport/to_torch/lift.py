@@ -26,8 +26,11 @@ _is_tensor = keras.ops.is_tensor
 _convert_to_tensor = keras.ops.convert_to_tensor
 _broadcast_to = keras.ops.broadcast_to
 # functions that only look at a value: never recorded
-_INSPECTING = frozenset({"is_tensor", "shape", "dtype", "ndim", "is_int_dtype",
+_INSPECTING = frozenset({"is_tensor", "shape", "dtype", "is_int_dtype",
                          "is_float_dtype", "standardize_dtype", "result_type"})
+# Variable operators: with a KerasTensor operand they leave it to the tensor's reflected
+# operator (a symbolic keras.ops node); TF's own would refuse the KerasTensor
+_VARIABLE_OPERATORS = ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul")
 
 
 class SizeTraceError(ValueError):
@@ -141,6 +144,8 @@ def _filled(name, anchor, shape, fill_value=None, dtype=None):
 def _wrap(name: str, fn):
     @functools.wraps(fn)
     def wrapped(*args, **kwargs):
+        if name == "ndim" and args and isinstance(args[0], keras.KerasTensor):
+            return len(args[0].shape)  # the rank is static (Keras returns a symbolic one)
         if sizes_in((args, kwargs)) and not _symbolic((args, kwargs)):
             return _lifted(name, fn, args, kwargs)
         return fn(*args, **kwargs)
@@ -236,12 +241,30 @@ def _layer_call(original):
             return original(self, *args, **kwargs)
         if _custom_sublayer(self) and not any(
                 getattr(t, "_keras_mask", None) is not None for t in tensors):
-            return self.call(*args, **kwargs)  # inlined: its sizes stay RunSizes
+            return self.call(*args, **_call_kwargs(self, kwargs))  # inlined: RunSizes kept
         outputs = original(self, *args, **kwargs)
         track_sizes(self.compute_output_spec, outputs, args, kwargs)
         return outputs
 
     return __call__
+
+
+def _call_kwargs(layer, kwargs: dict) -> dict:
+    """``kwargs`` as ``Layer.__call__`` hands them to ``call``: ``training`` only to a call
+    that takes it."""
+    if "training" in kwargs and "training" not in layer._call_signature.parameters:
+        kwargs = {k: v for k, v in kwargs.items() if k != "training"}
+    return kwargs
+
+
+def _variable_operator(original):
+    @functools.wraps(original)
+    def operator(self, other):
+        if isinstance(other, keras.KerasTensor):
+            return NotImplemented
+        return original(self, other)
+
+    return operator
 
 
 def _variable_getitem(original):
@@ -290,6 +313,10 @@ def lifting():
     variable.__getitem__ = _variable_getitem(getitem)
     tensor_getitem = keras.KerasTensor.__getitem__
     keras.KerasTensor.__getitem__ = _tensor_getitem(tensor_getitem)
+    operators = {f"__{r}{n}__": getattr(variable, f"__{r}{n}__")
+                 for n in _VARIABLE_OPERATORS for r in ("", "r")}
+    for name, fn in operators.items():
+        setattr(variable, name, _variable_operator(fn))
     try:
         with _wrapped_ops():
             yield
@@ -298,6 +325,8 @@ def lifting():
         operation.symbolic_call = symbolic
         variable.__getitem__ = getitem
         keras.KerasTensor.__getitem__ = tensor_getitem
+        for name, fn in operators.items():
+            setattr(variable, name, fn)
 
 
 @contextmanager

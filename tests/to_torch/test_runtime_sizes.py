@@ -295,3 +295,50 @@ def test_a_custom_class_sharing_a_keras_name_is_traced_not_converted_as_keras():
     x = keras.Input((None, 4))
     model = keras.Model(x, Dense(name="lookalike")(x))
     assert_at_sizes(model, (torch.randn(2, 3, 4),), [[(1, 5, 4)]])
+
+
+class ScaleFirst(L.Layer):
+    """T5's layer norm: ``self.weight * x`` (a Variable's operator, which TF refused with a
+    KerasTensor), ``ops.ndim`` (symbolic in Keras), a sublayer whose call takes no
+    ``training`` called with it (Layer.__call__ drops it; an inlined call must too)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.inner = Dense()
+
+    def build(self, input_shape):
+        self.weight = self.add_weight(shape=(input_shape[-1],))
+        self.inner.build(input_shape)
+
+    def call(self, x, training=None):
+        x = self.inner(x, training=training)
+        rank = ops.ndim(x)
+        return self.weight * x if rank == 3 else x
+
+
+def test_variable_operator_ndim_and_dropped_training_kwarg():
+    x = keras.Input((None, 4))
+    model = keras.Model(x, ScaleFirst(name="scale")(x))
+    assert_at_sizes(model, (torch.randn(2, 3, 4),), [[(1, 5, 4)]])
+
+
+def test_unstack_and_outer_ops():
+    x = keras.Input((3, 4))
+    a, b, c = ops.unstack(x, axis=1)
+    model = keras.Model(x, [a * c, ops.outer(b[:1, :], c[:1, :])])
+    crossport.to_torch_with_report(model, (torch.randn(2, 3, 4),))
+
+
+def test_unstack_along_a_runtime_size_is_refused():
+    x = keras.Input((None, 4))
+    model = keras.Model(x, UnstackRows(name="rows")(x))
+    with pytest.raises(crossport.UnsupportedLayerError, match="unstack.*run time"):
+        crossport.to_torch(model, (torch.randn(2, 3, 4),))
+
+
+class UnstackRows(L.Layer):
+    def call(self, x):
+        return ops.sum(ops.stack(ops.unstack(x, axis=1)[:2], axis=1), axis=1)
+
+    def compute_output_shape(self, input_shape):
+        return (input_shape[0], input_shape[2])

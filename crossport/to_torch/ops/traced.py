@@ -1,6 +1,6 @@
-"""keras.ops a traced ``call()`` runs on run-time sizes: ``slice``, and the operations
-``to_torch/lift.py`` records for calls Keras would compute eagerly (a constant made symbolic,
-``arange`` / a size as a tensor with run-time bounds)."""
+"""keras.ops that traced ``call()``\ s use: ``slice`` (with run-time sizes), ``unstack``,
+``outer``, and the operations ``to_torch/lift.py`` records for calls Keras would compute
+eagerly (a constant made symbolic, ``arange`` / a size as a tensor with run-time bounds)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,13 @@ import numpy as np
 import torch
 
 from crossport.errors import UnsupportedLayerError
-from crossport.layout import canonical, physical_order
+from crossport.layout import (
+    after_reduce,
+    canonical,
+    normalize_dim,
+    physical_axis,
+    physical_order,
+)
 from crossport.layout.policy import Policy
 from crossport.to_torch.context import Context, Held
 from crossport.to_torch.registry import register_op
@@ -62,3 +68,29 @@ def SizeScalar(ctx: Context, op, *anchors) -> Held:
     """A run-time size as a 0-d tensor (``ops.cast(ops.shape(x)[1], "float32")``)."""
     node = ctx.call_function(torch.scalar_tensor, ctx.size(op.size), dtype=ctx.output_dtype())
     return Held(node, canonical(0), ())
+
+
+@register_op(policy=Policy.CUSTOM, keeps_layout=True)
+def Unstack(ctx: Context, op, x: Held) -> list[Held]:
+    """keras.ops.unstack(x, num, axis): ``torch.unbind`` at the held axis. The graph holds
+    one output per element, so the axis must have a size known at conversion."""
+    x = ctx.plain(x)
+    axis = normalize_dim(int(op.axis), x.rank)
+    if x.shape[axis] is None:
+        raise UnsupportedLayerError(
+            f"keras.ops.unstack {ctx.path!r} along axis {axis}, whose size is known only at "
+            "run time (the graph holds one output per element); not converted",
+            [(ctx.path, "Unstack", "run-time size")])
+    node = ctx.call_function(torch.unbind, x.node, physical_axis(x.layout, axis))
+    layout = after_reduce(x.layout, [axis], False)
+    return [Held(ctx.call_function(operator.getitem, node, i), layout, shape)
+            for i, shape in enumerate(ctx.output_shapes)]
+
+
+@register_op(policy=Policy.CANONICAL)
+def Outer(ctx: Context, op, x1, x2):
+    """keras.ops.outer(x1, x2): the outer product of the flattened inputs, in Keras'
+    result dtype."""
+    want = ctx.output_dtype()
+    a, b = (ctx.call_method("to", ctx.call_method("reshape", v, -1), want) for v in (x1, x2))
+    return ctx.call_function(torch.outer, a, b)
