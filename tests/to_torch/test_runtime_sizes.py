@@ -342,3 +342,20 @@ class UnstackRows(L.Layer):
 
     def compute_output_shape(self, input_shape):
         return (input_shape[0], input_shape[2])
+
+
+@pytest.mark.parametrize("axis", [(-1,), (1, 2)], ids=["one-tuple", "two-axes"])
+def test_softmax_layer_over_axis_tuples(axis):
+    """MultiHeadAttention with dropout builds Softmax(axis=(-1,)): it was refused."""
+    x = keras.Input((3, 4, 5))
+    model = keras.Model(x, L.Softmax(axis=axis)(x))
+    crossport.to_torch_with_report(model, (torch.randn(2, 3, 4, 5),))
+
+
+def test_where_with_an_integer_condition_and_a_list_key():
+    """Keras casts where's condition to bool (GPT-OSS), and reads a list key as a tuple
+    (RoformerV2's ``x[[..., 0]]``-style indexing)."""
+    x = keras.Input((3, 4))
+    flags = keras.Input((3, 4), dtype="int32")
+    model = keras.Model([x, flags], ops.where(flags, x, -x)[[slice(None), 0]])
+    crossport.to_torch_with_report(model, (torch.randn(2, 3, 4), torch.randint(0, 2, (2, 3, 4))))

@@ -168,7 +168,7 @@ def _getitem_keys(op) -> list:
 
 def _getitem_supported(op) -> str | None:
     for key in _getitem_keys(op):
-        for item in key if isinstance(key, tuple) else (key,):
+        for item in key if isinstance(key, (tuple, list)) else (key,):
             if isinstance(item, slice):
                 parts = (item.start, item.stop, item.step)
                 if not all(p is None or isinstance(p, (int, np.integer)) for p in parts):
@@ -191,7 +191,7 @@ def GetItem(ctx: Context, op, x: Held, key) -> Held:
     (``start -> -start - 1``, the same at every size). Out-of-range slices clamp and
     out-of-range ints fail in both. Run-time bounds (``x[:, :ops.shape(y)[1]]`` in a traced
     call) are read at run time."""
-    items = list(key) if isinstance(key, tuple) else [key]
+    items = list(key) if isinstance(key, (tuple, list)) else [key]  # a list: Keras' tuple
     x, items = _flip_negative_steps(ctx, ctx.plain(x), items)
     items = [ctx.size(i) if sizes_in(i) else i for i in items]
     if any(item is None for item in items):

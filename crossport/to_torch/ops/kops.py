@@ -467,6 +467,8 @@ def Where(ctx: Context, op, condition, x1=None, x2=None):
         raise UnsupportedLayerError(
             f"keras.ops.where {ctx.path!r} with one argument (nonzero indices) has a "
             "data-dependent shape; not converted", [(ctx.path, "Where", "one argument")])
+    if isinstance(condition, torch.fx.Node) and ctx.input_dtypes[0] != "bool":  # as TF: bool
+        condition = ctx.call_method("to", condition, torch.bool)
     return _as_output_dtype(ctx, ctx.call_function(torch.where, condition, x1, x2))
 
 
