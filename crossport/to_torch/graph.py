@@ -191,9 +191,13 @@ def _split_activation(layer, activation, path: str, node, args: tuple, kwargs: d
     if type(layer).__name__ == "Activation":
         _inline_traced(traced, path, args, kwargs, node.outputs, graph)
         return None
+    try:
+        linear = _linear_copy(layer, graph)
+    except AttributeError as exc:  # an activation that is not a plain attribute
+        return f"its activation cannot be split off the layer ({exc})"
     pre = keras.KerasTensor(output.shape, dtype=output.dtype)  # the output before it
     graph.synthetic.add(id(pre))
-    knode = KNode(_linear_copy(layer, graph), path, args, kwargs, [pre], lookup(layer))
+    knode = KNode(linear, path, args, kwargs, [pre], lookup(layer))
     _track_cleared_masks(knode, graph)
     graph.nodes.append(knode)
     _inline_traced(traced, f"{path}_activation", (pre,), {}, node.outputs, graph)

@@ -168,6 +168,14 @@ def _infer(node, graph: KGraph) -> None:
         graph.concrete.setdefault(id(tensor), tuple(tensor.shape))
 
 
+# Keras layers whose call() ends with ``self.activation(outputs)``: the function can be
+# split off (a recurrent layer's activation runs inside each step: not these)
+_ACTIVATION_LAST = frozenset({
+    "Dense", "EinsumDense", "Activation", "Conv1D", "Conv2D", "Conv3D", "Conv1DTranspose",
+    "Conv2DTranspose", "Conv3DTranspose", "DepthwiseConv1D", "DepthwiseConv2D",
+    "SeparableConv1D", "SeparableConv2D"})
+
+
 def custom_activation(layer):
     """The layer's ``activation`` when it is a plain Python function rather than one of
     Keras' (keras_hub's ``gelu_approximate``, a lambda), else None."""
@@ -175,7 +183,9 @@ def custom_activation(layer):
     from crossport.torch_layers.activation import activation_name
 
     fn = getattr(layer, "activation", None)
-    if not isinstance(layer, keras.layers.Layer) or not callable(fn):
+    if not isinstance(layer, keras.layers.Layer) or not callable(fn) or not any(
+            c.__module__.startswith("keras.") and c.__name__ in _ACTIVATION_LAST
+            for c in type(layer).__mro__):
         return None
     try:
         activation_name(fn)

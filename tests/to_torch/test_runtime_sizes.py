@@ -359,3 +359,12 @@ def test_where_with_an_integer_condition_and_a_list_key():
     flags = keras.Input((3, 4), dtype="int32")
     model = keras.Model([x, flags], ops.where(flags, x, -x)[[slice(None), 0]])
     crossport.to_torch_with_report(model, (torch.randn(2, 3, 4), torch.randint(0, 2, (2, 3, 4))))
+
+
+def test_recurrent_layer_with_a_user_activation_is_refused():
+    """The activation of an LSTM runs inside each step: it is not split off and traced
+    (it was, before the split was limited to layers applying it last: a parity failure)."""
+    x = keras.Input((5, 3))
+    model = keras.Model(x, L.LSTM(4, activation=gelu_tanh, name="lstm")(x))
+    with pytest.raises(crossport.CrossportError, match="not one of Keras' own"):
+        crossport.to_torch(model, (torch.randn(2, 5, 3),))
