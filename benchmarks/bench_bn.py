@@ -18,7 +18,6 @@ import os
 from pathlib import Path
 
 import common  # noqa: I001  (sets the TF environment before TF/Keras are imported)
-
 import keras
 import numpy as np
 import tensorflow as tf

@@ -267,8 +267,10 @@ def make_live(model, seed: int = 0) -> None:
         var.assign(new.astype(value.dtype))
 
 
-def make_inputs(model, seed: int) -> tuple[list[str], tuple]:
-    """Seeded torch tensors for ``model.inputs`` (Keras' flatten order), by input name."""
+def make_inputs(model, seed: int, batch: int = BATCH, seq: int = SEQ,
+                image: int = IMAGE) -> tuple[list[str], tuple]:
+    """Seeded torch tensors for ``model.inputs`` (Keras' flatten order), by input name;
+    ``batch``, ``seq`` and ``image`` fill the sizes the model leaves None."""
     rng = np.random.default_rng(seed)
     names, out = [], []
     for tensor in model.inputs:
@@ -276,20 +278,20 @@ def make_inputs(model, seed: int) -> tuple[list[str], tuple]:
         dtype = str(tensor.dtype)
         shape = list(tensor.shape[1:])
         if "mask" in name:
-            shape = [SEQ if d is None else d for d in shape]
-            a = np.ones((BATCH, *shape), dtype="int64")
+            shape = [seq if d is None else d for d in shape]
+            a = np.ones((batch, *shape), dtype="int64")
             a[1, ..., -2:] = 0  # the second row padded
             a = a.astype(bool) if dtype == "bool" else a
         elif "int" in dtype:
-            shape = [SEQ if d is None else d for d in shape]
+            shape = [seq if d is None else d for d in shape]
             high = 2 if "segment" in name else VOCAB
-            a = rng.integers(0, high, (BATCH, *shape)).astype("int64")
+            a = rng.integers(0, high, (batch, *shape)).astype("int64")
         elif "float" in dtype:
-            if len(shape) == 3:  # an image: None spatial dims get IMAGE
-                shape = [IMAGE if d is None else d for d in shape]
+            if len(shape) == 3:  # an image: None spatial dims get image
+                shape = [image if d is None else d for d in shape]
             else:  # features / raw audio: None time steps
-                shape = [4 * SEQ if d is None else d for d in shape]
-            a = rng.standard_normal((BATCH, *shape)).astype("float32")
+                shape = [4 * seq if d is None else d for d in shape]
+            a = rng.standard_normal((batch, *shape)).astype("float32")
         else:
             raise Skip(f"input {name!r} of dtype {dtype}")
         names.append(name)
@@ -339,11 +341,32 @@ def run_keras(model, args: tuple) -> list[np.ndarray]:
     return run(model, args, False)
 
 
+# a second size of every size the model leaves None (batch, sequence, image)
+OTHER = {"batch": BATCH + 1, "seq": SEQ + 5, "image": 2 * IMAGE}
+
+
 def independent(model, conversion) -> dict:
-    """Compare on a second seeded input; the module in float64 past the tolerance."""
+    """Compare on a second seeded input at the example's sizes and on one at other sizes
+    (``OTHER``, when Keras runs there); the module in float64 past the tolerance."""
+    result = compare_at(model, conversion, make_inputs(model, 7)[1])
+    try:
+        other = make_inputs(model, 8, **OTHER)[1]
+        run_keras(model, other)
+    except Exception:  # noqa: BLE001  (the model fixes those sizes, or refuses them)
+        result["other_size"] = "not run: Keras does not run at the other sizes"
+        return result
+    if [tuple(a.shape) for a in other] == [tuple(a.shape) for a in conversion.example_args]:
+        return result
+    at_other = compare_at(model, conversion, other)
+    at_other["other_size"] = ", ".join("x".join(map(str, a.shape)) for a in other)
+    return at_other if at_other["error"] > result["error"] else {
+        **result, "other_size": at_other["other_size"]}
+
+
+def compare_at(model, conversion, inputs: tuple) -> dict:
+    """Keras vs the module on ``inputs``: the error, float64 evidence past the tolerance."""
     from crossport.to_torch.verify import as_float64, run_torch
 
-    _, inputs = make_inputs(model, 7)
     ref = run_keras(model, inputs)
     got = run_torch(conversion.module, inputs, False)
     if len(ref) != len(got):

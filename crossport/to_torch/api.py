@@ -71,6 +71,14 @@ def _example(example_args) -> tuple:
     return tuple(out)
 
 
+def _keras_shape(arg: torch.Tensor, channels_first_io: bool) -> tuple:
+    """An example input's shape as the Keras model takes it (NCHW -> NHWC)."""
+    shape = tuple(arg.shape)
+    if channels_first_io and len(shape) >= 3:
+        shape = (shape[0], *shape[2:], shape[1])
+    return shape
+
+
 def to_torch_with_report(kmodel_or_path, example_args, *, channels_first_io: bool = False,
                          check: bool = True, atol: float = 1e-4, check_inputs: int = 2,
                          seed: int = 0) -> TorchConversion:
@@ -106,7 +114,7 @@ def to_torch_with_report(kmodel_or_path, example_args, *, channels_first_io: boo
     start = time.perf_counter()
     kmodel = _load(kmodel_or_path)
     args = _example(example_args)
-    graph = capture(kmodel)
+    graph = capture(kmodel, [_keras_shape(a, channels_first_io) for a in args])
     preflight(graph)
     seconds["capture"] = time.perf_counter() - start
     start = time.perf_counter()

@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from crossport.errors import UnsupportedLayerError
-from crossport.layout import FlatOrder, Layout, canonical, transpose_between
+from crossport.layout import FlatOrder, Layout, canonical, physical_axis, transpose_between
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,7 @@ class Context:
         self.input_shape: tuple = ()  # Keras shape of the layer's first tensor input
         self.input_dtype: str = ""    # and its Keras dtype
         self.input_dtypes: list[str] = []  # Keras dtypes of all its tensor inputs, in order
+        self.tensor_shapes: list[tuple] = []  # and their Keras shapes
         self.output_dtypes: list[str] = []  # Keras dtypes of the layer's outputs
         self.output_shapes: list[tuple] = []  # and their Keras shapes (batch None)
         self.permutes = 0       # permutes inside the model (boundary ones not counted)
@@ -53,6 +54,8 @@ class Context:
         self.calls: dict[int, list] = {}  # id(Keras layer) -> the graph's KNodes calling it
         self.first_layouts: dict[int, dict[int, Layout]] = {}  # a shared layer's first call
         self.memo: dict = {}      # what a converter keeps across a shared layer's calls
+        self.held: dict[int, Held] = {}   # id(KerasTensor) -> Held, as emitted so far
+        self.size_nodes: dict[int, tuple] = {}  # id(RunSize) -> (it, its fx node)
 
     # -- modules and nodes ----------------------------------------------------------------
     def add_module(self, module: nn.Module, suffix: str = "") -> str:
@@ -110,7 +113,9 @@ class Context:
         in Keras order."""
         name = f"{self.path.replace('.', '_')}_constant_{len(self._constants)}"
         self._constants.append(name)
-        self.root.register_buffer(name, torch.from_numpy(np.ascontiguousarray(array)))
+        # (ascontiguousarray makes a 0-d array 1-d: the reshape keeps its rank)
+        tensor = torch.from_numpy(np.ascontiguousarray(array).reshape(array.shape))
+        self.root.register_buffer(name, tensor)
         return Held(self._tag(self.graph.get_attr(name)), canonical(array.ndim), array.shape)
 
     def variable(self, variable) -> Held:
@@ -123,7 +128,7 @@ class Context:
             name = re.sub(r"\W", "_", variable.path)
             while hasattr(self.root, name):
                 name += "_"
-            tensor = torch.from_numpy(np.ascontiguousarray(array))
+            tensor = torch.from_numpy(np.ascontiguousarray(array).reshape(array.shape))
             if variable.trainable and tensor.is_floating_point():
                 self.root.register_parameter(name, nn.Parameter(tensor))
             else:
@@ -140,6 +145,19 @@ class Context:
 
     def call_method(self, name: str, *args, **kwargs) -> torch.fx.Node:
         return self._tag(self.graph.call_method(name, args, kwargs))
+
+    def size_of(self, tensor, axis: int) -> torch.fx.Node:
+        """The run-time size of Keras dim ``axis`` of ``tensor`` (emitted already):
+        ``x.size(d)`` at the held axis."""
+        value = self.plain(self.held[id(tensor)])
+        return self.call_method("size", value.node, physical_axis(value.layout, axis))
+
+    def size(self, value):
+        """``value`` (an int, a RunSize, or tuples / lists / slices of them) in the torch
+        graph: RunSizes as the nodes computing them at run time (``sizes.emit_size``)."""
+        from crossport.to_torch.sizes import emit_sizes
+
+        return emit_sizes(self, value)
 
     def output_dtype(self, index: int = 0) -> torch.dtype:
         """The torch dtype of the current layer's Keras output ``index`` (Keras' promotion
@@ -209,9 +227,8 @@ class Context:
         missing = layout.rank - value.rank
         value = self.canonical(value)
         node = value.node
-        if missing:
-            shape = [1] * missing + [-1 if s is None else s for s in value.shape]
-            node = self.call_method("reshape", node, *shape)
+        for _ in range(missing):  # (a reshape could infer one unknown size, not two)
+            node = self.call_method("unsqueeze", node, 0)
         perm = layout.perm
         if perm != tuple(range(len(perm))):
             node = self.call_method("permute", node, *perm)

@@ -23,6 +23,7 @@ from crossport.layout.assign import preferred_native
 from crossport.layout.policy import Policy
 from crossport.to_torch.context import Context, Held
 from crossport.to_torch.graph import KGraph, KNode, input_name
+from crossport.to_torch.sizes import RunSize, static_shape
 
 
 @dataclass
@@ -37,7 +38,7 @@ def emit(graph: KGraph, channels_first_io: bool = False) -> EmittedModule:
     ctx = Context()
     for knode in graph.nodes:
         ctx.calls.setdefault(id(knode.operation), []).append(knode)
-    held: dict[int, Held] = {}
+    held: dict[int, Held] = ctx.held
     prefer = _preferred_channels_first(graph)
     boundary = 0
     for tensor in graph.inputs:
@@ -138,11 +139,12 @@ def _convert(ctx: Context, knode: KNode, held: dict) -> list[Held]:
     converter = knode.converter
     ctx.layer, ctx.path = knode.operation, knode.path
     tensors = knode.input_tensors()
-    ctx.input_shape = tuple(tensors[0].shape) if tensors else ()
+    ctx.input_shape = static_shape(tensors[0].shape) if tensors else ()
     ctx.input_dtype = str(tensors[0].dtype) if tensors else ""
     ctx.input_dtypes = [str(t.dtype) for t in tensors]
+    ctx.tensor_shapes = [static_shape(t.shape) for t in tensors]
     ctx.output_dtypes = [t.dtype for t in knode.outputs]
-    ctx.output_shapes = [tuple(t.shape) for t in knode.outputs]
+    ctx.output_shapes = [static_shape(t.shape) for t in knode.outputs]
 
     def value_of(x, data: bool = False):
         if isinstance(x, keras.Variable):  # read by a traced layer's call (trace_call)
@@ -159,7 +161,7 @@ def _convert(ctx: Context, knode: KNode, held: dict) -> list[Held]:
     if len(ctx.calls.get(id(knode.operation), ())) > 1 and converter.policy_for(
             knode.operation) is Policy.CUSTOM:
         args, kwargs = _as_first_call(ctx, knode.operation, args, kwargs)
-    shapes = [tuple(t.shape) for t in knode.outputs]
+    shapes = list(ctx.output_shapes)
     return apply_converter(ctx, converter, knode.operation, args, kwargs, shapes)
 
 
@@ -271,7 +273,10 @@ def _merge_ranks(ctx: Context, args):
 def _numpy_operand(ctx: Context, value):
     """A numpy constant operand of an elementwise op: a 0-d one as a Python number, an
     array as a buffer held in Keras order (laid out like any tensor), in the dtype Keras
-    computes in (a float64 ``np.sqrt`` times a float32 tensor is float32 in Keras)."""
+    computes in (a float64 ``np.sqrt`` times a float32 tensor is float32 in Keras); a
+    run-time size (a traced ``x * ops.shape(x)[1]``) as the size read at run time."""
+    if isinstance(value, RunSize):
+        return ctx.size(value)
     if not isinstance(value, (np.ndarray, np.generic)):
         return value
     if np.ndim(value) == 0:

@@ -19,7 +19,10 @@ import keras
 import torch
 
 from crossport.errors import InputError, UnsupportedLayerError
+from crossport.to_torch import sizes
 from crossport.to_torch.registry import LayerConverter, lookup
+from crossport.to_torch.sizes import RunSize
+from crossport.to_torch.trace import custom_activation, trace_call, trace_function
 
 
 @dataclass(eq=False)
@@ -57,6 +60,10 @@ class KGraph:
     suspect: set[int] = field(default_factory=set)   # masks derived from a cleared one
 
     paths: dict[tuple[str, int], str] = field(default_factory=dict)  # (prefix, id(op))
+    # the example's sizes of tensors whose Keras shape has None dims (traced calls run at them)
+    concrete: dict[int, tuple] = field(default_factory=dict)
+    synthetic: set[int] = field(default_factory=set)  # tensors Keras' graph does not hold
+    linear_copies: dict[int, object] = field(default_factory=dict)  # see _linear_copy
 
     def path_of(self, operation, prefix: str = "") -> str:
         """The torch module path of a Keras layer: its cleaned name, made unique.
@@ -105,8 +112,12 @@ _IGNORED_KWARGS = ("training",)
 _MASK_KWARGS = ("mask", "query_mask", "value_mask", "key_mask")
 
 
-def capture(model) -> KGraph:
-    """Walk ``model`` (functional or Sequential, nested models inlined) into a :class:`KGraph`."""
+def capture(model, example_shapes: list | None = None) -> KGraph:
+    """Walk ``model`` (functional or Sequential, nested models inlined) into a :class:`KGraph`.
+
+    ``example_shapes`` (one per model input, Keras' flatten order) are the sizes custom
+    layers' calls are traced at (:func:`trace_call`); without them a traced call sees ``None``
+    for the model's unknown sizes."""
     functional = _functional(model)
     if functional is None:
         raise UnsupportedLayerError(
@@ -116,6 +127,8 @@ def capture(model) -> KGraph:
             [(model.name, type(model).__name__, "subclassed model")],
         )
     graph = KGraph(list(functional.inputs), functional.output)
+    for tensor, shape in zip(graph.inputs, example_shapes or ()):
+        graph.concrete[id(tensor)] = tuple(int(s) for s in shape)
     _walk(functional, "", graph)
     return graph
 
@@ -149,8 +162,13 @@ def _walk(model, prefix: str, graph: KGraph) -> None:
             if isinstance(op, keras.layers.Layer):
                 refusal = _add_implicit_masks(op, args, kwargs, graph)
             converter = lookup(op)
+            activation = custom_activation(op) if converter is not None else None
+            if activation is not None and refusal is None:
+                refusal = _split_activation(op, activation, path, node, args, kwargs, graph)
+                if refusal is None:
+                    continue
             if converter is None and refusal is None and _custom_layer(op):
-                traced = trace_call(op, args, kwargs)
+                traced = trace_call(op, args, kwargs, graph)
                 if not isinstance(traced, str):
                     _inline_traced(traced, path, args, kwargs, node.outputs, graph)
                     continue
@@ -158,6 +176,44 @@ def _walk(model, prefix: str, graph: KGraph) -> None:
             knode = KNode(op, path, args, kwargs, list(node.outputs), converter, refusal)
             _track_cleared_masks(knode, graph)
             graph.nodes.append(knode)
+
+
+def _split_activation(layer, activation, path: str, node, args: tuple, kwargs: dict,
+                      graph: KGraph) -> str | None:
+    """A layer whose activation is a plain Python function (keras_hub's ``gelu_approximate``):
+    the layer converted with a linear activation, then the function traced into keras.ops
+    and inlined on its output (an ``Activation`` layer is the function alone). A reason
+    string when the function cannot be traced."""
+    output = node.outputs[0]
+    traced = trace_function(activation, output, graph)
+    if isinstance(traced, str):
+        return traced
+    if type(layer).__name__ == "Activation":
+        _inline_traced(traced, path, args, kwargs, node.outputs, graph)
+        return None
+    try:
+        linear = _linear_copy(layer, graph)
+    except AttributeError as exc:  # an activation that is not a plain attribute
+        return f"its activation cannot be split off the layer ({exc})"
+    pre = keras.KerasTensor(output.shape, dtype=output.dtype)  # the output before it
+    graph.synthetic.add(id(pre))
+    knode = KNode(linear, path, args, kwargs, [pre], lookup(layer))
+    _track_cleared_masks(knode, graph)
+    graph.nodes.append(knode)
+    _inline_traced(traced, f"{path}_activation", (pre,), {}, node.outputs, graph)
+    return None
+
+
+def _linear_copy(layer, graph: KGraph):
+    """A shallow copy of ``layer`` (same weights) with a linear activation, one per layer so
+    a shared layer stays one module."""
+    copy = graph.linear_copies.get(id(layer))
+    if copy is None:
+        copy = object.__new__(type(layer))
+        copy.__dict__.update(layer.__dict__)
+        object.__setattr__(copy, "activation", keras.activations.linear)
+        graph.linear_copies[id(layer)] = copy
+    return copy
 
 
 def _track_cleared_masks(node: KNode, graph: KGraph) -> None:
@@ -258,34 +314,6 @@ def _custom_layer(op) -> bool:
             and not type(op).__module__.startswith("keras."))
 
 
-def trace_call(layer, args: tuple, kwargs: dict):
-    """``layer.call`` run on stand-in KerasTensors: the layers and keras.ops it calls are
-    recorded as a functional graph (``(function, stand-ins)``), or a reason it cannot be
-    (a string naming what failed).
-
-    ``Layer.__call__`` adds nothing to ``call`` at float32 compute besides masks: a tensor
-    argument carrying a Keras mask (``mask_zero``) is refused, since inside ``call`` Keras
-    would hand that mask on to the sublayers the stand-ins feed.
-    """
-    tensors = [t for t in keras.tree.flatten((args, kwargs)) if _is_tensor(t)]
-    if any(getattr(t, "_keras_mask", None) is not None for t in tensors):
-        return ("no converter for this layer, and its call() cannot be traced faithfully: "
-                "an input carries a Keras mask (mask_zero / Masking)")
-    stand_ins = {id(t): keras.Input(batch_shape=t.shape, dtype=t.dtype) for t in tensors}
-    call_args, call_kwargs = keras.tree.map_structure(
-        lambda v: stand_ins[id(v)] if _is_tensor(v) else v, (args, kwargs))
-    try:
-        outputs = layer.call(*call_args, **call_kwargs)
-        inputs = [stand_ins[id(t)] for t in tensors]
-        function = keras.Function(inputs, outputs)
-    except Exception as exc:  # noqa: BLE001  (the layer's own Python, any failure)
-        detail = " ".join(str(exc).split())[:200]
-        return (f"no converter for this layer, and tracing its call() into Keras layers "
-                f"and keras.ops failed ({type(exc).__name__}: {detail}); register a "
-                "converter with crossport.to_torch.register_layer(...)")
-    return function, inputs
-
-
 def _inline_traced(traced, path: str, args: tuple, kwargs: dict, outputs: list,
                    graph: KGraph) -> None:
     """A traced custom layer's graph inlined at its call, like a nested model."""
@@ -324,6 +352,13 @@ def preflight(graph: KGraph) -> None:
         )
 
 
+def run_sizes(node: KNode) -> list[RunSize]:
+    """The RunSizes a node's operation holds (its attributes) or is called with."""
+    attributes = {k: v for k, v in vars(node.operation).items()
+                  if not k.startswith("_") and k != "name"}
+    return sizes.sizes_in([attributes, node.args, node.kwargs])
+
+
 def _precision_reason(op) -> str | None:
     """Compute in another float type (``mixed_float16``, ``bfloat16``, ``float64``
     policies): the converted module holds float32 weights and computes in float32, so it
@@ -351,10 +386,16 @@ def _unsupported_reason(node: KNode) -> str | None:
     if node.converter is None:
         kind = "layer" if isinstance(op, keras.layers.Layer) else "keras.ops op"
         return f"no converter for this {kind}"
+    held_sizes = run_sizes(node)
+    if held_sizes and not node.converter.sizes:
+        return (f"is given a size known only at run time ({sizes.describe(held_sizes[0])}, "
+                "read with ops.shape in a traced call()) its converter does not compute at "
+                "run time; not converted")
     if node.kwargs.get("return_attention_scores") and "return_attention_scores" not in \
             inspect.signature(node.converter.fn).parameters:
         return "return_attention_scores=True is not converted"
-    if not node.converter.masks and any(node.kwargs.get(k) is not None for k in _MASK_KWARGS):
+    if not node.converter.masks and isinstance(op, keras.layers.Layer) and any(
+            node.kwargs.get(k) is not None for k in _MASK_KWARGS):
         return ("consumes a Keras mask (from mask_zero / Masking), which its converter does "
                 "not reproduce; remove the mask or register a converter with masks=True")
     return node.converter.unsupported_reason(op)

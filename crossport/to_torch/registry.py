@@ -34,6 +34,7 @@ class LayerConverter:
     supports: SupportsFn | None = None
     keeps_layout: bool = False
     masks: bool = False     # reproduces Keras' masked semantics (mask kwargs accepted)
+    sizes: bool = False     # emits the run-time sizes (RunSize) in its op's arguments
 
     @property
     def passes_layout(self) -> bool:
@@ -62,13 +63,15 @@ _LAYERS: dict[str, LayerConverter] = {}
 _OPS: dict[str, LayerConverter] = {}
 
 
-def _register(table: dict, names, policy, supports, override, keeps_layout, masks=False):
+def _register(table: dict, names, policy, supports, override, keeps_layout, masks=False,
+              sizes=False):
     def decorate(fn: Callable) -> Callable:
         for name in names or (fn.__name__,):
             if name in table and not override:
                 raise ValueError(f"{name} already has a converter ({table[name].fn.__name__}); "
                                  "pass override=True to replace it")
-            table[name] = LayerConverter(name, fn, policy, supports, keeps_layout, masks)
+            table[name] = LayerConverter(name, fn, policy, supports, keeps_layout, masks,
+                                         sizes)
         return fn
 
     return decorate
@@ -86,9 +89,14 @@ def register_layer(*names: str, policy: Policy, supports: SupportsFn | None = No
 
 
 def register_op(*names: str, policy: Policy, supports: SupportsFn | None = None,
-                override: bool = False, keeps_layout: bool = False):
-    """Register the decorated function for ``keras.ops`` operation classes ``names``."""
-    return _register(_OPS, names, policy, supports, override, keeps_layout)
+                override: bool = False, keeps_layout: bool = False, sizes: bool = False):
+    """Register the decorated function for ``keras.ops`` operation classes ``names``.
+
+    ``sizes=True``: the converter emits the run-time sizes a traced ``call()`` passes the op
+    (:class:`~crossport.to_torch.sizes.RunSize`, with ``sizes.emit_size``); an op holding
+    one without it is refused.
+    """
+    return _register(_OPS, names, policy, supports, override, keeps_layout, sizes=sizes)
 
 
 def lookup(operation) -> LayerConverter | None:
@@ -97,7 +105,25 @@ def lookup(operation) -> LayerConverter | None:
 
     _load_builtin_converters()
     table = _LAYERS if isinstance(operation, keras.layers.Layer) else _OPS
-    return table.get(type(operation).__name__)
+    converter = table.get(type(operation).__name__)
+    if converter is not None and converter.fn.__module__.startswith("crossport.") \
+            and not _builtin_class(type(operation)):
+        return None  # a class of another library that only shares the name: traced
+    return converter
+
+
+def _builtin_class(cls) -> bool:
+    """Whether crossport's converter for ``cls.__name__`` computes what ``cls`` does: a
+    Keras (or crossport) class, or a subclass of the one of that name that does not
+    override ``call`` (keras_hub's ``ReversibleEmbedding``). keras_hub's own
+    ``RMSNormalization`` only shares the name of Keras' layer."""
+    def builtin(c) -> bool:
+        return c.__module__.startswith(("keras.", "crossport."))
+
+    if builtin(cls):
+        return True
+    return any(builtin(base) and base.__name__ == cls.__name__ and cls.call is base.call
+               for base in cls.__mro__[1:])
 
 
 def registered_layers() -> dict[str, LayerConverter]:

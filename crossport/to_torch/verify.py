@@ -17,7 +17,7 @@ import keras
 import numpy as np
 import torch
 
-from crossport.errors import InputError
+from crossport.errors import ConversionError, InputError
 from crossport.layout import Layout
 from crossport.parity.compare import REVERSE, compare_outputs
 from crossport.parity.metrics import normalized_error, rounding_verdict
@@ -107,9 +107,49 @@ def _as_double(args: tuple) -> tuple:
     return tuple(a.double() if a.is_floating_point() else a for a in args)
 
 
+def _describe(args: tuple) -> str:
+    return ", ".join("x".join(map(str, a.shape)) for a in args)
+
+
+# how a second check shape moves each size the Keras inputs leave None (first Keras runs)
+_MOVES = (lambda v: 2 * v, lambda v: v + 1, lambda v: v - 1, lambda v: v // 2)
+
+
+def other_size(kmodel, graph: KGraph, example_args: tuple, channels_first_io: bool,
+               seed: int) -> tuple[tuple | None, str | None]:
+    """Inputs at a second size moving every size the Keras model leaves ``None`` (equal
+    example sizes move together: ids and their padding mask), the first Keras runs on; or
+    ``None`` and why. A size read at conversion time and fixed in the module fails there."""
+    unknown = set()
+    for tensor, arg in zip(graph.inputs, keras_arrays(example_args, channels_first_io)):
+        unknown |= {arg.shape[d] for d, s in enumerate(tensor.shape) if s is None}
+    if not unknown:
+        return None, None
+    for move in _MOVES:
+        sizes = {v: move(v) for v in unknown}
+        if any(new < 1 or new == old for old, new in sizes.items()):
+            continue
+        shapes = []
+        for tensor, arg in zip(graph.inputs, example_args):
+            shape = keras_arrays((arg,), channels_first_io)[0].shape
+            shape = [sizes[n] if s is None else n for s, n in zip(tensor.shape, shape)]
+            if channels_first_io and len(shape) >= 3:
+                shape = [shape[0], shape[-1], *shape[1:-1]]
+            shapes.append(tuple(shape))
+        args = fresh_inputs(example_args, seed + 90, tuple(shapes))
+        try:
+            run_keras(kmodel, args, channels_first_io)
+        except Exception:  # noqa: BLE001  (Keras does not run at that size: try another)
+            continue
+        return args, None
+    return None, ("no second input size checked: Keras runs at none of the sizes tried "
+                  "besides the example's")
+
+
 def verify(kmodel, graph: KGraph, emitted: EmittedModule, example_args: tuple, *,
            channels_first_io: bool, atol: float, check_inputs: int, seed: int) -> ParityReport:
-    """Compare Keras and the torch module on the example and ``check_inputs`` fresh inputs.
+    """Compare Keras and the torch module on the example and ``check_inputs`` fresh inputs,
+    and at a second size of every dim the Keras inputs leave ``None`` (:func:`other_size`).
 
     The forward direction's one compare routine, Keras as the reference: shapes, dtypes
     (exactly Keras'), NaN/inf positions and integer values are mismatches no tolerance
@@ -117,19 +157,45 @@ def verify(kmodel, graph: KGraph, emitted: EmittedModule, example_args: tuple, *
     """
     input_sets = [example_args] + [fresh_inputs(example_args, seed + 1 + i)
                                    for i in range(check_inputs)]
+    other, note = other_size(kmodel, graph, example_args, channels_first_io, seed)
+    if other is not None:
+        input_sets.append(other)
     comparisons = []
     for args in input_sets:
         ref = run_keras_or_refuse(kmodel, args, channels_first_io)
-        got = run_converted(emitted.module, args, channels_first_io)
+        got = _run_at(emitted.module, args, channels_first_io, args is other, example_args)
         comparisons.append(compare_outputs(ref, got, names=REVERSE))
     errors = [c.error for c in comparisons]
     worst = int(np.argmax(errors))
     mismatched = [c.mismatches for c in comparisons if c.mismatches]
+    shapes = [_describe(example_args)] + ([_describe(other)] if other is not None else [])
     report = ParityReport(max_error=errors[worst], errors=errors, atol=atol,
-                          mismatches=mismatched[0] if mismatched else [])
+                          mismatches=mismatched[0] if mismatched else [], shapes=shapes,
+                          shape_sets=[[tuple(a.shape) for a in example_args]] + (
+                              [[tuple(a.shape) for a in other]] if other is not None else []),
+                          shape_note=note)
+    if errors[worst] > atol or mismatched:
+        report.worst_at = _describe(input_sets[worst if errors[worst] > atol else next(
+            i for i, c in enumerate(comparisons) if c.mismatches)])
     if errors[worst] > atol:
         diagnose(report, kmodel, graph, emitted, input_sets[worst], channels_first_io)
     return report
+
+
+def _run_at(module, args: tuple, channels_first_io: bool, second: bool,
+            example_args: tuple) -> list[np.ndarray]:
+    """``run_converted``; failing only at the second size, the error says so (a size the
+    conversion fixed that the model reads at run time)."""
+    try:
+        return run_converted(module, args, channels_first_io)
+    except Exception as exc:  # noqa: BLE001  (a ConversionError naming the layer, or torch's)
+        if not second:
+            raise
+        raise ConversionError(
+            f"the converted module runs at the example's input shapes ({_describe(example_args)}) "
+            f"but fails at {_describe(args)}, where Keras runs: a size read at conversion "
+            f"time was fixed in the module. {exc}", node=getattr(exc, "node", ""),
+            op=getattr(exc, "op", "")) from exc
 
 
 def diagnose(report: ParityReport, kmodel, graph: KGraph, emitted: EmittedModule,
@@ -189,7 +255,7 @@ def first_divergent(graph: KGraph, emitted: EmittedModule, module64, args: tuple
                     channels_first_io: bool, atol: float) -> NodeDivergence | None:
     """The first top-level Keras layer whose torch output is past ``atol`` (None if none)."""
     checked = [(n, t) for n in graph.nodes if "." not in n.path for t in n.outputs
-               if id(t) in emitted.held]
+               if id(t) in emitted.held and id(t) not in graph.synthetic]
     if not checked:
         return None
     probe = keras.Model(graph.inputs, [t for _n, t in checked])

@@ -45,7 +45,8 @@ class Outer(L.Layer):
 
 
 class Positions(L.Layer):
-    """Reads the run-time sequence length: keras.ops.shape of a None dim is None."""
+    """Reads the run-time sequence length (a None dim; tests/to_torch/test_runtime_sizes.py
+    has more)."""
 
     def build(self, input_shape):
         self.table = self.add_weight(shape=(16, input_shape[-1]))
@@ -73,12 +74,15 @@ def test_nested_custom_layers_and_shared_variable():
     assert trainable == sum(int(np.prod(w.shape)) for w in model.trainable_weights)
 
 
-def test_custom_layer_needing_a_runtime_size_is_refused_by_name():
+def test_custom_layer_reading_a_runtime_size_converts():
+    """Refused before run-time sizes were traced (ops.shape(x)[1] was None)."""
     x = keras.Input((None, 4))
     model = keras.Model(x, Positions(name="positions")(x))
-    with pytest.raises(crossport.UnsupportedLayerError, match=r"positions \(Positions\).*"
-                       r"tracing its call\(\)"):
-        crossport.to_torch(model, (torch.randn(2, 5, 4),))
+    net = crossport.to_torch(model, (torch.randn(2, 5, 4),))
+    for length in (3, 9, 16):
+        a = np.random.default_rng(length).standard_normal((3, length, 4)).astype("float32")
+        np.testing.assert_allclose(net(torch.from_numpy(a)).detach().numpy(),
+                                   np.asarray(model(a)), atol=1e-6)
 
 
 def test_custom_layer_with_static_sizes_converts():
@@ -136,8 +140,8 @@ def test_traced_reshape_with_a_runtime_batch():
     assert_to_torch(keras.Model(x, BatchReshape((3, 8), name="r")(x)))
 
 
-def test_traced_reshape_with_a_runtime_batch_and_minus_one_is_refused():
+def test_traced_reshape_with_a_runtime_batch_and_minus_one():
+    """Refused while the batch was None in the trace (two unknown sizes); now it is read
+    at run time beside the -1 torch infers."""
     x = keras.Input((6, 4))
-    model = keras.Model(x, BatchReshape((-1, 8), name="r")(x))
-    with pytest.raises(crossport.UnsupportedLayerError, match="run time"):
-        crossport.to_torch(model, (torch.randn(2, 6, 4),))
+    assert_to_torch(keras.Model(x, BatchReshape((-1, 8), name="r")(x)))

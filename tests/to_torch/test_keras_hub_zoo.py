@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import crossport
+from crossport.to_torch.verify import run_keras
 from tests.to_torch.harness import make_live
 
 keras_hub = pytest.importorskip("keras_hub")
@@ -69,3 +70,75 @@ def test_keras_hub_backbone(name):
     error = crossport.parity.metrics.normalized_error(want, got.numpy())
     assert error <= 1e-4, error
     assert got.std() > 1e-3 and not torch.allclose(got, conv.module(torch.flip(other, [1])))
+
+
+TEXT = {
+    "BertBackbone": dict(vocabulary_size=64, num_layers=2, num_heads=2, hidden_dim=16,
+                         intermediate_dim=32, max_sequence_length=32),
+    "GPT2Backbone": dict(vocabulary_size=64, num_layers=2, num_heads=2, hidden_dim=16,
+                         intermediate_dim=32, max_sequence_length=32),
+    "LlamaBackbone": dict(vocabulary_size=64, num_layers=2, num_query_heads=4,
+                          num_key_value_heads=2, hidden_dim=16, intermediate_dim=32),
+    "T5Backbone": dict(vocabulary_size=64, num_layers=2, num_heads=2, hidden_dim=16,
+                       intermediate_dim=32, key_value_dim=8),
+}
+
+
+def _text_inputs(model, batch: int, length: int, seed: int) -> tuple:
+    """Token ids and padding masks (the last row padded) by Keras input name."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for tensor in model.inputs:
+        if "mask" in tensor.name:
+            a = np.ones((batch, length), dtype="int64")
+            a[-1, length // 2:] = 0
+        else:  # segment ids take 0 or 1
+            high = 2 if "segment" in tensor.name else 64
+            a = rng.integers(0, high, (batch, length)).astype("int64")
+        out.append(torch.from_numpy(a))
+    return tuple(out)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", TEXT)
+def test_keras_hub_text_backbone_at_every_length(name):
+    """Converted at one length, right at others: the run-time sequence length and batch
+    are read from the inputs (PositionEmbedding slices, causal masks, RoPE, heads)."""
+    keras.utils.set_random_seed(0)
+    model = getattr(keras_hub.models, name)(**TEXT[name])
+    make_live(model)
+    conv = crossport.to_torch_with_report(model, _text_inputs(model, 2, 8, 0))
+    assert len(conv.report.shapes) == 2, conv.report.summary()  # checked at a second size
+    for batch, length in ((3, 5), (1, 13), (2, 1)):
+        inputs = _text_inputs(model, batch, length, batch * length)
+        ref = run_keras(model, inputs, False)  # dict inputs in Keras' flatten order
+        with torch.no_grad():
+            got = keras.tree.flatten(conv.module(*inputs))
+        for r, g in zip(ref, got):
+            assert r.shape == tuple(g.shape)
+            error = crossport.parity.metrics.normalized_error(r, g.numpy())
+            assert error <= 1e-4, (batch, length, error)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name,kwargs", [
+    ("ViTBackbone", dict(patch_size=8, num_layers=2, num_heads=2, hidden_dim=16, mlp_dim=32)),
+    ("SwinTransformerBackbone", dict(patch_size=2, embed_dim=16, depths=[1, 1],
+                                     num_heads=[2, 2], window_size=4)),
+], ids=["ViT", "Swin"])
+def test_keras_hub_vision_transformer(name, kwargs):
+    """Patch embeddings with a class token tiled to the run-time batch (ViT), windows cut
+    with ops.shape sizes (Swin); checked at another batch."""
+    keras.utils.set_random_seed(0)
+    model = getattr(keras_hub.models, name)(image_shape=(SIZE, SIZE, 3), **kwargs)
+    make_live(model)
+    rng = np.random.default_rng(0)
+    x = torch.from_numpy(rng.standard_normal((2, SIZE, SIZE, 3), dtype=np.float32))
+    conv = crossport.to_torch_with_report(model, (x,))
+    other = rng.standard_normal((3, SIZE, SIZE, 3), dtype=np.float32)
+    want = keras.tree.flatten(model(other, training=False))
+    with torch.no_grad():
+        got = keras.tree.flatten(conv.module(torch.from_numpy(other)))
+    for w, g in zip(want, got):
+        error = crossport.parity.metrics.normalized_error(np.asarray(w), g.numpy())
+        assert error <= 1e-4, error

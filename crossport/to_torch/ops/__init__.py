@@ -16,5 +16,6 @@ from crossport.to_torch.ops import (  # noqa: F401  (registers on import)
     recurrent,
     shape,
     statistics,
+    traced,
     wrappers,
 )

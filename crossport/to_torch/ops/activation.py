@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from crossport.errors import InputError
-from crossport.layout import physical_axis, physical_broadcast
+from crossport.layout import physical_axes, physical_axis, physical_broadcast
 from crossport.layout.policy import Policy
 from crossport.to_torch.context import Context, Held
 from crossport.to_torch.registry import register_layer
@@ -121,14 +121,35 @@ def ELU(ctx: Context, layer, inputs):
     return ctx.call_module(nn.ELU(float(layer.get_config()["alpha"])), inputs)
 
 
-@register_layer(policy=Policy.CUSTOM,
-                supports=lambda l: None if isinstance(l.get_config()["axis"], int) else
-                "Softmax over several axes is not converted")
+@register_layer(policy=Policy.CUSTOM, masks=True)
 def Softmax(ctx: Context, layer, inputs: Held, mask=None) -> Held:
-    """keras.layers.Softmax(axis): nn.Softmax on the held dim of the Keras axis."""
+    """keras.layers.Softmax(axis): nn.Softmax on the held dim of the Keras axis; over
+    several axes ``exp(x - logsumexp(x, axes))`` as Keras (a 1-tuple is the one axis, as
+    MultiHeadAttention's softmax with dropout builds it).
+
+    A mask (``softmax(scores, mask)``, positional in keras_hub's attention) as Keras: the
+    masked scores set to -1e9 first (a mask not bool: kept where > 0.5), the masked
+    outputs zeroed after (a fully masked row is zeros, not uniform)."""
     inputs = ctx.plain(inputs)
-    dim = physical_axis(inputs.layout, layer.get_config()["axis"])
-    return Held(ctx.call_module(nn.Softmax(dim=dim), inputs.node), inputs.layout, inputs.shape)
+    axis = layer.get_config()["axis"]
+    axes = list(axis) if isinstance(axis, (list, tuple)) else [axis]
+    keep = None
+    scores = inputs.node
+    if mask is not None:
+        keep = ctx.broadcast_to(mask, inputs.layout) if mask.rank < inputs.rank else \
+            ctx.to_layout(ctx.plain(mask), inputs.layout).node
+        if ctx.input_dtypes[1] != "bool":
+            keep = ctx.call_function(torch.gt, keep, 0.5)
+        scores = ctx.call_function(torch.where, keep, scores, -1e9)
+    dims = list(physical_axes(inputs.layout, axes))
+    if len(dims) == 1:
+        out = ctx.call_module(nn.Softmax(dim=dims[0]), scores)
+    else:
+        total = ctx.call_function(torch.logsumexp, scores, dims, keepdim=True)
+        out = ctx.call_function(torch.exp, ctx.call_function(torch.sub, scores, total))
+    if keep is not None:
+        out = ctx.call_function(torch.where, keep, out, 0.0)
+    return Held(out, inputs.layout, inputs.shape)
 
 
 @register_layer(policy=Policy.CUSTOM, keeps_layout=True)

@@ -10,6 +10,7 @@ import operator
 import numpy as np
 import torch
 
+from crossport.errors import UnsupportedLayerError
 from crossport.layout.policy import Policy
 from crossport.to_torch.context import Context
 from crossport.to_torch.modules import (
@@ -19,7 +20,7 @@ from crossport.to_torch.modules import (
     KerasMultiHeadAttention,
 )
 from crossport.to_torch.ops.activation import activation_unsupported, apply_activation
-from crossport.to_torch.registry import register_layer
+from crossport.to_torch.registry import register_layer, register_op
 
 
 def _mha_supported(layer) -> str | None:
@@ -203,3 +204,54 @@ def EinsumDense(ctx: Context, layer, inputs):
         np.ascontiguousarray(np.asarray(layer.bias.numpy())))
     y = ctx.call_module(Einsum(cfg["equation"], kernel, bias), inputs)
     return apply_activation(ctx, cfg.get("activation"), y, dim=-1)
+
+
+def _dot_product_attention_supported(op) -> str | None:
+    if op.flash_attention:
+        return "flash_attention=True (Keras' TF backend refuses it too)"
+    return None
+
+
+@register_op(policy=Policy.CANONICAL, supports=_dot_product_attention_supported)
+def DotProductAttention(ctx: Context, op, query, key, value, bias=None, mask=None,
+                        scale=None):
+    """keras.ops.dot_product_attention(query, key, value, bias, mask, scale, is_causal) on
+    ``[B, T, N, H]`` tensors, as Keras' TF backend computes it: key/value heads repeated
+    for grouped queries (more than one key head), logits ``BTNH,BSNH->BNTS`` times
+    ``scale`` (default ``1/sqrt(H)`` in float32) plus ``bias``, masked (``mask`` and the
+    lower-triangular causal mask) to ``-0.7 * 3.38953e38``, softmax over S, ``BNTS,BSNH``.
+    ``attn_logits_soft_cap`` is ignored, as the TF backend ignores it."""
+    query_heads, key_heads = ctx.input_shape[2], _shape_of(ctx, 1)[2]
+    if query_heads is not None and key_heads is not None and query_heads > key_heads > 1:
+        groups = query_heads // key_heads
+        key = ctx.call_function(torch.repeat_interleave, key, groups, dim=2)
+        value = ctx.call_function(torch.repeat_interleave, value, groups, dim=2)
+    if scale is None:
+        head_dim = _shape_of(ctx, 1)[-1]
+        if head_dim is None:
+            raise UnsupportedLayerError(
+                f"keras.ops.dot_product_attention {ctx.path!r}: the head size is not known "
+                "(the default scale depends on it)", [(ctx.path, "DotProductAttention",
+                                                       "unknown head size")])
+        scale = float(np.float32(1.0) / np.sqrt(np.float32(head_dim)))
+    logits = ctx.call_function(torch.einsum, "btnh,bsnh->bnts", query, key)
+    logits = ctx.call_function(operator.mul, logits, scale)
+    if bias is not None:
+        logits = ctx.call_function(operator.add, logits, bias)
+    keep = None
+    if mask is not None:
+        keep = ctx.call_method("to", mask, torch.bool)
+    if op.is_causal:
+        plane = ctx.call_function(operator.getitem, logits, (0, 0))
+        causal = ctx.call_method("tril", ctx.call_function(torch.ones_like, plane,
+                                                           dtype=torch.bool))
+        keep = causal if keep is None else ctx.call_function(torch.logical_and, keep, causal)
+    if keep is not None:
+        logits = ctx.call_function(torch.where, keep, logits, -0.7 * 3.38953e38)
+    probs = ctx.call_function(torch.softmax, logits, -1)
+    return ctx.call_function(torch.einsum, "bnts,bsnh->btnh", probs, value)
+
+
+def _shape_of(ctx: Context, index: int) -> tuple:
+    """The Keras shape of the op's tensor input ``index`` (query 0, key 1, value 2)."""
+    return ctx.tensor_shapes[index]

@@ -166,12 +166,13 @@ def Glu(ctx: Context, op, x: Held) -> Held:
     return Held(node, x.layout, ctx.output_shapes[0])
 
 
-@register_op(policy=Policy.CUSTOM)
+@register_op(policy=Policy.CUSTOM, sizes=True)
 def BroadcastTo(ctx: Context, op, x: Held) -> Held:
     """keras.ops.broadcast_to(x, shape): ``expand`` at the held axes when the rank stays,
     else ``torch.broadcast_to`` on the Keras-ordered tensor (leading dims added); a size
-    that does not broadcast (the batch included) is an error in both."""
-    shape = [int(s) for s in op.shape]
+    that does not broadcast (the batch included) is an error in both. Run-time sizes (a
+    traced call's ``ops.shape(x)``) are read at run time."""
+    shape = list(ctx.size(tuple(op.shape)))
     x = ctx.plain(x)
     if len(shape) == x.rank:
         node = ctx.call_method("expand", x.node, *physical_order(x.layout, shape))

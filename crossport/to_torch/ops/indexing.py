@@ -39,6 +39,7 @@ from crossport.layout import (
 from crossport.layout.policy import Policy
 from crossport.to_torch.context import Context, Held
 from crossport.to_torch.registry import register_op
+from crossport.to_torch.sizes import RunSize, sizes_in
 
 
 def _flat(ctx: Context, x: Held) -> Held:
@@ -167,7 +168,7 @@ def _getitem_keys(op) -> list:
 
 def _getitem_supported(op) -> str | None:
     for key in _getitem_keys(op):
-        for item in key if isinstance(key, tuple) else (key,):
+        for item in key if isinstance(key, (tuple, list)) else (key,):
             if isinstance(item, slice):
                 parts = (item.start, item.stop, item.step)
                 if not all(p is None or isinstance(p, (int, np.integer)) for p in parts):
@@ -181,16 +182,18 @@ def _getitem_supported(op) -> str | None:
     return None
 
 
-@register_op(policy=Policy.CUSTOM, supports=_getitem_supported)
+@register_op(policy=Policy.CUSTOM, supports=_getitem_supported, sizes=True)
 def GetItem(ctx: Context, op, x: Held, key) -> Held:
     """``x[key]`` with ints, slices, ``None`` and ``...`` (what a functional graph records for
     Python indexing): each item applied at the held axis of its Keras dim, an int dropping
     it; a key inserting dims (``None``) runs on the Keras-ordered tensor. A negative step
     (``x[::-1]``, ``x[5:1:-2]``) flips the dim and takes the mirrored forward slice
     (``start -> -start - 1``, the same at every size). Out-of-range slices clamp and
-    out-of-range ints fail in both."""
-    items = list(key) if isinstance(key, tuple) else [key]
+    out-of-range ints fail in both. Run-time bounds (``x[:, :ops.shape(y)[1]]`` in a traced
+    call) are read at run time."""
+    items = list(key) if isinstance(key, (tuple, list)) else [key]  # a list: Keras' tuple
     x, items = _flip_negative_steps(ctx, ctx.plain(x), items)
+    items = [ctx.size(i) if sizes_in(i) else i for i in items]
     if any(item is None for item in items):
         x = ctx.canonical(x)
         node = ctx.call_function(operator.getitem, x.node, tuple(items))
@@ -200,7 +203,8 @@ def GetItem(ctx: Context, op, x: Held, key) -> Held:
         items[at:at + 1] = [slice(None)] * (x.rank - len(items) + 1)
     items += [slice(None)] * (x.rank - len(items))
     items = [int(i) if isinstance(i, (int, np.integer)) else i for i in items]
-    dropped = [d for d, item in enumerate(items) if isinstance(item, int)]
+    dropped = [d for d, item in enumerate(items)
+               if isinstance(item, (int, torch.fx.Node))]
     node = ctx.call_function(operator.getitem, x.node, physical_order(x.layout, items))
     return Held(node, after_reduce(x.layout, dropped, False), ctx.output_shapes[0])
 
@@ -217,7 +221,7 @@ def _flip_negative_steps(ctx: Context, x: Held, items: list) -> tuple[Held, list
         elif item is not None:
             if isinstance(item, slice) and item.step is not None and item.step < 0:
                 flips.append(dim)
-                item = slice(*(None if v is None else -int(v) - 1 for v in (
+                item = slice(*(None if v is None else -v - 1 for v in (
                     item.start, item.stop)), -int(item.step))
             dim += 1
         mirrored.append(item)
@@ -322,14 +326,14 @@ def Split(ctx: Context, op, x: Held) -> list[Held]:
             for i, shape in enumerate(ctx.output_shapes)]
 
 
-@register_op(policy=Policy.CUSTOM)
+@register_op(policy=Policy.CUSTOM, sizes=True)
 def Tile(ctx: Context, op, x: Held) -> Held:
     """keras.ops.tile(x, repeats): torch.tile with the repeats listed per held axis (fewer
     repeats than dims count from the right, as in Keras; more add leading dims, on the
-    Keras-ordered tensor)."""
+    Keras-ordered tensor); run-time repeats (``ops.shape(x)[0]``) read at run time."""
     x = ctx.plain(x)
-    repeats = [int(r) for r in (op.repeats if isinstance(op.repeats, (list, tuple))
-                                else [op.repeats])]
+    repeats = [ctx.size(r) if isinstance(r, RunSize) else int(r) for r in (
+        op.repeats if isinstance(op.repeats, (list, tuple)) else [op.repeats])]
     if len(repeats) > x.rank:
         x = ctx.canonical(x)
         node = ctx.call_function(torch.tile, x.node, repeats)

@@ -33,6 +33,7 @@ from crossport.layout.policy import Policy
 from crossport.to_torch.context import Context, Held
 from crossport.to_torch.ops.shape import flatten_held, unit_reshape
 from crossport.to_torch.registry import register_op
+from crossport.to_torch.sizes import RunSize
 
 _BINARY = {
     "Add": operator.add, "Subtract": operator.sub, "Multiply": operator.mul,
@@ -76,7 +77,12 @@ def _binary(name, fn):
 
     convert.__name__ = name
     convert.__doc__ = f"keras.ops.{name.lower()}(x1, x2): elementwise, layout kept."
-    register_op(name, policy=Policy.AGNOSTIC)(convert)
+    register_op(name, policy=Policy.AGNOSTIC, sizes=name in _SIZED)(convert)
+
+
+# arithmetic a traced call does with a run-time size (``x / ops.shape(x)[1]``): the size
+# is read at run time and enters as a Python int, as in Keras
+_SIZED = frozenset({"Add", "Subtract", "Multiply", "Divide", "TrueDivide"})
 
 
 def _number_as_tensor(ctx: Context, value, other):
@@ -195,20 +201,25 @@ def _permutation(op, rank: int) -> tuple[int, ...]:
     return transpose_perm(rank) if op.axes is None else normalize_dims(op.axes, rank)
 
 
-@register_op(policy=Policy.CUSTOM)
+@register_op(policy=Policy.CUSTOM, sizes=True)
 def Reshape(ctx: Context, op, x: Held) -> Held:
     """keras.ops.reshape(x, newshape): on the held tensor when only unit dims move (see layers'
     Reshape), else on the Keras-ordered tensor.
 
-    A None size is one a traced layer's call() read off a KerasTensor (``ops.shape(x)[0]``,
-    known only at run time): alone, it is the size torch infers (-1); beside a -1 or another
-    None the shape is not determined, and the op is refused by name."""
+    A run-time size (a traced call's ``ops.shape(x)[1]``, a RunSize) is read at run time; a
+    None size (one Keras does not know) alone is the size torch infers (-1); beside a -1 or
+    another None the shape is not determined, and the op is refused by name."""
     unknown = sum(s is None for s in op.newshape) + sum(s == -1 for s in op.newshape)
     if unknown > 1 and None in op.newshape:
         raise UnsupportedLayerError(
             f"keras.ops.reshape {ctx.path!r} to {tuple(op.newshape)}: sizes known only at run "
             "time (read with ops.shape in a traced call) beside -1 or each other; not "
             "converted", [(ctx.path, "Reshape", "several run-time sizes")])
+    if any(isinstance(s, RunSize) for s in op.newshape):
+        x = ctx.canonical(x)
+        newshape = ctx.size(tuple(-1 if s is None else s for s in op.newshape))
+        node = ctx.call_method("reshape", x.node, *newshape)
+        return Held(node, canonical(len(newshape)), ctx.output_shapes[0])
     newshape = tuple(-1 if s is None else int(s) for s in op.newshape)
     if _is_flatten(x, newshape):  # a flatten in Keras order: Dense permutes its weight
         return flatten_held(ctx, x)
@@ -456,6 +467,8 @@ def Where(ctx: Context, op, condition, x1=None, x2=None):
         raise UnsupportedLayerError(
             f"keras.ops.where {ctx.path!r} with one argument (nonzero indices) has a "
             "data-dependent shape; not converted", [(ctx.path, "Where", "one argument")])
+    if isinstance(condition, torch.fx.Node) and ctx.input_dtypes[0] != "bool":  # as TF: bool
+        condition = ctx.call_method("to", condition, torch.bool)
     return _as_output_dtype(ctx, ctx.call_function(torch.where, condition, x1, x2))
 
 

@@ -1,0 +1,345 @@
+"""keras.ops calls a traced ``call()`` makes on run-time sizes, kept as graph nodes.
+
+Keras computes a keras.ops call eagerly when no argument is a symbolic tensor:
+``ops.arange(seq_len)`` or ``ops.slice(table, (0, 0), (seq_len, d))`` of a variable would be
+a constant of the example's length. While a call is traced (``sizes.tracing_sizes``), the
+public keras.ops functions are wrapped: a call handed a :class:`~crossport.to_torch.sizes.
+RunSize` and no symbolic tensor is recorded instead (its tensor arguments become symbolic
+constants, ``arange`` / ``ones`` / ``zeros`` / ``full`` and a size made a tensor are ops of
+their own). The constants hang on a stand-in tensor (the one the size was read from) so the
+traced functional graph reaches them; their converters ignore it.
+"""
+
+from __future__ import annotations
+
+import functools
+import types
+from contextlib import contextmanager
+
+import keras
+import numpy as np
+
+from crossport.to_torch.sizes import RunSize, dim, leaves, moved, sizes_in
+
+# the unwrapped functions this module itself calls (taken before any wrapping)
+_is_tensor = keras.ops.is_tensor
+_convert_to_tensor = keras.ops.convert_to_tensor
+_broadcast_to = keras.ops.broadcast_to
+# functions that only look at a value: never recorded
+_INSPECTING = frozenset({"is_tensor", "shape", "dtype", "is_int_dtype",
+                         "is_float_dtype", "standardize_dtype", "result_type"})
+# Variable operators: with a KerasTensor operand they leave it to the tensor's reflected
+# operator (a symbolic keras.ops node); TF's own would refuse the KerasTensor
+_VARIABLE_OPERATORS = ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul")
+
+
+class SizeTraceError(ValueError):
+    """A keras.ops call on a run-time size that cannot be kept as a graph node."""
+
+
+class TraceConstant(keras.Operation):
+    """A constant (an eager tensor, a numpy array or a Keras variable) as a symbolic tensor,
+    anchored on a stand-in tensor of the trace."""
+
+    def __init__(self, value, name=None):
+        super().__init__(name=name)
+        self.value = value
+
+    def call(self, *anchors):
+        return keras.ops.convert_to_tensor(self.value)
+
+    def compute_output_spec(self, *anchors):
+        dtype = keras.backend.standardize_dtype(self.value.dtype)
+        return keras.KerasTensor(tuple(self.value.shape), dtype=dtype)
+
+
+class SizeArange(keras.Operation):
+    """``ops.arange(start, stop, step)`` with run-time bounds (ints or RunSizes)."""
+
+    def __init__(self, start, stop, step, dtype, name=None):
+        super().__init__(name=name)
+        self.start, self.stop, self.step, self.dtype = start, stop, step, dtype
+
+    def call(self, *anchors):
+        return keras.ops.arange(int(self.start), int(self.stop), int(self.step),
+                                dtype=self.dtype)
+
+    def compute_output_spec(self, *anchors):
+        length = (self.stop - self.start + self.step - 1) // self.step
+        return keras.KerasTensor((length,), dtype=self.dtype)
+
+
+class SizeScalar(keras.Operation):
+    """A run-time size as a 0-d tensor (``ops.cast(seq_len, "float32")``)."""
+
+    def __init__(self, size, dtype, name=None):
+        super().__init__(name=name)
+        self.size, self.dtype = size, dtype
+
+    def call(self, *anchors):
+        return keras.ops.convert_to_tensor(int(self.size), dtype=self.dtype)
+
+    def compute_output_spec(self, *anchors):
+        return keras.KerasTensor((), dtype=self.dtype)
+
+
+def is_constant(value) -> bool:
+    return (isinstance(value, (keras.Variable, np.ndarray))
+            or (_is_tensor(value) and not isinstance(value, keras.KerasTensor)))
+
+
+def _anchor(args) -> list:
+    tensors = [t for s in sizes_in(args) for t in leaves(s)]
+    return tensors[:1]
+
+
+def _symbolic(value) -> bool:
+    return any(isinstance(v, keras.KerasTensor) for v in keras.tree.flatten(value))
+
+
+def _lifted(name: str, fn, args: tuple, kwargs: dict):
+    """``fn(*args, **kwargs)`` recorded as graph nodes (see the module docstring)."""
+    anchor = _anchor((args, kwargs))
+    if name == "arange":
+        return _arange(anchor, *args, **kwargs)
+    if name in ("ones", "zeros", "empty", "full"):
+        return _filled(name, anchor, *args, **kwargs)
+    if name in ("convert_to_tensor", "cast", "array") and isinstance(args[0], RunSize):
+        dtype = kwargs.get("dtype", args[1] if len(args) > 1 else None) or "int32"
+        return SizeScalar(args[0], keras.backend.standardize_dtype(dtype))(*anchor)
+    if not any(is_constant(v) for v in keras.tree.flatten((args, kwargs))):
+        raise SizeTraceError(f"keras.ops.{name} on a run-time size is not converted")
+    args, kwargs = keras.tree.map_structure(
+        lambda v: TraceConstant(v)(*anchor) if is_constant(v) else v, (args, kwargs))
+    result = fn(*args, **kwargs)
+    if not _symbolic(result):
+        raise SizeTraceError(f"keras.ops.{name} on a run-time size is not converted")
+    return result
+
+
+def _arange(anchor, start, stop=None, step=None, dtype=None):
+    if stop is None:
+        start, stop = 0, start
+    step = 1 if step is None else step
+    bounds = (start, stop, step)
+    if not all(isinstance(b, (int, np.integer)) for b in bounds) or isinstance(step, RunSize) \
+            or step <= 0:
+        raise SizeTraceError("keras.ops.arange of a run-time size with a non-integer bound or "
+                             "a step that is not a positive int is not converted")
+    dtype = keras.backend.standardize_dtype(dtype) if dtype is not None else "int32"
+    return SizeArange(start, stop, int(step), dtype)(*anchor)
+
+
+def _filled(name, anchor, shape, fill_value=None, dtype=None):
+    if name != "full":
+        fill_value, dtype = (1 if name == "ones" else 0), fill_value if dtype is None else dtype
+    if _symbolic(fill_value) or not isinstance(shape, (list, tuple)):
+        raise SizeTraceError(f"keras.ops.{name} of a run-time size with a tensor fill value "
+                             "is not converted")
+    dtype = keras.backend.standardize_dtype(dtype or keras.backend.floatx())
+    value = _convert_to_tensor(np.asarray(fill_value), dtype=dtype)
+    return _broadcast_to(TraceConstant(value)(*anchor), tuple(shape))
+
+
+def _wrap(name: str, fn):
+    @functools.wraps(fn)
+    def wrapped(*args, **kwargs):
+        if name == "ndim" and args and isinstance(args[0], keras.KerasTensor):
+            return len(args[0].shape)  # the rank is static (Keras returns a symbolic one)
+        if sizes_in((args, kwargs)) and not _symbolic((args, kwargs)):
+            return _lifted(name, fn, args, kwargs)
+        return fn(*args, **kwargs)
+
+    wrapped.__crossport_lifted__ = fn
+    return wrapped
+
+
+def _namespaces() -> list[types.ModuleType]:
+    ops = keras.ops
+    return [ops, ops.numpy, ops.nn, keras.src.ops]
+
+
+def _custom_sublayer(layer) -> bool:
+    """A custom layer without a converter: a traced call inlines its ``call``."""
+    from crossport.to_torch.registry import lookup
+
+    return (isinstance(layer, keras.layers.Layer) and not isinstance(layer, keras.Model)
+            and not type(layer).__module__.startswith("keras.") and layer.built
+            and lookup(layer) is None)
+
+
+def _known(tensor) -> bool:
+    return None not in tensor.shape
+
+
+def track_sizes(infer, outputs, args, kwargs) -> None:
+    """Mark the output sizes that depend on a run-time size as RunSizes reading the
+    output's own run-time shape, where Keras' shape inference returned a plain number or
+    ``None`` for them (``einsum`` and ``EinsumDense`` rebuild their output shapes).
+
+    ``infer(*args, **kwargs)`` (the op's ``compute_output_spec``) runs again with every
+    run-time size moved (:func:`moved`): a size that moves with them is one. A ``None``
+    size whose inputs are all known gets the example's value from running the op in a
+    backend graph."""
+    outs = [t for t in keras.tree.flatten(outputs) if isinstance(t, keras.KerasTensor)]
+    tensors = [t for t in keras.tree.flatten((args, kwargs)) if isinstance(t, keras.KerasTensor)]
+    if not outs or not any(sizes_in(tuple(t.shape)) for t in tensors):
+        return
+    if all(isinstance(s, RunSize) for t in outs for s in t.shape):
+        return
+    other = _infer_moved(infer, args, kwargs, outs)
+    example = _infer_example(outs, tensors, args, kwargs, infer)
+    for out, moved_shape, example_shape in zip(outs, other, example):
+        new = []
+        for axis, (size, size2, value) in enumerate(zip(out.shape, moved_shape, example_shape)):
+            if size is None and value is not None:
+                size = dim(value, out, axis)
+            elif isinstance(size, int) and not isinstance(size, RunSize) and size2 != size:
+                size = dim(size, out, axis)
+            new.append(size)
+        out._shape = tuple(new)
+
+
+def _infer_moved(infer, args, kwargs, outs) -> list[tuple]:
+    def spec(value):
+        if not isinstance(value, keras.KerasTensor):
+            return value
+        return keras.KerasTensor(tuple(moved(s) for s in value.shape), dtype=value.dtype)
+
+    moved_args, moved_kwargs = keras.tree.map_structure(spec, (args, kwargs))
+    try:
+        specs = keras.tree.flatten(infer(*moved_args, **moved_kwargs))
+    except Exception:  # noqa: BLE001  (not inferable there: the sizes stay as Keras gave)
+        specs = []
+    shapes = [tuple(t.shape) for t in specs if isinstance(t, keras.KerasTensor)]
+    if len(shapes) != len(outs) or any(len(a) != len(b.shape) for a, b in zip(shapes, outs)):
+        return [tuple(t.shape) for t in outs]
+    return shapes
+
+
+def _infer_example(outs, tensors, args, kwargs, infer) -> list[tuple]:
+    """The example's output sizes where Keras left ``None`` (run in a backend graph)."""
+    if all(None not in t.shape for t in outs) or not all(None not in t.shape for t in tensors):
+        return [tuple(t.shape) for t in outs]
+    fn = getattr(infer, "__self__", None)
+    try:
+        specs = keras.tree.flatten(keras.src.backend.compute_output_spec(fn.call, *args,
+                                                                         **kwargs))
+    except Exception:  # noqa: BLE001  (not inferable: the size stays unknown)
+        return [tuple(t.shape) for t in outs]
+    shapes = [tuple(t.shape) for t in specs if isinstance(t, keras.KerasTensor)]
+    if len(shapes) != len(outs) or any(len(a) != len(b.shape) for a, b in zip(shapes, outs)):
+        return [tuple(t.shape) for t in outs]
+    return shapes
+
+
+def _layer_call(original):
+    def __call__(self, *args, **kwargs):
+        tensors = [t for t in keras.tree.flatten((args, kwargs))
+                   if isinstance(t, keras.KerasTensor)]
+        if not tensors:
+            return original(self, *args, **kwargs)
+        if _custom_sublayer(self) and not any(
+                getattr(t, "_keras_mask", None) is not None for t in tensors):
+            return self.call(*args, **_call_kwargs(self, kwargs))  # inlined: RunSizes kept
+        outputs = original(self, *args, **kwargs)
+        track_sizes(self.compute_output_spec, outputs, args, kwargs)
+        return outputs
+
+    return __call__
+
+
+def _call_kwargs(layer, kwargs: dict) -> dict:
+    """``kwargs`` as ``Layer.__call__`` hands them to ``call``: ``training`` only to a call
+    that takes it."""
+    if "training" in kwargs and "training" not in layer._call_signature.parameters:
+        kwargs = {k: v for k, v in kwargs.items() if k != "training"}
+    return kwargs
+
+
+def _variable_operator(original):
+    @functools.wraps(original)
+    def operator(self, other):
+        if isinstance(other, keras.KerasTensor):
+            return NotImplemented
+        return original(self, other)
+
+    return operator
+
+
+def _variable_getitem(original):
+    """``variable[:seq_len]`` (Keras reads it eagerly): a graph node with the RunSize."""
+    def __getitem__(self, key):
+        if sizes_in(key):
+            return TraceConstant(self)(*_anchor(key))[key]
+        return original(self, key)
+
+    return __getitem__
+
+
+def _tensor_getitem(original):
+    """``x[:n]``, ``x[None]``: a key of one slice or ``None`` as the 1-tuple numpy reads
+    it the same as (Keras' GetItem takes only ints and tuples)."""
+    def __getitem__(self, key):
+        if key is None or isinstance(key, slice) or key is Ellipsis:
+            key = (key,)
+        return original(self, key)
+
+    return __getitem__
+
+
+def _symbolic_call(original):
+    def symbolic_call(self, *args, **kwargs):
+        outputs = original(self, *args, **kwargs)
+        if not isinstance(self, keras.layers.Layer):
+            track_sizes(self.compute_output_spec, outputs, args, kwargs)
+        return outputs
+
+    return symbolic_call
+
+
+@contextmanager
+def lifting():
+    """The public keras.ops functions wrapped (see the module docstring) while inside; a
+    custom sublayer called inside is inlined (its own ``call`` traced in place), and sizes
+    Keras' inference leaves unknown are filled in (:func:`fill_unknown_sizes`)."""
+    layer_call = keras.layers.Layer.__call__
+    operation = keras.src.ops.operation.Operation
+    symbolic = operation.symbolic_call
+    variable = keras.src.backend.common.variables.Variable
+    getitem = variable.__getitem__
+    keras.layers.Layer.__call__ = _layer_call(layer_call)
+    operation.symbolic_call = _symbolic_call(symbolic)
+    variable.__getitem__ = _variable_getitem(getitem)
+    tensor_getitem = keras.KerasTensor.__getitem__
+    keras.KerasTensor.__getitem__ = _tensor_getitem(tensor_getitem)
+    operators = {f"__{r}{n}__": getattr(variable, f"__{r}{n}__")
+                 for n in _VARIABLE_OPERATORS for r in ("", "r")}
+    for name, fn in operators.items():
+        setattr(variable, name, _variable_operator(fn))
+    try:
+        with _wrapped_ops():
+            yield
+    finally:
+        keras.layers.Layer.__call__ = layer_call
+        operation.symbolic_call = symbolic
+        variable.__getitem__ = getitem
+        keras.KerasTensor.__getitem__ = tensor_getitem
+        for name, fn in operators.items():
+            setattr(variable, name, fn)
+
+
+@contextmanager
+def _wrapped_ops():
+    saved = []
+    for module in _namespaces():
+        for name, fn in list(vars(module).items()):
+            if isinstance(fn, types.FunctionType) and not name.startswith("_") \
+                    and name not in _INSPECTING and not hasattr(fn, "__crossport_lifted__"):
+                saved.append((module, name, fn))
+                setattr(module, name, _wrap(name, fn))
+    try:
+        yield
+    finally:
+        for module, name, fn in saved:
+            setattr(module, name, fn)

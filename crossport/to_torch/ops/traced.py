@@ -1,0 +1,96 @@
+"""keras.ops that traced ``call()``\ s use: ``slice`` (with run-time sizes), ``unstack``,
+``outer``, and the operations ``to_torch/lift.py`` records for calls Keras would compute
+eagerly (a constant made symbolic, ``arange`` / a size as a tensor with run-time bounds)."""
+
+from __future__ import annotations
+
+import operator
+
+import keras
+import numpy as np
+import torch
+
+from crossport.errors import UnsupportedLayerError
+from crossport.layout import (
+    after_reduce,
+    canonical,
+    normalize_dim,
+    physical_axis,
+    physical_order,
+)
+from crossport.layout.policy import Policy
+from crossport.to_torch.context import Context, Held
+from crossport.to_torch.registry import register_op
+
+
+@register_op(policy=Policy.CUSTOM, sizes=True, keeps_layout=True)
+def Slice(ctx: Context, op, x: Held, start_indices) -> Held:
+    """keras.ops.slice(x, start_indices, shape): ``x[start:start + size]`` per held axis (a
+    size of -1 to the end); starts and sizes may be run-time sizes. A tensor of starts is
+    not converted."""
+    if isinstance(start_indices, Held) or any(isinstance(s, Held) for s in start_indices):
+        raise UnsupportedLayerError(
+            f"keras.ops.slice {ctx.path!r} with tensor start indices is not converted",
+            [(ctx.path, "Slice", "tensor start indices")])
+    x = ctx.plain(x)
+    items = []
+    for start, size in zip(start_indices, op.shape):
+        begin = ctx.size(start)
+        if not isinstance(size, torch.fx.Node) and size == -1:
+            items.append(slice(begin, None))
+            continue
+        end = ctx.size(size) if begin == 0 and not isinstance(begin, torch.fx.Node) else \
+            ctx.call_function(operator.add, begin, ctx.size(size))
+        items.append(slice(begin, end))
+    node = ctx.call_function(operator.getitem, x.node, physical_order(x.layout, items))
+    return Held(node, x.layout, ctx.output_shapes[0])
+
+
+@register_op(policy=Policy.CUSTOM)
+def TraceConstant(ctx: Context, op, *anchors) -> Held:
+    """A constant a traced call passed a keras.ops function along with a run-time size (a
+    variable as the module's parameter, an eager tensor or array as a buffer)."""
+    if isinstance(op.value, keras.Variable):
+        return ctx.variable(op.value)
+    return ctx.constant(np.asarray(keras.ops.convert_to_numpy(op.value)))
+
+
+@register_op(policy=Policy.CUSTOM, sizes=True)
+def SizeArange(ctx: Context, op, *anchors) -> Held:
+    """``keras.ops.arange`` with run-time bounds: torch.arange in Keras' dtype."""
+    node = ctx.call_function(torch.arange, ctx.size(op.start), ctx.size(op.stop),
+                             int(op.step), dtype=ctx.output_dtype())
+    return Held(node, canonical(1), ctx.output_shapes[0])
+
+
+@register_op(policy=Policy.CUSTOM, sizes=True)
+def SizeScalar(ctx: Context, op, *anchors) -> Held:
+    """A run-time size as a 0-d tensor (``ops.cast(ops.shape(x)[1], "float32")``)."""
+    node = ctx.call_function(torch.scalar_tensor, ctx.size(op.size), dtype=ctx.output_dtype())
+    return Held(node, canonical(0), ())
+
+
+@register_op(policy=Policy.CUSTOM, keeps_layout=True)
+def Unstack(ctx: Context, op, x: Held) -> list[Held]:
+    """keras.ops.unstack(x, num, axis): ``torch.unbind`` at the held axis. The graph holds
+    one output per element, so the axis must have a size known at conversion."""
+    x = ctx.plain(x)
+    axis = normalize_dim(int(op.axis), x.rank)
+    if x.shape[axis] is None:
+        raise UnsupportedLayerError(
+            f"keras.ops.unstack {ctx.path!r} along axis {axis}, whose size is known only at "
+            "run time (the graph holds one output per element); not converted",
+            [(ctx.path, "Unstack", "run-time size")])
+    node = ctx.call_function(torch.unbind, x.node, physical_axis(x.layout, axis))
+    layout = after_reduce(x.layout, [axis], False)
+    return [Held(ctx.call_function(operator.getitem, node, i), layout, shape)
+            for i, shape in enumerate(ctx.output_shapes)]
+
+
+@register_op(policy=Policy.CANONICAL)
+def Outer(ctx: Context, op, x1, x2):
+    """keras.ops.outer(x1, x2): the outer product of the flattened inputs, in Keras'
+    result dtype."""
+    want = ctx.output_dtype()
+    a, b = (ctx.call_method("to", ctx.call_method("reshape", v, -1), want) for v in (x1, x2))
+    return ctx.call_function(torch.outer, a, b)

@@ -1,0 +1,212 @@
+"""Tracing a custom layer's ``call()`` (or a plain activation function) into the Keras
+layers and keras.ops it runs, at the example's sizes with run-time sizes tracked
+(``to_torch/sizes.py``, ``to_torch/lift.py``); ``graph.py`` inlines the result."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import keras
+
+from crossport.to_torch import sizes
+from crossport.to_torch.sizes import RunSize, tracing_sizes
+
+if TYPE_CHECKING:
+    from crossport.to_torch.graph import KGraph
+
+_IGNORED_KWARGS = ("training",)
+
+
+def _is_tensor(value) -> bool:
+    return isinstance(value, keras.KerasTensor)
+
+
+@dataclass
+class TracedGraph:
+    """A traced call's functional graph: what ``graph._walk`` reads of a Keras Function.
+    (A keras.Function would insist on unique layer names, which inlined sublayers of
+    several blocks do not have.)"""
+
+    inputs: list
+    outputs: object
+    _nodes_by_depth: dict
+
+
+def traced_graph(inputs: list, outputs) -> TracedGraph:
+    """The nodes computing ``outputs`` from ``inputs``, in topological order; a node that
+    reads a tensor the inputs do not reach is an error (a tensor from outside the call)."""
+    from keras.src.ops.function import _build_map
+
+    nodes, _ = _build_map(inputs, outputs)
+    known = {id(t) for t in inputs}
+    for node in nodes:
+        if not node.is_input and any(id(t) not in known for t in node.input_tensors):
+            raise ValueError(f"{node.operation.name} reads a tensor that is not computed "
+                             "from the call's inputs")
+        if not node.is_input or any(id(t) in known for t in node.outputs):
+            known.update(id(t) for t in node.outputs)
+    if any(id(t) not in known for t in keras.tree.flatten(outputs)):
+        raise ValueError("an output is not computed from the call's inputs")
+    return TracedGraph(list(inputs), outputs, {0: [n for n in nodes if not n.is_input]})
+
+
+def _symbolic_outputs(outputs, inputs: list):
+    """A call's outputs, each eager tensor (a value not computed from the inputs, a
+    positional table) a constant of the graph."""
+    from crossport.to_torch.lift import TraceConstant, is_constant
+
+    return keras.tree.map_structure(
+        lambda v: TraceConstant(v)(inputs[0]) if is_constant(v) else v, outputs)
+
+
+def trace_call(layer, args: tuple, kwargs: dict, graph: KGraph | None = None):
+    """``layer.call`` run on stand-in KerasTensors: the layers and keras.ops it calls are
+    recorded as a functional graph (``(function, stand-ins)``), or a reason it cannot be
+    (a string naming what failed).
+
+    The stand-ins have the example's sizes (``graph.concrete``), each size that is unknown
+    in the Keras graph a :class:`~crossport.to_torch.sizes.RunSize` reading the stand-in's
+    run-time shape, so ``ops.shape(x)[1]`` is a number for the layer's Python and an
+    expression for the converters (``sizes.tracing_sizes``).
+
+    ``Layer.__call__`` adds nothing to ``call`` at float32 compute besides masks: a tensor
+    argument carrying a Keras mask (``mask_zero``) is refused, since inside ``call`` Keras
+    would hand that mask on to the sublayers the stand-ins feed.
+    """
+    tensors = [t for t in keras.tree.flatten((args, kwargs)) if _is_tensor(t)]
+    if any(getattr(t, "_keras_mask", None) is not None for t in tensors):
+        return ("no converter for this layer, and its call() cannot be traced faithfully: "
+                "an input carries a Keras mask (mask_zero / Masking)")
+    try:
+        with tracing_sizes():
+            stand_ins = {id(t): _stand_in(t, graph) for t in tensors}
+            call_args, call_kwargs = keras.tree.map_structure(
+                lambda v: stand_ins[id(v)] if _is_tensor(v) else v, (args, kwargs))
+            outputs = layer.call(*call_args, **call_kwargs)
+            inputs = [stand_ins[id(t)] for t in tensors]
+            function = traced_graph(inputs, _symbolic_outputs(outputs, inputs))
+    except Exception as exc:  # noqa: BLE001  (the layer's own Python, any failure)
+        detail = " ".join(str(exc).split())[:200]
+        return (f"no converter for this layer, and tracing its call() into Keras layers "
+                f"and keras.ops failed ({type(exc).__name__}: {detail}); register a "
+                "converter with crossport.to_torch.register_layer(...)")
+    return function, inputs
+
+
+def _stand_in(tensor, graph: KGraph | None):
+    """A KerasTensor like ``tensor`` at the example's sizes, each unknown size a RunSize
+    reading the stand-in's own shape (inlined, the stand-in is the tensor it stands for)."""
+    values = concrete_shape(tensor, graph)
+    shape = []
+    for axis, (size, value) in enumerate(zip(tensor.shape, values)):
+        known = size is not None and not isinstance(size, RunSize)
+        shape.append(size if known or value is None else sizes.dim(value, None, axis))
+    stand_in = keras.Input(batch_shape=tuple(shape), dtype=tensor.dtype)
+    for size in shape:
+        if isinstance(size, RunSize):
+            size.expr = ("dim", stand_in, size.expr[2])
+    return stand_in
+
+
+def concrete_shape(tensor, graph: KGraph | None) -> tuple:
+    """``tensor``'s shape at the example's sizes (``None`` where they are not known): Keras'
+    own shape inference from the model inputs (``compute_output_spec``), memoised."""
+    if None not in tensor.shape or graph is None:
+        return tuple(tensor.shape)
+    pending = [tensor]
+    while pending:
+        t = pending[-1]
+        key = id(t)
+        if key in graph.concrete or None not in t.shape:
+            pending.pop()
+            continue
+        source = graph.resolve(t)
+        history = getattr(source, "_keras_history", None)
+        if source is not t:
+            needed = [] if id(source) in graph.concrete or None not in source.shape else [source]
+        elif history is None or isinstance(history.operation, keras.layers.InputLayer):
+            graph.concrete[key] = tuple(t.shape)  # not known: a traced call sees None
+            continue
+        else:
+            node = history.operation._inbound_nodes[history.node_index]
+            needed = [a for a in keras.tree.flatten((node.arguments.args,
+                                                     node.arguments.kwargs))
+                      if _is_tensor(a) and None in a.shape and id(a) not in graph.concrete]
+        if needed:
+            pending.extend(needed)
+            continue
+        pending.pop()
+        if source is not t:
+            graph.concrete[key] = concrete_shape(source, graph)
+        else:
+            _infer(history.operation._inbound_nodes[history.node_index], graph)
+    return graph.concrete.get(id(tensor), tuple(tensor.shape))
+
+
+def _infer(node, graph: KGraph) -> None:
+    """The example's sizes of ``node``'s outputs from those of its inputs."""
+    def spec(value):
+        if not _is_tensor(value):
+            return value
+        shape = graph.concrete.get(id(value), tuple(value.shape))
+        return keras.KerasTensor(shape, dtype=value.dtype)
+
+    args, kwargs = keras.tree.map_structure(
+        spec, (tuple(node.arguments.args), dict(node.arguments.kwargs)))
+    kwargs = {k: v for k, v in kwargs.items() if k not in _IGNORED_KWARGS}
+    try:
+        out = node.operation.compute_output_spec(*args, **kwargs)
+    except Exception:  # noqa: BLE001  (Keras cannot infer: a traced call sees None)
+        out = None
+    results = keras.tree.flatten(out) if out is not None else []
+    for tensor, result in zip(node.outputs, results):
+        shape = tuple(getattr(result, "shape", tensor.shape))
+        graph.concrete[id(tensor)] = shape if len(shape) == len(tensor.shape) \
+            else tuple(tensor.shape)
+    for tensor in node.outputs:
+        graph.concrete.setdefault(id(tensor), tuple(tensor.shape))
+
+
+# Keras layers whose call() ends with ``self.activation(outputs)``: the function can be
+# split off (a recurrent layer's activation runs inside each step: not these)
+_ACTIVATION_LAST = frozenset({
+    "Dense", "EinsumDense", "Activation", "Conv1D", "Conv2D", "Conv3D", "Conv1DTranspose",
+    "Conv2DTranspose", "Conv3DTranspose", "DepthwiseConv1D", "DepthwiseConv2D",
+    "SeparableConv1D", "SeparableConv2D"})
+
+
+def custom_activation(layer):
+    """The layer's ``activation`` when it is a plain Python function rather than one of
+    Keras' (keras_hub's ``gelu_approximate``, a lambda), else None."""
+    from crossport.errors import InputError
+    from crossport.torch_layers.activation import activation_name
+
+    fn = getattr(layer, "activation", None)
+    if not isinstance(layer, keras.layers.Layer) or not callable(fn) or not any(
+            c.__module__.startswith("keras.") and c.__name__ in _ACTIVATION_LAST
+            for c in type(layer).__mro__):
+        return None
+    try:
+        activation_name(fn)
+    except InputError:
+        return fn
+    return None
+
+
+def trace_function(fn, like, graph: KGraph | None):
+    """``fn(x)`` (an activation function) traced like a layer's call: on a stand-in shaped
+    like the KerasTensor ``like``; ``(function, [stand-in])`` or why it cannot be."""
+    try:
+        with tracing_sizes():
+            stand_in = _stand_in(like, graph)
+            output = fn(stand_in)
+            if not _is_tensor(output):
+                raise TypeError(f"it returned {type(output).__name__}, not a tensor")
+            function = traced_graph([stand_in], output)
+    except Exception as exc:  # noqa: BLE001  (the function's own Python, any failure)
+        detail = " ".join(str(exc).split())[:200]
+        return (f"its activation {getattr(fn, '__qualname__', fn)!r} is not one of Keras' own "
+                f"functions, and tracing it into keras.ops failed ({type(exc).__name__}: "
+                f"{detail}); use a Keras activation or a separate layer")
+    return function, [stand_in]
