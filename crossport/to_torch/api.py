@@ -105,6 +105,7 @@ def to_torch_with_report(kmodel_or_path, example_args, *, channels_first_io: boo
     from crossport.options import check_option
     from crossport.to_torch.emit import emit
     from crossport.to_torch.graph import capture, preflight
+    from crossport.to_torch.trace import graph_kept
     from crossport.to_torch.verify import verify
 
     for name, value in (("channels_first_io", channels_first_io), ("check", check),
@@ -113,21 +114,22 @@ def to_torch_with_report(kmodel_or_path, example_args, *, channels_first_io: boo
     seconds: dict[str, float] = {}
     start = time.perf_counter()
     kmodel = _load(kmodel_or_path)
-    args = _example(example_args)
-    graph = capture(kmodel, [_keras_shape(a, channels_first_io) for a in args])
-    preflight(graph)
-    seconds["capture"] = time.perf_counter() - start
-    start = time.perf_counter()
-    emitted = emit(graph, channels_first_io)
-    seconds["convert"] = time.perf_counter() - start
-    report = None
-    if check:
+    with graph_kept(kmodel):  # tracing custom layers records nodes on the user's layers
+        args = _example(example_args)
+        graph = capture(kmodel, [_keras_shape(a, channels_first_io) for a in args])
+        preflight(graph)
+        seconds["capture"] = time.perf_counter() - start
         start = time.perf_counter()
-        report = verify(kmodel, graph, emitted, args, channels_first_io=channels_first_io,
-                        atol=atol, check_inputs=check_inputs, seed=seed)
-        seconds["verify"] = time.perf_counter() - start
-    conversion = TorchConversion(emitted.module, report, emitted.permutes,
-                                 emitted.boundary_permutes, seconds, args)
+        emitted = emit(graph, channels_first_io)
+        seconds["convert"] = time.perf_counter() - start
+        report = None
+        if check:
+            start = time.perf_counter()
+            report = verify(kmodel, graph, emitted, args, channels_first_io=channels_first_io,
+                            atol=atol, check_inputs=check_inputs, seed=seed)
+            seconds["verify"] = time.perf_counter() - start
+        conversion = TorchConversion(emitted.module, report, emitted.permutes,
+                                     emitted.boundary_permutes, seconds, args)
     if report is not None and not report.passed:
         raise ParityError(f"the torch module does not compute what the Keras model computes:\n"
                           f"{report.summary()}", report)

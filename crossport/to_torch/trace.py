@@ -4,6 +4,8 @@ layers and keras.ops it runs, at the example's sizes with run-time sizes tracked
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -16,6 +18,26 @@ if TYPE_CHECKING:
     from crossport.to_torch.graph import KGraph
 
 _IGNORED_KWARGS = ("training",)
+
+
+@contextmanager
+def graph_kept(model) -> Iterator[None]:
+    """``model``'s layers' graph bookkeeping as it was, afterwards (failure included).
+
+    Tracing a custom layer's ``call()`` calls its sublayers on stand-in KerasTensors, which
+    Keras records as inbound/outbound nodes of the user's layers: after a conversion
+    ``layer.output`` named crossport's trace, and after a second one it raised (several
+    inbound nodes). Weights and configs are never written; only these lists are restored.
+    """
+    layers = [model, *model._flatten_layers(include_self=False, recursive=True)]
+    saved = [(layer, list(layer._inbound_nodes), list(layer._outbound_nodes))
+             for layer in layers]
+    try:
+        yield
+    finally:
+        for layer, inbound, outbound in saved:
+            layer._inbound_nodes[:] = inbound
+            layer._outbound_nodes[:] = outbound
 
 
 def _is_tensor(value) -> bool:

@@ -368,3 +368,36 @@ def test_recurrent_layer_with_a_user_activation_is_refused():
     model = keras.Model(x, L.LSTM(4, activation=gelu_tanh, name="lstm")(x))
     with pytest.raises(crossport.CrossportError, match="not one of Keras' own"):
         crossport.to_torch(model, (torch.randn(2, 5, 3),))
+
+
+class _Block(keras.layers.Layer):
+    """A custom layer whose sublayers Keras records no nodes for in the functional graph."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.proj = keras.layers.Dense(8, name="proj")
+        self.norm = keras.layers.LayerNormalization(name="norm")
+
+    def call(self, x):
+        return self.norm(self.proj(x))
+
+
+def _graph_state(model) -> dict:
+    layers = [model, *model._flatten_layers(include_self=False, recursive=True)]
+    return {layer.name: (len(layer._inbound_nodes), len(layer._outbound_nodes))
+            for layer in layers}
+
+
+def test_tracing_leaves_the_users_layers_graph_as_it_was():
+    """Tracing calls a custom layer's sublayers on stand-ins, which Keras recorded on the
+    user's layers: `proj.output` then named crossport's trace, and after a second
+    conversion it raised (two inbound nodes)."""
+    inputs = keras.Input((None, 8))
+    model = keras.Model(inputs, keras.layers.Dense(4, name="head")(_Block(name="block")(inputs)))
+    before = _graph_state(model)
+    x = np.random.default_rng(0).random((2, 5, 8), dtype=np.float32)
+    for _ in range(2):
+        crossport.to_torch(model, (x,))
+        assert _graph_state(model) == before
+    with pytest.raises(AttributeError):  # as before: called only inside the block's call()
+        model.get_layer("block").proj.output
