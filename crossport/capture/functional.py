@@ -9,6 +9,10 @@ in-place targets and dead values: the former are swapped for their out-of-place 
 in the graph, so the emitter, the float64 replay and the re-checks all see a functional graph;
 the latter are removed (a converter may refuse an output it would have to compute).
 
+An in-place dropout with ``train=False`` (``nn.Dropout(inplace=True)`` in eval, as
+torchvision's EfficientNet head has) writes nothing and returns its input, whatever that
+aliases: it is removed, its users read its input.
+
 Anything else (a mutated input, buffer or view, a higher-order op, an op without converter,
 an in-place op whose out-of-place twin would promote dtypes) keeps the full decomposition.
 """
@@ -32,9 +36,13 @@ def as_functional(exported: torch.export.ExportedProgram,
     if signature.buffers_to_mutate or signature.user_inputs_to_mutate:
         return None
     swaps: dict[Node, torch._ops.OpOverload] = {}
+    no_ops: list[Node] = []
     fresh: set[Node] = set()  # values no other value aliases
     for node in exported.graph.nodes:
         if node.op != "call_function":
+            continue
+        if _eval_dropout(node):
+            no_ops.append(node)
             continue
         if node.target is operator.getitem:
             if node.args[0] in fresh:
@@ -55,10 +63,27 @@ def as_functional(exported: torch.export.ExportedProgram,
             fresh.add(node)
     for node, twin in swaps.items():
         node.target = twin
+    for node in no_ops:
+        node.replace_all_uses_with(node.args[0])
+        exported.graph.erase_node(node)
     # as the re-trace would: unused outputs (a max pool's indices) must not reach converters
     exported.graph.eliminate_dead_code()
     exported.graph_module.recompile()
     return exported
+
+
+_IN_PLACE_DROPOUTS = (torch.ops.aten.dropout_.default, torch.ops.aten.alpha_dropout_.default,
+                      torch.ops.aten.feature_dropout_.default,
+                      torch.ops.aten.feature_alpha_dropout_.default)
+
+
+def _eval_dropout(node: Node) -> bool:
+    """An in-place dropout that does nothing: ``train`` is False (its schema's third
+    argument, ``dropout_(Tensor(a!) self, float p, bool train)``)."""
+    if node.target not in _IN_PLACE_DROPOUTS:
+        return False
+    train = node.args[2] if len(node.args) > 2 else node.kwargs.get("train")
+    return train is False
 
 
 def _out_of_place_twin(node: Node, fresh: set[Node]) -> torch._ops.OpOverload | None:
