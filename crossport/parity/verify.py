@@ -26,7 +26,7 @@ from crossport.capture import (
     source_line,
 )
 from crossport.capture.guards import other_side_shapes
-from crossport.errors import ConversionError, CrossportError, InputError
+from crossport.errors import ConversionError, CrossportError
 from crossport.layout import Layout, channels_last
 from crossport.parity.accept import float64_evidence
 from crossport.parity.compare import Comparison, compare_output, compare_outputs, to_numpy
