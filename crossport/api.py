@@ -15,7 +15,7 @@ from crossport.capture.borrow import borrowed, warn_if_training
 from crossport.errors import ConversionError, CrossportError, InputError, ParityError
 from crossport.options import ConvertOptions
 from crossport.parity import ParityReport, verify
-from crossport.parity.reference import TorchReference, writes_buffers
+from crossport.parity.reference import TorchReference, can_run_beside
 from crossport.parity.verify import CheckPlan, plan_check
 from crossport.to_keras.emit import Emitter
 from crossport.to_keras.registry import complex_ops, registered_ops
@@ -135,9 +135,10 @@ def _start_reference(module, exported, args: tuple, opts: ConvertOptions,
                      checking: ExitStack) -> tuple[CheckPlan | None, TorchReference | None]:
     """The check's plan, and torch's forwards on it started on a worker thread: they run
     while the Keras model is built (``checking`` stops them if the build fails). Not for a
-    forward that writes buffers in place, which the build reads: ``verify`` then plans and
-    runs torch itself, after the build, as the check always did."""
-    if writes_buffers(exported):
+    forward that writes buffers in place, which the build reads, nor under thread-local torch
+    state a worker would not inherit: ``verify`` then plans and runs torch itself, after the
+    build, as the check always did."""
+    if not can_run_beside(exported):
         return None, None
     plan = plan_check(module, exported, args, opts)
     return plan, checking.enter_context(TorchReference(module, plan.input_sets, True))

@@ -8,17 +8,20 @@ second core the torch forwards cost little wall time (benchmarks/RESULTS.md "Con
 time"). The results are the same objects the sequential check computed: the same module,
 inputs and forwards, in the same order, only on another thread.
 
-It is only done when the forward cannot change what the build reads: a module whose
-exported graph writes its buffers in place (the emitter reads those tensors) runs its
-forwards on the calling thread, in order, when the check asks for them, as before.
+It is only done when the forward cannot change what the build reads and runs as it would on
+the calling thread (``can_run_beside``): otherwise the forwards run on the calling thread, in
+order, when the check asks for them, as before.
 """
 
 from __future__ import annotations
 
 import sys
+import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import torch
+from torch.overrides import _get_current_function_mode_stack
+from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
 
 from crossport.errors import InputError
 
@@ -49,17 +52,31 @@ def torch_on_input_set(module: torch.nn.Module, args: tuple, index: int):
             "range.") from exc
 
 
-def writes_buffers(exported: torch.export.ExportedProgram) -> bool:
-    """Whether the captured forward writes buffers (or inputs) in place."""
+def can_run_beside(exported: torch.export.ExportedProgram) -> bool:
+    """Whether torch's forwards may run on a worker thread while the model is built.
+
+    Not when the captured forward writes buffers (or inputs) in place: the build reads
+    them. Not when the caller's thread has torch state a new thread would not inherit
+    (autocast, a torch function or dispatch mode such as ``with torch.device(...)``,
+    inference mode): the check's forwards must run as the caller's would.
+    """
     signature = exported.graph_signature
-    return bool(signature.buffers_to_mutate or signature.user_inputs_to_mutate)
+    if signature.buffers_to_mutate or signature.user_inputs_to_mutate:
+        return False
+    return not (_get_current_function_mode_stack() or _get_current_dispatch_mode_stack()
+                or torch.is_autocast_enabled("cpu") or torch.is_inference_mode_enabled())
+
+
+class _Stopped(BaseException):
+    """Ends the worker's forward at its next submodule call when the check is left early
+    (a failed build, Ctrl-C): not an ``Exception``, so no user code swallows it."""
 
 
 class TorchReference:
     """torch's outputs on ``input_sets``, computed ahead on a worker thread when
     ``concurrent``, else on demand. Use as a context manager: leaving it cancels forwards
-    not yet started and waits for the running one, so the module is idle afterwards (the
-    caller restores it then).
+    not yet started, stops the running one at its next submodule call and waits for it,
+    so the module is idle afterwards (the caller restores it then).
 
     Example:
         >>> import torch
@@ -76,15 +93,26 @@ class TorchReference:
         self._futures: list[Future] = []
         self._interval = sys.getswitchinterval()
         self._failed = False
+        self._stop = threading.Event()
+        self._worker: int | None = None  # the worker thread's ident, once it runs
+        self._hook = None
         if concurrent and input_sets:
             self._pool = ThreadPoolExecutor(1, thread_name_prefix="crossport-torch-reference")
             sys.setswitchinterval(min(self._interval, _SWITCH_INTERVAL))
+            # process-wide, but it acts only on the worker thread, and only once stopped
+            self._hook = torch.nn.modules.module.register_module_forward_pre_hook(
+                self._stop_here)
             self._futures = [self._pool.submit(self._run, i) for i in range(len(input_sets))]
+
+    def _stop_here(self, module, args) -> None:
+        if self._stop.is_set() and threading.get_ident() == self._worker:
+            raise _Stopped
 
     def _run(self, index: int):
         """One forward on the worker; none after a failed one (the check stops at the first
         failure, as it did when it ran torch itself)."""
-        if self._failed:
+        self._worker = threading.get_ident()
+        if self._failed or self._stop.is_set():
             return None
         try:
             return torch_on_input_set(self._module, self._input_sets[index], index)
@@ -100,8 +128,10 @@ class TorchReference:
 
     def close(self) -> None:
         if self._pool is not None:
+            self._stop.set()
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
+            self._hook.remove()
             sys.setswitchinterval(self._interval)
 
     def __enter__(self) -> TorchReference:

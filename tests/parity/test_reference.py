@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 
 import pytest
 import torch
 
 import crossport
 from crossport.errors import InputError, UnsupportedOpError
-from crossport.parity.reference import TorchReference
+from crossport.parity.reference import TorchReference, can_run_beside
 
 WORKER = "crossport-torch-reference"
 # Which thread ran each forward. Module-level: crossport restores the lists a module holds
@@ -126,3 +127,48 @@ def test_leaving_early_cancels_what_has_not_started():
         release.set()
     assert len(calls) == 1  # the running forward finished; the four queued never ran
     assert not _workers()
+
+
+def test_leaving_early_stops_the_running_forward_at_its_next_submodule():
+    """A failed build or Ctrl-C must not wait for a whole forward of a large model."""
+    started = threading.Event()
+    calls: list[str] = []
+
+    class Block(torch.nn.Module):
+        def forward(self, x):
+            calls.append("block")
+            started.set()
+            return x
+
+    class Deep(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.blocks = torch.nn.ModuleList(Block() for _ in range(50))
+
+        def forward(self, x):
+            for block in self.blocks:
+                x = block(x)
+                time.sleep(0.05)  # 2.5 s for the whole forward
+            return x
+
+    begin = time.monotonic()
+    with TorchReference(Deep(), [(torch.ones(1),)], concurrent=True):
+        started.wait(10)
+    assert time.monotonic() - begin < 1.5
+    assert len(calls) < 10
+    assert not _workers()
+    assert not torch.nn.modules.module._global_forward_pre_hooks  # the stop hook is gone
+
+
+def test_thread_local_torch_state_keeps_the_forwards_on_the_callers_thread():
+    """autocast, torch function modes (``with torch.device(...)``) and inference mode are
+    thread-local: a worker's forward would not be the one the caller's thread runs."""
+    exported = crossport.convert_with_report(RecordsThread().eval(), (torch.randn(1, 3, 8, 8),),
+                                             check=False).exported
+    assert can_run_beside(exported)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert not can_run_beside(exported)
+    with torch.device("cpu"):
+        assert not can_run_beside(exported)
+    with torch.inference_mode():
+        assert not can_run_beside(exported)
