@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 
 import keras
@@ -15,6 +15,8 @@ from crossport.capture.borrow import borrowed, warn_if_training
 from crossport.errors import ConversionError, CrossportError, InputError, ParityError
 from crossport.options import ConvertOptions
 from crossport.parity import ParityReport, verify
+from crossport.parity.reference import TorchReference, can_run_beside
+from crossport.parity.verify import CheckPlan, plan_check
 from crossport.to_keras.emit import Emitter
 from crossport.to_keras.registry import capture_targets
 
@@ -107,20 +109,39 @@ def convert_with_report(module: torch.nn.Module, example_args, options: ConvertO
     stage = _Stages(on_stage)
     with stage("capture"):
         exported = capture(module, args, opts, capture_targets())
-    with stage("convert"):
-        emitted = Emitter(exported, input_names(module, len(args)), opts).emit()
     report = None
-    if opts.check:
-        with stage("verify"), borrowed(module), _running_keras(module):  # module left as it was
-            report = verify(module, exported, emitted, args, opts)
-        if not report.passed:
-            raise ParityError(
-                f"the converted {type(module).__name__} does not match torch\n{report.summary()}",
-                report,
-            )
+    with ExitStack() as checking:
+        with stage("convert"):
+            emitter = Emitter(exported, input_names(module, len(args)), opts)
+            emitter.preflight()  # refuse before any torch forward runs
+            if opts.check:
+                checking.enter_context(borrowed(module))  # module left as it was
+                plan, reference = _start_reference(module, exported, args, opts, checking)
+            emitted = emitter.emit()
+        if opts.check:
+            with stage("verify"), _running_keras(module):
+                report = verify(module, exported, emitted, args, opts, plan, reference)
+    if report is not None and not report.passed:
+        raise ParityError(
+            f"the converted {type(module).__name__} does not match torch\n{report.summary()}",
+            report,
+        )
     internal = emitted.transposes - emitted.boundary_transposes
     return Conversion(emitted.model, report, exported, internal, emitted.boundary_transposes,
                       stage.seconds, module, args, opts, emitted.origins)
+
+
+def _start_reference(module, exported, args: tuple, opts: ConvertOptions,
+                     checking: ExitStack) -> tuple[CheckPlan | None, TorchReference | None]:
+    """The check's plan, and torch's forwards on it started on a worker thread: they run
+    while the Keras model is built (``checking`` stops them if the build fails). Not for a
+    forward that writes buffers in place, which the build reads, nor under thread-local torch
+    state a worker would not inherit: ``verify`` then plans and runs torch itself, after the
+    build, as the check always did."""
+    if not can_run_beside(exported):
+        return None, None
+    plan = plan_check(module, exported, args, opts)
+    return plan, checking.enter_context(TorchReference(module, plan.input_sets, True))
 
 
 @contextmanager

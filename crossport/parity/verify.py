@@ -11,6 +11,8 @@ verdict: rounding or semantic.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import keras
 import numpy as np
 import torch
@@ -24,12 +26,13 @@ from crossport.capture import (
     source_line,
 )
 from crossport.capture.guards import other_side_shapes
-from crossport.errors import ConversionError, CrossportError, InputError
+from crossport.errors import ConversionError, CrossportError
 from crossport.layout import Layout, channels_last
 from crossport.parity.accept import float64_evidence
 from crossport.parity.compare import Comparison, compare_output, compare_outputs, to_numpy
 from crossport.parity.metrics import precision_of, rounding_verdict
 from crossport.parity.nan import nan_notes
+from crossport.parity.reference import TorchReference, torch_outputs
 from crossport.parity.replay import stream
 from crossport.parity.report import NodeDivergence, ParityReport
 from crossport.parity.shapes import CheckShapes, check_shapes
@@ -155,12 +158,6 @@ def run_keras(model: keras.Model, args: tuple, channels_last_io: bool,
     return from_keras_outputs(out, channels_last_io, like)
 
 
-def torch_outputs(module: torch.nn.Module, args: tuple):
-    """``module(*args)`` on copies: a forward that writes to its inputs leaves ours intact."""
-    with torch.no_grad():
-        return module(*(a.clone() for a in args))
-
-
 def leaves(out) -> list[np.ndarray]:
     return [to_numpy(t) for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
 
@@ -169,16 +166,42 @@ def run_torch(module: torch.nn.Module, args: tuple) -> list[np.ndarray]:
     return leaves(torch_outputs(module, args))
 
 
-def verify(module, exported, emitted, example_args: tuple, options) -> ParityReport:
-    """Compare torch and Keras on the examples and ``options.check_inputs`` fresh inputs."""
+@dataclass
+class CheckPlan:
+    """What the check runs: the shapes it checks and one input set per run (the example,
+    ``options.check_inputs`` fresh sets, one set at each other shape)."""
+
+    shapes: CheckShapes
+    input_sets: list[tuple]
+
+
+def plan_check(module, exported, example_args: tuple, options) -> CheckPlan:
+    """The check's shapes and input sets (torch runs here only to try dynamic sizes)."""
     shapes = plan_shapes(module, exported, example_args, options)
     input_sets = [example_args] + [fresh_inputs(example_args, options.seed + 1 + i)
                                    for i in range(options.check_inputs)]
     input_sets += [fresh_inputs(example_args, options.seed + 60 + i, other)
                    for i, other in enumerate(shapes.sets[1:])]
+    return CheckPlan(shapes, input_sets)
+
+
+def verify(module, exported, emitted, example_args: tuple, options,
+           plan: CheckPlan | None = None,
+           reference: TorchReference | None = None) -> ParityReport:
+    """Compare torch and Keras on the examples and ``options.check_inputs`` fresh inputs.
+
+    ``plan`` and ``reference`` let the caller start torch's forwards early
+    (``convert_with_report`` runs them while the Keras model is built); without them the
+    plan is made here and torch runs on this thread.
+    """
+    plan = plan or plan_check(module, exported, example_args, options)
+    if reference is None:
+        with TorchReference(module, plan.input_sets, concurrent=False) as own:
+            return verify(module, exported, emitted, example_args, options, plan, own)
+    shapes, input_sets = plan.shapes, plan.input_sets
     comparisons, runs = [], []
     for i, args in enumerate(input_sets):
-        structure = _torch_on_input_set(module, args, i)
+        structure = reference.outputs(i)
         ref = leaves(structure)
         got = run_keras(emitted.model, args, options.channels_last_io, like=structure)
         comparisons.append(compare_outputs(ref, got))
@@ -211,19 +234,6 @@ def _explain_branches(report: ParityReport, shapes: CheckShapes, comparisons: li
                 "torch.export traced one side of that size condition (a Python branch on a "
                 "dynamic size in forward). Convert with that dim static, or compute the size "
                 "without the branch")
-
-
-def _torch_on_input_set(module, args: tuple, i: int):
-    try:
-        return torch_outputs(module, args)
-    except Exception as exc:  # the user's model rejects the inputs: say which, in one line
-        which = ("example inputs" if i == 0 else f"fresh input set {i} (shapes "
-                 f"{', '.join('x'.join(map(str, a.shape)) for a in args)})")
-        raise InputError(
-            f"the torch module failed on the {which}: {type(exc).__name__}: {exc}. "
-            "Give example inputs the model accepts (token ids below the vocabulary "
-            "size, valid masks); fresh integer inputs are drawn within the example's "
-            "range.") from exc
 
 
 def worst_input_set(comparisons: list[Comparison]) -> int:

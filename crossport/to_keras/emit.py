@@ -117,21 +117,29 @@ class Emitter:
         self.boundary = 0
         self.constants: dict = {}
         self.sizes = RuntimeSizes()
+        self.folded: set | None = None  # set by preflight()
         self.prefer_cl = preferred_channels_last(
             self.graph, wants_channels_last, passes_layout
         )
 
     # -- entry point ----------------------------------------------------------------------
-    def emit(self) -> EmittedModel:
-        with layer_dtype(parameter_dtype(self.ep)):
-            return self._emit()
-
-    def _emit(self) -> EmittedModel:
+    def preflight(self) -> None:
+        """Fold constants and refuse, before building anything, every node without a
+        faithful converter or dynamic-size support (one error listing them all)."""
+        if self.folded is not None:
+            return
         self.folded = mark_constants(self.ep)
         self.dependent = input_dependent(self.ep)
         check_supported(self.graph, skip=self.folded, user_inputs=self._user_placeholders())
         check_dynamic(self.graph, skip=self.folded,
                       symbols=input_symbols(self.ep, self.input_names))
+
+    def emit(self) -> EmittedModel:
+        with layer_dtype(parameter_dtype(self.ep)):
+            return self._emit()
+
+    def _emit(self) -> EmittedModel:
+        self.preflight()
         inputs = self._inputs()
         for node in self.graph.nodes:
             with converting(node):
