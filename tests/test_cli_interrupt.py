@@ -57,7 +57,7 @@ def _interrupted(workdir, stage: str, *flags):
             assert time.monotonic() < deadline, "the stage never started"
             time.sleep(0.1)
         process.send_signal(signal.SIGINT)
-        # generous: under a loaded CI machine TF's exit alone has taken over 2 minutes; a
+        # generous: at a load average of 10 on 2 cores both cases took over 120 s to exit; a
         # SIGINT that was ignored still fails below (the conversion finishes: exit 0)
         stdout, stderr = process.communicate(timeout=300)
     finally:
