@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from crossport.parity.compare import to_numpy
+from crossport.parity.compare import nonfinite_mismatches, to_numpy
 
 FRACTION = 0.02  # of a float input's elements made special in each input set
 
@@ -74,26 +74,19 @@ def _sprinkled(t: torch.Tensor, specials: tuple, gen: torch.Generator) -> torch.
     return flat.reshape(t.shape)
 
 
-def differences(want: list[np.ndarray], got: list[np.ndarray]) -> dict[int, str]:
-    """``{output index: how its NaN or +-inf positions differ}``."""
+def differences(want: list[np.ndarray], got: list[np.ndarray],
+                names: tuple[str, str]) -> dict[int, str]:
+    """``{output index: how its NaN or +-inf positions differ}`` (the one compare routine's
+    rule, ``parity.compare.nonfinite_mismatches``); shapes and dtypes are the finite
+    re-check's business."""
     found = {}
     for i, (w, g) in enumerate(zip(want, got)):
         w, g = np.asarray(w), np.asarray(g)
         if w.dtype.kind != "f" or w.shape != g.shape:
-            continue  # shapes and dtypes are the finite re-check's
-        g = g.astype(w.dtype)
-        kinds = []
-        for name, test in (("NaN", np.isnan), ("+inf", np.isposinf), ("-inf", np.isneginf)):
-            wanted, got_it = test(w), test(g)
-            for count, at, what in (((wanted & ~got_it).sum(), wanted & ~got_it, "torch"),
-                                    ((~wanted & got_it).sum(), ~wanted & got_it, "file")):
-                if count:
-                    first = tuple(int(j) for j in np.argwhere(at)[0])
-                    kinds.append(f"{name} in {what}'s result only at {int(count)} of {w.size} "
-                                 f"elements (first at {first}: torch {float(w[first])}, "
-                                 f"file {float(g[first])})")
-        if kinds:
-            found[i] = ", ".join(kinds)
+            continue
+        lines = nonfinite_mismatches(w, g, i, names)
+        if lines:
+            found[i] = "; ".join(lines)
     return found
 
 
@@ -117,13 +110,13 @@ def check(module: torch.nn.Module, example: tuple, seed: int,
             continue
         want = [to_numpy(t) for t in torch.utils._pytree.tree_leaves(out)
                 if isinstance(t, torch.Tensor)]
-        in_file = differences(want, run_file(args, out))
+        in_file = differences(want, run_file(args, out), ("torch", "the file"))
         if not in_file:
             continue  # the Keras model only runs to tell whose a difference is
-        in_keras = differences(want, run_keras(args, out))
+        in_keras = differences(want, run_keras(args, out), ("torch", "Keras"))
         for i, text in in_file.items():
             whose = ("the converted Keras model differs there too" if i in in_keras else
                      "the converted Keras model agrees with torch: the TFLite runtime's")
-            result.file.append(f"output {i} with {label}: {text} ({whose})")
-        result.keras += [f"output {i} with {label}: {text}" for i, text in in_keras.items()]
+            result.file.append(f"with {label}, {text} ({whose})")
+        result.keras += [f"with {label}, {text}" for text in in_keras.values()]
     return result

@@ -61,7 +61,7 @@ class Comparison:
         >>> import numpy as np
         >>> c = compare_outputs([np.array([1.0, np.nan])], [np.array([1.0, 2.0])])
         >>> c.error, c.mismatches
-        (0.0, ['output 0: NaN at 1 position(s) in torch but not in Keras'])
+        (0.0, ['output 0: NaN at 1 of 2 position(s) in torch but not in Keras (first at (1,): Keras 2)'])
     """
 
     outputs: list[OutputComparison] = field(default_factory=list)
@@ -128,7 +128,7 @@ def compare_output(ref, got, index: int = 0, *, check_dtype: bool = True,
         result.error = _exact_error(ref, got, where, result.mismatches)
         return result
     ref64, got64 = ref.astype(np.float64), got.astype(np.float64)
-    result.mismatches.extend(_nonfinite_mismatches(ref64, got64, where, names))
+    result.mismatches.extend(nonfinite_mismatches(ref64, got64, index, names))
     result.error = _finite_error(ref64, got64)
     return result
 
@@ -148,23 +148,30 @@ def _exact_error(ref: np.ndarray, got: np.ndarray, where: str, mismatches: list[
     return _finite_error(ref.astype(np.float64), got.astype(np.float64))
 
 
-def _nonfinite_mismatches(ref64: np.ndarray, got64: np.ndarray, where: str,
-                          names: tuple[str, str] = FORWARD) -> list[str]:
+def nonfinite_mismatches(ref, got, index: int = 0,
+                         names: tuple[str, str] = FORWARD) -> list[str]:
+    """Where NaN, +inf and -inf sit in one side only: one line per kind and side, with a
+    count and the first such position and the other side's value there. Shapes must match.
+
+    Example:
+        >>> nonfinite_mismatches(np.array([np.inf, 1.0]), np.array([3.4e38, 1.0]))[0][:50]
+        'output 0: +inf at 1 of 2 position(s) in torch but '
+        >>> nonfinite_mismatches(np.array([np.inf, 1.0]), np.array([3.4e38, 1.0]))[0][50:]
+        'not in Keras (first at (0,): Keras 3.4e+38)'
+    """
+    ref64 = to_numpy(ref).astype(np.float64)
+    got64 = to_numpy(got).astype(np.float64)
     out = []
-    ref_name, got_name = names
-    ref_nan, got_nan = np.isnan(ref64), np.isnan(got64)
-    only_ref = int(np.count_nonzero(ref_nan & ~got_nan))
-    only_got = int(np.count_nonzero(got_nan & ~ref_nan))
-    if only_ref:
-        out.append(f"{where}: NaN at {only_ref} position(s) in {ref_name} but not in {got_name}")
-    if only_got:
-        out.append(f"{where}: NaN at {only_got} position(s) in {got_name} but not in {ref_name}")
-    for sign, name in ((1, "+inf"), (-1, "-inf")):
-        in_ref, in_got = ref64 == sign * np.inf, got64 == sign * np.inf
-        count = int(np.count_nonzero(in_ref != in_got))
-        if count:
-            out.append(f"{where}: {name} at {count} position(s) in only one of {ref_name} "
-                       f"and {got_name}")
+    for name, test in (("NaN", np.isnan), ("+inf", np.isposinf), ("-inf", np.isneginf)):
+        in_ref, in_got = test(ref64), test(got64)
+        for (this, other), only, values in (
+                (names, in_ref & ~in_got, got64), (names[::-1], in_got & ~in_ref, ref64)):
+            count = int(np.count_nonzero(only))
+            if count:
+                first = tuple(int(j) for j in np.argwhere(only)[0])
+                out.append(f"output {index}: {name} at {count} of {only.size} position(s) in "
+                           f"{this} but not in {other} (first at {first}: {other} "
+                           f"{values[first]:.5g})")
     return out
 
 

@@ -27,8 +27,9 @@ def test_nan_at_different_positions_fails_with_a_count_and_a_finite_error():
     ref = [np.ones(3, np.float32), np.array([1.0, NAN, NAN, 2.0], np.float32)]
     got = [np.ones(3, np.float32), np.array([1.0, 5.0, NAN, NAN], np.float32)]
     result = compare_outputs(ref, got)
-    assert result.mismatches == ["output 1: NaN at 1 position(s) in torch but not in Keras",
-                                 "output 1: NaN at 1 position(s) in Keras but not in torch"]
+    assert result.mismatches == [
+        "output 1: NaN at 1 of 4 position(s) in torch but not in Keras (first at (1,): Keras 5)",
+        "output 1: NaN at 1 of 4 position(s) in Keras but not in torch (first at (3,): torch 2)"]
     assert math.isfinite(result.error) and result.error == 0.0
     assert not result.passed(atol=1e-4)
 
@@ -42,7 +43,11 @@ def test_nan_and_inf_at_the_same_positions_pass():
 def test_inf_of_the_other_sign_is_a_mismatch():
     result = compare_outputs([np.array([INF, 1.0], np.float32)],
                              [np.array([-INF, 1.0], np.float32)])
-    assert [m.split(":")[1].split(" at")[0].strip() for m in result.mismatches] == ["+inf", "-inf"]
+    assert result.mismatches == [
+        "output 0: +inf at 1 of 2 position(s) in torch but not in Keras (first at (0,): "
+        "Keras -inf)",
+        "output 0: -inf at 1 of 2 position(s) in Keras but not in torch (first at (0,): "
+        "torch inf)"]
 
 
 def test_integers_compare_exactly_without_casting_keras_to_torch_dtype():
