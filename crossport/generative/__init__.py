@@ -1,10 +1,13 @@
 """On-device generation: HF causal LMs to one TFLite (or SavedModel) with prefill and decode
 signatures and an explicit KV cache, proven token for token against HF ``generate``.
 
-Example:
-    >>> from crossport import generative                              # doctest: +SKIP
-    >>> generative.export(model, "llm.tflite", prefill_lengths=(8, 32), max_cache_len=512)
-    >>> generative.LiteRTGenerator("llm.tflite").generate(prompt_ids, max_new_tokens=64)
+Example (``model`` an HF causal LM, ``prompt_ids`` its token ids; ``export``'s own
+docstring has a runnable one):
+    >>> from crossport import generative
+    >>> generative.export(model, "llm.tflite", prefill_lengths=(8, 32),
+    ...                   max_cache_len=512)  # doctest: +SKIP
+    >>> generative.LiteRTGenerator("llm.tflite").generate(
+    ...     prompt_ids, max_new_tokens=64)  # doctest: +SKIP
 """
 
 from crossport.generative.pipeline import GenerativeExport, export

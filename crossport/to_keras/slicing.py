@@ -30,7 +30,7 @@ def select(x: Any, axis: int, index: int) -> Any:
 
     Example:
         >>> import numpy as np
-        >>> select(np.arange(6.0).reshape(2, 3), 1, 2).tolist()
+        >>> np.asarray(select(np.arange(6.0).reshape(2, 3), 1, 2)).tolist()
         [2.0, 5.0]
     """
     size = x.shape[axis]
@@ -46,7 +46,7 @@ def unstack(x: Any, axis: int) -> list:
 
     Example:
         >>> import numpy as np
-        >>> [p.tolist() for p in unstack(np.arange(4.0).reshape(2, 2), 0)]
+        >>> [np.asarray(p).tolist() for p in unstack(np.arange(4.0).reshape(2, 2), 0)]
         [[0.0, 1.0], [2.0, 3.0]]
     """
     if x.shape[axis] is None:
@@ -62,7 +62,7 @@ def strided_slice(x: Any, axis: int, start: int, end: int | None, step: int) -> 
 
     Example:
         >>> import numpy as np
-        >>> strided_slice(np.arange(7.0), 0, 1, None, 3).tolist()
+        >>> np.asarray(strided_slice(np.arange(7.0), 0, 1, None, 3)).tolist()
         [1.0, 4.0]
     """
     shape = list(x.shape)
@@ -116,7 +116,7 @@ def take_runs(x: Any, axis: int, runs: list[tuple[int, int]]) -> Any:
 
     Example:
         >>> import numpy as np
-        >>> take_runs(np.arange(5.0), 0, [(3, 5), (0, 3)]).tolist()
+        >>> np.asarray(take_runs(np.arange(5.0), 0, [(3, 5), (0, 3)])).tolist()
         [3.0, 4.0, 0.0, 1.0, 2.0]
     """
     parts = [x[_index(len(x.shape), axis, slice(a, b))] for a, b in runs]
