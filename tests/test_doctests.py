@@ -16,6 +16,7 @@ import pytest
 
 import crossport
 
+
 def _modules() -> list[str]:
     names = [crossport.__name__]
     for info in pkgutil.walk_packages(crossport.__path__, prefix="crossport."):
