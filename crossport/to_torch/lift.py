@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import functools
 import types
-from contextlib import contextmanager
 
 import keras
 import numpy as np
 
+from crossport.to_torch.patching import active, replace
 from crossport.to_torch.sizes import RunSize, dim, leaves, moved, sizes_in
 
 # the unwrapped functions this module itself calls (taken before any wrapping)
@@ -144,6 +144,8 @@ def _filled(name, anchor, shape, fill_value=None, dtype=None):
 def _wrap(name: str, fn):
     @functools.wraps(fn)
     def wrapped(*args, **kwargs):
+        if not active():
+            return fn(*args, **kwargs)
         if name == "ndim" and args and isinstance(args[0], keras.KerasTensor):
             return len(args[0].shape)  # the rank is static (Keras returns a symbolic one)
         if sizes_in((args, kwargs)) and not _symbolic((args, kwargs)):
@@ -235,6 +237,8 @@ def _infer_example(outs, tensors, args, kwargs, infer) -> list[tuple]:
 
 def _layer_call(original):
     def __call__(self, *args, **kwargs):
+        if not active():
+            return original(self, *args, **kwargs)
         tensors = [t for t in keras.tree.flatten((args, kwargs))
                    if isinstance(t, keras.KerasTensor)]
         if not tensors:
@@ -260,7 +264,7 @@ def _call_kwargs(layer, kwargs: dict) -> dict:
 def _variable_operator(original):
     @functools.wraps(original)
     def operator(self, other):
-        if isinstance(other, keras.KerasTensor):
+        if isinstance(other, keras.KerasTensor) and active():
             return NotImplemented
         return original(self, other)
 
@@ -270,7 +274,7 @@ def _variable_operator(original):
 def _variable_getitem(original):
     """``variable[:seq_len]`` (Keras reads it eagerly): a graph node with the RunSize."""
     def __getitem__(self, key):
-        if sizes_in(key):
+        if sizes_in(key) and active():
             return TraceConstant(self)(*_anchor(key))[key]
         return original(self, key)
 
@@ -281,7 +285,7 @@ def _tensor_getitem(original):
     """``x[:n]``, ``x[None]``: a key of one slice or ``None`` as the 1-tuple numpy reads
     it the same as (Keras' GetItem takes only ints and tuples)."""
     def __getitem__(self, key):
-        if key is None or isinstance(key, slice) or key is Ellipsis:
+        if (key is None or isinstance(key, slice) or key is Ellipsis) and active():
             key = (key,)
         return original(self, key)
 
@@ -291,55 +295,29 @@ def _tensor_getitem(original):
 def _symbolic_call(original):
     def symbolic_call(self, *args, **kwargs):
         outputs = original(self, *args, **kwargs)
-        if not isinstance(self, keras.layers.Layer):
+        if not isinstance(self, keras.layers.Layer) and active():
             track_sizes(self.compute_output_spec, outputs, args, kwargs)
         return outputs
 
     return symbolic_call
 
 
-@contextmanager
-def lifting():
-    """The public keras.ops functions wrapped (see the module docstring) while inside; a
-    custom sublayer called inside is inlined (its own ``call`` traced in place), and sizes
-    Keras' inference leaves unknown are filled in (:func:`fill_unknown_sizes`)."""
-    layer_call = keras.layers.Layer.__call__
-    operation = keras.src.ops.operation.Operation
-    symbolic = operation.symbolic_call
+def install(stack) -> None:
+    """The public keras.ops functions wrapped (see the module docstring) until ``stack``
+    closes; a custom sublayer called inside is inlined (its own ``call`` traced in place),
+    and output sizes that follow a run-time size are tracked (:func:`track_sizes`). Each
+    wrapper acts only on the tracing thread (``patching.active``)."""
     variable = keras.src.backend.common.variables.Variable
-    getitem = variable.__getitem__
-    keras.layers.Layer.__call__ = _layer_call(layer_call)
-    operation.symbolic_call = _symbolic_call(symbolic)
-    variable.__getitem__ = _variable_getitem(getitem)
-    tensor_getitem = keras.KerasTensor.__getitem__
-    keras.KerasTensor.__getitem__ = _tensor_getitem(tensor_getitem)
-    operators = {f"__{r}{n}__": getattr(variable, f"__{r}{n}__")
-                 for n in _VARIABLE_OPERATORS for r in ("", "r")}
-    for name, fn in operators.items():
-        setattr(variable, name, _variable_operator(fn))
-    try:
-        with _wrapped_ops():
-            yield
-    finally:
-        keras.layers.Layer.__call__ = layer_call
-        operation.symbolic_call = symbolic
-        variable.__getitem__ = getitem
-        keras.KerasTensor.__getitem__ = tensor_getitem
-        for name, fn in operators.items():
-            setattr(variable, name, fn)
-
-
-@contextmanager
-def _wrapped_ops():
-    saved = []
+    operation = keras.src.ops.operation.Operation
+    replace(stack, keras.layers.Layer, "__call__", _layer_call(keras.layers.Layer.__call__))
+    replace(stack, operation, "symbolic_call", _symbolic_call(operation.symbolic_call))
+    replace(stack, variable, "__getitem__", _variable_getitem(variable.__getitem__))
+    replace(stack, keras.KerasTensor, "__getitem__",
+            _tensor_getitem(keras.KerasTensor.__getitem__))
+    for name in (f"__{r}{n}__" for n in _VARIABLE_OPERATORS for r in ("", "r")):
+        replace(stack, variable, name, _variable_operator(getattr(variable, name)))
     for module in _namespaces():
         for name, fn in list(vars(module).items()):
             if isinstance(fn, types.FunctionType) and not name.startswith("_") \
                     and name not in _INSPECTING and not hasattr(fn, "__crossport_lifted__"):
-                saved.append((module, name, fn))
-                setattr(module, name, _wrap(name, fn))
-    try:
-        yield
-    finally:
-        for module, name, fn in saved:
-            setattr(module, name, fn)
+                replace(stack, module, name, _wrap(name, fn))
