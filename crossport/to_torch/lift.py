@@ -37,6 +37,58 @@ class SizeTraceError(ValueError):
     """A keras.ops call on a run-time size that cannot be kept as a graph node."""
 
 
+class TraceRefused(Exception):
+    """A traced call that cannot be recorded faithfully; the message is the refusal,
+    complete (what, where, what to do)."""
+
+
+def precision_refusal(layer, traced: bool = True) -> str | None:
+    """Why a layer's dtype policy is not reproduced, or None.
+
+    ``Layer.__call__`` runs ``call`` under its dtype policy: float inputs cast to the
+    compute dtype (reproduced: the emitter's casts, :func:`autocast_inputs` in a trace)
+    and, when variables are kept in another dtype (``mixed_float16`` /
+    ``mixed_bfloat16``), every variable read cast to the compute dtype (an autocast scope,
+    not reproduced); float16 / bfloat16 arithmetic is TF's kernels' own. float32 compute
+    converts; float64 too in a traced ``call`` (keras.ops in Keras' dtypes), not in a
+    layer converter (their modules compute in float32)."""
+    policy = getattr(layer, "dtype_policy", None)
+    if policy is None:
+        return None
+    compute, variable = policy.compute_dtype, policy.variable_dtype
+    allowed = ("float32", "float64") if traced else ("float32",)
+    if compute in allowed and variable in (compute, None):
+        return None
+    variables = f" with {variable} variables" if variable != compute else ""
+    return (f"{PRECISION_PREFIX} {compute}{variables} (dtype policy {policy.name!r})")
+
+
+# how a dtype-policy refusal starts (the pre-flight check lists them on one line)
+PRECISION_PREFIX = "computes in"
+PRECISION_ADVICE = ("only float32 compute converts (float64 too in a custom layer's traced "
+                    "call): rebuild the model under keras.config.set_dtype_policy('float32') "
+                    "and load its weights")
+
+
+def autocast_inputs(layer, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """``args`` and ``kwargs`` as ``Layer.__call__`` hands them to ``call``: each float
+    KerasTensor cast to the layer's input dtype when the layer autocasts (the casts are ops
+    of the trace, so a float64 input of a float32 layer is float32 inside, as in Keras)."""
+    if not getattr(layer, "_convert_input_args", True):
+        return args, kwargs
+    policy, dtype = layer.dtype_policy, layer.input_dtype
+
+    def convert(value):
+        if not isinstance(value, keras.KerasTensor):
+            return value
+        converted = policy.convert_input(value, layer.autocast, dtype)
+        if getattr(value, "_keras_mask", None) is not None:
+            converted._keras_mask = value._keras_mask
+        return converted
+
+    return keras.tree.map_structure(convert, (tuple(args), dict(kwargs)))
+
+
 class TraceConstant(keras.Operation):
     """A constant (an eager tensor, a numpy array or a Keras variable) as a symbolic tensor,
     anchored on a stand-in tensor of the trace."""
@@ -245,6 +297,11 @@ def _layer_call(original):
             return original(self, *args, **kwargs)
         if _custom_sublayer(self) and not any(
                 getattr(t, "_keras_mask", None) is not None for t in tensors):
+            refusal = precision_refusal(self)
+            if refusal:
+                raise TraceRefused(f"its sublayer {self.name!r} ({type(self).__name__}) "
+                                   f"{refusal}; {PRECISION_ADVICE}")
+            args, kwargs = autocast_inputs(self, args, kwargs)
             return self.call(*args, **_call_kwargs(self, kwargs))  # inlined: RunSizes kept
         outputs = original(self, *args, **kwargs)
         track_sizes(self.compute_output_spec, outputs, args, kwargs)

@@ -92,10 +92,15 @@ def trace_call(layer, args: tuple, kwargs: dict, graph: KGraph | None = None):
     run-time shape, so ``ops.shape(x)[1]`` is a number for the layer's Python and an
     expression for the converters (``sizes.tracing_sizes``).
 
-    ``Layer.__call__`` adds nothing to ``call`` at float32 compute besides masks: a tensor
-    argument carrying a Keras mask (``mask_zero``) is refused, since inside ``call`` Keras
-    would hand that mask on to the sublayers the stand-ins feed.
+    What ``Layer.__call__`` adds to ``call`` is reproduced or refused: float inputs are
+    cast to the layer's compute dtype as Keras autocasts them (``lift.autocast_inputs``); a
+    float16 / bfloat16 or mixed dtype policy is refused before (``lift.precision_refusal``:
+    Keras would also cast every variable read); a tensor argument carrying a Keras mask
+    (``mask_zero``) is refused, since inside ``call`` Keras would hand that mask on to the
+    sublayers the stand-ins feed.
     """
+    from crossport.to_torch.lift import TraceRefused, autocast_inputs
+
     tensors = [t for t in keras.tree.flatten((args, kwargs)) if _is_tensor(t)]
     if any(getattr(t, "_keras_mask", None) is not None for t in tensors):
         return ("no converter for this layer, and its call() cannot be traced faithfully: "
@@ -103,11 +108,13 @@ def trace_call(layer, args: tuple, kwargs: dict, graph: KGraph | None = None):
     try:
         with tracing_sizes():
             stand_ins = {id(t): _stand_in(t, graph) for t in tensors}
-            call_args, call_kwargs = keras.tree.map_structure(
-                lambda v: stand_ins[id(v)] if _is_tensor(v) else v, (args, kwargs))
+            call_args, call_kwargs = autocast_inputs(layer, *keras.tree.map_structure(
+                lambda v: stand_ins[id(v)] if _is_tensor(v) else v, (args, kwargs)))
             outputs = layer.call(*call_args, **call_kwargs)
             inputs = [stand_ins[id(t)] for t in tensors]
             function = traced_graph(inputs, _symbolic_outputs(outputs, inputs))
+    except TraceRefused as exc:
+        return f"no converter for this layer, and its call() is not traced: {exc}"
     except Exception as exc:  # noqa: BLE001  (the layer's own Python, any failure)
         detail = " ".join(str(exc).split())[:200]
         return (f"no converter for this layer, and tracing its call() into Keras layers "
