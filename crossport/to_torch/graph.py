@@ -65,6 +65,9 @@ class KGraph:
     concrete: dict[int, tuple] = field(default_factory=dict)
     synthetic: set[int] = field(default_factory=set)  # tensors Keras' graph does not hold
     linear_copies: dict[int, object] = field(default_factory=dict)  # see _linear_copy
+    # outputs Keras' graph records that a traced call returns as None (XLNet's query
+    # stream): the traced layer's path; reading one is refused
+    absent: dict[int, str] = field(default_factory=dict)
 
     def path_of(self, operation, prefix: str = "") -> str:
         """The torch module path of a Keras layer: its cleaned name, made unique.
@@ -330,6 +333,9 @@ def _inline_traced(traced, path: str, args: tuple, kwargs: dict, outputs: list,
         raise InputError(f"{path}: its call() returned {len(inner_outputs)} tensors, the "
                          f"functional graph records {len(outputs)}")
     for outer, inner_output in zip(outputs, inner_outputs):
+        if inner_output is None:  # an optional output the call returns as None
+            graph.absent[id(outer)] = path
+            continue
         _bind(graph, outer, inner_output)
 
 
@@ -340,7 +346,7 @@ def _bind(graph: KGraph, alias, tensor) -> None:
 
 def preflight(graph: KGraph) -> None:
     """Raise ONE UnsupportedLayerError naming every node without a faithful converter."""
-    problems = []
+    problems = _absent_reads(graph)
     for node in graph.nodes:
         reason = _unsupported_reason(node)
         if reason and (node.path, node.class_name, reason) not in problems:  # shared: once
@@ -353,6 +359,23 @@ def preflight(graph: KGraph) -> None:
             "crossport.to_torch.register_layer(...).",
             problems,
         )
+
+
+def _absent_reads(graph: KGraph) -> list[tuple[str, str, str]]:
+    """Nodes (and model outputs) reading an output a traced call returned as None."""
+    if not graph.absent:
+        return []
+    readers = [(node.path, node.class_name, node.input_tensors()) for node in graph.nodes]
+    readers.append(("(model outputs)", "Model", keras.tree.flatten(graph.outputs)))
+    problems = []
+    for path, cls, tensors in readers:
+        for tensor in tensors:
+            source = graph.absent.get(id(tensor)) or graph.absent.get(id(graph.resolve(tensor)))
+            if source:
+                problems.append((path, cls, f"reads an output of {source} that its call() "
+                                 "returns as None (Keras' graph records a tensor there)"))
+                break
+    return problems
 
 
 def _problem_lines(problems: list[tuple[str, str, str]]) -> list[str]:

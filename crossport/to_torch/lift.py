@@ -13,6 +13,8 @@ traced functional graph reaches them; their converters ignore it.
 from __future__ import annotations
 
 import functools
+import sys
+import sysconfig
 import types
 
 import keras
@@ -28,6 +30,13 @@ _broadcast_to = keras.ops.broadcast_to
 # functions that only look at a value: never recorded
 _INSPECTING = frozenset({"is_tensor", "shape", "dtype", "is_int_dtype",
                          "is_float_dtype", "standardize_dtype", "result_type"})
+# elementwise keras.ops that take a run-time size as a tensor operand (an int32 0-d one, as
+# Keras converts a Python int): ``ops.minimum(seq_len, window)``
+_SCALAR_MATH = frozenset({
+    "add", "subtract", "multiply", "divide", "true_divide", "floor_divide", "mod", "power",
+    "minimum", "maximum", "negative", "abs", "absolute", "square", "sqrt", "log", "exp",
+    "floor", "ceil", "round", "sign", "clip", "less", "less_equal", "greater",
+    "greater_equal", "equal", "not_equal", "where"})
 # Variable operators: with a KerasTensor operand they leave it to the tensor's reflected
 # operator (a symbolic keras.ops node); TF's own would refuse the KerasTensor
 _VARIABLE_OPERATORS = ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul")
@@ -117,7 +126,10 @@ class SizeArange(keras.Operation):
                                 dtype=self.dtype)
 
     def compute_output_spec(self, *anchors):
-        length = (self.stop - self.start + self.step - 1) // self.step
+        if self.step > 0:
+            length = (self.stop - self.start + self.step - 1) // self.step
+        else:  # ceil((stop - start) / step) for a negative step
+            length = (self.start - self.stop - self.step - 1) // -self.step
         return keras.KerasTensor((length,), dtype=self.dtype)
 
 
@@ -159,6 +171,12 @@ def _lifted(name: str, fn, args: tuple, kwargs: dict):
     if name in ("convert_to_tensor", "cast", "array") and isinstance(args[0], RunSize):
         dtype = kwargs.get("dtype", args[1] if len(args) > 1 else None) or "int32"
         return SizeScalar(args[0], keras.backend.standardize_dtype(dtype))(*anchor)
+    if name in _SCALAR_MATH and not sizes_in(kwargs) and all(
+            not isinstance(a, (list, tuple, dict, slice)) for a in args):
+        # ops.minimum(seq_len, 64): Keras makes each Python int an int32 tensor
+        args = tuple(SizeScalar(a, "int32")(*anchor) if isinstance(a, RunSize) else a
+                     for a in args)
+        return fn(*args, **kwargs)
     if not any(is_constant(v) for v in keras.tree.flatten((args, kwargs))):
         raise SizeTraceError(f"keras.ops.{name} on a run-time size is not converted")
     args, kwargs = keras.tree.map_structure(
@@ -170,16 +188,27 @@ def _lifted(name: str, fn, args: tuple, kwargs: dict):
 
 
 def _arange(anchor, start, stop=None, step=None, dtype=None):
+    """``ops.arange`` with a run-time bound: int bounds and a non-zero int step; an
+    integral float (XLNet's ``arange(klen, -qlen, -1.0)``) is that int, and makes Keras'
+    default dtype a float one."""
     if stop is None:
         start, stop = 0, start
     step = 1 if step is None else step
     bounds = (start, stop, step)
-    if not all(isinstance(b, (int, np.integer)) for b in bounds) or isinstance(step, RunSize) \
-            or step <= 0:
-        raise SizeTraceError("keras.ops.arange of a run-time size with a non-integer bound or "
-                             "a step that is not a positive int is not converted")
-    dtype = keras.backend.standardize_dtype(dtype) if dtype is not None else "int32"
-    return SizeArange(start, stop, int(step), dtype)(*anchor)
+    floats = any(isinstance(b, (float, np.floating)) for b in bounds)
+    if not all(_integral(b) for b in bounds) or isinstance(step, RunSize) or step == 0:
+        raise SizeTraceError("keras.ops.arange of a run-time size with a non-integral bound "
+                             "or step, or a step that is a run-time size, is not converted")
+    start, stop = (b if isinstance(b, RunSize) else int(b) for b in (start, stop))
+    if dtype is None:
+        dtype = keras.backend.floatx() if floats else "int32"
+    return SizeArange(start, stop, int(step), keras.backend.standardize_dtype(dtype))(*anchor)
+
+
+def _integral(value) -> bool:
+    if isinstance(value, (int, np.integer)):
+        return True
+    return isinstance(value, (float, np.floating)) and float(value).is_integer()
 
 
 def _filled(name, anchor, shape, fill_value=None, dtype=None):
@@ -349,6 +378,30 @@ def _tensor_getitem(original):
     return __getitem__
 
 
+def _tensor_eq(self, other):
+    """``x == y`` in the traced layer's own code: ``ops.equal`` as on the TF tensors Keras
+    runs the call on (XLNet's ``ops.where(n == m, 1, 0)`` diagonal). KerasTensor defines no
+    ``__eq__`` (identity, so tensors stay hashable): the trace would record ``False``.
+    Keras', TF's and crossport's own code, and a comparison with None, keep identity."""
+    if other is not None and active() and _user_code(sys._getframe(1)) and (
+            isinstance(other, (keras.KerasTensor, int, float, np.ndarray, np.generic))
+            or _is_tensor(other)):
+        return keras.ops.equal(self, other)
+    return object.__eq__(self, other)
+
+
+_LIBRARY_PATHS = ("/keras/src/", "/tensorflow/", "/crossport/", "/torch/", "/optree/")
+_STDLIB = sysconfig.get_paths()["stdlib"].replace("\\", "/") + "/"
+
+
+def _user_code(frame) -> bool:
+    """Whether ``frame`` runs a layer's code (keras_hub's, a user's), not a library's."""
+    path = frame.f_code.co_filename.replace("\\", "/")
+    if path.startswith("<") or any(p in path for p in _LIBRARY_PATHS):
+        return False
+    return not path.startswith(_STDLIB) or "-packages/" in path
+
+
 def _symbolic_call(original):
     def symbolic_call(self, *args, **kwargs):
         outputs = original(self, *args, **kwargs)
@@ -371,6 +424,7 @@ def install(stack) -> None:
     replace(stack, variable, "__getitem__", _variable_getitem(variable.__getitem__))
     replace(stack, keras.KerasTensor, "__getitem__",
             _tensor_getitem(keras.KerasTensor.__getitem__))
+    replace(stack, keras.KerasTensor, "__eq__", _tensor_eq)
     for name in (f"__{r}{n}__" for n in _VARIABLE_OPERATORS for r in ("", "r")):
         replace(stack, variable, name, _variable_operator(getattr(variable, name)))
     for module in _namespaces():

@@ -185,12 +185,13 @@ def tracing_sizes():
     ``ops.slice(table, (0, 0), (n, d))`` of a variable) records a graph node instead of
     computing a constant of the example's size. One trace at a time per process, every
     patch undone on exit (``to_torch/patching.py``)."""
-    from crossport.to_torch import lift, patching
+    from crossport.to_torch import lift, patching, rawtf
 
     with patching.session() as stack:
         if stack is not None:
             _keep_run_sizes(stack)
             lift.install(stack)
+            rawtf.install(stack)
         yield
 
 

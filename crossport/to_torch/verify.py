@@ -219,8 +219,15 @@ def as_float64(module: torch.fx.GraphModule) -> torch.fx.GraphModule:
     for node in module64.graph.nodes:
         if node.meta.get("keras_input_cast") and node.args[1].is_floating_point:
             node.args = (node.args[0], torch.float64)
+        else:  # the model's own casts to float32 (ops.cast in a traced call) too
+            node.args, node.kwargs = torch.fx.node.map_aggregate(
+                (node.args, node.kwargs), _float64_dtype)
     module64.recompile()
     return module64
+
+
+def _float64_dtype(value):
+    return torch.float64 if value is torch.float32 else value
 
 
 class _Recorder(torch.fx.Interpreter):
