@@ -15,13 +15,14 @@ from __future__ import annotations
 import functools
 import sys
 import sysconfig
+import traceback
 import types
 
 import keras
 import numpy as np
 
 from crossport.to_torch.patching import active, replace
-from crossport.to_torch.sizes import RunSize, dim, leaves, moved, sizes_in
+from crossport.to_torch.sizes import RunSize, describe, dim, leaves, moved, sizes_in
 
 # the unwrapped functions this module itself calls (taken before any wrapping)
 _is_tensor = keras.ops.is_tensor
@@ -77,6 +78,41 @@ PRECISION_PREFIX = "computes in"
 PRECISION_ADVICE = ("only float32 compute converts (float64 too in a custom layer's traced "
                     "call): rebuild the model under keras.config.set_dtype_policy('float32') "
                     "and load its weights")
+
+
+def guard_loops(layer) -> None:
+    """``range`` in the modules defining ``layer``'s class (and its bases outside Keras)
+    refusing a run-time size until the trace ends: ``for i in range(num_chunks)`` would be
+    unrolled at the example's count (Qwen3.5's chunked delta rule), right only for lengths
+    of that many chunks. A module's global shadows the builtin for that module alone."""
+    from crossport.to_torch.patching import current_stack
+
+    stack = current_stack()
+    if stack is None:
+        return
+    for cls in type(layer).__mro__:
+        module = sys.modules.get(cls.__module__)
+        if module is None or cls.__module__.startswith(("keras.", "builtins", "crossport.")) \
+                or getattr(vars(module).get("range"), "__crossport_guard__", False) \
+                or "range" in vars(module):
+            continue
+        replace(stack, module, "range", _guarded_range)
+
+
+def _guarded_range(*args):
+    if active() and any(isinstance(a, RunSize) for a in args):
+        from crossport.to_torch.rawtf import user_line
+
+        size = next(a for a in args if isinstance(a, RunSize))
+        raise TraceRefused(
+            f"its call() loops over a run-time size (range({describe(size)})"
+            f"{user_line(traceback.extract_stack())}): the trace would unroll it at the "
+            "example's count, wrong at other sizes; convert at a fixed size (an Input "
+            "without None there) or register a converter for the layer")
+    return range(*args)
+
+
+_guarded_range.__crossport_guard__ = True
 
 
 def autocast_inputs(layer, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
@@ -331,6 +367,7 @@ def _layer_call(original):
                 raise TraceRefused(f"its sublayer {self.name!r} ({type(self).__name__}) "
                                    f"{refusal}; {PRECISION_ADVICE}")
             args, kwargs = autocast_inputs(self, args, kwargs)
+            guard_loops(self)
             return self.call(*args, **_call_kwargs(self, kwargs))  # inlined: RunSizes kept
         outputs = original(self, *args, **kwargs)
         track_sizes(self.compute_output_spec, outputs, args, kwargs)

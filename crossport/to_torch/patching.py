@@ -44,9 +44,15 @@ def session() -> Iterator[ExitStack | None]:
                 _STATE.depth -= 1
             return
         with ExitStack() as stack:
-            _STATE.depth = 1
+            _STATE.depth, _STATE.stack = 1, stack
             stack.callback(setattr, _STATE, "depth", 0)
+            stack.callback(setattr, _STATE, "stack", None)
             yield stack
+
+
+def current_stack() -> ExitStack | None:
+    """The open session's ExitStack on this thread (for a replacement made mid-trace)."""
+    return getattr(_STATE, "stack", None) if active() else None
 
 
 def replace(stack: ExitStack, owner, name: str, value) -> None:

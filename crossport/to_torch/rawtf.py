@@ -92,7 +92,7 @@ def install(stack) -> None:
 def refusal(function: str | None, why: str, frames=None) -> str:
     """The message refusing a raw TF call: the function (None: TF code that does not
     dispatch), why, and the user's source line."""
-    where = _user_line(frames if frames is not None else traceback.extract_stack())
+    where = user_line(frames if frames is not None else traceback.extract_stack())
     what = (f"applies {function} to a traced tensor{where}, which {why}" if function else
             f"passes a traced tensor to TensorFlow code{where}, which {why}")
     return (f"its call() {what}; only Keras layers, keras.ops and tf.linalg.band_part / "
@@ -110,7 +110,7 @@ def raw_tf_refusal(exc: BaseException) -> str | None:
                    traceback.extract_tb(exc.__traceback__))
 
 
-def _user_line(frames) -> str:
+def user_line(frames) -> str:
     """`` (at file.py:12: `code`)`` for the innermost frame outside TF, Keras and crossport."""
     for frame in reversed(list(frames)):
         path = frame.filename.replace("\\", "/")

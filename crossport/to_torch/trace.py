@@ -100,7 +100,7 @@ def trace_call(layer, args: tuple, kwargs: dict, graph: KGraph | None = None):
     (``mask_zero``) is refused, since inside ``call`` Keras would hand that mask on to the
     sublayers the stand-ins feed.
     """
-    from crossport.to_torch.lift import TraceRefused, autocast_inputs
+    from crossport.to_torch.lift import TraceRefused, autocast_inputs, guard_loops
     from crossport.to_torch.rawtf import raw_tf_refusal
 
     tensors = [t for t in keras.tree.flatten((args, kwargs)) if _is_tensor(t)]
@@ -112,6 +112,7 @@ def trace_call(layer, args: tuple, kwargs: dict, graph: KGraph | None = None):
             stand_ins = {id(t): _stand_in(t, graph) for t in tensors}
             call_args, call_kwargs = autocast_inputs(layer, *keras.tree.map_structure(
                 lambda v: stand_ins[id(v)] if _is_tensor(v) else v, (args, kwargs)))
+            guard_loops(layer)
             outputs = layer.call(*call_args, **call_kwargs)
             inputs = [stand_ins[id(t)] for t in tensors]
             function = traced_graph(inputs, _symbolic_outputs(outputs, inputs))

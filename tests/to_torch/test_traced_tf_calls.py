@@ -192,3 +192,41 @@ def test_float64_diagnosis_with_the_models_own_float32_cast(monkeypatch):
     with pytest.raises(crossport.ParityError) as err:
         crossport.to_torch(model, (torch.randint(0, 5, (2, 6, 6, 3), dtype=torch.int32),))
     assert err.value.report.first_divergent.node == "bn"
+
+
+class Chunks(L.Layer):
+    """A Python loop over a run-time count of chunks (Qwen3.5's delta rule), or over a
+    static one."""
+
+    def __init__(self, runtime, **kwargs):
+        super().__init__(**kwargs)
+        self.runtime = runtime
+
+    def call(self, x):
+        count = ops.shape(x)[1] // 2 if self.runtime else 2
+        total = x[:, :1] * 0.0
+        for i in range(count):
+            total = total + x[:, i:i + 1]
+        return total
+
+    def compute_output_shape(self, shape):
+        return (shape[0], 1, shape[2])
+
+
+def test_a_loop_over_a_runtime_size_is_refused_naming_the_line():
+    """It unrolled at the example's count: right only at lengths of that many chunks."""
+    import sys
+
+    x = keras.Input((None, 3))
+    model = keras.Model(x, Chunks(True, name="chunks")(x))
+    with pytest.raises(crossport.UnsupportedLayerError,
+                       match=r"loops over a run-time size \(range\(\(shape\(.*\)\[1\] // 2\)\) "
+                             r"\(at test_traced_tf_calls.py:\d+: `for i in range\(count\):`\)"):
+        crossport.to_torch(model, (torch.randn(2, 6, 3),))
+    assert "range" not in vars(sys.modules[__name__])  # the guard is undone
+
+
+def test_a_loop_over_a_static_count_converts():
+    x = keras.Input((None, 3))
+    model = keras.Model(x, Chunks(False, name="chunks")(x))
+    assert_at_sizes(model, (torch.randn(2, 6, 3),), [[(3, 4, 3)]])

@@ -7,6 +7,7 @@ from crossport.to_torch.ops import (  # noqa: F401  (registers on import)
     core,
     crossport_layers,
     elementwise,
+    fft,
     indexing,
     kops,
     linalg,
