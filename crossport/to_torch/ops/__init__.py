@@ -13,6 +13,7 @@ from crossport.to_torch.ops import (  # noqa: F401  (registers on import)
     linalg,
     merge,
     norm,
+    numeric,
     pool,
     recurrent,
     shape,
