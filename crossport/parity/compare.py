@@ -42,6 +42,13 @@ def to_numpy(value) -> np.ndarray:
     return np.asarray(value)
 
 
+def from_numpy(array: np.ndarray) -> torch.Tensor:
+    """A numpy array as a torch tensor sharing its memory, bfloat16 (``ml_dtypes``) too."""
+    if array.dtype.name == "bfloat16":
+        return torch.from_numpy(array.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(array)
+
+
 @dataclass
 class OutputComparison:
     """One output leaf: its normalized error (``None`` if not comparable) and mismatches."""

@@ -10,6 +10,7 @@ import numpy as np
 import torch
 
 from crossport.errors import InputError, ParityError
+from crossport.parity.compare import from_numpy
 from crossport.parity.report import ParityReport
 
 
@@ -63,7 +64,7 @@ def _example(example_args) -> tuple:
     out = []
     for a in example_args:
         if isinstance(a, np.ndarray):
-            a = torch.from_numpy(a)
+            a = from_numpy(a)
         if not isinstance(a, torch.Tensor):
             raise InputError(f"example inputs must be torch tensors or numpy arrays, got "
                              f"{type(a).__name__}")

@@ -19,6 +19,7 @@ from torch import nn
 
 from crossport.errors import UnsupportedLayerError
 from crossport.layout import FlatOrder, Layout, canonical, physical_axis, transpose_between
+from crossport.parity.compare import from_numpy
 
 
 @dataclass(frozen=True)
@@ -114,7 +115,7 @@ class Context:
         name = f"{self.path.replace('.', '_')}_constant_{len(self._constants)}"
         self._constants.append(name)
         # (ascontiguousarray makes a 0-d array 1-d: the reshape keeps its rank)
-        tensor = torch.from_numpy(np.ascontiguousarray(array).reshape(array.shape))
+        tensor = from_numpy(np.ascontiguousarray(array).reshape(array.shape))
         self.root.register_buffer(name, tensor)
         return Held(self._tag(self.graph.get_attr(name)), canonical(array.ndim), array.shape)
 
@@ -128,7 +129,7 @@ class Context:
             name = re.sub(r"\W", "_", variable.path)
             while hasattr(self.root, name):
                 name += "_"
-            tensor = torch.from_numpy(np.ascontiguousarray(array).reshape(array.shape))
+            tensor = from_numpy(np.ascontiguousarray(array).reshape(array.shape))
             if variable.trainable and tensor.is_floating_point():
                 self.root.register_parameter(name, nn.Parameter(tensor))
             else:

@@ -20,6 +20,7 @@ import torch
 
 from crossport.errors import InputError, UnsupportedLayerError
 from crossport.to_torch import sizes
+from crossport.to_torch.lift import PRECISION_ADVICE, PRECISION_PREFIX, precision_refusal
 from crossport.to_torch.registry import LayerConverter, lookup
 from crossport.to_torch.sizes import RunSize
 from crossport.to_torch.trace import custom_activation, trace_call, trace_function
@@ -64,6 +65,9 @@ class KGraph:
     concrete: dict[int, tuple] = field(default_factory=dict)
     synthetic: set[int] = field(default_factory=set)  # tensors Keras' graph does not hold
     linear_copies: dict[int, object] = field(default_factory=dict)  # see _linear_copy
+    # outputs Keras' graph records that a traced call returns as None (XLNet's query
+    # stream): the traced layer's path; reading one is refused
+    absent: dict[int, str] = field(default_factory=dict)
 
     def path_of(self, operation, prefix: str = "") -> str:
         """The torch module path of a Keras layer: its cleaned name, made unique.
@@ -167,6 +171,8 @@ def _walk(model, prefix: str, graph: KGraph) -> None:
                 refusal = _split_activation(op, activation, path, node, args, kwargs, graph)
                 if refusal is None:
                     continue
+            if converter is None and refusal is None and _custom_layer(op):
+                refusal = precision_refusal(op)
             if converter is None and refusal is None and _custom_layer(op):
                 traced = trace_call(op, args, kwargs, graph)
                 if not isinstance(traced, str):
@@ -327,6 +333,9 @@ def _inline_traced(traced, path: str, args: tuple, kwargs: dict, outputs: list,
         raise InputError(f"{path}: its call() returned {len(inner_outputs)} tensors, the "
                          f"functional graph records {len(outputs)}")
     for outer, inner_output in zip(outputs, inner_outputs):
+        if inner_output is None:  # an optional output the call returns as None
+            graph.absent[id(outer)] = path
+            continue
         _bind(graph, outer, inner_output)
 
 
@@ -337,19 +346,56 @@ def _bind(graph: KGraph, alias, tensor) -> None:
 
 def preflight(graph: KGraph) -> None:
     """Raise ONE UnsupportedLayerError naming every node without a faithful converter."""
-    problems = []
+    problems = _absent_reads(graph)
     for node in graph.nodes:
         reason = _unsupported_reason(node)
         if reason and (node.path, node.class_name, reason) not in problems:  # shared: once
             problems.append((node.path, node.class_name, reason))
     if problems:
-        lines = "\n".join(f"  - {path} ({cls}): {why}" for path, cls, why in problems)
+        lines = "\n".join(_problem_lines(problems))
         raise UnsupportedLayerError(
             f"{len(problems)} Keras layer(s)/op(s) cannot be converted to PyTorch exactly:\n"
             f"{lines}\nReplace them with supported layers, or register a converter with "
             "crossport.to_torch.register_layer(...).",
             problems,
         )
+
+
+def _absent_reads(graph: KGraph) -> list[tuple[str, str, str]]:
+    """Nodes (and model outputs) reading an output a traced call returned as None."""
+    if not graph.absent:
+        return []
+    readers = [(node.path, node.class_name, node.input_tensors()) for node in graph.nodes]
+    readers.append(("(model outputs)", "Model", keras.tree.flatten(graph.outputs)))
+    problems = []
+    for path, cls, tensors in readers:
+        for tensor in tensors:
+            source = graph.absent.get(id(tensor)) or graph.absent.get(id(graph.resolve(tensor)))
+            if source:
+                problems.append((path, cls, f"reads an output of {source} that its call() "
+                                 "returns as None (Keras' graph records a tensor there)"))
+                break
+    return problems
+
+
+def _problem_lines(problems: list[tuple[str, str, str]]) -> list[str]:
+    """One line per problem, the dtype ones (every layer of a mixed-precision model, every
+    op on float16 values) gathered on one line per kind naming the first layers."""
+    def dtype_problem(why: str) -> bool:
+        return why.startswith((PRECISION_PREFIX, HALF_PREFIX))
+
+    lines = [f"  - {path} ({cls}): {why}" for path, cls, why in problems
+             if not dtype_problem(why)]
+    grouped: dict[str, list[str]] = {}
+    for path, _, why in problems:
+        if dtype_problem(why):
+            grouped.setdefault(why, []).append(path)
+    for why, paths in reversed(grouped.items()):
+        names = ", ".join(paths[:6]) + (", ..." if len(paths) > 6 else "")
+        advice = PRECISION_ADVICE if why.startswith(PRECISION_PREFIX) else HALF_ADVICE
+        verb = why.replace("computes", "compute", 1) if len(paths) > 1 else why
+        lines.insert(0, f"  - {len(paths)} layer(s)/op(s) {verb}: {names}; {advice}")
+    return lines
 
 
 def run_sizes(node: KNode) -> list[RunSize]:
@@ -359,17 +405,26 @@ def run_sizes(node: KNode) -> list[RunSize]:
     return sizes.sizes_in([attributes, node.args, node.kwargs])
 
 
-def _precision_reason(op) -> str | None:
-    """Compute in another float type (``mixed_float16``, ``bfloat16``, ``float64``
-    policies): the converted module holds float32 weights and computes in float32, so it
-    would not be the function Keras computes."""
-    policy = getattr(op, "dtype_policy", None)
-    compute = getattr(policy, "compute_dtype", "float32")
-    if compute in ("float16", "bfloat16", "float64"):
-        return (f"computes in {compute} (dtype policy {policy.name!r}); only float32 compute "
-                "converts: rebuild the model under keras.config.set_dtype_policy('float32') "
-                "and load its weights")
-    return None
+_HALF = ("float16", "bfloat16")
+
+
+def _half_precision_reason(node: KNode) -> str | None:
+    """A keras.ops op computing on float16 / bfloat16 values (a cast aside): TF's half
+    precision arithmetic (its rounding, its reductions' accumulators, Keras' result dtypes
+    with numpy operands) is not what torch's half kernels compute."""
+    if isinstance(node.operation, keras.layers.Layer) or node.class_name == "Cast":
+        return None
+    dtypes = {keras.backend.standardize_dtype(t.dtype)
+              for t in [*node.input_tensors(), *node.outputs] if _is_tensor(t)}
+    half = sorted(dtypes & set(_HALF))
+    if not half:
+        return None
+    return f"{HALF_PREFIX} {half[0]} values"
+
+
+HALF_PREFIX = "computes on"
+HALF_ADVICE = ("TF's float16 / bfloat16 arithmetic (its rounding, its reductions, Keras' "
+               "result dtypes) is not reproduced: cast to float32 first (keras.ops.cast)")
 
 
 def _unsupported_reason(node: KNode) -> str | None:
@@ -380,7 +435,7 @@ def _unsupported_reason(node: KNode) -> str | None:
         return "Lambda layers run arbitrary Python; rewrite it with keras.ops or a layer"
     if isinstance(op, keras.Model):
         return "subclassed model without a functional graph"
-    precision = _precision_reason(op)
+    precision = precision_refusal(op, traced=False) or _half_precision_reason(node)
     if precision:
         return precision
     if node.converter is None:

@@ -13,13 +13,16 @@ traced functional graph reaches them; their converters ignore it.
 from __future__ import annotations
 
 import functools
+import sys
+import sysconfig
+import traceback
 import types
-from contextlib import contextmanager
 
 import keras
 import numpy as np
 
-from crossport.to_torch.sizes import RunSize, dim, leaves, moved, sizes_in
+from crossport.to_torch.patching import active, replace
+from crossport.to_torch.sizes import RunSize, describe, dim, leaves, moved, sizes_in
 
 # the unwrapped functions this module itself calls (taken before any wrapping)
 _is_tensor = keras.ops.is_tensor
@@ -28,6 +31,13 @@ _broadcast_to = keras.ops.broadcast_to
 # functions that only look at a value: never recorded
 _INSPECTING = frozenset({"is_tensor", "shape", "dtype", "is_int_dtype",
                          "is_float_dtype", "standardize_dtype", "result_type"})
+# elementwise keras.ops that take a run-time size as a tensor operand (an int32 0-d one, as
+# Keras converts a Python int): ``ops.minimum(seq_len, window)``
+_SCALAR_MATH = frozenset({
+    "add", "subtract", "multiply", "divide", "true_divide", "floor_divide", "mod", "power",
+    "minimum", "maximum", "negative", "abs", "absolute", "square", "sqrt", "log", "exp",
+    "floor", "ceil", "round", "sign", "clip", "less", "less_equal", "greater",
+    "greater_equal", "equal", "not_equal", "where"})
 # Variable operators: with a KerasTensor operand they leave it to the tensor's reflected
 # operator (a symbolic keras.ops node); TF's own would refuse the KerasTensor
 _VARIABLE_OPERATORS = ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul")
@@ -35,6 +45,93 @@ _VARIABLE_OPERATORS = ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow",
 
 class SizeTraceError(ValueError):
     """A keras.ops call on a run-time size that cannot be kept as a graph node."""
+
+
+class TraceRefused(Exception):
+    """A traced call that cannot be recorded faithfully; the message is the refusal,
+    complete (what, where, what to do)."""
+
+
+def precision_refusal(layer, traced: bool = True) -> str | None:
+    """Why a layer's dtype policy is not reproduced, or None.
+
+    ``Layer.__call__`` runs ``call`` under its dtype policy: float inputs cast to the
+    compute dtype (reproduced: the emitter's casts, :func:`autocast_inputs` in a trace)
+    and, when variables are kept in another dtype (``mixed_float16`` /
+    ``mixed_bfloat16``), every variable read cast to the compute dtype (an autocast scope,
+    not reproduced); float16 / bfloat16 arithmetic is TF's kernels' own. float32 compute
+    converts; float64 too in a traced ``call`` (keras.ops in Keras' dtypes), not in a
+    layer converter (their modules compute in float32)."""
+    policy = getattr(layer, "dtype_policy", None)
+    if policy is None:
+        return None
+    compute, variable = policy.compute_dtype, policy.variable_dtype
+    allowed = ("float32", "float64") if traced else ("float32",)
+    if compute in allowed and variable in (compute, None):
+        return None
+    variables = f" with {variable} variables" if variable != compute else ""
+    return (f"{PRECISION_PREFIX} {compute}{variables} (dtype policy {policy.name!r})")
+
+
+# how a dtype-policy refusal starts (the pre-flight check lists them on one line)
+PRECISION_PREFIX = "computes in"
+PRECISION_ADVICE = ("only float32 compute converts (float64 too in a custom layer's traced "
+                    "call): rebuild the model under keras.config.set_dtype_policy('float32') "
+                    "and load its weights")
+
+
+def guard_loops(layer) -> None:
+    """``range`` in the modules defining ``layer``'s class (and its bases outside Keras)
+    refusing a run-time size until the trace ends: ``for i in range(num_chunks)`` would be
+    unrolled at the example's count (Qwen3.5's chunked delta rule), right only for lengths
+    of that many chunks. A module's global shadows the builtin for that module alone."""
+    from crossport.to_torch.patching import current_stack
+
+    stack = current_stack()
+    if stack is None:
+        return
+    for cls in type(layer).__mro__:
+        module = sys.modules.get(cls.__module__)
+        if module is None or cls.__module__.startswith(("keras.", "builtins", "crossport.")) \
+                or getattr(vars(module).get("range"), "__crossport_guard__", False) \
+                or "range" in vars(module):
+            continue
+        replace(stack, module, "range", _guarded_range)
+
+
+def _guarded_range(*args):
+    if active() and any(isinstance(a, RunSize) for a in args):
+        from crossport.to_torch.rawtf import user_line
+
+        size = next(a for a in args if isinstance(a, RunSize))
+        raise TraceRefused(
+            f"its call() loops over a run-time size (range({describe(size)})"
+            f"{user_line(traceback.extract_stack())}): the trace would unroll it at the "
+            "example's count, wrong at other sizes; convert at a fixed size (an Input "
+            "without None there) or register a converter for the layer")
+    return range(*args)
+
+
+_guarded_range.__crossport_guard__ = True
+
+
+def autocast_inputs(layer, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """``args`` and ``kwargs`` as ``Layer.__call__`` hands them to ``call``: each float
+    KerasTensor cast to the layer's input dtype when the layer autocasts (the casts are ops
+    of the trace, so a float64 input of a float32 layer is float32 inside, as in Keras)."""
+    if not getattr(layer, "_convert_input_args", True):
+        return args, kwargs
+    policy, dtype = layer.dtype_policy, layer.input_dtype
+
+    def convert(value):
+        if not isinstance(value, keras.KerasTensor):
+            return value
+        converted = policy.convert_input(value, layer.autocast, dtype)
+        if getattr(value, "_keras_mask", None) is not None:
+            converted._keras_mask = value._keras_mask
+        return converted
+
+    return keras.tree.map_structure(convert, (tuple(args), dict(kwargs)))
 
 
 class TraceConstant(keras.Operation):
@@ -65,7 +162,10 @@ class SizeArange(keras.Operation):
                                 dtype=self.dtype)
 
     def compute_output_spec(self, *anchors):
-        length = (self.stop - self.start + self.step - 1) // self.step
+        if self.step > 0:
+            length = (self.stop - self.start + self.step - 1) // self.step
+        else:  # ceil((stop - start) / step) for a negative step
+            length = (self.start - self.stop - self.step - 1) // -self.step
         return keras.KerasTensor((length,), dtype=self.dtype)
 
 
@@ -107,6 +207,12 @@ def _lifted(name: str, fn, args: tuple, kwargs: dict):
     if name in ("convert_to_tensor", "cast", "array") and isinstance(args[0], RunSize):
         dtype = kwargs.get("dtype", args[1] if len(args) > 1 else None) or "int32"
         return SizeScalar(args[0], keras.backend.standardize_dtype(dtype))(*anchor)
+    if name in _SCALAR_MATH and not sizes_in(kwargs) and all(
+            not isinstance(a, (list, tuple, dict, slice)) for a in args):
+        # ops.minimum(seq_len, 64): Keras makes each Python int an int32 tensor
+        args = tuple(SizeScalar(a, "int32")(*anchor) if isinstance(a, RunSize) else a
+                     for a in args)
+        return fn(*args, **kwargs)
     if not any(is_constant(v) for v in keras.tree.flatten((args, kwargs))):
         raise SizeTraceError(f"keras.ops.{name} on a run-time size is not converted")
     args, kwargs = keras.tree.map_structure(
@@ -118,16 +224,27 @@ def _lifted(name: str, fn, args: tuple, kwargs: dict):
 
 
 def _arange(anchor, start, stop=None, step=None, dtype=None):
+    """``ops.arange`` with a run-time bound: int bounds and a non-zero int step; an
+    integral float (XLNet's ``arange(klen, -qlen, -1.0)``) is that int, and makes Keras'
+    default dtype a float one."""
     if stop is None:
         start, stop = 0, start
     step = 1 if step is None else step
     bounds = (start, stop, step)
-    if not all(isinstance(b, (int, np.integer)) for b in bounds) or isinstance(step, RunSize) \
-            or step <= 0:
-        raise SizeTraceError("keras.ops.arange of a run-time size with a non-integer bound or "
-                             "a step that is not a positive int is not converted")
-    dtype = keras.backend.standardize_dtype(dtype) if dtype is not None else "int32"
-    return SizeArange(start, stop, int(step), dtype)(*anchor)
+    floats = any(isinstance(b, (float, np.floating)) for b in bounds)
+    if not all(_integral(b) for b in bounds) or isinstance(step, RunSize) or step == 0:
+        raise SizeTraceError("keras.ops.arange of a run-time size with a non-integral bound "
+                             "or step, or a step that is a run-time size, is not converted")
+    start, stop = (b if isinstance(b, RunSize) else int(b) for b in (start, stop))
+    if dtype is None:
+        dtype = keras.backend.floatx() if floats else "int32"
+    return SizeArange(start, stop, int(step), keras.backend.standardize_dtype(dtype))(*anchor)
+
+
+def _integral(value) -> bool:
+    if isinstance(value, (int, np.integer)):
+        return True
+    return isinstance(value, (float, np.floating)) and float(value).is_integer()
 
 
 def _filled(name, anchor, shape, fill_value=None, dtype=None):
@@ -144,6 +261,8 @@ def _filled(name, anchor, shape, fill_value=None, dtype=None):
 def _wrap(name: str, fn):
     @functools.wraps(fn)
     def wrapped(*args, **kwargs):
+        if not active():
+            return fn(*args, **kwargs)
         if name == "ndim" and args and isinstance(args[0], keras.KerasTensor):
             return len(args[0].shape)  # the rank is static (Keras returns a symbolic one)
         if sizes_in((args, kwargs)) and not _symbolic((args, kwargs)):
@@ -235,12 +354,20 @@ def _infer_example(outs, tensors, args, kwargs, infer) -> list[tuple]:
 
 def _layer_call(original):
     def __call__(self, *args, **kwargs):
+        if not active():
+            return original(self, *args, **kwargs)
         tensors = [t for t in keras.tree.flatten((args, kwargs))
                    if isinstance(t, keras.KerasTensor)]
         if not tensors:
             return original(self, *args, **kwargs)
         if _custom_sublayer(self) and not any(
                 getattr(t, "_keras_mask", None) is not None for t in tensors):
+            refusal = precision_refusal(self)
+            if refusal:
+                raise TraceRefused(f"its sublayer {self.name!r} ({type(self).__name__}) "
+                                   f"{refusal}; {PRECISION_ADVICE}")
+            args, kwargs = autocast_inputs(self, args, kwargs)
+            guard_loops(self)
             return self.call(*args, **_call_kwargs(self, kwargs))  # inlined: RunSizes kept
         outputs = original(self, *args, **kwargs)
         track_sizes(self.compute_output_spec, outputs, args, kwargs)
@@ -260,7 +387,7 @@ def _call_kwargs(layer, kwargs: dict) -> dict:
 def _variable_operator(original):
     @functools.wraps(original)
     def operator(self, other):
-        if isinstance(other, keras.KerasTensor):
+        if isinstance(other, keras.KerasTensor) and active():
             return NotImplemented
         return original(self, other)
 
@@ -270,7 +397,7 @@ def _variable_operator(original):
 def _variable_getitem(original):
     """``variable[:seq_len]`` (Keras reads it eagerly): a graph node with the RunSize."""
     def __getitem__(self, key):
-        if sizes_in(key):
+        if sizes_in(key) and active():
             return TraceConstant(self)(*_anchor(key))[key]
         return original(self, key)
 
@@ -281,65 +408,64 @@ def _tensor_getitem(original):
     """``x[:n]``, ``x[None]``: a key of one slice or ``None`` as the 1-tuple numpy reads
     it the same as (Keras' GetItem takes only ints and tuples)."""
     def __getitem__(self, key):
-        if key is None or isinstance(key, slice) or key is Ellipsis:
+        if (key is None or isinstance(key, slice) or key is Ellipsis) and active():
             key = (key,)
         return original(self, key)
 
     return __getitem__
 
 
+def _tensor_eq(self, other):
+    """``x == y`` in the traced layer's own code: ``ops.equal`` as on the TF tensors Keras
+    runs the call on (XLNet's ``ops.where(n == m, 1, 0)`` diagonal). KerasTensor defines no
+    ``__eq__`` (identity, so tensors stay hashable): the trace would record ``False``.
+    Keras', TF's and crossport's own code, and a comparison with None, keep identity."""
+    if other is not None and active() and _user_code(sys._getframe(1)) and (
+            isinstance(other, (keras.KerasTensor, int, float, np.ndarray, np.generic))
+            or _is_tensor(other)):
+        return keras.ops.equal(self, other)
+    return object.__eq__(self, other)
+
+
+_LIBRARY_PATHS = ("/keras/src/", "/tensorflow/", "/crossport/", "/torch/", "/optree/")
+_STDLIB = sysconfig.get_paths()["stdlib"].replace("\\", "/") + "/"
+
+
+def _user_code(frame) -> bool:
+    """Whether ``frame`` runs a layer's code (keras_hub's, a user's), not a library's."""
+    path = frame.f_code.co_filename.replace("\\", "/")
+    if path.startswith("<") or any(p in path for p in _LIBRARY_PATHS):
+        return False
+    return not path.startswith(_STDLIB) or "-packages/" in path
+
+
 def _symbolic_call(original):
     def symbolic_call(self, *args, **kwargs):
         outputs = original(self, *args, **kwargs)
-        if not isinstance(self, keras.layers.Layer):
+        if not isinstance(self, keras.layers.Layer) and active():
             track_sizes(self.compute_output_spec, outputs, args, kwargs)
         return outputs
 
     return symbolic_call
 
 
-@contextmanager
-def lifting():
-    """The public keras.ops functions wrapped (see the module docstring) while inside; a
-    custom sublayer called inside is inlined (its own ``call`` traced in place), and sizes
-    Keras' inference leaves unknown are filled in (:func:`fill_unknown_sizes`)."""
-    layer_call = keras.layers.Layer.__call__
-    operation = keras.src.ops.operation.Operation
-    symbolic = operation.symbolic_call
+def install(stack) -> None:
+    """The public keras.ops functions wrapped (see the module docstring) until ``stack``
+    closes; a custom sublayer called inside is inlined (its own ``call`` traced in place),
+    and output sizes that follow a run-time size are tracked (:func:`track_sizes`). Each
+    wrapper acts only on the tracing thread (``patching.active``)."""
     variable = keras.src.backend.common.variables.Variable
-    getitem = variable.__getitem__
-    keras.layers.Layer.__call__ = _layer_call(layer_call)
-    operation.symbolic_call = _symbolic_call(symbolic)
-    variable.__getitem__ = _variable_getitem(getitem)
-    tensor_getitem = keras.KerasTensor.__getitem__
-    keras.KerasTensor.__getitem__ = _tensor_getitem(tensor_getitem)
-    operators = {f"__{r}{n}__": getattr(variable, f"__{r}{n}__")
-                 for n in _VARIABLE_OPERATORS for r in ("", "r")}
-    for name, fn in operators.items():
-        setattr(variable, name, _variable_operator(fn))
-    try:
-        with _wrapped_ops():
-            yield
-    finally:
-        keras.layers.Layer.__call__ = layer_call
-        operation.symbolic_call = symbolic
-        variable.__getitem__ = getitem
-        keras.KerasTensor.__getitem__ = tensor_getitem
-        for name, fn in operators.items():
-            setattr(variable, name, fn)
-
-
-@contextmanager
-def _wrapped_ops():
-    saved = []
+    operation = keras.src.ops.operation.Operation
+    replace(stack, keras.layers.Layer, "__call__", _layer_call(keras.layers.Layer.__call__))
+    replace(stack, operation, "symbolic_call", _symbolic_call(operation.symbolic_call))
+    replace(stack, variable, "__getitem__", _variable_getitem(variable.__getitem__))
+    replace(stack, keras.KerasTensor, "__getitem__",
+            _tensor_getitem(keras.KerasTensor.__getitem__))
+    replace(stack, keras.KerasTensor, "__eq__", _tensor_eq)
+    for name in (f"__{r}{n}__" for n in _VARIABLE_OPERATORS for r in ("", "r")):
+        replace(stack, variable, name, _variable_operator(getattr(variable, name)))
     for module in _namespaces():
         for name, fn in list(vars(module).items()):
             if isinstance(fn, types.FunctionType) and not name.startswith("_") \
                     and name not in _INSPECTING and not hasattr(fn, "__crossport_lifted__"):
-                saved.append((module, name, fn))
-                setattr(module, name, _wrap(name, fn))
-    try:
-        yield
-    finally:
-        for module, name, fn in saved:
-            setattr(module, name, fn)
+                replace(stack, module, name, _wrap(name, fn))

@@ -183,30 +183,35 @@ def tracing_sizes():
     """While a ``call()`` is traced: Keras keeps RunSizes in the shapes it infers, and a
     keras.ops function handed a RunSize without a symbolic tensor (``ops.arange(n)``,
     ``ops.slice(table, (0, 0), (n, d))`` of a variable) records a graph node instead of
-    computing a constant of the example's size."""
-    from crossport.to_torch import lift
+    computing a constant of the example's size. One trace at a time per process, every
+    patch undone on exit (``to_torch/patching.py``)."""
+    from crossport.to_torch import lift, patching, rawtf
 
-    common = keras.src.backend.common.variables
+    with patching.session() as stack:
+        if stack is not None:
+            _keep_run_sizes(stack)
+            lift.install(stack)
+            rawtf.install(stack)
+        yield
+
+
+def _keep_run_sizes(stack) -> None:
+    """Keras' ``standardize_shape`` passing RunSizes through (on the tracing thread)."""
+    from crossport.to_torch.patching import active, replace
+
     backend = keras.src.backend
     original = backend.standardize_shape
-    patched_modules = [backend, common, keras.src.backend.common]
 
     def standardize_shape(shape):
-        if isinstance(shape, (list, tuple)) and any(isinstance(s, RunSize) for s in shape):
+        if active() and isinstance(shape, (list, tuple)) and any(
+                isinstance(s, RunSize) for s in shape):
             plain = original(tuple(1 if isinstance(s, RunSize) else s for s in shape))
             return tuple(s if isinstance(s, RunSize) else p for s, p in zip(shape, plain))
         return original(shape)
 
-    saved = [(m, getattr(m, "standardize_shape")) for m in patched_modules
-             if hasattr(m, "standardize_shape")]
-    for module, _ in saved:
-        module.standardize_shape = standardize_shape
-    try:
-        with lift.lifting():
-            yield
-    finally:
-        for module, fn in saved:
-            module.standardize_shape = fn
+    for module in (backend, keras.src.backend.common.variables, keras.src.backend.common):
+        if hasattr(module, "standardize_shape"):
+            replace(stack, module, "standardize_shape", standardize_shape)
 
 
 def as_torch_dtype(dtype: str) -> torch.dtype:

@@ -60,7 +60,8 @@ def traced_graph(inputs: list, outputs) -> TracedGraph:
     reads a tensor the inputs do not reach is an error (a tensor from outside the call)."""
     from keras.src.ops.function import _build_map
 
-    nodes, _ = _build_map(inputs, outputs)
+    present = [t for t in keras.tree.flatten(outputs) if t is not None]  # (y, None)
+    nodes, _ = _build_map(inputs, present)
     known = {id(t) for t in inputs}
     for node in nodes:
         if not node.is_input and any(id(t) not in known for t in node.input_tensors):
@@ -68,7 +69,7 @@ def traced_graph(inputs: list, outputs) -> TracedGraph:
                              "from the call's inputs")
         if not node.is_input or any(id(t) in known for t in node.outputs):
             known.update(id(t) for t in node.outputs)
-    if any(id(t) not in known for t in keras.tree.flatten(outputs)):
+    if any(id(t) not in known for t in present):
         raise ValueError("an output is not computed from the call's inputs")
     return TracedGraph(list(inputs), outputs, {0: [n for n in nodes if not n.is_input]})
 
@@ -92,10 +93,16 @@ def trace_call(layer, args: tuple, kwargs: dict, graph: KGraph | None = None):
     run-time shape, so ``ops.shape(x)[1]`` is a number for the layer's Python and an
     expression for the converters (``sizes.tracing_sizes``).
 
-    ``Layer.__call__`` adds nothing to ``call`` at float32 compute besides masks: a tensor
-    argument carrying a Keras mask (``mask_zero``) is refused, since inside ``call`` Keras
-    would hand that mask on to the sublayers the stand-ins feed.
+    What ``Layer.__call__`` adds to ``call`` is reproduced or refused: float inputs are
+    cast to the layer's compute dtype as Keras autocasts them (``lift.autocast_inputs``); a
+    float16 / bfloat16 or mixed dtype policy is refused before (``lift.precision_refusal``:
+    Keras would also cast every variable read); a tensor argument carrying a Keras mask
+    (``mask_zero``) is refused, since inside ``call`` Keras would hand that mask on to the
+    sublayers the stand-ins feed.
     """
+    from crossport.to_torch.lift import TraceRefused, autocast_inputs, guard_loops
+    from crossport.to_torch.rawtf import raw_tf_refusal
+
     tensors = [t for t in keras.tree.flatten((args, kwargs)) if _is_tensor(t)]
     if any(getattr(t, "_keras_mask", None) is not None for t in tensors):
         return ("no converter for this layer, and its call() cannot be traced faithfully: "
@@ -103,12 +110,18 @@ def trace_call(layer, args: tuple, kwargs: dict, graph: KGraph | None = None):
     try:
         with tracing_sizes():
             stand_ins = {id(t): _stand_in(t, graph) for t in tensors}
-            call_args, call_kwargs = keras.tree.map_structure(
-                lambda v: stand_ins[id(v)] if _is_tensor(v) else v, (args, kwargs))
+            call_args, call_kwargs = autocast_inputs(layer, *keras.tree.map_structure(
+                lambda v: stand_ins[id(v)] if _is_tensor(v) else v, (args, kwargs)))
+            guard_loops(layer)
             outputs = layer.call(*call_args, **call_kwargs)
             inputs = [stand_ins[id(t)] for t in tensors]
             function = traced_graph(inputs, _symbolic_outputs(outputs, inputs))
+    except TraceRefused as exc:
+        return f"no converter for this layer, and its call() is not traced: {exc}"
     except Exception as exc:  # noqa: BLE001  (the layer's own Python, any failure)
+        raw_tf = raw_tf_refusal(exc)
+        if raw_tf:
+            return f"no converter for this layer, and its call() is not traced: {raw_tf}"
         detail = " ".join(str(exc).split())[:200]
         return (f"no converter for this layer, and tracing its call() into Keras layers "
                 f"and keras.ops failed ({type(exc).__name__}: {detail}); register a "
@@ -118,7 +131,15 @@ def trace_call(layer, args: tuple, kwargs: dict, graph: KGraph | None = None):
 
 def _stand_in(tensor, graph: KGraph | None):
     """A KerasTensor like ``tensor`` at the example's sizes, each unknown size a RunSize
-    reading the stand-in's own shape (inlined, the stand-in is the tensor it stands for)."""
+    reading the stand-in's own shape (inlined, the stand-in is the tensor it stands for).
+
+    A tensor a traced call computed is taken as that call returned it: a layer's
+    ``compute_output_shape`` may declare another rank or dtype than its ``call`` returns
+    (XLNet's mask layer declares its 3-d masks 2-d), and Keras runs the real tensor."""
+    source = graph.resolve(tensor) if graph is not None else tensor
+    if source is not tensor and (len(source.shape) != len(tensor.shape)
+                                 or source.dtype != tensor.dtype):
+        tensor = source
     values = concrete_shape(tensor, graph)
     shape = []
     for axis, (size, value) in enumerate(zip(tensor.shape, values)):

@@ -19,7 +19,7 @@ import torch
 
 from crossport.errors import ConversionError, InputError
 from crossport.layout import Layout
-from crossport.parity.compare import REVERSE, compare_outputs
+from crossport.parity.compare import REVERSE, compare_outputs, to_numpy
 from crossport.parity.metrics import normalized_error, rounding_verdict
 from crossport.parity.report import NodeDivergence, ParityReport
 from crossport.parity.verify import fresh_inputs
@@ -32,7 +32,7 @@ def keras_arrays(args: tuple, channels_first_io: bool) -> list[np.ndarray]:
     """torch inputs as the Keras model takes them (NCHW -> NHWC with ``channels_first_io``)."""
     out = []
     for t in args:
-        a = t.detach().cpu().numpy()
+        a = to_numpy(t)
         if channels_first_io and a.ndim >= 3:
             a = np.moveaxis(a, 1, -1)
         out.append(a)
@@ -69,7 +69,7 @@ def run_keras_or_refuse(model, args: tuple, channels_first_io: bool) -> list[np.
 def run_torch(module, args: tuple, channels_first_io: bool) -> list[np.ndarray]:
     with torch.no_grad():
         out = module(*args)
-    leaves = [t.detach().cpu().numpy() for t in keras.tree.flatten(out)]  # Keras' key order
+    leaves = [to_numpy(t) for t in keras.tree.flatten(out)]  # Keras' key order
     if channels_first_io:
         leaves = [np.moveaxis(a, 1, -1) if a.ndim >= 3 else a for a in leaves]
     return leaves
@@ -219,8 +219,15 @@ def as_float64(module: torch.fx.GraphModule) -> torch.fx.GraphModule:
     for node in module64.graph.nodes:
         if node.meta.get("keras_input_cast") and node.args[1].is_floating_point:
             node.args = (node.args[0], torch.float64)
+        else:  # the model's own casts to float32 (ops.cast in a traced call) too
+            node.args, node.kwargs = torch.fx.node.map_aggregate(
+                (node.args, node.kwargs), _float64_dtype)
     module64.recompile()
     return module64
+
+
+def _float64_dtype(value):
+    return torch.float64 if value is torch.float32 else value
 
 
 class _Recorder(torch.fx.Interpreter):

@@ -81,6 +81,18 @@ TEXT = {
                           num_key_value_heads=2, hidden_dim=16, intermediate_dim=32),
     "T5Backbone": dict(vocabulary_size=64, num_layers=2, num_heads=2, hidden_dim=16,
                        intermediate_dim=32, key_value_dim=8),
+    # a sliding window shorter than the lengths: tf.linalg.band_part of a run-time band
+    "Qwen3Backbone": dict(vocabulary_size=64, num_layers=1, num_query_heads=2,
+                          num_key_value_heads=1, hidden_dim=16, intermediate_dim=32,
+                          head_dim=8, sliding_window_size=4),
+    # tf.gather(batch_dims=3) and ops.repeat by the length (relative positions)
+    "DebertaV3Backbone": dict(vocabulary_size=64, num_layers=1, num_heads=2, hidden_dim=16,
+                              intermediate_dim=32, max_sequence_length=32),
+    # arange(klen, -qlen, -1.0), == of traced tensors, masks declared 2-d, a None stream
+    "XLNetBackbone": dict(vocabulary_size=64, num_layers=1, num_heads=2, hidden_dim=16,
+                          intermediate_dim=32),
+    "FNetBackbone": dict(vocabulary_size=64, num_layers=1, hidden_dim=16, intermediate_dim=32,
+                         max_sequence_length=32),   # keras.ops.fft2
 }
 
 

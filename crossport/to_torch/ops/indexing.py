@@ -272,6 +272,8 @@ def Roll(ctx: Context, op, x: Held) -> Held:
 
 def _repeats(op) -> int | list[int]:
     repeats = op.repeats
+    if isinstance(repeats, RunSize):
+        return repeats  # a count known at run time (DeBERTa: the sequence length)
     if isinstance(repeats, (int, np.integer)):
         return int(repeats)
     repeats = [int(r) for r in np.asarray(repeats).reshape(-1)]
@@ -286,17 +288,18 @@ def _repeat_supported(op) -> str | None:
     return None
 
 
-@register_op(policy=Policy.CUSTOM, supports=_repeat_supported)
+@register_op(policy=Policy.CUSTOM, supports=_repeat_supported, sizes=True)
 def Repeat(ctx: Context, op, x: Held) -> Held:
     """keras.ops.repeat(x, repeats, axis): torch.repeat_interleave at the held axis (each
     element repeated in place, as tf.repeat); without an axis over the flattened tensor.
+    One count may be a run-time size (read at run time).
     Per-element repeats (a list, one per element along the axis) gather the axis at
     ``np.repeat(arange(n), repeats)``, which needs ``n`` static."""
     x, axis = _along_axis(ctx, x, op.axis)
     repeats = _repeats(op)
     dim = physical_axis(x.layout, axis)
     if isinstance(repeats, int):
-        node = ctx.call_function(torch.repeat_interleave, x.node, repeats, dim=dim)
+        node = ctx.call_function(torch.repeat_interleave, x.node, ctx.size(repeats), dim=dim)
         return Held(node, x.layout, ctx.output_shapes[0])
     size = x.shape[axis]
     if size is None or size != len(repeats):

@@ -9,7 +9,9 @@ axes allow, ``crossport.torch_layers`` otherwise.
 from __future__ import annotations
 
 import math
+import operator
 
+import keras
 import numpy as np
 import torch
 from torch import nn
@@ -19,7 +21,7 @@ from crossport.layout import dims_at, dims_last, normalize_dims, physical_axes, 
 from crossport.layout.policy import Policy
 from crossport.to_torch.context import Context, Held
 from crossport.to_torch.modules import KerasUnitNorm
-from crossport.to_torch.registry import register_layer
+from crossport.to_torch.registry import register_layer, register_op
 from crossport.torch_layers import (
     KerasBatchNorm,
     KerasBatchNorm1d,
@@ -241,3 +243,81 @@ def RMSNormalization(ctx: Context, layer, inputs: Held) -> Held:
     module = nn.RMSNorm(sizes, eps=float(cfg["epsilon"]))
     _copy(module.weight, _arr(layer.scale).reshape(sizes))
     return Held(ctx.call_module(module, inputs.node), inputs.layout, inputs.shape)
+
+
+def _epsilon(op) -> float:
+    return float(keras.backend.epsilon() if op.epsilon is None else op.epsilon)
+
+
+def _in_compute_dtype(ctx: Context, x):
+    """Keras computes norms in at least float32 and casts back to the input's dtype."""
+    if ctx.input_dtype in ("float32", "float64"):
+        return x, None
+    return ctx.call_method("to", x, torch.float32), ctx.output_dtype()
+
+
+@register_op(policy=Policy.CANONICAL)
+def LayerNorm(ctx: Context, op, x, gamma=None, beta=None):
+    """keras.ops.layer_normalization(x, gamma, beta, axis, epsilon): Keras' TF formula,
+    ``inv = rsqrt(var + eps) * gamma``, ``x * inv + (beta - mean * inv)`` with tf.nn.moments'
+    mean and variance over the sorted axes; a gamma/beta of another rank reshaped to the
+    normalized axes when they are not just the last (Keras' ``_broadcast``). The deprecated
+    ``rms_scaling=True``: ``x * rsqrt(var + eps) * gamma``."""
+    call = ctx.call_function
+    rank = len(ctx.input_shape)
+    axes = sorted(normalize_dims(op.axis, rank))
+    x, back = _in_compute_dtype(ctx, x)
+    mean = call(torch.mean, x, dim=axes, keepdim=True)
+    variance = call(torch.mean, call(torch.square, call(operator.sub, x, mean)), dim=axes,
+                    keepdim=True)
+    inv = call(torch.rsqrt, call(operator.add, variance, _epsilon(op)))
+    ranks = iter(len(s) for s in ctx.tensor_shapes[1:])
+
+    def broadcast(value):
+        if value is None:
+            return None
+        if isinstance(value, np.ndarray):  # a numpy gamma / beta: a buffer
+            value, value_rank = ctx.constant(value).node, value.ndim
+        else:
+            value_rank = next(ranks)
+        if value_rank == rank or axes == [rank - 1]:
+            return value
+        target = [1] * rank
+        for a in axes:
+            target[a] = -1 if ctx.input_shape[a] is None else ctx.input_shape[a]
+        return ctx.call_method("reshape", value, *target)
+
+    gamma = broadcast(gamma)
+    beta = broadcast(beta)
+    if op.rms_scaling:
+        out = call(operator.mul, x, inv)
+        if gamma is not None:
+            out = call(operator.mul, out, gamma)
+    else:
+        if gamma is not None:
+            inv = call(operator.mul, inv, gamma)
+        res = call(operator.mul, call(operator.neg, mean), inv)
+        if beta is not None:
+            res = call(operator.add, res, beta)
+        out = call(operator.add, call(operator.mul, x, inv), res)
+    return ctx.call_method("to", out, back) if back is not None else out
+
+
+@register_op(policy=Policy.CANONICAL)
+def RMSNorm(ctx: Context, op, x, scale=None):
+    """keras.ops.rms_normalization(x, scale, axis, epsilon): ``x * rsqrt(mean(x²) + eps)
+    * scale`` (Keras' formula; ``F.rms_norm`` is Keras' torch backend only)."""
+    call = ctx.call_function
+    rank = len(ctx.input_shape)
+    if rank == 0:
+        raise UnsupportedLayerError(f"keras.ops.rms_normalization {ctx.path!r} of a 0-d "
+                                    "tensor is not converted",
+                                    [(ctx.path, "RMSNorm", "0-d input")])
+    x, back = _in_compute_dtype(ctx, x)
+    mean = call(torch.mean, call(torch.square, x), dim=sorted(normalize_dims(op.axis, rank)), keepdim=True)
+    out = call(operator.mul, x, call(torch.rsqrt, call(operator.add, mean, _epsilon(op))))
+    if isinstance(scale, np.ndarray):
+        scale = ctx.constant(scale).node
+    if scale is not None:
+        out = call(operator.mul, out, scale)
+    return ctx.call_method("to", out, back) if back is not None else out

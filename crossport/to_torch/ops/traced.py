@@ -21,6 +21,7 @@ from crossport.layout import (
 from crossport.layout.policy import Policy
 from crossport.to_torch.context import Context, Held
 from crossport.to_torch.registry import register_op
+from crossport.to_torch.sizes import RunSize
 
 
 @register_op(policy=Policy.CUSTOM, sizes=True, keeps_layout=True)
@@ -94,3 +95,40 @@ def Outer(ctx: Context, op, x1, x2):
     want = ctx.output_dtype()
     a, b = (ctx.call_method("to", ctx.call_method("reshape", v, -1), want) for v in (x1, x2))
     return ctx.call_function(torch.outer, a, b)
+
+
+@register_op(policy=Policy.CANONICAL, sizes=True)
+def SliceUpdate(ctx: Context, op, inputs, start_indices, updates):
+    """keras.ops.slice_update(inputs, start_indices, updates): ``updates`` written over the
+    block at ``start_indices``, as XLA's dynamic_update_slice (Keras' TF backend) does:
+    each start clamped to ``[0, dim - update_dim]`` so the block fits. Built from
+    ``slice_scatter`` dim by dim (no in-place write); starts are ints or run-time sizes, a
+    tensor of starts is not converted."""
+    if isinstance(start_indices, torch.fx.Node) or any(
+            isinstance(s, torch.fx.Node) for s in start_indices):
+        raise UnsupportedLayerError(
+            f"keras.ops.slice_update {ctx.path!r} with tensor start indices is not converted",
+            [(ctx.path, "SliceUpdate", "tensor start indices")])
+    shape, update_shape = ctx.tensor_shapes[0], ctx.tensor_shapes[-1]
+    starts = []
+    for axis, start in enumerate(start_indices):
+        size, length = shape[axis], update_shape[axis]
+        if size is not None and length is not None and not isinstance(start, RunSize):
+            starts.append(min(max(int(start), 0), size - length))
+            continue
+        dim = ctx.call_method("size", inputs, axis) if size is None else size
+        span = ctx.call_method("size", updates, axis) if length is None else length
+        top = ctx.call_function(operator.sub, dim, span)
+        starts.append(ctx.call_function(max, ctx.call_function(min, ctx.size(start), top), 0))
+    return _scatter(ctx, inputs, updates, starts, 0)
+
+
+def _scatter(ctx: Context, x, updates, starts: list, axis: int):
+    """``x`` with ``updates`` written at ``starts[axis:]`` along dims ``axis...``."""
+    if axis == len(starts):
+        return updates
+    length = ctx.call_method("size", updates, axis)
+    end = ctx.call_function(operator.add, starts[axis], length)
+    block = ctx.call_function(torch.narrow, x, axis, starts[axis], length)
+    inner = _scatter(ctx, block, updates, starts, axis + 1)
+    return ctx.call_function(torch.slice_scatter, x, inner, axis, starts[axis], end)

@@ -1,0 +1,148 @@
+"""Dtype policies in Keras -> PyTorch: ``Layer.__call__`` casts float inputs to a layer's
+compute dtype, and under a mixed policy every variable read too. A traced custom layer
+(``call()`` run directly) gets the input casts as ops of its trace and converts at float32
+and float64 compute; float16 / bfloat16 compute (mixed or not, traced or converted) and
+keras.ops on half-precision values are refused with one line per kind; bfloat16 tensors
+cross the boundary (example inputs, casts) without a crash."""
+
+import keras
+import numpy as np
+import pytest
+import torch
+from keras import ops
+
+import crossport
+from tests.to_torch.harness import assert_to_torch
+
+L = keras.layers
+
+
+class Scale(L.Layer):
+    """exp(x * w) / 3 with a weight of the layer's variable dtype."""
+
+    def build(self, shape):
+        self.w = self.add_weight(shape=(shape[-1],), initializer="random_normal")
+
+    def call(self, x):
+        return ops.exp(x * self.w) / 3.0
+
+
+class Twice(L.Layer):
+    def call(self, x):
+        return ops.multiply(x, 2.0)
+
+
+class CallsTwice(L.Layer):
+    """A float32 custom layer calling a custom sublayer of another policy (inlined)."""
+
+    def __init__(self, inner_dtype, **kwargs):
+        super().__init__(**kwargs)
+        self.inner = Twice(dtype=inner_dtype)
+
+    def call(self, x):
+        return self.inner(x) + 1.0
+
+
+def _convert_and_compare(model, x):
+    conv = crossport.to_torch_with_report(model, (x,))
+    ref = np.asarray(model(x))
+    got = conv.module(torch.from_numpy(x)).detach().numpy()
+    assert got.dtype == ref.dtype
+    np.testing.assert_allclose(got, ref, rtol=1e-6, atol=1e-7)
+
+
+def _x(dtype="float32"):
+    return np.random.default_rng(0).standard_normal((2, 5, 3)).astype(dtype)
+
+
+def test_a_float64_input_is_cast_to_the_traced_layers_float32():
+    """Keras casts the float64 input to float32 before call(); the trace did not (the
+    module returned float64)."""
+    inputs = keras.Input((None, 3), dtype="float64")
+    _convert_and_compare(keras.Model(inputs, Scale()(inputs)), _x("float64"))
+
+
+def test_a_traced_layer_computing_in_float64():
+    """A float64 policy: the float32 input cast to float64 as in Keras (the module
+    returned float32)."""
+    inputs = keras.Input((None, 3))
+    _convert_and_compare(keras.Model(inputs, Twice(dtype="float64")(inputs)), _x())
+
+
+def test_an_inlined_sublayer_casts_its_inputs_to_its_own_dtype():
+    inputs = keras.Input((None, 3))
+    _convert_and_compare(keras.Model(inputs, CallsTwice("float64")(inputs)), _x())
+
+
+@pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16", "float16", "bfloat16"])
+def test_half_precision_traced_layer_is_refused(policy):
+    """Before: a ParityError (float32 computed) or a crash (bfloat16 constants)."""
+    inputs = keras.Input((None, 3))
+    model = keras.Model(inputs, Scale(dtype=policy, name="scale")(inputs))
+    with pytest.raises(crossport.UnsupportedLayerError,
+                       match=rf"computes in \w*float16.*'{policy}'\): scale; only float32"):
+        crossport.to_torch(model, (_x(),))
+
+
+def test_a_mixed_sublayer_of_a_traced_layer_is_refused():
+    inputs = keras.Input((None, 3))
+    model = keras.Model(inputs, CallsTwice("mixed_float16", name="outer")(inputs))
+    with pytest.raises(crossport.UnsupportedLayerError,
+                       match="its sublayer 'twice.*' \\(Twice\\) computes in float16"):
+        crossport.to_torch(model, (_x(),))
+
+
+def test_a_mixed_precision_model_is_one_line():
+    """Every layer of a model built under a global mixed policy, traced or converted, on
+    one line naming the policy."""
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    try:
+        inputs = keras.Input((None, 3))
+        model = keras.Model(inputs, L.Dense(2)(Scale()(L.Dense(3)(inputs))))
+    finally:
+        keras.config.set_dtype_policy("float32")
+    with pytest.raises(crossport.UnsupportedLayerError) as info:
+        crossport.to_torch(model, (_x(),))
+    lines = [line for line in str(info.value).splitlines() if line.startswith("  - ")]
+    assert len(lines) == 1 and "3 layer(s)/op(s) compute in bfloat16 with float32 " \
+        "variables (dtype policy 'mixed_bfloat16')" in lines[0], str(info.value)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_keras_ops_on_half_precision_values_are_refused(dtype):
+    """TF's half arithmetic is its own (float16: a ParityError before; bfloat16 crashed
+    converting the example to numpy)."""
+    inputs = keras.Input((5, 3), dtype=dtype)
+    model = keras.Model(inputs, ops.sum(ops.exp(inputs), axis=1))
+    x = torch.from_numpy(_x()).to(getattr(torch, dtype))
+    with pytest.raises(crossport.UnsupportedLayerError,
+                       match=f"2 layer\\(s\\)/op\\(s\\) compute on {dtype} values: exp\\w*, sum"):
+        crossport.to_torch(model, (x,))
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_half_precision_inputs_of_float32_layers_and_casts(dtype):
+    """A float32 layer autocasts a half input (exact); casts to and from half precision
+    round the same way in TF and torch. bfloat16 example inputs crashed before."""
+    inputs = keras.Input((5, 3), dtype=dtype)
+    y = L.Dense(4)(inputs)
+    model = keras.Model(inputs, [y, ops.cast(ops.cast(y, dtype), "float32"),
+                                 ops.cast(y, dtype)])
+    x = torch.from_numpy(_x()).to(getattr(torch, dtype))
+    conv = crossport.to_torch_with_report(model, (x,))
+    assert conv.report.passed
+    assert [o.dtype for o in conv.module(x)] == [torch.float32, torch.float32,
+                                                 getattr(torch, dtype)]
+
+
+def test_float32_custom_layer_with_a_dense_still_converts():
+    class Block(L.Layer):
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            self.dense = L.Dense(3)
+
+        def call(self, x):
+            return self.dense(x) * 2.0
+
+    inputs = keras.Input((5, 3), dtype="float64")
+    assert_to_torch(keras.Model(inputs, Block()(inputs)), live=False)
