@@ -307,3 +307,26 @@ def test_cdist_matches_torch_on_litert(tmp_path):
                           tmp_path / "m.tflite")
     for g, w in zip(got, _torch_outputs(module, (a, b)), strict=True):
         np.testing.assert_allclose(g, w, rtol=1e-6, atol=0)
+
+
+def _scans_and_searches(a, b):
+    boundaries = torch.tensor([-np.inf, -1.0, 0.0, 0.0, 0.5, 2.0, np.inf, np.nan])
+    return (torch.logcumsumexp(a, 1), torch.logcumsumexp(b, 0), a.kthvalue(3, 1).values,
+            b.kthvalue(12, 0).values, torch.searchsorted(boundaries, a),
+            torch.bucketize(b, boundaries, right=True, out_int32=True),
+            torch.searchsorted(b.sort(1).values, a[:, :4].contiguous(), side="right"))
+
+
+def test_logcumsumexp_kthvalue_and_searchsorted_match_torch_on_litert(tmp_path):
+    """The doubling scan (slices, MAXIMUM/MINIMUM, EXP, LOG, SELECT), the k-smallest
+    TOPK_V2 and the binary search (GATHER, comparisons, SELECT) as builtins: NaN, +-inf and
+    ties give torch's values and positions."""
+    example = (torch.randn(12, 12), torch.randn(12, 12))
+    module = Fn(_scans_and_searches)
+    got = _export_and_run(module, example, _specials(), tmp_path / "m.tflite")
+    for g, w in zip(got, _torch_outputs(module, _specials()), strict=True):
+        if w.dtype.kind == "f":
+            np.testing.assert_array_equal(np.isnan(g), np.isnan(w))
+            np.testing.assert_allclose(g, w, rtol=1e-6, atol=0)
+        else:
+            np.testing.assert_array_equal(g, w)

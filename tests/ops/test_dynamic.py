@@ -522,6 +522,18 @@ CASES = [
                         mode=mode, padding_idx=padding)
         for mode, padding in [("sum", None), ("mean", 0), ("max", 1)])),
                  (2, 5), {0: {1: "s"}}, True, [(3, 8), (1, 2)], id="embedding-bag-dynamic"),
+    # logcumsumexp scans a static dim of a tensor whose other dims are dynamic; kthvalue's
+    # top-k runs over a dynamic dim
+    pytest.param(Op(lambda x: (torch.logcumsumexp(x, 1), x.kthvalue(2, 2).values,
+                               x.kthvalue(1, 0, keepdim=True).values)),
+                 (2, 4, 5), {0: {2: "s"}}, True, [(3, 4, 9), (1, 4, 2)],
+                 id="logcumsumexp-kthvalue-dynamic"),
+    # searchsorted of run-time length (31 search steps) and dynamic values
+    pytest.param(Op(lambda x: (torch.searchsorted(x[0, 0].sort().values, x),
+                               torch.bucketize(x, x[1, 0].sort().values, right=True),
+                               torch.searchsorted(x.sort(-1).values, x[..., :2].contiguous()))),
+                 (2, 3, 5), {0: {2: "s"}}, True, [(3, 3, 9), (2, 3, 2), (4, 3, 40)],
+                 id="searchsorted-dynamic"),
 ]
 
 REFUSED = [

@@ -28,7 +28,7 @@ FAST = [
     'mean', 'amax', 'argmax', 'cumsum', 'gather', 'index_select', 'cat', 'reshape', 'permute',
     'transpose', 'matmul', 'softmax', 'nn.functional.relu', 'nn.functional.gelu',
     'nn.functional.layer_norm', 'nn.functional.conv2d', 'nn.functional.avg_pool2d',
-    'nn.functional.embedding', 'logcumsumexp', 'linalg.inv', 'masked_fill', 'remainder', 'eq',
+    'nn.functional.embedding', 'kthvalue', 'linalg.inv', 'masked_fill', 'remainder', 'eq',
     'ceil', 'maximum',
 ]
 
@@ -58,7 +58,7 @@ SLOW = [
     'histogram', 'histogramdd', 'hsplit', 'hstack', 'hypot', 'i0', 'igamma', 'igammac',
     'index_add', 'index_copy', 'index_fill', 'index_put', 'index_reduce.amax',
     'index_reduce.amin', 'index_reduce.mean', 'index_reduce.prod', 'inner', 'int', 'isclose',
-    'isfinite', 'isin', 'isinf', 'isnan', 'isneginf', 'isposinf', 'isreal', 'kron', 'kthvalue',
+    'isfinite', 'isin', 'isinf', 'isnan', 'isneginf', 'isposinf', 'isreal', 'kron',
     'lcm', 'ldexp', 'le', 'lerp', 'lgamma', 'linalg.cholesky', 'linalg.cholesky_ex',
     'linalg.cond', 'linalg.cross', 'linalg.det', 'linalg.diagonal', 'linalg.eigh',
     'linalg.eigvalsh', 'linalg.householder_product', 'linalg.inv_ex', 'linalg.ldl_factor',
