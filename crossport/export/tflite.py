@@ -24,7 +24,11 @@ _ATENS_OF = {"FFT": _FFT, "FFT2D": _FFT, "IRFFT": ("_fft_c2r",), "Complex": _FFT
              **{f"UnsortedSegment{r}": ("scatter_reduce", "index_reduce")
                 + (("index_put",) if r in ("Sum", "Max") else ())
                 for r in ("Sum", "Prod", "Max", "Min")},
-             "FloorDiv": ("floor_divide", "div")}  # TFLite's FLOOR_DIV: no int64
+             "FloorDiv": ("floor_divide", "div"),  # TFLite's FLOOR_DIV: no int64
+             # TF's LU-based matrix kernels (ops/solve.py)
+             "MatrixInverse": ("linalg_inv_ex",), "MatrixSolve": ("_linalg_solve_ex",),
+             "MatrixDeterminant": ("_linalg_det",),
+             "LogMatrixDeterminant": ("_linalg_slogdet",)}
 # TF ops that only integer results bring (a float floor division is converted without it)
 _INTEGER_ONLY = {"FloorDiv"}
 # The call targets of transformers 5's default experts path, which does not export: its

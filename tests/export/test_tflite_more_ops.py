@@ -330,3 +330,21 @@ def test_logcumsumexp_kthvalue_and_searchsorted_match_torch_on_litert(tmp_path):
             np.testing.assert_allclose(g, w, rtol=1e-6, atol=0)
         else:
             np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("fn, tf_op, aten", [
+    (torch.linalg.inv, "MatrixInverse", "linalg_inv_ex"),
+    (lambda a: torch.linalg.solve(a, a[..., :1]), "MatrixSolve", "_linalg_solve_ex"),
+    (torch.linalg.det, "MatrixDeterminant", "_linalg_det"),
+    (lambda a: torch.linalg.slogdet(a)[1], "LogMatrixDeterminant", "_linalg_slogdet"),
+], ids=["inv", "solve", "det", "slogdet"])
+def test_inverse_solve_and_determinants_are_refused_at_export(fn, tf_op, aten, tmp_path):
+    """TFLite has no builtin for TF's LU-based matrix kernels: an ExportError naming the
+    torch op and its line, no file."""
+    conversion = crossport.convert_with_report(Fn(fn).eval(), (torch.randn(2, 3, 3) * 0.1
+                                                               + torch.eye(3),))
+    with pytest.raises(crossport.ExportError,
+                       match=rf"no TFLite builtin: .*{tf_op}.* \(from aten\.{aten} in "
+                             r"<root module> \(.*\.py:\d+"):
+        crossport.export(conversion, tmp_path / "m.tflite")
+    assert list(tmp_path.iterdir()) == []

@@ -534,6 +534,12 @@ CASES = [
                                torch.searchsorted(x.sort(-1).values, x[..., :2].contiguous()))),
                  (2, 3, 5), {0: {2: "s"}}, True, [(3, 3, 9), (2, 3, 2), (4, 3, 40)],
                  id="searchsorted-dynamic"),
+    # inverse, solve and determinants of matrices whose count and size are run-time sizes
+    pytest.param(Op(lambda x: (torch.linalg.inv(x + 4 * torch.eye(x.shape[1])),
+                               torch.linalg.solve(x + 4 * torch.eye(x.shape[1]), x[..., :2]),
+                               torch.linalg.det(x), *torch.linalg.slogdet(x))),
+                 (2, 4, 4), {0: {1: "n", 2: "n"}}, True, [(3, 6, 6), (1, 2, 2)],
+                 id="inv-solve-det-dynamic"),
 ]
 
 REFUSED = [

@@ -28,7 +28,7 @@ FAST = [
     'mean', 'amax', 'argmax', 'cumsum', 'gather', 'index_select', 'cat', 'reshape', 'permute',
     'transpose', 'matmul', 'softmax', 'nn.functional.relu', 'nn.functional.gelu',
     'nn.functional.layer_norm', 'nn.functional.conv2d', 'nn.functional.avg_pool2d',
-    'nn.functional.embedding', 'kthvalue', 'linalg.inv', 'masked_fill', 'remainder', 'eq',
+    'nn.functional.embedding', 'kthvalue', 'linalg.inv_ex', 'masked_fill', 'remainder', 'eq',
     'ceil', 'maximum',
 ]
 
@@ -61,7 +61,7 @@ SLOW = [
     'isfinite', 'isin', 'isinf', 'isnan', 'isneginf', 'isposinf', 'isreal', 'kron',
     'lcm', 'ldexp', 'le', 'lerp', 'lgamma', 'linalg.cholesky', 'linalg.cholesky_ex',
     'linalg.cond', 'linalg.cross', 'linalg.det', 'linalg.diagonal', 'linalg.eigh',
-    'linalg.eigvalsh', 'linalg.householder_product', 'linalg.inv_ex', 'linalg.ldl_factor',
+    'linalg.eigvalsh', 'linalg.householder_product', 'linalg.ldl_factor',
     'linalg.ldl_factor_ex', 'linalg.ldl_solve', 'linalg.lstsq', 'linalg.lstsq.grad_oriented',
     'linalg.lu', 'linalg.lu_factor', 'linalg.lu_factor_ex', 'linalg.lu_solve',
     'linalg.matrix_norm', 'linalg.matrix_power', 'linalg.matrix_rank',

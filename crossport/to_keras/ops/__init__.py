@@ -31,5 +31,6 @@ from crossport.to_keras.ops import (  # noqa: F401
     segment,
     shape,
     shuffle,
+    solve,
     update_slice,
 )
