@@ -13,10 +13,11 @@ from pathlib import Path
 from crossport.errors import ExportError
 
 # TF op -> the torch ATen op that usually produced it, to point at the user's module
-_ATEN_OF = {"Erf": "erf", "Tan": "tan", "Atan": "atan", "Erfinv": "erfinv"}
+_ATEN_OF = {"Tan": "tan", "Atan": "atan", "Erfinv": "erfinv"}
 # TF's FFT ops and the complex tensor they read come from the torch.fft kernels
 _FFT = ("_fft_r2c", "_fft_c2c", "_fft_c2r")
-_ATENS_OF = {"FFT": _FFT, "FFT2D": _FFT, "IRFFT": ("_fft_c2r",), "Complex": _FFT,
+_ATENS_OF = {"Erf": ("erf", "erfinv"),  # erfinv's Newton steps (ops/special.py)
+             "FFT": _FFT, "FFT2D": _FFT, "IRFFT": ("_fft_c2r",), "Complex": _FFT,
              "ComplexAbs": _FFT, "LeftShift": ("bitwise_left_shift", "__lshift__"),
              "RightShift": ("bitwise_right_shift", "__rshift__"), "Invert": ("bitwise_not",),
              # index_put's last writer / accumulated sums (ops/assign.py, DynamicIndexPut),

@@ -348,3 +348,34 @@ def test_inverse_solve_and_determinants_are_refused_at_export(fn, tf_op, aten, t
                              r"<root module> \(.*\.py:\d+"):
         crossport.export(conversion, tmp_path / "m.tflite")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_lgamma_matches_torch_on_litert(tmp_path):
+    """The TFLite converter lowers TF's Lgamma to builtins (a Lanczos series: LOG, SIN,
+    FLOOR, SELECT ...): the poles, +-inf and NaN give torch's values; finite values are
+    within 5e-6 relative of torch's (LiteRT's series, measured at most 4.4e-6 from float64
+    on [-30, 60] where torch float32 is 6e-8; the export's check accepts it as rounding)."""
+    from tests.ops.test_gamma import SPECIALS
+
+    x = torch.tensor(SPECIALS["lgamma"]).reshape(2, 13)
+    got = _export_and_run(Fn(torch.lgamma), (torch.rand(2, 13) * 5,), (x,),
+                          tmp_path / "m.tflite")[0]
+    want = torch.lgamma(x).numpy()
+    for test in (np.isnan, np.isposinf, np.isneginf):
+        np.testing.assert_array_equal(test(got), test(want))
+    finite = np.isfinite(want)
+    np.testing.assert_allclose(got[finite], want[finite], rtol=5e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("fn, tf_op, aten", [
+    (torch.digamma, "Digamma", "digamma"), (torch.erfinv, "Erf", "erfinv"),
+], ids=["digamma", "erfinv"])
+def test_digamma_and_erfinv_are_refused_at_export(fn, tf_op, aten, tmp_path):
+    """TF's Digamma and the float64 Erf of erfinv's Newton steps have no TFLite builtin:
+    an ExportError naming the torch op, no file."""
+    conversion = crossport.convert_with_report(Fn(fn).eval(), (torch.rand(3, 4) * 0.9,))
+    with pytest.raises(crossport.ExportError,
+                       match=rf"no TFLite builtin: .*{tf_op}.* \(from aten\.{aten} in "
+                             r"<root module> \(.*\.py:\d+"):
+        crossport.export(conversion, tmp_path / "m.tflite")
+    assert list(tmp_path.iterdir()) == []

@@ -540,6 +540,10 @@ CASES = [
                                torch.linalg.det(x), *torch.linalg.slogdet(x))),
                  (2, 4, 4), {0: {1: "n", 2: "n"}}, True, [(3, 6, 6), (1, 2, 2)],
                  id="inv-solve-det-dynamic"),
+    pytest.param(Op(lambda x: (torch.lgamma(x * 5), torch.digamma(x * 5),
+                               torch.erfinv(torch.tanh(x)))),
+                 (2, 3, 5), {0: {2: "s"}}, True, [(3, 3, 9), (1, 3, 2)],
+                 id="lgamma-digamma-erfinv-dynamic"),
 ]
 
 REFUSED = [

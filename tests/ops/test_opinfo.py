@@ -167,7 +167,9 @@ CONVERTED = [
     'grid_sampler_2d', 'nn.functional.grid_sample', 'scatter_reduce.sum', 'scatter_reduce.prod',
     'scatter_reduce.mean', 'scatter_reduce.amax', 'scatter_reduce.amin', 'index_reduce.prod',
     'index_reduce.mean', 'index_reduce.amax', 'index_reduce.amin', 'nn.functional.embedding_bag',
-    'cdist',
+    'cdist', 'logcumsumexp', 'isin', 'bucketize', 'linalg.inv', 'linalg.det', 'linalg.slogdet',
+    'logdet', 'linalg.solve', 'lgamma', 'digamma', 'erfinv', 'mvlgamma.mvlgamma_p_1',
+    'mvlgamma.mvlgamma_p_3', 'mvlgamma.mvlgamma_p_5',
 ]
 
 

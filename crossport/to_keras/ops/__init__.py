@@ -32,5 +32,6 @@ from crossport.to_keras.ops import (  # noqa: F401
     shape,
     shuffle,
     solve,
+    special,
     update_slice,
 )
