@@ -379,3 +379,26 @@ def test_digamma_and_erfinv_are_refused_at_export(fn, tf_op, aten, tmp_path):
                              r"<root module> \(.*\.py:\d+"):
         crossport.export(conversion, tmp_path / "m.tflite")
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+def test_grid_sample_3d_matches_torch_on_litert(mode, tmp_path):
+    """The 3-D kernel's rules (NaN to the last voxel, -100 for positions past the int range,
+    reflection by fmod) from builtins: torch's NaN/inf positions and nearest voxels on
+    LiteRT for every padding and align_corners."""
+    from tests.ops.test_sampling import PADDINGS, special_grid_3d, special_volume
+
+    module = Fn(lambda x, g: tuple(
+        F.grid_sample(x, g, mode=mode, padding_mode=p, align_corners=a)
+        for p in PADDINGS for a in (False, True)))
+    args = (special_volume(), special_grid_3d())
+    example = (torch.randn(args[0].shape), torch.rand(args[1].shape) * 2 - 1)
+    got = _export_and_run(module, example, args, tmp_path / "m.tflite")
+    for g, w in zip(got, _torch_outputs(module, args), strict=True):
+        np.testing.assert_array_equal(np.isnan(g), np.isnan(w))
+        np.testing.assert_array_equal(np.isinf(g), np.isinf(w))
+        finite = np.isfinite(w)
+        if mode == "nearest":
+            np.testing.assert_array_equal(g[finite], w[finite])
+        else:
+            np.testing.assert_allclose(g[finite], w[finite], rtol=1e-5, atol=1e-6)

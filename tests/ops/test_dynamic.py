@@ -509,6 +509,15 @@ CASES = [
                                    ("bilinear", "reflection", False)])),
                  (2, 3, 5, 7), {0: {2: "h", 3: "w"}}, True, [(3, 3, 8, 4), (1, 3, 1, 9)],
                  id="grid-sample-dynamic"),
+    # grid_sample of a volume: voxel offsets and the unnormalization from run-time sizes
+    pytest.param(Op(lambda x: tuple(
+        F.grid_sample(x, x[:, :3].permute(0, 2, 3, 4, 1) * 1.5, mode=mode, padding_mode=pad,
+                      align_corners=corners)
+        for mode, pad, corners in [("bilinear", "zeros", False), ("nearest", "reflection", True),
+                                   ("bilinear", "border", True),
+                                   ("nearest", "reflection", False)])),
+                 (2, 3, 4, 5, 6), {0: {2: "d", 3: "h", 4: "w"}}, True,
+                 [(3, 3, 6, 2, 5), (1, 3, 1, 7, 3)], id="grid-sample-3d-dynamic"),
     # scatter_reduce/index_reduce: flat targets and segment counts from run-time sizes
     pytest.param(Op(lambda x: tuple(
         x.scatter_reduce(1, (x.abs() * 2).long().clamp(max=2), x * 3, r, include_self=s)

@@ -169,7 +169,7 @@ CONVERTED = [
     'index_reduce.mean', 'index_reduce.amax', 'index_reduce.amin', 'nn.functional.embedding_bag',
     'cdist', 'logcumsumexp', 'isin', 'bucketize', 'linalg.inv', 'linalg.det', 'linalg.slogdet',
     'logdet', 'linalg.solve', 'lgamma', 'digamma', 'erfinv', 'mvlgamma.mvlgamma_p_1',
-    'mvlgamma.mvlgamma_p_3', 'mvlgamma.mvlgamma_p_5',
+    'mvlgamma.mvlgamma_p_3', 'mvlgamma.mvlgamma_p_5', 'grid_sampler_3d',
 ]
 
 

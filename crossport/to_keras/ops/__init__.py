@@ -27,6 +27,7 @@ from crossport.to_keras.ops import (  # noqa: F401
     resize,
     rounding,
     sampling,
+    sampling3d,
     search,
     segment,
     shape,
