@@ -189,6 +189,7 @@ def capture(module: torch.nn.Module, args: tuple, options: ConvertOptions,
             )
     except Exception as exc:  # torch raises many unrelated types here; all mean "no capture"
         raise CaptureError(_capture_message(module, exc, args)) from exc
+    exported = without_effect_tokens(exported)
     if dynamic is not None:
         names = input_names(module, len(args))
         refuse_unmet_conditions(module, exported, args, names,
@@ -204,7 +205,24 @@ def capture(module: torch.nn.Module, args: tuple, options: ConvertOptions,
         decomposed = exported.run_decompositions(table)
     except Exception as exc:
         raise CaptureError(f"decomposing the captured graph failed: {exc}") from exc
-    return drop_value_assertions(decomposed)
+    # the re-trace threads the effect tokens again
+    return drop_value_assertions(without_effect_tokens(decomposed))
+
+
+def without_effect_tokens(exported: torch.export.ExportedProgram):
+    """Side-effecting ops as plain calls, without the tokens that order them.
+
+    torch.export threads an effect token through ops registered with side effects
+    (``torch.linalg.inv``/``solve`` check LAPACK's error code with
+    ``_linalg_check_errors``): a ``with_effects`` call, a token input and a token output,
+    which a Keras model has no use for. torch's own pass rewrites them as the plain calls
+    (they then reach their converters, or are refused by name).
+    """
+    if not any(n.target is torch.ops.higher_order.with_effects for n in exported.graph.nodes):
+        return exported
+    from torch.export._remove_effect_tokens_pass import _remove_effect_tokens
+
+    return _remove_effect_tokens(exported)
 
 
 _VALUE_READS = {torch.ops.aten._local_scalar_dense.default, torch.ops.aten.item.default}

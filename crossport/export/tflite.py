@@ -13,10 +13,11 @@ from pathlib import Path
 from crossport.errors import ExportError
 
 # TF op -> the torch ATen op that usually produced it, to point at the user's module
-_ATEN_OF = {"Erf": "erf", "Tan": "tan", "Atan": "atan", "Erfinv": "erfinv"}
+_ATEN_OF = {"Tan": "tan", "Atan": "atan", "Erfinv": "erfinv"}
 # TF's FFT ops and the complex tensor they read come from the torch.fft kernels
 _FFT = ("_fft_r2c", "_fft_c2c", "_fft_c2r")
-_ATENS_OF = {"FFT": _FFT, "FFT2D": _FFT, "IRFFT": ("_fft_c2r",), "Complex": _FFT,
+_ATENS_OF = {"Erf": ("erf", "erfinv"),  # erfinv's Newton steps (ops/special.py)
+             "FFT": _FFT, "FFT2D": _FFT, "IRFFT": ("_fft_c2r",), "Complex": _FFT,
              "ComplexAbs": _FFT, "LeftShift": ("bitwise_left_shift", "__lshift__"),
              "RightShift": ("bitwise_right_shift", "__rshift__"), "Invert": ("bitwise_not",),
              # index_put's last writer / accumulated sums (ops/assign.py, DynamicIndexPut),
@@ -24,7 +25,11 @@ _ATENS_OF = {"FFT": _FFT, "FFT2D": _FFT, "IRFFT": ("_fft_c2r",), "Complex": _FFT
              **{f"UnsortedSegment{r}": ("scatter_reduce", "index_reduce")
                 + (("index_put",) if r in ("Sum", "Max") else ())
                 for r in ("Sum", "Prod", "Max", "Min")},
-             "FloorDiv": ("floor_divide", "div")}  # TFLite's FLOOR_DIV: no int64
+             "FloorDiv": ("floor_divide", "div"),  # TFLite's FLOOR_DIV: no int64
+             # TF's LU-based matrix kernels (ops/solve.py)
+             "MatrixInverse": ("linalg_inv_ex",), "MatrixSolve": ("_linalg_solve_ex",),
+             "MatrixDeterminant": ("_linalg_det",),
+             "LogMatrixDeterminant": ("_linalg_slogdet",)}
 # TF ops that only integer results bring (a float floor division is converted without it)
 _INTEGER_ONLY = {"FloorDiv"}
 # The call targets of transformers 5's default experts path, which does not export: its

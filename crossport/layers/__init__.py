@@ -51,7 +51,7 @@ from crossport.layers.recurrent import GRU, LSTM, RNN
 from crossport.layers.resize import Interpolate, InterpolateTo
 from crossport.layers.scatter import BagReduce, ScatterReduce
 from crossport.layers.shuffle import PixelShuffle, PixelUnshuffle
-from crossport.layers.special import Erf
+from crossport.layers.special import Digamma, Erf, LogGamma
 
 __all__ = [
     "GRU",
@@ -77,6 +77,7 @@ __all__ = [
     "ConvTranspose1d",
     "ConvTranspose2d",
     "ConvTranspose3d",
+    "Digamma",
     "Erf",
     "FusedBatchNormalization",
     "GELU",
@@ -89,6 +90,7 @@ __all__ = [
     "Interpolate",
     "InterpolateTo",
     "LayerNorm",
+    "LogGamma",
     "MaxPool1d",
     "MaxPool2d",
     "MaxPool3d",

@@ -61,3 +61,35 @@ class Erf(keras.layers.Layer):
 
     def compute_output_spec(self, x):
         return keras.KerasTensor(x.shape, dtype=x.dtype)
+
+
+@keras.saving.register_keras_serializable(package="crossport")
+class LogGamma(keras.layers.Layer):
+    """``torch.lgamma``: TF's Lgamma (the C library's lgamma, as torch's CPU kernel).
+
+    Example:
+        >>> import numpy as np
+        >>> [round(float(v), 5) for v in LogGamma()(np.array([0.5, 3.0], "float32"))]
+        [0.57236, 0.69315]
+    """
+
+    def call(self, x):
+        import tensorflow as tf
+
+        return tf.math.lgamma(x)
+
+
+@keras.saving.register_keras_serializable(package="crossport")
+class Digamma(keras.layers.Layer):
+    """TF's Digamma (Eigen's series; NaN at 0 and at the negative integers).
+
+    Example:
+        >>> import numpy as np
+        >>> round(float(Digamma()(np.array([1.0], "float32"))[0]), 5)
+        -0.57722
+    """
+
+    def call(self, x):
+        import tensorflow as tf
+
+        return tf.math.digamma(x)

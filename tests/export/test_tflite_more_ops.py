@@ -307,3 +307,98 @@ def test_cdist_matches_torch_on_litert(tmp_path):
                           tmp_path / "m.tflite")
     for g, w in zip(got, _torch_outputs(module, (a, b)), strict=True):
         np.testing.assert_allclose(g, w, rtol=1e-6, atol=0)
+
+
+def _scans_and_searches(a, b):
+    boundaries = torch.tensor([-np.inf, -1.0, 0.0, 0.0, 0.5, 2.0, np.inf, np.nan])
+    return (torch.logcumsumexp(a, 1), torch.logcumsumexp(b, 0), a.kthvalue(3, 1).values,
+            b.kthvalue(12, 0).values, torch.searchsorted(boundaries, a),
+            torch.bucketize(b, boundaries, right=True, out_int32=True),
+            torch.searchsorted(b.sort(1).values, a[:, :4].contiguous(), side="right"))
+
+
+def test_logcumsumexp_kthvalue_and_searchsorted_match_torch_on_litert(tmp_path):
+    """The doubling scan (slices, MAXIMUM/MINIMUM, EXP, LOG, SELECT), the k-smallest
+    TOPK_V2 and the binary search (GATHER, comparisons, SELECT) as builtins: NaN, +-inf and
+    ties give torch's values and positions."""
+    example = (torch.randn(12, 12), torch.randn(12, 12))
+    module = Fn(_scans_and_searches)
+    got = _export_and_run(module, example, _specials(), tmp_path / "m.tflite")
+    for g, w in zip(got, _torch_outputs(module, _specials()), strict=True):
+        if w.dtype.kind == "f":
+            np.testing.assert_array_equal(np.isnan(g), np.isnan(w))
+            np.testing.assert_allclose(g, w, rtol=1e-6, atol=0)
+        else:
+            np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("fn, tf_op, aten", [
+    (torch.linalg.inv, "MatrixInverse", "linalg_inv_ex"),
+    (lambda a: torch.linalg.solve(a, a[..., :1]), "MatrixSolve", "_linalg_solve_ex"),
+    (torch.linalg.det, "MatrixDeterminant", "_linalg_det"),
+    (lambda a: torch.linalg.slogdet(a)[1], "LogMatrixDeterminant", "_linalg_slogdet"),
+], ids=["inv", "solve", "det", "slogdet"])
+def test_inverse_solve_and_determinants_are_refused_at_export(fn, tf_op, aten, tmp_path):
+    """TFLite has no builtin for TF's LU-based matrix kernels: an ExportError naming the
+    torch op and its line, no file."""
+    conversion = crossport.convert_with_report(Fn(fn).eval(), (torch.randn(2, 3, 3) * 0.1
+                                                               + torch.eye(3),))
+    with pytest.raises(crossport.ExportError,
+                       match=rf"no TFLite builtin: .*{tf_op}.* \(from aten\.{aten} in "
+                             r"<root module> \(.*\.py:\d+"):
+        crossport.export(conversion, tmp_path / "m.tflite")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_lgamma_matches_torch_on_litert(tmp_path):
+    """The TFLite converter lowers TF's Lgamma to builtins (a Lanczos series: LOG, SIN,
+    FLOOR, SELECT ...): the poles, +-inf and NaN give torch's values; finite values are
+    within 5e-6 relative of torch's (LiteRT's series, measured at most 4.4e-6 from float64
+    on [-30, 60] where torch float32 is 6e-8; the export's check accepts it as rounding)."""
+    from tests.ops.test_gamma import SPECIALS
+
+    x = torch.tensor(SPECIALS["lgamma"]).reshape(2, 13)
+    got = _export_and_run(Fn(torch.lgamma), (torch.rand(2, 13) * 5,), (x,),
+                          tmp_path / "m.tflite")[0]
+    want = torch.lgamma(x).numpy()
+    for test in (np.isnan, np.isposinf, np.isneginf):
+        np.testing.assert_array_equal(test(got), test(want))
+    finite = np.isfinite(want)
+    np.testing.assert_allclose(got[finite], want[finite], rtol=5e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("fn, tf_op, aten", [
+    (torch.digamma, "Digamma", "digamma"), (torch.erfinv, "Erf", "erfinv"),
+], ids=["digamma", "erfinv"])
+def test_digamma_and_erfinv_are_refused_at_export(fn, tf_op, aten, tmp_path):
+    """TF's Digamma and the float64 Erf of erfinv's Newton steps have no TFLite builtin:
+    an ExportError naming the torch op, no file."""
+    conversion = crossport.convert_with_report(Fn(fn).eval(), (torch.rand(3, 4) * 0.9,))
+    with pytest.raises(crossport.ExportError,
+                       match=rf"no TFLite builtin: .*{tf_op}.* \(from aten\.{aten} in "
+                             r"<root module> \(.*\.py:\d+"):
+        crossport.export(conversion, tmp_path / "m.tflite")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+def test_grid_sample_3d_matches_torch_on_litert(mode, tmp_path):
+    """The 3-D kernel's rules (NaN to the last voxel, -100 for positions past the int range,
+    reflection by fmod) from builtins: torch's NaN/inf positions and nearest voxels on
+    LiteRT for every padding and align_corners."""
+    from tests.ops.test_sampling import PADDINGS, special_grid_3d, special_volume
+
+    module = Fn(lambda x, g: tuple(
+        F.grid_sample(x, g, mode=mode, padding_mode=p, align_corners=a)
+        for p in PADDINGS for a in (False, True)))
+    args = (special_volume(), special_grid_3d())
+    example = (torch.randn(args[0].shape), torch.rand(args[1].shape) * 2 - 1)
+    got = _export_and_run(module, example, args, tmp_path / "m.tflite")
+    for g, w in zip(got, _torch_outputs(module, args), strict=True):
+        np.testing.assert_array_equal(np.isnan(g), np.isnan(w))
+        np.testing.assert_array_equal(np.isinf(g), np.isinf(w))
+        finite = np.isfinite(w)
+        if mode == "nearest":
+            np.testing.assert_array_equal(g[finite], w[finite])
+        else:
+            np.testing.assert_allclose(g[finite], w[finite], rtol=1e-5, atol=1e-6)

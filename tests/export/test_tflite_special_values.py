@@ -130,6 +130,15 @@ UNARY_CASES = [
     # TFLite's POW saturates an overflow to +-FLT_MAX (inf ** 3 was 3.4e38)
     pytest.param(lambda x: x ** 3, {}, id="pow-3"),
     pytest.param(lambda x: x ** -2, {}, id="pow-minus-2"),  # a regression row (POW was right)
+    # POW with any constant integer exponent above 1 saturates: x ** 4 of 1e20 or inf was
+    # 3.4e38, -inf ** 7 and (-20) ** 31 -3.4e38
+    pytest.param(lambda x: x ** 4, {}, id="pow-4"),
+    pytest.param(lambda x: x ** 7, {}, id="pow-7"),
+    pytest.param(lambda x: x ** 31, {}, id="pow-31"),
+    # regression rows: other exponents overflow to inf in POW itself
+    pytest.param(lambda x: x ** 2.5, {}, id="pow-2.5"),
+    pytest.param(lambda x: x ** -5, {}, id="pow-minus-5"),
+    pytest.param(lambda x: 3.0 ** x, {}, id="scalar-pow"),
 ]
 
 
@@ -145,6 +154,8 @@ BINARY_CASES = [
     pytest.param(torch.maximum, id="maximum"),
     pytest.param(torch.minimum, id="minimum"),
     pytest.param(lambda a, b: torch.clamp(a, min=b), id="clamp-min-tensor"),
+    # a regression row: POW of two tensors overflows to inf (1e20 ** 2, 80 ** 80)
+    pytest.param(torch.pow, id="pow-tensors"),
 ]
 
 

@@ -509,6 +509,15 @@ CASES = [
                                    ("bilinear", "reflection", False)])),
                  (2, 3, 5, 7), {0: {2: "h", 3: "w"}}, True, [(3, 3, 8, 4), (1, 3, 1, 9)],
                  id="grid-sample-dynamic"),
+    # grid_sample of a volume: voxel offsets and the unnormalization from run-time sizes
+    pytest.param(Op(lambda x: tuple(
+        F.grid_sample(x, x[:, :3].permute(0, 2, 3, 4, 1) * 1.5, mode=mode, padding_mode=pad,
+                      align_corners=corners)
+        for mode, pad, corners in [("bilinear", "zeros", False), ("nearest", "reflection", True),
+                                   ("bilinear", "border", True),
+                                   ("nearest", "reflection", False)])),
+                 (2, 3, 4, 5, 6), {0: {2: "d", 3: "h", 4: "w"}}, True,
+                 [(3, 3, 6, 2, 5), (1, 3, 1, 7, 3)], id="grid-sample-3d-dynamic"),
     # scatter_reduce/index_reduce: flat targets and segment counts from run-time sizes
     pytest.param(Op(lambda x: tuple(
         x.scatter_reduce(1, (x.abs() * 2).long().clamp(max=2), x * 3, r, include_self=s)
@@ -522,6 +531,28 @@ CASES = [
                         mode=mode, padding_idx=padding)
         for mode, padding in [("sum", None), ("mean", 0), ("max", 1)])),
                  (2, 5), {0: {1: "s"}}, True, [(3, 8), (1, 2)], id="embedding-bag-dynamic"),
+    # logcumsumexp scans a static dim of a tensor whose other dims are dynamic; kthvalue's
+    # top-k runs over a dynamic dim
+    pytest.param(Op(lambda x: (torch.logcumsumexp(x, 1), x.kthvalue(2, 2).values,
+                               x.kthvalue(1, 0, keepdim=True).values)),
+                 (2, 4, 5), {0: {2: "s"}}, True, [(3, 4, 9), (1, 4, 2)],
+                 id="logcumsumexp-kthvalue-dynamic"),
+    # searchsorted of run-time length (31 search steps) and dynamic values
+    pytest.param(Op(lambda x: (torch.searchsorted(x[0, 0].sort().values, x),
+                               torch.bucketize(x, x[1, 0].sort().values, right=True),
+                               torch.searchsorted(x.sort(-1).values, x[..., :2].contiguous()))),
+                 (2, 3, 5), {0: {2: "s"}}, True, [(3, 3, 9), (2, 3, 2), (4, 3, 40)],
+                 id="searchsorted-dynamic"),
+    # inverse, solve and determinants of matrices whose count and size are run-time sizes
+    pytest.param(Op(lambda x: (torch.linalg.inv(x + 4 * torch.eye(x.shape[1])),
+                               torch.linalg.solve(x + 4 * torch.eye(x.shape[1]), x[..., :2]),
+                               torch.linalg.det(x), *torch.linalg.slogdet(x))),
+                 (2, 4, 4), {0: {1: "n", 2: "n"}}, True, [(3, 6, 6), (1, 2, 2)],
+                 id="inv-solve-det-dynamic"),
+    pytest.param(Op(lambda x: (torch.lgamma(x * 5), torch.digamma(x * 5),
+                               torch.erfinv(torch.tanh(x)))),
+                 (2, 3, 5), {0: {2: "s"}}, True, [(3, 3, 9), (1, 3, 2)],
+                 id="lgamma-digamma-erfinv-dynamic"),
 ]
 
 REFUSED = [

@@ -28,7 +28,7 @@ FAST = [
     'mean', 'amax', 'argmax', 'cumsum', 'gather', 'index_select', 'cat', 'reshape', 'permute',
     'transpose', 'matmul', 'softmax', 'nn.functional.relu', 'nn.functional.gelu',
     'nn.functional.layer_norm', 'nn.functional.conv2d', 'nn.functional.avg_pool2d',
-    'nn.functional.embedding', 'logcumsumexp', 'linalg.inv', 'masked_fill', 'remainder', 'eq',
+    'nn.functional.embedding', 'kthvalue', 'linalg.inv_ex', 'masked_fill', 'remainder', 'eq',
     'ceil', 'maximum',
 ]
 
@@ -58,10 +58,10 @@ SLOW = [
     'histogram', 'histogramdd', 'hsplit', 'hstack', 'hypot', 'i0', 'igamma', 'igammac',
     'index_add', 'index_copy', 'index_fill', 'index_put', 'index_reduce.amax',
     'index_reduce.amin', 'index_reduce.mean', 'index_reduce.prod', 'inner', 'int', 'isclose',
-    'isfinite', 'isin', 'isinf', 'isnan', 'isneginf', 'isposinf', 'isreal', 'kron', 'kthvalue',
+    'isfinite', 'isin', 'isinf', 'isnan', 'isneginf', 'isposinf', 'isreal', 'kron',
     'lcm', 'ldexp', 'le', 'lerp', 'lgamma', 'linalg.cholesky', 'linalg.cholesky_ex',
     'linalg.cond', 'linalg.cross', 'linalg.det', 'linalg.diagonal', 'linalg.eigh',
-    'linalg.eigvalsh', 'linalg.householder_product', 'linalg.inv_ex', 'linalg.ldl_factor',
+    'linalg.eigvalsh', 'linalg.householder_product', 'linalg.ldl_factor',
     'linalg.ldl_factor_ex', 'linalg.ldl_solve', 'linalg.lstsq', 'linalg.lstsq.grad_oriented',
     'linalg.lu', 'linalg.lu_factor', 'linalg.lu_factor_ex', 'linalg.lu_solve',
     'linalg.matrix_norm', 'linalg.matrix_power', 'linalg.matrix_rank',
@@ -167,7 +167,9 @@ CONVERTED = [
     'grid_sampler_2d', 'nn.functional.grid_sample', 'scatter_reduce.sum', 'scatter_reduce.prod',
     'scatter_reduce.mean', 'scatter_reduce.amax', 'scatter_reduce.amin', 'index_reduce.prod',
     'index_reduce.mean', 'index_reduce.amax', 'index_reduce.amin', 'nn.functional.embedding_bag',
-    'cdist',
+    'cdist', 'logcumsumexp', 'isin', 'bucketize', 'linalg.inv', 'linalg.det', 'linalg.slogdet',
+    'logdet', 'linalg.solve', 'lgamma', 'digamma', 'erfinv', 'mvlgamma.mvlgamma_p_1',
+    'mvlgamma.mvlgamma_p_3', 'mvlgamma.mvlgamma_p_5', 'grid_sampler_3d',
 ]
 
 

@@ -27,8 +27,12 @@ from crossport.to_keras.ops import (  # noqa: F401
     resize,
     rounding,
     sampling,
+    sampling3d,
+    search,
     segment,
     shape,
     shuffle,
+    solve,
+    special,
     update_slice,
 )

@@ -272,7 +272,25 @@ def aten_pow_tensor_scalar(ctx, self, exponent):
         return _POWERS[exponent](self)
     if _is_int(ctx) and _is_tensor(exponent):
         return _int_power(ctx, *_promoted(ctx, self, exponent))
+    if (isinstance(exponent, (int, float)) and float(exponent).is_integer() and exponent > 1
+            and _is_tensor(self) and ctx.out_dtype.is_floating_point):
+        return unsaturated(ops.power(self, exponent))
     return ops.power(self, exponent)
+
+
+def unsaturated(y):
+    """``y`` with +-the largest float made +-inf: LiteRT's POW with a constant integer
+    exponent above 1 saturates an overflow there (``x ** 4`` of 1e20 or inf came out
+    3.4e38; other exponents, and tensor exponents, give inf). ``y * (1 + |y - clip(y)| *
+    2**127)`` with the clip one ulp inside the range: ``y`` itself (NaN and -0.0 kept)
+    everywhere else; MINIMUM/MAXIMUM/SUB/ABS/MUL/ADD, which XNNPACK keeps in its partition
+    (a comparison and SELECT would split it). A power whose true value rounds to the
+    largest float itself (a band of one ulp) comes out inf too."""
+    dtype = _dtype_name(y)
+    info = np.finfo(dtype)
+    below = np.nextafter(info.max, np.asarray(0, dtype)).astype(dtype)
+    excess = ops.abs(y - ops.minimum(ops.maximum(y, -below), below))
+    return y * (1.0 + excess * np.asarray(2.0 ** (info.maxexp - 1), dtype))
 
 
 # The exponents torch's CPU kernel computes without std::pow (ATen's PowKernel.cpp), done

@@ -25,6 +25,9 @@ The input is read channels-last, flattened to ``[N*H*W, C]``, and every tap is o
 
 from __future__ import annotations
 
+import functools
+import operator
+
 import keras
 import numpy as np
 import torch
@@ -141,14 +144,16 @@ class _Axis:
 
 
 class _Image:
-    """The input held ``[N*H*W, C]`` and the flat index of each batch's first pixel."""
+    """The input held ``[N*D*H*W, C]`` (any number of spatial dims) and the flat index of
+    each batch's first pixel."""
 
-    def __init__(self, ctx, value, grid_shape):
-        n, _c, h, w = value.shape
-        held = ctx.to_layout(value, channels_last(4))  # [N, H, W, C]
-        self.flat = ctx.reshape(held, [n * h * w, value.shape[1]])
-        self.width = ctx.size(w)
-        pixels = ctx.size(h * w)
+    def __init__(self, ctx, value):
+        n, channels, *spatial = value.shape
+        held = ctx.to_layout(value, channels_last(value.rank))  # [N, spatial..., C]
+        pixels = functools.reduce(operator.mul, spatial)
+        self.flat = ctx.reshape(held, [n * pixels, channels])
+        self.sizes = [ctx.size(s) for s in spatial]  # torch order: (D,) H, W
+        pixels = ctx.size(pixels)
         if isinstance(pixels, int) and not ctx.is_dynamic(n):
             first = np.arange(int(n), dtype=np.int32) * pixels
         else:
@@ -158,17 +163,21 @@ class _Image:
             batches = (np.arange(int(n), dtype=np.int32) if isinstance(count, int)
                        else DynamicRange(dtype_name="int32", name=ctx.name("batch"))(count))
             first = ops.multiply(batches, ops.cast(pixels, "int32"))
-        self.first = ops.reshape(first, (-1, 1, 1))  # broadcast over the grid's [Ho, Wo]
+        # broadcast over the grid's spatial dims
+        self.first = ops.reshape(first, (-1,) + (1,) * len(spatial))
 
-    def tap(self, x, y, axis_x: _Axis, axis_y: _Axis):
-        """Pixel ``(y, x)`` (integer-valued positions ``[N, Ho, Wo]``) of every channel,
-        0 outside the image: ``[N, Ho, Wo, C]``."""
-        inside = ops.logical_and(axis_x.inside(x), axis_y.inside(y))
-        zero = ops.zeros_like(x)
-        column = ops.cast(ops.where(inside, x, zero), "int32")
-        row = ops.cast(ops.where(inside, y, zero), "int32")
-        index = self.first + row * ops.cast(self.width, "int32") + column
-        values = ops.take(self.flat, index, axis=0)
+    def tap(self, coords, axes):
+        """The pixel at integer-valued positions ``coords`` (x first: the last spatial dim;
+        each ``[N, out spatial...]``) of every channel, 0 outside the image:
+        ``[N, out spatial..., C]``."""
+        inside = functools.reduce(ops.logical_and,
+                                  [axis.inside(c) for c, axis in zip(coords, axes)])
+        zero = ops.zeros_like(coords[0])
+        index = None
+        for coord, size in zip(reversed(coords), self.sizes):  # row-major: z, y, x
+            position = ops.cast(ops.where(inside, coord, zero), "int32")
+            index = position if index is None else index * ops.cast(size, "int32") + position
+        values = ops.take(self.flat, self.first + index, axis=0)
         return ops.where(ops.expand_dims(inside, -1), values, ops.zeros_like(values))
 
 
@@ -186,7 +195,7 @@ def _bilinear(image, x, y, axis_x, axis_y):
                (east, south, n * w)]
     out = None
     for cx, cy, weight in corners:
-        term = image.tap(cx, cy, axis_x, axis_y) * ops.expand_dims(weight, -1)
+        term = image.tap((cx, cy), (axis_x, axis_y)) * ops.expand_dims(weight, -1)
         out = term if out is None else out + term
     return out
 
@@ -194,7 +203,7 @@ def _bilinear(image, x, y, axis_x, axis_y):
 def _nearest(image, x, y, axis_x, axis_y):
     """The pixel at the position rounded half to even (``_mm256_round_ps``)."""
     x, y = axis_x.pad(axis_x.unnormalize(x)), axis_y.pad(axis_y.unnormalize(y))
-    return image.tap(ops.round(x), ops.round(y), axis_x, axis_y)
+    return image.tap((ops.round(x), ops.round(y)), (axis_x, axis_y))
 
 
 def _cubic_weights(t):
@@ -221,7 +230,7 @@ def _bicubic(image, x, y, axis_x, axis_y):
         row = axis_y.pad(y0 + float(k))
         line = None
         for column, weight_x in zip(columns, wx):
-            term = ops.expand_dims(weight_x, -1) * image.tap(column, row, axis_x, axis_y)
+            term = ops.expand_dims(weight_x, -1) * image.tap((column, row), (axis_x, axis_y))
             line = term if line is None else line + term
         term = ops.expand_dims(weight_y, -1) * line
         out = term if out is None else out + term
@@ -244,7 +253,7 @@ def aten_grid_sampler_2d_default(ctx, input, grid, interpolation_mode, padding_m
     grid_value = as_value(ctx, grid)
     dtype = keras_dtype(value.dtype)
     g = ctx.canonical(grid_value)  # [N, Ho, Wo, 2]: x (width) first
-    image = _Image(ctx, value, grid_value.shape)
+    image = _Image(ctx, value)
     padding = _PADDING[padding_mode]
     axis_x = _Axis(ctx.size(value.shape[3]), dtype, bool(align_corners), padding)
     axis_y = _Axis(ctx.size(value.shape[2]), dtype, bool(align_corners), padding)

@@ -1,0 +1,137 @@
+"""Matrix inverse, linear solves and determinants (``linalg.inv``/``inv_ex``, ``solve``/
+``solve_ex``, ``det``, ``slogdet``, ``logdet``) by TF's LU kernels.
+
+torch (LAPACK ``getrf``) and TF (Eigen's ``PartialPivLU``) both factor with partial
+pivoting, so they round alike: within the float64 acceptance rule even on ill-conditioned
+matrices, where both are far from the truth. Measured special cases (tests/ops/
+test_solve.py): an exactly singular matrix makes ``linalg.inv``/``linalg.solve`` raise in
+torch (``_linalg_check_errors`` on LAPACK's info) and the Keras model raise too (TF's
+MatrixInverse/MatrixSolve refuse a zero pivot: InvalidArgumentError), so the check node is
+dropped; ``det`` is 0 (-0.0 alike), ``slogdet`` (0, -inf); NaN and inf propagate alike,
+except ``slogdet``'s sign of a NaN matrix (torch 0: the sign of a NaN pivot; TF NaN, put
+right). Differences left: ``inv_ex``/``solve_ex`` called directly return inf/NaN for a
+singular matrix where the Keras model raises, and their LU, pivots and info outputs are
+refused. TFLite has no builtin for any of these: the export refuses, naming the torch op.
+"""
+
+from __future__ import annotations
+
+import operator
+
+import keras
+import torch
+
+from crossport.layout import after_reduce, canonical
+from crossport.to_keras.ops.elementwise import isnan
+from crossport.to_keras.ops.shape import as_value
+from crossport.to_keras.registry import Policy, register
+
+aten = torch.ops.aten
+ops = keras.ops
+
+
+def _used_outputs(node) -> set[int]:
+    """The output indices something reads, the singular-matrix check excepted."""
+    return {user.args[1] for user in node.users if user.target is operator.getitem
+            and any(u.target is not aten._linalg_check_errors.default for u in user.users)}
+
+
+def _only(*allowed: int, names: tuple[str, ...]):
+    """A ``supports`` predicate: float32/float64 matrices, only outputs ``allowed`` read."""
+
+    def supports(node, A, **_):
+        dtype = A.meta["val"].dtype
+        if dtype not in (torch.float32, torch.float64):
+            return (f"{node.target.__name__.split('.')[0]} of {dtype} (converted for float32 "
+                    "and float64 matrices)")
+        extra = sorted(_used_outputs(node) - set(allowed))
+        if extra:
+            return (f"its {', '.join(names[i] for i in extra)} output(s) are used: LAPACK's "
+                    "LU factors, pivots and error codes have no Keras twin; only "
+                    f"{', '.join(names[i] for i in allowed)} converts")
+        return None
+    return supports
+
+
+def _matrices(ctx, A):
+    return ctx.canonical(as_value(ctx, A))
+
+
+@register(aten.linalg_inv_ex.default, policy=Policy.CUSTOM,
+          supports=_only(0, names=("inverse", "info")), dynamic=True)
+def aten_linalg_inv_ex_default(ctx, A, check_errors=False):
+    """linalg_inv_ex(Tensor A, *, bool check_errors=False) -> (Tensor inverse, Tensor info)
+
+    torch.linalg.inv and torch.inverse capture as this plus ``_linalg_check_errors``.
+    """
+    rank = len(ctx.out_shape)
+    ctx.out_layout = (canonical(rank), canonical(rank - 2))
+    return ops.inv(_matrices(ctx, A)), None
+
+
+def _transposed(x):
+    rank = len(x.shape)
+    return ops.transpose(x, list(range(rank - 2)) + [rank - 1, rank - 2])
+
+
+@register(aten._linalg_solve_ex.default, policy=Policy.CUSTOM,
+          supports=_only(0, names=("result", "LU", "pivots", "info")), dynamic=True)
+def aten__linalg_solve_ex_default(ctx, A, B, left=True, check_errors=False):
+    """_linalg_solve_ex(Tensor A, Tensor B, *, bool left=True, bool check_errors=False) -> (Tensor result, Tensor LU, Tensor pivots, Tensor info)
+
+    ``B`` is a batch of vectors when it is 1-D or ``A``'s shape without the last dim
+    (torch's rule); batch dims broadcast (a multiplication by ones, exact); ``left=False``
+    solves ``X A = B`` as ``(A^T X^T = B^T)^T``.
+    """
+    a_shape, b_value = tuple(A.shape), as_value(ctx, B)
+    a, b = _matrices(ctx, A), ctx.canonical(b_value)
+    vector = b_value.rank == 1 or (b_value.rank == len(a_shape) - 1
+                                   and tuple(b_value.shape) == a_shape[:-1])
+    if vector:
+        b = ops.expand_dims(b, -1)
+    if not left:
+        a, b = _transposed(a), _transposed(b)
+    a = a * ops.ones_like(b[..., :1, :1])  # the batch dims broadcast both ways
+    b = b * ops.ones_like(a[..., :1, :1])
+    x = ops.solve(a, b)
+    if not left:
+        x = _transposed(x)
+    if vector:
+        x = ops.squeeze(x, -1)
+    rank = len(ctx.out_shape)
+    ctx.out_layout = (canonical(rank), None, None, None)
+    return x, None, None, None
+
+
+@register(aten._linalg_det.default, policy=Policy.CUSTOM,
+          supports=_only(0, names=("result", "LU", "pivots")), dynamic=True)
+def aten__linalg_det_default(ctx, A):
+    """_linalg_det(Tensor A) -> (Tensor result, Tensor LU, Tensor pivots)"""
+    rank = len(A.shape)
+    ctx.out_layout = (after_reduce(canonical(rank), [-2, -1], False), None, None)
+    return ops.det(_matrices(ctx, A)), None, None
+
+
+@register(aten._linalg_slogdet.default, policy=Policy.CUSTOM,
+          supports=_only(0, 1, names=("sign", "logabsdet", "LU", "pivots")), dynamic=True)
+def aten__linalg_slogdet_default(ctx, A):
+    """_linalg_slogdet(Tensor A) -> (Tensor sign, Tensor logabsdet, Tensor LU, Tensor pivots)
+
+    torch's sign is the product of its pivots' signs, 0 for a NaN pivot (TF's is NaN).
+    torch.logdet captures as this plus a ``where``.
+    """
+    sign, logabsdet = ops.slogdet(_matrices(ctx, A))
+    sign = ops.where(isnan(sign), ops.zeros_like(sign), sign)
+    layout = after_reduce(canonical(len(A.shape)), [-2, -1], False)
+    ctx.out_layout = (layout, layout, None, None)
+    return sign, logabsdet, None, None
+
+
+@register(aten._linalg_check_errors.default, policy=Policy.CUSTOM, dynamic=True)
+def aten__linalg_check_errors_default(ctx, info, api_name, is_matrix):
+    """_linalg_check_errors(Tensor info, str api_name, *, bool is_matrix) -> ()
+
+    torch.linalg.inv/solve raise on an exactly singular matrix; so do TF's MatrixInverse
+    and MatrixSolve in the Keras model (a zero pivot): nothing to add to the graph.
+    """
+    return None
