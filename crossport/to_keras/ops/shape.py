@@ -400,6 +400,10 @@ def aten_unfold_default(ctx, self, dimension, size, step):
     ``[windows, size]`` index table, the window dim held right after it.
     """
     value = ctx.plain(as_value(ctx, self))
+    if value.rank == 0:  # a scalar is one element: one window of it (size 1) or none (0)
+        normalize_dim(dimension, 1)
+        ctx.out_layout = canonical(1)
+        return ops.slice(ops.reshape(value.tensor, (1,)), [0], [size])
     length = concrete(value.shape[dimension])
     windows = (length - size) // step + 1
     index = np.arange(windows)[:, None] * step + np.arange(size)[None, :]
