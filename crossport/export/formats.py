@@ -127,7 +127,7 @@ def _convert(model, quantization: str, conversion, stages: dict, splats=()) -> b
             write_converter_input(model, saved, {id(w.variable): w.tag for w in splats})
         with timed(stages, "tflite convert"):
             converter = converter_from_saved_model(saved)
-            if quantization in ("float32", "float16"):
+            if quantization in ("float32", "float16", "int8"):  # float activations
                 keep_infinite_constants(converter)
             if splats:
                 tagged.unfold_splats(converter)

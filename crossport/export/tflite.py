@@ -75,7 +75,8 @@ def keep_infinite_constants(converter) -> None:
     every infinite constant to ``±FLT_MAX`` (its "canonicalize boundary value" pass), so
     ``masked_fill(mask, -inf)`` wrote -3.4e38, ``x == inf`` was False at inf, ``isposinf``
     and ``nan_to_num`` missed inf, and a fully masked softmax row gave 1/n where torch gives
-    NaN. Quantized files keep the default: a calibrated range cannot hold an infinity."""
+    NaN. Files with float activations only (float32, fp16 and dynamic-range int8 weights):
+    a full-integer file's calibrated range cannot hold an infinity."""
     if hasattr(converter, "canonicalizing_inf_as_min_max_float"):
         converter.canonicalizing_inf_as_min_max_float = False
 

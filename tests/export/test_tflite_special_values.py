@@ -98,6 +98,35 @@ def test_infinite_constants_stay_infinite(tmp_path):
     check(Fn(_infinite_constants), (specials(),), tmp_path, signed_zeros=False)
 
 
+class MaskedLinear(torch.nn.Module):
+    """A weight large enough for dynamic-range quantisation, then an infinite constant."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(64, 64)
+
+    def forward(self, x):
+        y = self.linear(x).masked_fill(x > 1.0, -INF)
+        return torch.isinf(y).float() + y.clamp(min=-5.0)
+
+
+def test_dynamic_range_int8_files_keep_infinite_constants(tmp_path):
+    """``tflite-int8`` quantises weights only (its activations are float), yet the
+    converter's rewrite of -inf to -FLT_MAX stayed on for it: isinf of the masked value was
+    False in the file and the export refused it (re-check error 0.25 > 0.1)."""
+    torch.manual_seed(0)
+    module, x = MaskedLinear().eval(), torch.randn(4, 64)
+    conversion = crossport.convert_with_report(module, (x,))
+    path = tmp_path / "m.tflite"
+    assert crossport.export(conversion, path, format="tflite-int8").passed
+    [got] = load_tflite(path, [t.name.split(":")[0] for t in conversion.model.inputs])(
+        [x.numpy()])
+    with torch.no_grad():
+        want = module(x).numpy()
+    assert (want == -4.0).any()  # masked positions: isinf(-inf) + clamp(-inf, min=-5) = 1 - 5
+    np.testing.assert_array_equal(got == -4.0, want == -4.0)
+
+
 def test_a_fully_masked_softmax_row_is_nan_as_in_torch(tmp_path):
     """With -inf saturated to -FLT_MAX a fully masked row came out uniform (1/n), not NaN;
     a row with some -inf entries gives exactly 0 there either way."""

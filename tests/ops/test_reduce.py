@@ -73,6 +73,21 @@ CASES = [
     case("cumsum-cumprod-of-a-0dim-tensor", Fn(lambda x: (
         torch.cumsum(x, 0), torch.cumprod(x, -1), torch.cumsum((x * 5).int(), 0))), [()],
          expect_converters=("aten_cumsum_default", "aten_cumprod_default")),
+    # the same for the ops that take a dim and return the value with its index (and
+    # softmax, flip, gather, index_select, unfold): torch gives the value itself, index 0, where the
+    # converters raised "dim 0 is out of range for a rank-0 tensor" (found by the OpInfo
+    # sweep on median; topk(0) of a scalar is its value too)
+    case("dim-ops-of-a-0dim-tensor", Fn(lambda x: (
+        *x.max(0), *x.min(-1, keepdim=True), *x.sort(0), *x.topk(1, 0), *x.topk(0),
+        *x.median(0), x.nanmedian(-1).values, *(x * 5).int().median(0, keepdim=True),
+        *torch.cummax(x, 0), *torch.cummin((x * 5).int(), -1), torch.softmax(x, 0),
+        torch.log_softmax(x, -1), x.flip(0), x.gather(0, torch.tensor(0)),
+        x.index_select(0, torch.tensor([0])), x.unfold(0, 1, 2), x.unfold(-1, 0, 1))), [()],
+         expect_converters=("aten_max_dim", "aten_min_dim", "aten_sort_default",
+                            "aten_topk_default", "aten_median_dim", "aten_nanmedian_dim",
+                            "aten_cummax_default", "aten_cummin_default", "aten_softmax_int",
+                            "aten_log_softmax_int", "aten_flip_default", "aten_gather_default",
+                            "aten_index_select_default", "aten_unfold_default")),
     # softmax(x, dim, dtype=...) computes in dtype (the dtype was ignored: float32 came out
     # for float64, and an integer input failed at run time)
     case("softmax-dtype-float64", Fn(lambda x: torch.softmax(x, -1, dtype=torch.float64)),

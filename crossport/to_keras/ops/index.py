@@ -16,6 +16,7 @@ from crossport.layers.ordering import top_k_torch_order
 from crossport.layout import (
     canonical,
     normalize_dim,
+    normalize_dims,
     physical_array,
     physical_axes,
     physical_axis,
@@ -23,7 +24,7 @@ from crossport.layout import (
 )
 from crossport.to_keras.fold import is_constant
 from crossport.to_keras.initial import call_with_weights
-from crossport.to_keras.ops.reduce import _reduce
+from crossport.to_keras.ops.reduce import _reduce, scalar_with_index
 from crossport.to_keras.ops.shape import as_value
 from crossport.to_keras.registry import Policy, register
 from crossport.to_keras.values import TensorValue, keras_dtype
@@ -117,6 +118,10 @@ def aten_gather_default(ctx, self, dim, index, sparse_grad=False):
     """
     value, idx = _harmonise_pair(ctx, self, index)
     x = value.tensor
+    if value.rank == 0:  # a scalar's index is 0-dim too, and 0 (else torch raises)
+        normalize_dim(dim, 1)
+        ctx.out_layout = value.layout
+        return x
     index_shape = tuple(int(s) for s in (index.static_shape() if isinstance(index, TensorValue)
                                          else np.shape(index)))
     dim = normalize_dim(dim, value.rank)
@@ -240,6 +245,9 @@ def _top_k(x, k, largest, ctx=None):
 @register(aten.topk.default, policy=Policy.CUSTOM, dynamic=True)
 def aten_topk_default(ctx, self, k, dim=-1, largest=True, sorted=True):
     """topk(Tensor self, SymInt k, int dim=-1, bool largest=True, bool sorted=True) -> (Tensor values, Tensor indices)"""
+    scalar = scalar_with_index(ctx, self, dim)
+    if scalar is not None:
+        return scalar
     k = ctx.size(k)
     return _on_last_axis(ctx, self, dim, lambda x: _top_k(x, k, largest, ctx))
 
@@ -250,6 +258,9 @@ def aten_sort_default(ctx, self, dim=-1, descending=False, stable=False):
 
     sort.stable has ``stable`` before ``dim`` (kwarg-only): equal keys keep their order.
     """
+    scalar = scalar_with_index(ctx, self, dim)
+    if scalar is not None:
+        return scalar
     n = ctx.size(ctx.node.args[0].meta["val"].shape[dim])  # run-time for a dynamic dim
     out_dtype = keras_dtype(ctx.out_dtype)
 
@@ -365,6 +376,9 @@ def aten_flip_default(ctx, self, dims):
     value = ctx.plain(as_value(ctx, self))
     ctx.out_layout = value.layout
     x = value.tensor
+    if value.rank == 0:  # dims 0 / -1 of a scalar: one element, nothing to flip
+        normalize_dims(dims, 1)
+        return x
     for axis in physical_axes(value.layout, dims):
         x = ops.flip(x, axis=axis)
     return x

@@ -37,6 +37,7 @@ from crossport.layers.ordering import top_k_torch_order
 from crossport.layout import after_reduce, canonical, physical_axis
 from crossport.to_keras.dynamic_dims import static_dims
 from crossport.to_keras.ops.elementwise import exp, is_infinite, isnan, keras_add, nan_kept
+from crossport.to_keras.ops.reduce import scalar_with_index
 from crossport.to_keras.ops.shape import as_value
 from crossport.to_keras.registry import Policy, register
 
@@ -99,6 +100,9 @@ def _dim_arg(node):
 
 
 def _cumulative_extreme(ctx, self, dim, compare):
+    scalar = scalar_with_index(ctx, self, dim)
+    if scalar is not None:
+        return scalar
     value = ctx.plain(as_value(ctx, self))
     axis = physical_axis(value.layout, dim)
     n = int(value.shape[dim])
@@ -180,6 +184,9 @@ def _dynamic_sort(ctx, x, n):
 
 
 def _median_dim(ctx, self, dim, keepdim, ignore_nan):
+    scalar = scalar_with_index(ctx, self, dim)
+    if scalar is not None:
+        return scalar
     value = ctx.plain(as_value(ctx, self))
     axis = physical_axis(value.layout, dim)
     x = value.tensor

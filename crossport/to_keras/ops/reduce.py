@@ -9,6 +9,7 @@ from crossport.layers.reduction import stable_mean, stable_sum
 from crossport.layout import (
     after_reduce,
     canonical,
+    normalize_dim,
     order_free,
     physical_axes,
     physical_axis,
@@ -277,6 +278,9 @@ def _softmax(ctx, self, dim, fn):
     x, want = value.tensor, keras_dtype(ctx.out_dtype)
     if keras.backend.standardize_dtype(x.dtype) != want:
         x = ops.cast(x, want)
+    if value.rank == 0:  # dim 0 or -1 of a scalar, one element: softmax 1, log_softmax 0,
+        normalize_dim(dim, 1)  # NaN at NaN and ±inf (x - x)
+        return (x - x) + 1.0 if fn is ops.softmax else x - x
     return fn(x, axis=physical_axis(value.layout, dim))
 
 
@@ -293,7 +297,23 @@ def aten_log_softmax_int(ctx, self, dim, half_to_float=False, dtype=None):
     return _softmax(ctx, self, dim, ops.log_softmax)
 
 
+def scalar_with_index(ctx, self, dim):
+    """``(x, 0)`` for a 0-dim ``self``, else None. torch reads a scalar as one element
+    along dim 0 or -1, so its max/min(dim), sort, topk (k = 0 too), median and cummax/cummin
+    are the value itself and index 0, keepdim adding no dim (a Keras axis of a 0-dim
+    tensor is out of range: the converters failed)."""
+    value = as_value(ctx, self)
+    if value.rank != 0:
+        return None
+    normalize_dim(dim, 1)  # torch raises past [-1, 0]
+    ctx.out_layout = (canonical(0), canonical(0))
+    return value.tensor, ops.cast(ops.zeros_like(value.tensor), "int64")
+
+
 def _extreme_with_index(ctx, self, dim, keepdim, value_fn, index_fn):
+    scalar = scalar_with_index(ctx, self, dim)
+    if scalar is not None:
+        return scalar
     value = ctx.plain(as_value(ctx, self))
     axis = physical_axis(value.layout, dim)
     layout = after_reduce(value.layout, [dim], keepdim)

@@ -20,6 +20,7 @@ from crossport.layout import (
     after_reduce,
     after_unfold,
     canonical,
+    normalize_dim,
     permuted_shape,
     physical_axis,
     physical_index,
@@ -399,6 +400,10 @@ def aten_unfold_default(ctx, self, dimension, size, step):
     ``[windows, size]`` index table, the window dim held right after it.
     """
     value = ctx.plain(as_value(ctx, self))
+    if value.rank == 0:  # a scalar is one element: one window of it (size 1) or none (0)
+        normalize_dim(dimension, 1)
+        ctx.out_layout = canonical(1)
+        return ops.slice(ops.reshape(value.tensor, (1,)), [0], [size])
     length = concrete(value.shape[dimension])
     windows = (length - size) // step + 1
     index = np.arange(windows)[:, None] * step + np.arange(size)[None, :]
@@ -412,6 +417,9 @@ def aten_index_select_default(ctx, self, dim, index):
     """index_select(Tensor self, int dim, Tensor index) -> Tensor"""
     value = ctx.plain(as_value(ctx, self))
     ctx.out_layout = value.layout
+    if value.rank == 0:  # a scalar's one element: its index holds one value, 0 (or torch raises)
+        normalize_dim(dim, 1)
+        return value.tensor
     axis = physical_axis(value.layout, dim)
     if not isinstance(index, TensorValue):  # a constant index (a roll): slices, not GATHER
         runs = slicing.contiguous_runs(np.asarray(index), value.tensor.shape[axis])
