@@ -13,6 +13,7 @@ traced functional graph reaches them; their converters ignore it.
 from __future__ import annotations
 
 import functools
+import os
 import sys
 import sysconfig
 import traceback
@@ -81,10 +82,12 @@ PRECISION_ADVICE = ("only float32 compute converts (float64 too in a custom laye
 
 
 def guard_loops(layer) -> None:
-    """``range`` in the modules defining ``layer``'s class (and its bases outside Keras)
-    refusing a run-time size until the trace ends: ``for i in range(num_chunks)`` would be
-    unrolled at the example's count (Qwen3.5's chunked delta rule), right only for lengths
-    of that many chunks. A module's global shadows the builtin for that module alone."""
+    """``range``, ``min`` and ``max`` in the modules defining ``layer``'s class (and its
+    bases outside Keras) replaced until the trace ends: ``range`` refuses a run-time size
+    (``for i in range(num_chunks)`` would be unrolled at the example's count, Qwen3.5's
+    chunked delta rule, right only for lengths of that many chunks); ``min`` / ``max`` of
+    sizes compute at run time (``conditions.extremum``) instead of branching at the
+    example's. A module's global shadows the builtin for that module alone."""
     from crossport.to_torch.patching import current_stack
 
     stack = current_stack()
@@ -92,11 +95,28 @@ def guard_loops(layer) -> None:
         return
     for cls in type(layer).__mro__:
         module = sys.modules.get(cls.__module__)
-        if module is None or cls.__module__.startswith(("keras.", "builtins", "crossport.")) \
-                or getattr(vars(module).get("range"), "__crossport_guard__", False) \
-                or "range" in vars(module):
+        if module is None or cls.__module__.startswith(("keras.", "builtins", "crossport.")):
             continue
-        replace(stack, module, "range", _guarded_range)
+        for name, guarded in _GUARDED.items():
+            if name not in vars(module):  # neither guarded yet nor the module's own
+                replace(stack, module, name, guarded)
+
+
+def _size_extremum(name: str, builtin):
+    def extremum(*args, **kwargs):
+        values = args[0] if len(args) == 1 else args
+        if active() and not kwargs and args:
+            values = list(values)
+            if sizes_in(values) and all(isinstance(v, (int, np.integer)) and
+                                        not isinstance(v, bool) for v in values):
+                from crossport.to_torch.conditions import extremum as size_extremum
+
+                values = [v if isinstance(v, int) else int(v) for v in values]
+                return functools.reduce(lambda a, b: size_extremum(name, a, b), values)
+        return builtin(values, **kwargs) if len(args) == 1 else builtin(*args, **kwargs)
+
+    extremum.__crossport_guard__ = True
+    return extremum
 
 
 def _guarded_range(*args):
@@ -113,6 +133,8 @@ def _guarded_range(*args):
 
 
 _guarded_range.__crossport_guard__ = True
+_GUARDED = {"range": _guarded_range, "min": _size_extremum("min", min),
+            "max": _size_extremum("max", max)}
 
 
 def autocast_inputs(layer, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
@@ -427,14 +449,23 @@ def _tensor_eq(self, other):
     return object.__eq__(self, other)
 
 
-_LIBRARY_PATHS = ("/keras/src/", "/tensorflow/", "/crossport/", "/torch/", "/optree/")
+_LIBRARY_PATHS = ("/keras/src/", "/tensorflow/", "/torch/", "/optree/", "/numpy/",
+                  "/tf_keras/", "/ml_dtypes/", "-packages/tree/", "/absl/")
 _STDLIB = sysconfig.get_paths()["stdlib"].replace("\\", "/") + "/"
+_CROSSPORT = os.path.dirname(os.path.dirname(os.path.abspath(__file__))).replace("\\", "/") + "/"
 
 
 def _user_code(frame) -> bool:
-    """Whether ``frame`` runs a layer's code (keras_hub's, a user's), not a library's."""
-    path = frame.f_code.co_filename.replace("\\", "/")
-    if path.startswith("<") or any(p in path for p in _LIBRARY_PATHS):
+    """Whether ``frame`` runs a layer's code (keras_hub's, a user's), not a library's
+    (Keras', TF's, numpy's, crossport's own: its package directory, so a checkout in a
+    folder named crossport is no library)."""
+    return _user_path(frame.f_code.co_filename)
+
+
+@functools.lru_cache(maxsize=4096)
+def _user_path(filename: str) -> bool:
+    path = filename.replace("\\", "/")
+    if path.startswith(("<frozen", _CROSSPORT)) or any(p in path for p in _LIBRARY_PATHS):
         return False
     return not path.startswith(_STDLIB) or "-packages/" in path
 

@@ -19,6 +19,7 @@ the pre-flight check; a size the Python of the layer turned into a plain number 
 from __future__ import annotations
 
 import operator
+import sys
 from contextlib import contextmanager
 
 import keras
@@ -80,6 +81,41 @@ for _name, _fn in _OPERATORS.items():
     setattr(RunSize, f"__r{_name}__", _arith(_name, _fn, reflected=True))
 RunSize.__neg__ = lambda self: RunSize(-int(self), ("neg", self))
 RunSize.__pos__ = lambda self: self
+# min / max of sizes (``conditions.extremum``), emitted as torch.sym_min / sym_max
+_FUNCTIONS = {**_OPERATORS, "min": min, "max": max}
+_EMITTED = {**_OPERATORS, "min": torch.sym_min, "max": torch.sym_max}
+
+
+def _compare(name: str, fn):
+    """A comparison: the example's outcome, the condition observed first (a Python branch
+    of the layer's own code on a run-time size: ``conditions.observe``)."""
+    def method(self, other):
+        if isinstance(other, (np.integer, np.floating)):
+            other = other.item()
+        if not isinstance(other, (int, float)):
+            return NotImplemented
+        _observe(name, self, other, sys._getframe(1))
+        return fn(int(self), int(other) if isinstance(other, RunSize) else other)
+
+    return method
+
+
+def _truth(self) -> bool:
+    _observe("bool", self, 0, sys._getframe(1))
+    return int(self) != 0
+
+
+def _observe(name: str, size, other, frame) -> None:
+    from crossport.to_torch import conditions
+
+    conditions.observe(name, size, other, frame)
+
+
+for _name, _fn in {"lt": operator.lt, "le": operator.le, "gt": operator.gt,
+                   "ge": operator.ge, "eq": operator.eq, "ne": operator.ne}.items():
+    setattr(RunSize, f"__{_name}__", _compare(_name, _fn))
+RunSize.__bool__ = _truth
+RunSize.__hash__ = int.__hash__
 
 
 def dim(value: int, tensor, axis: int) -> RunSize:
@@ -101,7 +137,7 @@ def moved(size):
         return int(size) + _MOVE
     if name == "neg":
         return -moved(operands[0])
-    return _OPERATORS[name](moved(operands[0]), moved(operands[1]))
+    return _FUNCTIONS[name](moved(operands[0]), moved(operands[1]))
 
 
 def describe(size) -> str:
@@ -111,9 +147,12 @@ def describe(size) -> str:
     name, *operands = size.expr
     if name == "dim":
         tensor, axis = operands
-        return f"shape({getattr(tensor, 'name', 'x')})[{axis}]"
+        name = getattr(tensor, "_crossport_argument", None) or getattr(tensor, "name", "x")
+        return f"shape({name})[{axis}]"
     if name == "neg":
         return f"-({describe(operands[0])})"
+    if name in ("min", "max"):
+        return f"{name}({describe(operands[0])}, {describe(operands[1])})"
     symbol = {"add": "+", "sub": "-", "mul": "*", "floordiv": "//", "mod": "%"}[name]
     return f"({describe(operands[0])} {symbol} {describe(operands[1])})"
 
@@ -162,7 +201,7 @@ def emit_size(ctx, value):
         node = ctx.call_function(operator.neg, emit_size(ctx, operands[0]))
     else:
         a, b = (emit_size(ctx, o) for o in operands)
-        node = ctx.call_function(_OPERATORS[name], a, b)
+        node = ctx.call_function(_EMITTED[name], a, b)
     ctx.size_nodes[key] = (value, node)  # the value kept alive: its id stays unique
     return node
 

@@ -4,6 +4,7 @@ layers and keras.ops it runs, at the example's sizes with run-time sizes tracked
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -11,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import keras
 
-from crossport.to_torch import sizes
+from crossport.to_torch import conditions, sizes
 from crossport.to_torch.sizes import RunSize, tracing_sizes
 
 if TYPE_CHECKING:
@@ -107,9 +108,12 @@ def trace_call(layer, args: tuple, kwargs: dict, graph: KGraph | None = None):
     if any(getattr(t, "_keras_mask", None) is not None for t in tensors):
         return ("no converter for this layer, and its call() cannot be traced faithfully: "
                 "an input carries a Keras mask (mask_zero / Masking)")
+    names = _argument_names(layer, args, kwargs)
+    branches: list = []
+    not_traced = "no converter for this layer, and its call() is not traced: "
     try:
-        with tracing_sizes():
-            stand_ins = {id(t): _stand_in(t, graph) for t in tensors}
+        with tracing_sizes(), conditions.watching() as branches:
+            stand_ins = {id(t): _stand_in(t, graph, names.get(id(t))) for t in tensors}
             call_args, call_kwargs = autocast_inputs(layer, *keras.tree.map_structure(
                 lambda v: stand_ins[id(v)] if _is_tensor(v) else v, (args, kwargs)))
             guard_loops(layer)
@@ -117,8 +121,11 @@ def trace_call(layer, args: tuple, kwargs: dict, graph: KGraph | None = None):
             inputs = [stand_ins[id(t)] for t in tensors]
             function = traced_graph(inputs, _symbolic_outputs(outputs, inputs))
     except TraceRefused as exc:
-        return f"no converter for this layer, and its call() is not traced: {exc}"
+        also = f"{conditions.refusal(branches)}. Also, " if branches else ""
+        return f"{not_traced}{also}{exc}"
     except Exception as exc:  # noqa: BLE001  (the layer's own Python, any failure)
+        if branches:  # past a branch on a size, the example's branch may fail later
+            return not_traced + conditions.refusal(branches)
         raw_tf = raw_tf_refusal(exc)
         if raw_tf:
             return f"no converter for this layer, and its call() is not traced: {raw_tf}"
@@ -126,10 +133,30 @@ def trace_call(layer, args: tuple, kwargs: dict, graph: KGraph | None = None):
         return (f"no converter for this layer, and tracing its call() into Keras layers "
                 f"and keras.ops failed ({type(exc).__name__}: {detail}); register a "
                 "converter with crossport.to_torch.register_layer(...)")
+    if branches:  # Python branches on run-time sizes (conditions.py)
+        return not_traced + conditions.refusal(branches)
     return function, inputs
 
 
-def _stand_in(tensor, graph: KGraph | None):
+def _argument_names(layer, args: tuple, kwargs: dict) -> dict[int, str]:
+    """The name of each tensor argument in ``call``'s signature (``x``, ``inputs[1]``):
+    how a refusal names the tensor a run-time size is read from."""
+    try:
+        bound = inspect.signature(layer.call).bind(*args, **kwargs)
+    except (TypeError, ValueError):
+        return {}
+    names = {}
+    for name, value in bound.arguments.items():
+        if _is_tensor(value):
+            names[id(value)] = name
+        elif isinstance(value, (list, tuple)):
+            names.update({id(v): f"{name}[{i}]" for i, v in enumerate(value) if _is_tensor(v)})
+        elif isinstance(value, dict):
+            names.update({id(v): f"{name}[{k!r}]" for k, v in value.items() if _is_tensor(v)})
+    return names
+
+
+def _stand_in(tensor, graph: KGraph | None, name: str | None = None):
     """A KerasTensor like ``tensor`` at the example's sizes, each unknown size a RunSize
     reading the stand-in's own shape (inlined, the stand-in is the tensor it stands for).
 
@@ -146,6 +173,7 @@ def _stand_in(tensor, graph: KGraph | None):
         known = size is not None and not isinstance(size, RunSize)
         shape.append(size if known or value is None else sizes.dim(value, None, axis))
     stand_in = keras.Input(batch_shape=tuple(shape), dtype=tensor.dtype)
+    stand_in._crossport_argument = name  # how sizes.describe names it
     for size in shape:
         if isinstance(size, RunSize):
             size.expr = ("dim", stand_in, size.expr[2])
@@ -240,13 +268,20 @@ def custom_activation(layer):
 def trace_function(fn, like, graph: KGraph | None):
     """``fn(x)`` (an activation function) traced like a layer's call: on a stand-in shaped
     like the KerasTensor ``like``; ``(function, [stand-in])`` or why it cannot be."""
+    from crossport.to_torch.lift import TraceRefused
+
     try:
-        with tracing_sizes():
-            stand_in = _stand_in(like, graph)
+        with tracing_sizes(), conditions.watching() as refusals:
+            stand_in = _stand_in(like, graph, "x")
             output = fn(stand_in)
             if not _is_tensor(output):
                 raise TypeError(f"it returned {type(output).__name__}, not a tensor")
             function = traced_graph([stand_in], output)
+        if refusals:
+            raise TraceRefused(conditions.refusal(refusals))
+    except TraceRefused as exc:
+        return (f"its activation {getattr(fn, '__qualname__', fn)!r} is not one of Keras' "
+                f"own functions, and it is not traced: {exc}")
     except Exception as exc:  # noqa: BLE001  (the function's own Python, any failure)
         detail = " ".join(str(exc).split())[:200]
         return (f"its activation {getattr(fn, '__qualname__', fn)!r} is not one of Keras' own "
