@@ -53,7 +53,8 @@ def _touches_internals(fn) -> str | None:
         seen.add(name)
         if INTERNALS.search(functions[name]):
             return name
-        todo += re.findall(r"\b(\w+)\(", functions[name])
+        # bare calls only: ``ops.reshape(`` is Keras', not this module's ``reshape``
+        todo += re.findall(r"(?<![\w.])(\w+)\(", functions[name])
     return None
 
 
