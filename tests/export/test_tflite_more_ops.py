@@ -29,6 +29,17 @@ def _torch_outputs(module, inputs):
     return [t.numpy() for t in (out if isinstance(out, tuple) else (out,))]
 
 
+def _assert_no_builtin(module, args, tf_op, aten, path):
+    """Exporting ``module`` is an ExportError naming TF's ``tf_op``, the ``aten`` op it came
+    from and its source line; nothing is left in ``path``'s folder."""
+    conversion = crossport.convert_with_report(module.eval(), args)
+    with pytest.raises(crossport.ExportError,
+                       match=rf"no TFLite builtin: .*{tf_op}.* \(from aten\.{aten} in "
+                             r"<root module> \(.*\.py:\d+"):
+        crossport.export(conversion, path)
+    assert list(path.parent.iterdir()) == []
+
+
 @pytest.mark.parametrize("dtype", [torch.int32, torch.int16, torch.int8])
 def test_xor_not_and_right_shift_export_as_builtins(dtype, tmp_path):
     """BITWISE_XOR and RIGHT_SHIFT builtins (not as x ^ ~0), counts out of range included:
@@ -50,12 +61,7 @@ def test_xor_not_and_right_shift_export_as_builtins(dtype, tmp_path):
 def test_bitwise_ops_without_a_builtin_are_refused_at_export(fn, tf_op, aten, tmp_path):
     """LiteRT has no AND/OR/LEFT_SHIFT builtin and no 64-bit XOR: a clear ExportError
     naming the torch op and its source line, no file."""
-    conversion = crossport.convert_with_report(Fn(fn).eval(), with_counts(torch.int32))
-    with pytest.raises(crossport.ExportError,
-                       match=rf"no TFLite builtin: .*{tf_op} \(from aten\.{aten} in "
-                             r"<root module> \(.*\.py:\d+"):
-        crossport.export(conversion, tmp_path / "m.tflite")
-    assert list(tmp_path.iterdir()) == []
+    _assert_no_builtin(Fn(fn), with_counts(torch.int32), tf_op, aten, tmp_path / "m.tflite")
 
 
 def _specials(n=12):
@@ -137,12 +143,8 @@ def test_inverse_trig_and_hyperbolic_functions_match_torch_on_litert(tmp_path):
 
 def test_erfc_is_refused_at_export(tmp_path):
     """TF's Erfc has no TFLite builtin: a clear ExportError naming aten.erfc, no file."""
-    conversion = crossport.convert_with_report(Fn(torch.erfc).eval(), (torch.randn(3, 4),))
-    with pytest.raises(crossport.ExportError,
-                       match=r"no TFLite builtin: .*Erfc \(from aten\.erfc in "
-                             r"<root module> \(.*\.py:\d+"):
-        crossport.export(conversion, tmp_path / "m.tflite")
-    assert list(tmp_path.iterdir()) == []
+    _assert_no_builtin(Fn(torch.erfc), (torch.randn(3, 4),), "Erfc", "erfc",
+                       tmp_path / "m.tflite")
 
 
 def _prod_var_mean(a, b):
@@ -255,12 +257,8 @@ def test_int64_scatter_reduce_is_refused_at_export(tmp_path):
     file."""
     module = Fn(lambda x, s: x.scatter_reduce(0, torch.tensor([[0, 1], [0, 0]]), s, "amax"))
     args = (torch.arange(6).reshape(3, 2), torch.arange(4).reshape(2, 2))
-    conversion = crossport.convert_with_report(module.eval(), args)
-    with pytest.raises(crossport.ExportError,
-                       match=r"no TFLite builtin: UnsortedSegmentMax \(from "
-                             r"aten\.scatter_reduce in <root module> \(.*\.py:\d+"):
-        crossport.export(conversion, tmp_path / "m.tflite")
-    assert list(tmp_path.iterdir()) == []
+    _assert_no_builtin(module, args, "UnsortedSegmentMax", "scatter_reduce",
+                       tmp_path / "m.tflite")
 
 
 def test_embedding_bag_matches_torch_on_litert(tmp_path):
@@ -341,13 +339,8 @@ def test_logcumsumexp_kthvalue_and_searchsorted_match_torch_on_litert(tmp_path):
 def test_inverse_solve_and_determinants_are_refused_at_export(fn, tf_op, aten, tmp_path):
     """TFLite has no builtin for TF's LU-based matrix kernels: an ExportError naming the
     torch op and its line, no file."""
-    conversion = crossport.convert_with_report(Fn(fn).eval(), (torch.randn(2, 3, 3) * 0.1
-                                                               + torch.eye(3),))
-    with pytest.raises(crossport.ExportError,
-                       match=rf"no TFLite builtin: .*{tf_op}.* \(from aten\.{aten} in "
-                             r"<root module> \(.*\.py:\d+"):
-        crossport.export(conversion, tmp_path / "m.tflite")
-    assert list(tmp_path.iterdir()) == []
+    matrices = torch.randn(2, 3, 3) * 0.1 + torch.eye(3)
+    _assert_no_builtin(Fn(fn), (matrices,), tf_op, aten, tmp_path / "m.tflite")
 
 
 def test_lgamma_matches_torch_on_litert(tmp_path):
@@ -373,12 +366,7 @@ def test_lgamma_matches_torch_on_litert(tmp_path):
 def test_digamma_and_erfinv_are_refused_at_export(fn, tf_op, aten, tmp_path):
     """TF's Digamma and the float64 Erf of erfinv's Newton steps have no TFLite builtin:
     an ExportError naming the torch op, no file."""
-    conversion = crossport.convert_with_report(Fn(fn).eval(), (torch.rand(3, 4) * 0.9,))
-    with pytest.raises(crossport.ExportError,
-                       match=rf"no TFLite builtin: .*{tf_op}.* \(from aten\.{aten} in "
-                             r"<root module> \(.*\.py:\d+"):
-        crossport.export(conversion, tmp_path / "m.tflite")
-    assert list(tmp_path.iterdir()) == []
+    _assert_no_builtin(Fn(fn), (torch.rand(3, 4) * 0.9,), tf_op, aten, tmp_path / "m.tflite")
 
 
 @pytest.mark.parametrize("mode", ["bilinear", "nearest"])

@@ -1,4 +1,5 @@
-"""Small helpers shared by the op-table tests: a module around a function, case ids."""
+"""Small helpers shared by the op-table tests: a module around a function, a conv then a
+function, case ids."""
 
 from __future__ import annotations
 
@@ -23,6 +24,19 @@ class Fn(torch.nn.Module):
 
     def forward(self, *xs):
         return self.fn(self, *xs) if self.takes_self else self.fn(*xs)
+
+
+class ConvThen(torch.nn.Module):
+    """``fn`` of a 3->6 channel conv's output: the op sees a channels-last activation."""
+
+    def __init__(self, fn):
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv = torch.nn.Conv2d(3, 6, 3)
+        self.fn = fn
+
+    def forward(self, x):
+        return self.fn(self.conv(x))
 
 
 def case(case_id, module, shapes, *, marks=(), **kwargs):

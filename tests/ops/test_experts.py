@@ -20,7 +20,7 @@ import torch
 
 import crossport
 from tests.harness import assert_converts, assert_matches_at_sizes
-from tests.ops.opcases import Fn, case
+from tests.ops.opcases import ConvThen, Fn, case
 
 HISTC = ("aten_histc_default",)
 GROUPED = ("transformers_grouped_mm_fallback",)
@@ -53,17 +53,6 @@ def _expert_counts(x, experts=4, k=2):
     return torch.histc(ids.float(), bins=experts, min=0, max=experts - 1)
 
 
-class ConvThen(torch.nn.Module):
-    """A channels-last activation histogrammed (every element, any layout)."""
-
-    def __init__(self, fn):
-        super().__init__()
-        torch.manual_seed(0)
-        self.conv = torch.nn.Conv2d(3, 6, 3)
-        self.fn = fn
-
-    def forward(self, x):
-        return self.fn(self.conv(x))
 
 
 def _grouped_mm(x, weight, offs):

@@ -14,7 +14,7 @@ import torch
 import crossport
 from crossport.errors import DynamicDimError
 from tests.harness import assert_converts
-from tests.ops.opcases import Fn, case
+from tests.ops.opcases import ConvThen, Fn, case
 from tests.ops.test_special_values import all_pairs, near_limits
 
 CUM = ("aten_cummax_default", "aten_cummin_default")
@@ -38,17 +38,9 @@ def _medians(a, b):
             a.nanmedian(), b[1:, :1].nanmedian())
 
 
-class ConvThen(torch.nn.Module):
-    """A channels-last activation scanned along channels and along H."""
-
-    def __init__(self, fn):
-        super().__init__()
-        torch.manual_seed(0)
-        self.conv = torch.nn.Conv2d(3, 6, 3)
-        self.fn = fn
-
-    def forward(self, x):
-        return self.fn(_tied(self.conv(x)))
+def tied_conv_then(fn):
+    """A channels-last activation, tied, scanned along channels and along H."""
+    return ConvThen(lambda y: fn(_tied(y)))
 
 
 def _logcumsumexp_all(a, b):
@@ -72,8 +64,8 @@ CASES = [
     case("cummax-cummin-uint8-int64-bool", Fn(lambda a, b: (
         *torch.cummax(a, 1), *torch.cummin(b.long() * 3, 0), *torch.cummax(a > 7, 1),
         *torch.cummin(b > 100, 0))), lambda: near_limits(torch.uint8), expect_converters=CUM),
-    case("cummax-cummin-channels-last", ConvThen(lambda y: (*torch.cummax(y, 1),
-                                                            *torch.cummin(y, 2))),
+    case("cummax-cummin-channels-last", tied_conv_then(lambda y: (*torch.cummax(y, 1),
+                                                                  *torch.cummin(y, 2))),
          (2, 3, 9, 8), expect_converters=CUM),
     # every special after every other (NaN, +-inf, huge, -0.0 ...) along both dims: -inf
     # until a finite value, inf from the first inf on, NaN from the first NaN on
@@ -82,8 +74,8 @@ CASES = [
     # 300 steps of scale 5 (torch accumulates in double; the scan's 9 steps are ~4 ulps)
     case("logcumsumexp-long-rows", Fn(lambda x: torch.logcumsumexp(x * 5, 1)), (4, 300),
          expect_converters=LOGCUMSUMEXP),
-    case("logcumsumexp-channels-last", ConvThen(lambda y: (torch.logcumsumexp(y, 1),
-                                                           torch.logcumsumexp(y, 3))),
+    case("logcumsumexp-channels-last", tied_conv_then(lambda y: (torch.logcumsumexp(y, 1),
+                                                                 torch.logcumsumexp(y, 3))),
          (2, 3, 9, 8), expect_converters=LOGCUMSUMEXP),
     case("logcumsumexp-0-dim-and-empty", Fn(lambda x: (
         torch.logcumsumexp(x[0, 0], 0), torch.logcumsumexp(x[:, :0], 1),
@@ -97,8 +89,8 @@ CASES = [
         a.kthvalue(3, 1).values, b.kthvalue(1, 0, keepdim=True).values,
         (a * 3).short().kthvalue(4, 1).values, a[0, 0].kthvalue(1).values)),
          lambda: near_limits(torch.int32), expect_converters=KTH),
-    case("kthvalue-channels-last", ConvThen(lambda y: (y.kthvalue(2, 1).values,
-                                                       y.kthvalue(3, 2, True).values)),
+    case("kthvalue-channels-last", tied_conv_then(lambda y: (y.kthvalue(2, 1).values,
+                                                             y.kthvalue(3, 2, True).values)),
          (2, 3, 9, 8), expect_converters=KTH),
     case("median-nanmedian-special-pairs", Fn(_medians), all_pairs, expect_converters=MEDIANS),
     case("median-nanmedian-ties-odd-and-even", Fn(lambda x: (
@@ -109,8 +101,8 @@ CASES = [
                                                  a.median(), b.nanmedian(), *a.nanmedian(0))),
          lambda: near_limits(torch.int32),
          expect_converters=("aten_median_dim", "aten_median_default")),
-    case("median-channels-last", ConvThen(lambda y: (*y.median(1), y.nanmedian(3, True)[0],
-                                                     y.median(), y[:, :2].nanmedian())),
+    case("median-channels-last", tied_conv_then(lambda y: (*y.median(1), y.nanmedian(3, True)[0],
+                                                           y.median(), y[:, :2].nanmedian())),
          (2, 3, 9, 8), expect_converters=MEDIANS),
 ]
 
