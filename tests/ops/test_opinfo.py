@@ -9,7 +9,7 @@ never a raw exception, never crossport's own check failing. ``CONVERTED`` OpInfo
 refused when the sweep ran and have converters since: their samples must match (PASS). The
 lists come from ``benchmarks/opinfo_sweep.py`` (docs/parity.md, "OpInfo sweep"): the OpInfos
 whose samples all passed or were refused. ``FAST`` is a representative subset (34 OpInfos, ~30 s on one
-core); the rest is ``slow`` (558 OpInfos, ~18 minutes on one shared core).
+core); the rest is ``slow`` (556 OpInfos, ~18 minutes on one shared core).
 """
 
 from __future__ import annotations
