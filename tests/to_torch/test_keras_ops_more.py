@@ -209,7 +209,8 @@ def test_new_ops_export_and_write_source(tmp_path):
     values, indices = ops.top_k(ops.sort(y, axis=1), 2)
     out = ops.stack([ops.take(x, ids), ops.take_along_axis(
         x[:, :, 1], ops.argsort(x[:, :, 2]), axis=1)[:, :3]], axis=-1)
-    model = keras.Model([x, ids], [values, indices, out, ops.log_softmax(y, axis=1)])
+    model = keras.Model([x, ids], [values, indices, out, ops.log_softmax(y, axis=1),
+                                   ops.cumprod(y, axis=1), ops.cumsum(x)])
     conv = assert_to_torch(model, int_high=5, export=True)
     path = crossport.to_torch_source(conv, tmp_path / "model_torch.py")
     written = load_written(path)
@@ -421,7 +422,7 @@ def test_cumulative_ops_overflow_and_underflow_as_tf_float32(fn, rows):
     max, [max, 10, 0.01] 3e37, [1e-30, 1e-30, 1e30, 1e30] 1; TF: inf, inf, 0)."""
     values = np.asarray(rows, np.float32).T[None]           # (1, 4 steps, rows)
     x = keras.Input(values.shape[1:])
-    model = keras.Model(x, [fn(x, axis=1), fn(_t(x), axis=-1)])
+    model = keras.Model(x, [fn(x, axis=1), fn(_t(x), axis=-1), fn(_t(x))])  # None: rows in turn
     net = crossport.to_torch(model, (torch.from_numpy(values),))
     want, got = _run(model, net, values)
     for w, g in zip(want, got):

@@ -28,6 +28,7 @@ import torch
 from crossport.layout import physical_axis
 from crossport.layout.policy import Policy
 from crossport.to_torch.context import Context, Held
+from crossport.to_torch.ops.indexing import _flat
 from crossport.to_torch.registry import register_op
 
 # a float64 sum or product rounds to float32 inf from here on: 2**128 - 2**103 is half an
@@ -90,19 +91,14 @@ def float32_cumprod(ctx: Context, x, dim: int, rank: int):
     return ctx.call_method("to", call(torch.where, seen, stuck, total), torch.float32)
 
 
-def _cumulative_supported(op) -> str | None:
-    if op.axis is None:
-        return "a cumulative sum/product over the flattened tensor (axis=None) is not converted"
-    return None
-
-
-@register_op("Cumsum", "Cumprod", policy=Policy.CUSTOM, supports=_cumulative_supported,
-             keeps_layout=True)
+@register_op("Cumsum", "Cumprod", policy=Policy.CUSTOM, keeps_layout=True)
 def Cumulative(ctx: Context, op, x: Held) -> Held:
-    """keras.ops.cumsum / cumprod(x, axis): on the held dim, in Keras' dtype (int32 stays
-    int32; torch widens it to int64), float32 as TF's float32 accumulator (above)."""
-    x = ctx.plain(x)
-    dim, want = physical_axis(x.layout, int(op.axis)), ctx.output_dtype()
+    """keras.ops.cumsum / cumprod(x, axis): on the held dim (``axis=None``: over the tensor
+    flattened in Keras order), in Keras' dtype (int32 stays int32; torch widens it to
+    int64), float32 as TF's float32 accumulator (above)."""
+    x = _flat(ctx, ctx.plain(x)) if op.axis is None else ctx.plain(x)
+    dim = physical_axis(x.layout, 0 if op.axis is None else int(op.axis))
+    want = ctx.output_dtype()
     product = type(op).__name__ == "Cumprod"
     if want == torch.float32:
         values = x.node
