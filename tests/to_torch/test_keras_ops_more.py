@@ -209,7 +209,8 @@ def test_new_ops_export_and_write_source(tmp_path):
     values, indices = ops.top_k(ops.sort(y, axis=1), 2)
     out = ops.stack([ops.take(x, ids), ops.take_along_axis(
         x[:, :, 1], ops.argsort(x[:, :, 2]), axis=1)[:, :3]], axis=-1)
-    model = keras.Model([x, ids], [values, indices, out, ops.log_softmax(y, axis=1)])
+    model = keras.Model([x, ids], [values, indices, out, ops.log_softmax(y, axis=1),
+                                   ops.cumprod(y, axis=1), ops.cumsum(x)])
     conv = assert_to_torch(model, int_high=5, export=True)
     path = crossport.to_torch_source(conv, tmp_path / "model_torch.py")
     written = load_written(path)
@@ -389,3 +390,53 @@ PAD_PROD = {
 def test_pad_and_prod(shape, fn):
     x = keras.Input(shape)
     assert_to_torch(keras.Model(x, fn(x)))
+
+
+_MAX, _INF, _NAN = float(np.finfo(np.float32).max), np.inf, np.nan
+
+# Rows along the cumulated axis where torch's float64 accumulation (its CPU kernels for
+# float32) and TF's float32 accumulator differ in kind, not in rounding.
+CUMULATIVE_SPECIALS = {
+    "cumsum-overflow-stays-inf": (ops.cumsum, [
+        [_MAX, _MAX, -_MAX, 1.0], [_MAX, _MAX, -_INF, 1.0], [-_MAX, -_MAX, _MAX, _MAX],
+        [_INF, 1.0, -_INF, 1.0], [1.0, _NAN, _INF, 1.0], [-0.0, -0.0, 0.0, 1.0]]),
+    "cumprod-overflow-stays-inf": (ops.cumprod, [
+        [_MAX, 10.0, 0.01, 1.0], [_MAX, 2.0, 0.0, 1.0], [_MAX, 10.0, -1.0, 1e-30],
+        [_INF, -1.0, 0.0, 1.0]]),
+    "cumprod-underflow-flushes-to-zero": (ops.cumprod, [
+        [1e-30, 1e-30, 1e30, 1e30], [1e-30, 1e-30, _INF, 1.0], [2e-38, 0.5, 4.0, 1.0],
+        [-1e-30, 1e-30, -1.0, 1e30]]),
+    "nancumsum-overflow-stays-inf": (ops.nancumsum, [
+        [_INF, _INF, -_MAX, 1.0], [_MAX, _NAN, _MAX, -_INF]]),
+    "nancumprod-underflow-flushes-to-zero": (ops.nancumprod, [
+        [1e-30, 1e-30, 1e30, 1e30], [1e-30, _NAN, 1e-30, 1e30]]),
+}
+
+
+@pytest.mark.parametrize("fn, rows", CUMULATIVE_SPECIALS.values(),
+                         ids=CUMULATIVE_SPECIALS.keys())
+def test_cumulative_ops_overflow_and_underflow_as_tf_float32(fn, rows):
+    """A float32 sum or product past float32's range stays ±inf (NaN after an opposite
+    infinity or a zero), one below its smallest normal value 0, as in TF: torch's CPU
+    kernels accumulate in float64, whose partial results came back ([max, max, -max] ended
+    max, [max, 10, 0.01] 3e37, [1e-30, 1e-30, 1e30, 1e30] 1; TF: inf, inf, 0)."""
+    values = np.asarray(rows, np.float32).T[None]           # (1, 4 steps, rows)
+    x = keras.Input(values.shape[1:])
+    model = keras.Model(x, [fn(x, axis=1), fn(_t(x), axis=-1), fn(_t(x))])  # None: rows in turn
+    net = crossport.to_torch(model, (torch.from_numpy(values),))
+    want, got = _run(model, net, values)
+    for w, g in zip(want, got):
+        assert w.dtype == g.dtype
+        np.testing.assert_allclose(g, w, rtol=1e-6)       # NaN and ±inf positions exactly
+        signed = ~np.isnan(w)                             # the sign of a NaN is no value
+        np.testing.assert_array_equal(np.signbit(g[signed]), np.signbit(w[signed]))
+
+
+def test_cumulative_ints_wrap_as_tf():
+    """int32 sums and products wrap in int32 in TF and in the module; bools count as int32."""
+    x = keras.Input((4,), dtype="int32")
+    model = keras.Model(x, [ops.cumsum(x, axis=-1), ops.cumprod(x, axis=-1),
+                            ops.cumsum(x > 0, axis=-1)])
+    values = np.asarray([[2**31 - 1, 1, 5, -2**31], [65536, 65536, 3, -1]], np.int32)
+    net = crossport.to_torch(model, (torch.from_numpy(values),))
+    _assert_same(model, net, values)

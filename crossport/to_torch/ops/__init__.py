@@ -6,6 +6,7 @@ from crossport.to_torch.ops import (  # noqa: F401  (registers on import)
     conv,
     core,
     crossport_layers,
+    cumulative,
     elementwise,
     fft,
     indexing,

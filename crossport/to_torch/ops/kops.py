@@ -565,21 +565,3 @@ def Argmax(ctx: Context, op, x: Held) -> Held:
     shape = tuple((1 if i == axis else s) for i, s in enumerate(x.shape)) if op.keepdims \
         else tuple(s for i, s in enumerate(x.shape) if i != axis)
     return Held(node, layout, shape)
-
-
-def _cumulative_supported(op) -> str | None:
-    if op.axis is None:
-        return "a cumulative sum/product over the flattened tensor (axis=None) is not converted"
-    return None
-
-
-@register_op("Cumsum", "Cumprod", policy=Policy.CUSTOM, supports=_cumulative_supported,
-             keeps_layout=True)
-def Cumulative(ctx: Context, op, x: Held) -> Held:
-    """keras.ops.cumsum / cumprod(x, axis): on the held dim, in Keras' dtype (int32 stays
-    int32; torch widens it to int64)."""
-    x = ctx.plain(x)
-    fn = torch.cumsum if type(op).__name__ == "Cumsum" else torch.cumprod
-    node = ctx.call_function(fn, x.node, physical_axis(x.layout, int(op.axis)),
-                             dtype=ctx.output_dtype())
-    return Held(node, x.layout, x.shape)

@@ -7,9 +7,9 @@ nanmax / nanmin, ``quantiles.py`` nanquantile / nanpercentile / nanmedian):
 * ``nancumsum`` / ``nancumprod``: Keras' ``nan_to_num`` first, which also makes ``±inf`` the
   dtype's largest finite values (torch's ``nancumsum`` would keep them), then the cumulative
   op (``axis=None``: over the flattened tensor), bools as int32; a float32 sum or product
-  overflows as TF's float32 accumulator does (torch's CPU kernels accumulate in float64:
-  ``[max, max, -max]`` would end finite, ``[max, 2, 0]`` 0 where TF gives NaN), an
-  infinity from the first overflowing partial result on (a product's NaN from a later 0);
+  overflows (and a product underflows) as TF's float32 accumulator does
+  (``cumulative.py``: torch's CPU kernels accumulate in float64, so ``[max, max, -max]``
+  would end finite, ``[max, 2, 0]`` 0 where TF gives NaN);
 * ``nanargmax`` / ``nanargmin``: NaN as ``∓inf``, Keras' argmax (``-0.0`` just below 0, the
   first of ties), an all-NaN slice -1; int32.
 """
@@ -23,6 +23,7 @@ import torch
 from crossport.layout import normalize_dim
 from crossport.layout.policy import Policy
 from crossport.to_torch.context import Context
+from crossport.to_torch.ops.cumulative import float32_cumprod, float32_cumsum
 from crossport.to_torch.ops.numeric import _dims, _float, _nan_supported, _rank
 from crossport.to_torch.registry import register_op
 
@@ -82,57 +83,10 @@ def Nancumulative(ctx: Context, op, x):
     else:
         axis = normalize_dim(int(op.axis), _rank(ctx))
     if want == torch.float32:
-        return (_float32_cumprod if product else _float32_cumsum)(ctx, x, axis)
+        rank = len(ctx.output_shapes[0])
+        return (float32_cumprod if product else float32_cumsum)(ctx, x, axis, rank)
     fn = torch.cumprod if product else torch.cumsum
     return call(fn, x, axis, dtype=want)
-
-
-# the float32 rounding of a sum from here on is inf: 2**128 - 2**103 (half an ulp past max)
-_FLOAT32_OVERFLOW = float(2**128 - 2**103)
-
-
-def _float32_cumsum(ctx: Context, x, axis: int):
-    """A float32 cumulative sum as TF's float32 accumulator gives it: torch's CPU kernel
-    accumulates in float64, so ``[max, max, -max]`` ends finite there and ``inf`` in TF,
-    and nan_to_num's ``±max`` make such sums common. The float64 partial sums, rounded to
-    float32, with an infinity kept from the first partial sum that overflows float32 on."""
-    call = ctx.call_function
-    total = call(torch.cumsum, ctx.call_method("to", x, torch.float64), axis)
-    over = ctx.call_method("to", call(operator.ge, total, _FLOAT32_OVERFLOW), torch.int64)
-    under = ctx.call_method("to", call(operator.le, total, -_FLOAT32_OVERFLOW), torch.int64)
-    length = ctx.call_method("size", total, axis)
-    rank = len(ctx.output_shapes[0])
-    steps = ctx.call_method("reshape", call(torch.arange, length), -1,
-                            *([1] * (rank - axis - 1)))
-    # the first overflow along the axis wins: an earlier index codes higher, the sign in bit 0
-    code = call(operator.mul, call(operator.add, over, under),
-                call(operator.add, call(operator.mul, call(operator.sub, length, steps), 2),
-                     over))
-    first = call(operator.getitem, call(torch.cummax, code, axis), 0)
-    rounded = ctx.call_method("to", total, torch.float32)
-    signed = call(torch.where, call(operator.eq, call(operator.mod, first, 2), 1),
-                  float("inf"), float("-inf"))
-    return call(torch.where, call(operator.gt, first, 0), signed, rounded)
-
-
-def _float32_cumprod(ctx: Context, x, axis: int):
-    """A float32 cumulative product as TF's float32 accumulator gives it where it overflows:
-    torch's CPU kernel multiplies in float64, so ``[max, 10, 0.01]`` ends at ``3e37`` there
-    and ``inf`` in TF, and ``[max, 2, 0]`` at 0 where TF's ``inf * 0`` is NaN. From the first
-    float64 partial product that rounds past float32's range on: ``±inf`` (the sign of the
-    float64 product), NaN from a zero factor on (a zero before it keeps the product 0)."""
-    call = ctx.call_function
-    total = call(torch.cumprod, ctx.call_method("to", x, torch.float64), axis)
-    over = call(operator.ge, call(torch.abs, total), _FLOAT32_OVERFLOW)
-    overflowed = call(operator.getitem, call(torch.cummax, ctx.call_method(
-        "to", over, torch.int8), axis), 0)
-    zero_seen = call(operator.gt, call(torch.cumsum, ctx.call_method(
-        "to", call(operator.eq, x, 0), torch.int32), axis), 0)
-    infinite = call(torch.where, zero_seen, float("nan"), call(
-        torch.where, call(operator.lt, total, 0), float("-inf"), float("inf")))
-    return call(torch.where, call(operator.gt, overflowed, 0),
-                ctx.call_method("to", infinite, torch.float32),
-                ctx.call_method("to", total, torch.float32))
 
 
 @register_op("Nanargmax", "Nanargmin", policy=Policy.CANONICAL)
