@@ -58,6 +58,10 @@ def _load(kmodel_or_path):
     return kmodel_or_path
 
 
+# unsigned dtypes torch has for storage only: no arithmetic, comparison or reduction kernels
+_STORAGE_ONLY = (torch.uint16, torch.uint32, torch.uint64)
+
+
 def _example(example_args) -> tuple:
     if isinstance(example_args, (torch.Tensor, np.ndarray)):
         example_args = (example_args,)
@@ -68,6 +72,10 @@ def _example(example_args) -> tuple:
         if not isinstance(a, torch.Tensor):
             raise InputError(f"example inputs must be torch tensors or numpy arrays, got "
                              f"{type(a).__name__}")
+        if a.dtype in _STORAGE_ONLY:
+            raise InputError(f"example input {len(out)} is {a.dtype}, which torch stores but "
+                             "cannot compute on (no CPU kernels); give the Keras model an "
+                             "int32 / int64 input instead")
         out.append(a)
     return tuple(out)
 

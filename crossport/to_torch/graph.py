@@ -422,6 +422,21 @@ def _half_precision_reason(node: KNode) -> str | None:
     return f"{HALF_PREFIX} {half[0]} values"
 
 
+_WIDE_UNSIGNED = ("uint16", "uint32", "uint64")
+
+
+def _wide_unsigned_reason(node: KNode) -> str | None:
+    """A node reading or making uint16/uint32/uint64 values: torch has those dtypes for
+    storage only (its CPU kernels implement no arithmetic, comparison or reduction on them)."""
+    dtypes = {keras.backend.standardize_dtype(t.dtype)
+              for t in [*node.input_tensors(), *node.outputs] if _is_tensor(t)}
+    wide = sorted(dtypes & set(_WIDE_UNSIGNED))
+    if not wide:
+        return None
+    return (f"holds {wide[0]} values, which torch stores but cannot compute on (no CPU "
+            "kernels); cast to int32 / int64 first (keras.ops.cast)")
+
+
 HALF_PREFIX = "computes on"
 HALF_ADVICE = ("TF's float16 / bfloat16 arithmetic (its rounding, its reductions, Keras' "
                "result dtypes) is not reproduced: cast to float32 first (keras.ops.cast)")
@@ -435,7 +450,8 @@ def _unsupported_reason(node: KNode) -> str | None:
         return "Lambda layers run arbitrary Python; rewrite it with keras.ops or a layer"
     if isinstance(op, keras.Model):
         return "subclassed model without a functional graph"
-    precision = precision_refusal(op, traced=False) or _half_precision_reason(node)
+    precision = (precision_refusal(op, traced=False) or _half_precision_reason(node)
+                 or _wide_unsigned_reason(node))
     if precision:
         return precision
     if node.converter is None:

@@ -3,7 +3,8 @@ compute dtype, and under a mixed policy every variable read too. A traced custom
 (``call()`` run directly) gets the input casts as ops of its trace and converts at float32
 and float64 compute; float16 / bfloat16 compute (mixed or not, traced or converted) and
 keras.ops on half-precision values are refused with one line per kind; bfloat16 tensors
-cross the boundary (example inputs, casts) without a crash."""
+cross the boundary (example inputs, casts) without a crash; uint16/32/64, which torch cannot
+compute on, are refused."""
 
 import keras
 import numpy as np
@@ -146,3 +147,19 @@ def test_float32_custom_layer_with_a_dense_still_converts():
 
     inputs = keras.Input((5, 3), dtype="float64")
     assert_to_torch(keras.Model(inputs, Block()(inputs)), live=False)
+
+
+@pytest.mark.parametrize("dtype", ["uint16", "uint32", "uint64"])
+def test_wide_unsigned_values_are_refused_by_name(dtype):
+    """torch stores uint16/32/64 but has no CPU kernels computing on them: a model holding
+    them is refused naming its ops, an example of that dtype is an InputError (both raised
+    NotImplementedError "min_all" from the check before)."""
+    inputs = keras.Input((3,), dtype="int32")
+    wide = ops.cast(inputs, dtype)
+    model = keras.Model(inputs, ops.cast(ops.cumsum(wide, axis=1), "float32"))
+    with pytest.raises(crossport.UnsupportedLayerError,
+                       match=rf"cumsum\w* \(Cumsum\): holds {dtype} values, which torch "
+                             r"stores but cannot compute on"):
+        crossport.to_torch(model, (np.arange(6, dtype="int32").reshape(2, 3),))
+    with pytest.raises(crossport.InputError, match=rf"example input 0 is torch\.{dtype}"):
+        crossport.to_torch(model, (np.arange(6, dtype=dtype).reshape(2, 3),))
