@@ -390,3 +390,22 @@ def test_grid_sample_3d_matches_torch_on_litert(mode, tmp_path):
             np.testing.assert_array_equal(g[finite], w[finite])
         else:
             np.testing.assert_allclose(g[finite], w[finite], rtol=1e-5, atol=1e-6)
+
+
+def _aliases_and_signbit(x, n):
+    return (torch.view_copy(x, (4, -1)), torch.permute_copy(x, (1, 0)),
+            *torch.unbind_copy(x[:2], 0), torch.narrow_copy(x, 1, -3, 2), torch.signbit(x),
+            torch.signbit(n), torch.signbit(n > 0))
+
+
+def test_copy_aliases_and_signbit_match_torch_on_litert(tmp_path):
+    """view/permute/unbind/narrow_copy, and signbit as a BITCAST: -0.0, -inf and a NaN with
+    its sign bit set read negative on LiteRT as in torch; int32 as x < 0, bools False."""
+    x = torch.cat([_specials()[0][0], torch.tensor([-float("nan"), -1e-45, 1e-45, 7.0])])
+    x = x.reshape(4, 4)
+    n = torch.tensor([[-2**31, -1, 0, 2**31 - 1]], dtype=torch.int32)
+    module = Fn(_aliases_and_signbit)
+    got = _export_and_run(module, (torch.randn(4, 4), n - 5), (x, n), tmp_path / "m.tflite")
+    assert "BITCAST" in tflite_op_names(tmp_path / "m.tflite")
+    for g, w in zip(got, _torch_outputs(module, (x, n)), strict=True):
+        np.testing.assert_array_equal(g.view(np.uint8), w.view(np.uint8))  # NaN bits too

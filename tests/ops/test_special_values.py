@@ -22,7 +22,7 @@ import torch
 
 from crossport.parity.verify import run_keras
 from tests.harness import assert_converts
-from tests.ops.opcases import Fn, case
+from tests.ops.opcases import ConvThen, Fn, case
 
 NAN, INF = float("nan"), float("inf")
 # no pair of these divides past float32's range or into subnormals
@@ -35,6 +35,14 @@ def all_pairs():
     s = torch.tensor(SPECIALS)
     n = len(SPECIALS)
     return s.repeat_interleave(n).reshape(n, n), s.repeat(n).reshape(n, n)
+
+
+def with_negative_nan():
+    """``all_pairs`` with NaNs whose sign bit is set and the smallest subnormals of both
+    signs (torch's signbit reads the bit)."""
+    a, b = all_pairs()
+    extra = torch.tensor([-NAN, 1e-45, -1e-45, -NAN, NAN])
+    return torch.cat([a.flatten(), extra]), torch.cat([b, -b.abs()], 1)
 
 
 def near_limits(dtype, divisor=False):
@@ -116,6 +124,16 @@ FLOAT_CASES = [
     case("cumprod-through-special-values", Fn(lambda a, b: (torch.cumprod(b[:, 5:], 1),
                                                             torch.cumprod(a[::3], 0))),
          all_pairs, expect_converters=("aten_cumprod_default",)),
+    # was "no converter": the sign bit itself (-0.0, -inf, a NaN with the sign bit set,
+    # negative subnormals), also of a channels-last conv output
+    case("signbit-special-values-and-negative-nan",
+         Fn(lambda a, b: (torch.signbit(a), torch.signbit(b))), with_negative_nan,
+         expect_converters=("aten_signbit_default",)),
+    case("signbit-float64", Fn(lambda a, b: torch.signbit(a)),
+         lambda: tuple(t.double() for t in with_negative_nan()),
+         expect_converters=("aten_signbit_default",)),
+    case("signbit-after-conv", ConvThen(torch.signbit), lambda: (torch.randn(2, 3, 6, 6),),
+         expect_converters=("aten_conv_nd", "aten_signbit_default")),
 ]
 
 INT_CASES = [
@@ -167,6 +185,11 @@ INT_CASES = [
                             "aten_floor_divide_default")),
     case("where-bool-tensor-int-scalar-is-int64", Fn(lambda a, b: torch.where(a > b, a > 0, 2)),
          lambda: near_limits(torch.int8), expect_converters=("aten_where_self",)),
+    case("signbit-int64-int32-int8-near-limits",
+         Fn(lambda a, b: (torch.signbit(a), torch.signbit(a.int()), torch.signbit(a.to(torch.int8)))),
+         lambda: near_limits(torch.int64), expect_converters=("aten_signbit_default",)),
+    case("signbit-uint8-and-bool", Fn(lambda a, b: (torch.signbit(a), torch.signbit(a > 3))),
+         lambda: near_limits(torch.uint8), expect_converters=("aten_signbit_default",)),
     case("int8-plus-int64-and-float", Fn(lambda a, b: (a + b.long(), a * 1.5)),
          lambda: near_limits(torch.int8), expect_converters=("aten_add_tensor", "aten_mul_tensor")),
 ]

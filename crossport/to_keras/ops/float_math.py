@@ -103,3 +103,14 @@ def aten_copysign_tensor(ctx, self, other):
         other = _float_operand(other, want)
     magnitude = ops.abs(self)
     return ops.where(sign_bit(other), negated(magnitude), magnitude)
+
+
+
+@register(aten.signbit.default, policy=Policy.AGNOSTIC, dynamic=True)
+def aten_signbit_default(ctx, self):
+    """signbit(Tensor self) -> Tensor: the sign bit of floats read as an integer of their
+    width (-0.0, -inf and a NaN with its sign bit set are True, as torch reads them; a
+    BITCAST in LiteRT); integers ``x < 0``; bools are never negative."""
+    if keras.backend.standardize_dtype(self.dtype) == "bool":
+        return ops.zeros_like(self, dtype="bool")
+    return sign_bit(self)
