@@ -230,13 +230,16 @@ def _scatter_reductions(x, s):
     return (tuple(x.scatter_reduce(0, index, s, r, include_self=i)
                   for r in reductions for i in (True, False))
             + tuple(x.index_reduce(1, torch.tensor([0, 2, 2, 5, 0, 5]), s, r)
-                    for r in reductions if r != "sum"))
+                    for r in reductions if r != "sum")
+            + tuple(x.scatter(0, index, v, reduce=r) for r in ("add", "multiply")
+                    for v in (s, 2)))
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int32, torch.bool])
 def test_scatter_and_index_reduce_match_torch_on_litert(dtype, tmp_path):
     """UNSORTED_SEGMENT_SUM/PROD/MAX/MIN: NaN, +-inf (targets receiving only -inf or
-    only +inf), integer floor means and bool or/and give torch's values on LiteRT."""
+    only +inf), integer floor means and bool or/and give torch's values on LiteRT (also
+    through Tensor.scatter(reduce='add' | 'multiply'))."""
     from tests.ops.test_segment import SPECIAL
 
     if dtype == torch.float32:
