@@ -2,6 +2,8 @@
 on the LiteRT interpreter: builtin-only files that give torch's values on the extremes, or a
 clear refusal at export."""
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -412,3 +414,26 @@ def test_copy_aliases_and_signbit_match_torch_on_litert(tmp_path):
     assert "BITCAST" in tflite_op_names(tmp_path / "m.tflite")
     for g, w in zip(got, _torch_outputs(module, (x, n)), strict=True):
         np.testing.assert_array_equal(g.view(np.uint8), w.view(np.uint8))  # NaN bits too
+
+
+def _products_and_distances(s, a, b):
+    # a matrix-vector product runs as FULLY_CONNECTED, which clamps an infinite result to
+    # +-FLT_MAX (a @ v too; docs/parity.md): the products kept get finite factors
+    f = torch.where(a.isinf(), 7.0, a)
+    return (torch.addmv(s[:, 0], f[0], b[0, :, 1], beta=0.5, alpha=2),
+            torch.addmv(s[:, 1], f[1], b[1, :, 0], beta=0),
+            torch.addbmm(s, a, b, alpha=0), torch.addbmm(s, f, b.nan_to_num(), beta=-1),
+            torch.conj_physical(s),
+            *(torch.dist(a[0], b[0, :, :3], p) for p in (0, 0.5, 1, 2, 3, -1, math.inf, -math.inf)))
+
+
+def test_addmv_addbmm_dist_match_torch_on_litert(tmp_path):
+    """addmv/addbmm with torch's beta=0 / alpha=0 rules (NaN and inf left out) and dist for
+    every p on special values (BATCH_MATMUL, SUM, POW ... builtins)."""
+    from tests.ops.test_linear import _special_operands
+
+    args = _special_operands()
+    example = tuple(torch.randn(t.shape) for t in args)
+    got = _export_and_run(Fn(_products_and_distances), example, args, tmp_path / "m.tflite")
+    for g, w in zip(got, _torch_outputs(Fn(_products_and_distances), args), strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-6, atol=0)

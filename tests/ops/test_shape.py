@@ -194,6 +194,9 @@ CASES = [
          (1, 3, 6, 6), expect_converters=("aten_conv_nd", "aten_dropout_default")),
     case("contiguous-clone", Fn(lambda x: x.transpose(1, 2).contiguous().clone()), (2, 3, 4),
          expect_converters=("aten_clone_default",)),
+    case("conj-physical-of-real-tensors", after_conv(lambda x: (
+        torch.conj_physical(x), torch.conj_physical((x * 9).long()), torch.conj_physical(x > 0))),
+         (1, 3, 6, 6), expect_converters=("aten_conv_nd", "aten_clone_default")),
     case("to-dtype", Fn(lambda x: (x * 4).to(torch.int32)), (2, 3, 4), expect_converters=("aten_mul_tensor", "aten_to_copy_default")),
     case("squeeze-channel-after-conv",
          nn.Sequential(nn.Conv2d(3, 1, 3), Fn(lambda x: x.squeeze(1))),

@@ -451,9 +451,11 @@ def aten_index_select_default(ctx, self, dim, index):
 
 
 @register(aten.clone.default, aten.contiguous.default, aten.alias.default, aten.detach.default,
-          aten.lift_fresh_copy.default, policy=Policy.CUSTOM, keeps_layout=True, dynamic=True)
+          aten.lift_fresh_copy.default, aten.conj_physical.default, policy=Policy.CUSTOM,
+          keeps_layout=True, dynamic=True)
 def aten_clone_default(ctx, self, *args, **kwargs):
-    """clone/contiguous/alias/detach: the identity."""
+    """clone/contiguous/alias/detach, and conj_physical of a real tensor: the identity (a
+    complex one has its own converter, ``complex.py``)."""
     value = as_value(ctx, self)
     ctx.out_layout = value.layout
     return value.tensor
