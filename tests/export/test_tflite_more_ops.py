@@ -437,3 +437,17 @@ def test_addmv_addbmm_dist_match_torch_on_litert(tmp_path):
     got = _export_and_run(Fn(_products_and_distances), example, args, tmp_path / "m.tflite")
     for g, w in zip(got, _torch_outputs(Fn(_products_and_distances), args), strict=True):
         np.testing.assert_allclose(g, w, rtol=1e-6, atol=0)
+
+
+def test_ldexp_matches_torch_on_litert(tmp_path):
+    """ldexp by int64 exponents built from bits (BITCAST of a biased exponent, MUL): exact
+    where torch's result is a normal number, 0, inf or NaN; wrapped exponents as torch's."""
+    from tests.ops.test_special_values import with_exponents
+
+    args = with_exponents()
+    module = Fn(lambda a, e: (torch.ldexp(a, e), torch.ldexp(a, (e % 5).float() - 2)))
+    example = (torch.randn(3, 4), torch.randint(-300, 300, (3, 4)))
+    got = _export_and_run(module, example, args, tmp_path / "m.tflite")
+    for g, w in zip(got, _torch_outputs(module, args), strict=True):  # subnormals flushed
+        normal = ~((w != 0) & (np.abs(w) < np.finfo(np.float32).tiny))
+        np.testing.assert_array_equal(g[normal].view(np.int32), w[normal].view(np.int32))

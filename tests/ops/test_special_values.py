@@ -45,6 +45,20 @@ def with_negative_nan():
     return torch.cat([a.flatten(), extra]), torch.cat([b, -b.abs()], 1)
 
 
+EXPONENTS = [0, 1, -1, 2, 100, 127, 128, 200, 277, 1000, -100, -126, -127, -149, -150, -200,
+             -1000, 2**31 + 5, 2**40, -2**40, 2**63 - 1, -2**63]
+
+
+def with_exponents():
+    """Every special (and the extremes of the normal range) against every exponent, int64:
+    where the scaled value stays finite, overflows, becomes subnormal or 0, and exponents
+    C's int wraps. (No subnormal inputs: TF's CPU kernels read them as 0.)"""
+    s = torch.tensor(SPECIALS + [-3e38, 3e38, 1.5e-38, -1.2e-38])
+    e = torch.tensor(EXPONENTS)
+    return (s.repeat_interleave(len(e)).reshape(len(s), len(e)),
+            e.repeat(len(s)).reshape(len(s), len(e)))
+
+
 def near_limits(dtype, divisor=False):
     """Every value near ``dtype``'s limits and around zero against every other; as a
     divisor, zeros become 1 and ``min / -1`` (undefined in C, SIGFPE) is avoided."""
@@ -134,6 +148,17 @@ FLOAT_CASES = [
          expect_converters=("aten_signbit_default",)),
     case("signbit-after-conv", ConvThen(torch.signbit), lambda: (torch.randn(2, 3, 6, 6),),
          expect_converters=("aten_conv_nd", "aten_signbit_default")),
+    # was "no converter": ldexp scales exactly by an integer exponent (0 * 2**200 is 0, not
+    # 0 * inf; the exponent wraps to 32 bits as torch's C int), by pow(2, e) for a float one
+    case("ldexp-special-values-every-exponent", Fn(lambda a, e: (
+        torch.ldexp(a, e), torch.ldexp(a, e.int()), torch.ldexp(a, (e % 7).float() / 2 - 1.5))),
+         with_exponents,
+         expect_converters=("aten_ldexp_tensor",)),
+    case("ldexp-float64", Fn(lambda a, e: (torch.ldexp(a.double(), e),
+                                           torch.ldexp(a.double() * 1e300, -e * 5))),
+         with_exponents, expect_converters=("aten_ldexp_tensor",)),
+    case("ldexp-after-conv", ConvThen(lambda y: torch.ldexp(y, (y * 40).long())),
+         lambda: (torch.randn(2, 3, 6, 6),), expect_converters=("aten_conv_nd", "aten_ldexp_tensor")),
 ]
 
 INT_CASES = [
@@ -190,6 +215,9 @@ INT_CASES = [
          lambda: near_limits(torch.int64), expect_converters=("aten_signbit_default",)),
     case("signbit-uint8-and-bool", Fn(lambda a, b: (torch.signbit(a), torch.signbit(a > 3))),
          lambda: near_limits(torch.uint8), expect_converters=("aten_signbit_default",)),
+    case("ldexp-of-integers", Fn(lambda a, b: (torch.ldexp(a, b.clamp(-40, 40)),
+                                               torch.ldexp(a.int(), b.clamp(-3, 3).to(torch.int8)))),
+         lambda: near_limits(torch.int64), expect_converters=("aten_ldexp_tensor",)),
     case("int8-plus-int64-and-float", Fn(lambda a, b: (a + b.long(), a * 1.5)),
          lambda: near_limits(torch.int8), expect_converters=("aten_add_tensor", "aten_mul_tensor")),
 ]
@@ -221,3 +249,20 @@ def test_float_division_on_special_values(module, make_inputs, kwargs):
 @pytest.mark.parametrize("module, make_inputs, kwargs", INT_CASES)
 def test_integers_near_their_limits(module, make_inputs, kwargs):
     assert_converts(module, make_inputs(), **kwargs)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_ldexp_by_integers_is_exact(dtype):
+    """Bit for bit where torch's result is a normal number, zero, inf or NaN (a subnormal
+    result is flushed to zero by TF's CPU kernels): the normalized comparison above would
+    hide an error in a small value beside a huge one."""
+    a, e = with_exponents()
+    a = a.to(dtype)
+    module = Fn(torch.ldexp).eval()
+    conversion = assert_converts(module, (a, e), expect_converters=("aten_ldexp_tensor",))
+    want = module(a, e).numpy()
+    got = np.asarray(run_keras(conversion.model, (a, e), False, like=torch.ldexp(a, e))[0])
+    tiny = np.finfo(want.dtype).tiny
+    normal = ~((want != 0) & (np.abs(want) < tiny))
+    bits = {np.float32: np.int32, np.float64: np.int64}[want.dtype.type]
+    assert np.array_equal(got[normal].view(bits), want[normal].view(bits))
