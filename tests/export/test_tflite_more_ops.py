@@ -451,3 +451,27 @@ def test_ldexp_matches_torch_on_litert(tmp_path):
     for g, w in zip(got, _torch_outputs(module, args), strict=True):  # subnormals flushed
         normal = ~((w != 0) & (np.abs(w) < np.finfo(np.float32).tiny))
         np.testing.assert_array_equal(g[normal].view(np.int32), w[normal].view(np.int32))
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int16, torch.int8, torch.uint8])
+def test_gcd_lcm_match_torch_on_litert(dtype, tmp_path):
+    """gcd/lcm near the type's limits (abs of the minimum, wrapping lcm, Euclid's slowest
+    inputs) bit for bit on LiteRT: FLOOR_MOD, FLOOR_DIV, NEG, ABS, SELECT builtins."""
+    from tests.ops.test_integer import gcd_lcm, number_theory_pairs
+
+    args = number_theory_pairs(dtype)
+    got = _export_and_run(Fn(gcd_lcm), args, args, tmp_path / "m.tflite")
+    for g, w in zip(got, _torch_outputs(Fn(gcd_lcm), args), strict=True):
+        np.testing.assert_array_equal(g, w)
+
+
+def test_int64_gcd_exports_and_int64_lcm_is_refused(tmp_path):
+    """int64 gcd needs FLOOR_MOD only (LiteRT has it); int64 lcm divides and takes abs,
+    which LiteRT has no int64 kernels for: an ExportError naming aten.lcm, no file."""
+    from tests.ops.test_integer import number_theory_pairs
+
+    args = number_theory_pairs(torch.int64)
+    got = _export_and_run(Fn(torch.gcd), args, args, tmp_path / "gcd" / "m.tflite")
+    np.testing.assert_array_equal(got[0], torch.gcd(*args).numpy())
+    (tmp_path / "lcm").mkdir()
+    _assert_no_builtin(Fn(torch.lcm), args, "FloorDiv", "lcm", tmp_path / "lcm" / "m.tflite")
