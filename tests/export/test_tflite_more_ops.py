@@ -475,3 +475,15 @@ def test_int64_gcd_exports_and_int64_lcm_is_refused(tmp_path):
     np.testing.assert_array_equal(got[0], torch.gcd(*args).numpy())
     (tmp_path / "lcm").mkdir()
     _assert_no_builtin(Fn(torch.lcm), args, "FloorDiv", "lcm", tmp_path / "lcm" / "m.tflite")
+
+
+def test_nonzero_static_matches_torch_on_litert(tmp_path):
+    """nonzero_static's coordinates (NaN counts, -0.0 does not; cut and filled rows) from
+    CUMSUM, UNSORTED_SEGMENT_SUM, FLOOR_DIV/FLOOR_MOD builtins."""
+    module = Fn(lambda x: (torch.nonzero_static(x, size=12),
+                           torch.nonzero_static(x > 0, size=3, fill_value=9)))
+    x = torch.tensor([[0.0, float("nan"), -0.0, float("inf")], [-1.0, 0.0, 2.0, 0.0],
+                      [0.0, 0.0, 0.0, 1e-30]])
+    got = _export_and_run(module, (torch.randn(3, 4),), (x,), tmp_path / "m.tflite")
+    for g, w in zip(got, _torch_outputs(module, (x,)), strict=True):
+        np.testing.assert_array_equal(g, w)
