@@ -6,6 +6,7 @@ import pytest
 import torch
 from torch import nn
 
+import crossport
 from tests.harness import assert_converts
 from tests.ops.opcases import Fn, case, inputs
 
@@ -58,6 +59,15 @@ CASES = [
     # torch sums int32 into int64 in a one-operand reduction (Keras kept int32)
     case("einsum-int32-reduction-is-int64", Fn(lambda a: torch.einsum("ij->j", (a * 9).int())),
          (3, 4), expect_converters=("aten_einsum_default",)),
+    # Keras' TF einsum computes integers in float32: low bits lost, int32 saturated
+    case("einsum-integers-exact", Fn(lambda a, b: (
+        torch.einsum("bij,bjk->bik", (a * 2**40).long(), (b * 2**20).long()),
+        torch.einsum("...ij,jk", (a * 2**40).long(), (b[0] * 2**20).long()),
+        torch.einsum("i,i", (a[0, :, 0] * 2**30).int(), (a[1, :, 0] * 2**8).int()),
+        torch.einsum("Bj,j->B", (a[0] * 2**40).long(), (b[0, :, 0] * 2**20).long()),
+        torch.einsum("ij,ij->", (a[0] * 2**20).to(torch.int16), (a[1] * 2**4).to(torch.int16)),
+        torch.einsum("i,j", (a[0, 0] * 2**35).long(), (b[0, 0] * 2**35).long()))),
+         [(2, 3, 4), (2, 4, 5)], expect_converters=("aten_einsum_default",)),
     case("einsum-bij-bjk", Fn(lambda a, b: torch.einsum("bij,bjk->bik", a, b)),
          [(2, 3, 4), (2, 4, 5)],
          expect_converters=("aten_einsum_default",)),
@@ -192,3 +202,10 @@ def test_add_products_zero_scalars_ignore_nan_like_torch():
     and addbmm on special values."""
     assert_converts(Fn(_zero_scalars), _special_operands(), max_transposes=None,
                     expect_converters=("aten_addmm_default", *ADDMV, *ADDBMM))
+
+
+def test_integer_einsum_with_a_diagonal_is_refused():
+    """A repeated subscript in one operand of an integer einsum: refused before building."""
+    module = Fn(lambda x: torch.einsum("ii->i", x)).eval()
+    with pytest.raises(crossport.UnsupportedOpError, match=r"einsum with a repeated subscript"):
+        crossport.convert(module, (torch.arange(9).reshape(3, 3),))

@@ -162,7 +162,19 @@ def aten_bmm_default(ctx, self, mat2):
     return _matmul(ctx, self, mat2)
 
 
-@register(aten.einsum.default, policy=Policy.CANONICAL, dynamic=True)
+def _einsum_supports(node, equation, tensors, path=None):
+    dtype = node.meta["val"].dtype
+    if dtype.is_floating_point or dtype == torch.bool:
+        return None
+    operands = equation.replace(" ", "").partition("->")[0].replace("...", "").split(",")
+    if any(len(set(sub)) != len(sub) for sub in operands):
+        return (f"a {dtype} einsum with a repeated subscript in one operand (a diagonal, "
+                f"{equation!r}): compute it in float, or take torch.diagonal first")
+    return None
+
+
+@register(aten.einsum.default, policy=Policy.CANONICAL, supports=_einsum_supports,
+          dynamic=True)
 def aten_einsum_default(ctx, equation, tensors, path=None):
     """einsum(str equation, Tensor[] tensors, *, int[]? path=None) -> Tensor
 
@@ -172,9 +184,61 @@ def aten_einsum_default(ctx, equation, tensors, path=None):
     operands are widened to torch's result dtype first (Keras kept int32).
     """
     want = keras_dtype(ctx.out_dtype)
+    if want != "bool" and not keras.backend.is_float_dtype(want):
+        return _integer_einsum(ctx, equation.replace(" ", ""), tensors, want)
     tensors = [t if keras.backend.standardize_dtype(t.dtype) == want else ops.cast(t, want)
                for t in tensors]
     return ops.einsum(_keras_equation(equation), *tensors)
+
+
+def _integer_einsum(ctx, equation: str, tensors, want: str):
+    """An integer einsum, exact and wrapping as torch's (Keras' TF einsum computes integers
+    in float32, as its matmul does): every operand broadcast over all subscripts (in the
+    order they first appear), the product summed over those the output drops, in 64 bits
+    for int64, else 32 (the same bits mod 2**k as torch's wrapping arithmetic)."""
+    inputs, out = _explicit_subscripts(equation, [len(t.shape) for t in tensors])
+    inputs, out = _split(_keras_equation(",".join(inputs) + "->" + out))  # after torch's order
+    letters = list(dict.fromkeys("".join(inputs)))  # first use: no transpose when it can be
+    wide = "int64" if want in ("int64", "uint64") else "int32"
+    product = None
+    for sub, t in zip(inputs, tensors):
+        x = ops.cast(_operand(ctx, t), wide)
+        order = sorted(range(len(sub)), key=lambda i: letters.index(sub[i]))
+        x = ops.transpose(x, order) if order != list(range(len(sub))) else x
+        for axis, letter in enumerate(letters):
+            if letter not in sub:
+                x = ops.expand_dims(x, axis)
+        product = x if product is None else ops.multiply(product, x)
+    contracted = [i for i, letter in enumerate(letters) if letter not in out]
+    if contracted:
+        product = ops.sum(product, axis=contracted)
+    kept = [letter for letter in letters if letter in out]
+    if kept != list(out):
+        product = ops.transpose(product, [kept.index(letter) for letter in out])
+    return product if want == wide else ops.cast(product, want)
+
+
+def _split(equation: str) -> tuple[list[str], str]:
+    lhs, _, out = equation.partition("->")
+    return lhs.split(","), out
+
+
+def _explicit_subscripts(equation: str, ranks: list[int]) -> tuple[list[str], str]:
+    """Each operand's subscripts and the output's, with ``...`` spelled out as letters
+    (right-aligned, broadcast as torch does) and an implicit output made explicit."""
+    inputs, out = _split(equation)
+    lhs = ",".join(inputs)
+    free = [c for c in "abcdefghijklmnopqrstuvwxyz" if c not in equation]
+    widest = max((rank - len(sub) + 3 for sub, rank in zip(inputs, ranks) if "..." in sub),
+                 default=0)
+    ellipsis = "".join(free[:widest])
+    inputs = [sub.replace("...", ellipsis[widest - (rank - len(sub) + 3):] if widest else "")
+              if "..." in sub else sub for sub, rank in zip(inputs, ranks)]
+    if "->" not in equation:  # implicit: the letters used once, sorted (A-Z, a-z), after ...
+        counts = "".join(inputs)
+        out = "..." * ("..." in lhs) + "".join(
+            sorted(c for c in set(counts) if counts.count(c) == 1 and c not in ellipsis))
+    return inputs, out.replace("...", ellipsis)
 
 
 def _keras_equation(equation: str) -> str:
