@@ -25,13 +25,14 @@ _ATENS_OF = {"Erf": ("erf", "erfinv"),  # erfinv's Newton steps (ops/special.py)
              **{f"UnsortedSegment{r}": ("scatter_reduce", "index_reduce")
                 + (("index_put",) if r in ("Sum", "Max") else ())
                 for r in ("Sum", "Prod", "Max", "Min")},
-             "FloorDiv": ("floor_divide", "div"),  # TFLite's FLOOR_DIV: no int64
+             "FloorDiv": ("floor_divide", "div", "lcm"),  # TFLite's FLOOR_DIV: no int64
+             "Abs": ("abs", "lcm"),  # TFLite's ABS: no int64
              # TF's LU-based matrix kernels (ops/solve.py)
              "MatrixInverse": ("linalg_inv_ex",), "MatrixSolve": ("_linalg_solve_ex",),
              "MatrixDeterminant": ("_linalg_det",),
              "LogMatrixDeterminant": ("_linalg_slogdet",)}
 # TF ops that only integer results bring (a float floor division is converted without it)
-_INTEGER_ONLY = {"FloorDiv"}
+_INTEGER_ONLY = {"FloorDiv", "Abs"}
 # The call targets of transformers 5's default experts path, which does not export: its
 # batched_mm path does (gathers and batched matmuls)
 _MOE_DEFAULT_PATH = {"transformers.grouped_mm_fallback.default"}

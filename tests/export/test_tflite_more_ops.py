@@ -2,6 +2,8 @@
 on the LiteRT interpreter: builtin-only files that give torch's values on the extremes, or a
 clear refusal at export."""
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -230,13 +232,16 @@ def _scatter_reductions(x, s):
     return (tuple(x.scatter_reduce(0, index, s, r, include_self=i)
                   for r in reductions for i in (True, False))
             + tuple(x.index_reduce(1, torch.tensor([0, 2, 2, 5, 0, 5]), s, r)
-                    for r in reductions if r != "sum"))
+                    for r in reductions if r != "sum")
+            + tuple(x.scatter(0, index, v, reduce=r) for r in ("add", "multiply")
+                    for v in (s, 2)))
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int32, torch.bool])
 def test_scatter_and_index_reduce_match_torch_on_litert(dtype, tmp_path):
     """UNSORTED_SEGMENT_SUM/PROD/MAX/MIN: NaN, +-inf (targets receiving only -inf or
-    only +inf), integer floor means and bool or/and give torch's values on LiteRT."""
+    only +inf), integer floor means and bool or/and give torch's values on LiteRT (also
+    through Tensor.scatter(reduce='add' | 'multiply'))."""
     from tests.ops.test_segment import SPECIAL
 
     if dtype == torch.float32:
@@ -390,3 +395,95 @@ def test_grid_sample_3d_matches_torch_on_litert(mode, tmp_path):
             np.testing.assert_array_equal(g[finite], w[finite])
         else:
             np.testing.assert_allclose(g[finite], w[finite], rtol=1e-5, atol=1e-6)
+
+
+def _aliases_and_signbit(x, n):
+    return (torch.view_copy(x, (4, -1)), torch.permute_copy(x, (1, 0)),
+            *torch.unbind_copy(x[:2], 0), torch.narrow_copy(x, 1, -3, 2), torch.signbit(x),
+            torch.signbit(n), torch.signbit(n > 0))
+
+
+def test_copy_aliases_and_signbit_match_torch_on_litert(tmp_path):
+    """view/permute/unbind/narrow_copy, and signbit as a BITCAST: -0.0, -inf and a NaN with
+    its sign bit set read negative on LiteRT as in torch; int32 as x < 0, bools False."""
+    x = torch.cat([_specials()[0][0], torch.tensor([-float("nan"), -1e-45, 1e-45, 7.0])])
+    x = x.reshape(4, 4)
+    n = torch.tensor([[-2**31, -1, 0, 2**31 - 1]], dtype=torch.int32)
+    module = Fn(_aliases_and_signbit)
+    got = _export_and_run(module, (torch.randn(4, 4), n - 5), (x, n), tmp_path / "m.tflite")
+    assert "BITCAST" in tflite_op_names(tmp_path / "m.tflite")
+    for g, w in zip(got, _torch_outputs(module, (x, n)), strict=True):
+        np.testing.assert_array_equal(g.view(np.uint8), w.view(np.uint8))  # NaN bits too
+
+
+def _products_and_distances(s, a, b):
+    # a matrix-vector product runs as FULLY_CONNECTED, which clamps an infinite result to
+    # +-FLT_MAX (a @ v too; docs/parity.md): the products kept get finite factors
+    f = torch.where(a.isinf(), 7.0, a)
+    return (torch.addmv(s[:, 0], f[0], b[0, :, 1], beta=0.5, alpha=2),
+            torch.addmv(s[:, 1], f[1], b[1, :, 0], beta=0),
+            torch.addbmm(s, a, b, alpha=0), torch.addbmm(s, f, b.nan_to_num(), beta=-1),
+            torch.conj_physical(s),
+            *(torch.dist(a[0], b[0, :, :3], p) for p in (0, 0.5, 1, 2, 3, -1, math.inf, -math.inf)))
+
+
+def test_addmv_addbmm_dist_match_torch_on_litert(tmp_path):
+    """addmv/addbmm with torch's beta=0 / alpha=0 rules (NaN and inf left out) and dist for
+    every p on special values (BATCH_MATMUL, SUM, POW ... builtins)."""
+    from tests.ops.test_linear import _special_operands
+
+    args = _special_operands()
+    example = tuple(torch.randn(t.shape) for t in args)
+    got = _export_and_run(Fn(_products_and_distances), example, args, tmp_path / "m.tflite")
+    for g, w in zip(got, _torch_outputs(Fn(_products_and_distances), args), strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-6, atol=0)
+
+
+def test_ldexp_matches_torch_on_litert(tmp_path):
+    """ldexp by int64 exponents built from bits (BITCAST of a biased exponent, MUL): exact
+    where torch's result is a normal number, 0, inf or NaN; wrapped exponents as torch's."""
+    from tests.ops.test_special_values import with_exponents
+
+    args = with_exponents()
+    module = Fn(lambda a, e: (torch.ldexp(a, e), torch.ldexp(a, (e % 5).float() - 2)))
+    example = (torch.randn(3, 4), torch.randint(-300, 300, (3, 4)))
+    got = _export_and_run(module, example, args, tmp_path / "m.tflite")
+    for g, w in zip(got, _torch_outputs(module, args), strict=True):  # subnormals flushed
+        normal = ~((w != 0) & (np.abs(w) < np.finfo(np.float32).tiny))
+        np.testing.assert_array_equal(g[normal].view(np.int32), w[normal].view(np.int32))
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int16, torch.int8, torch.uint8])
+def test_gcd_lcm_match_torch_on_litert(dtype, tmp_path):
+    """gcd/lcm near the type's limits (abs of the minimum, wrapping lcm, Euclid's slowest
+    inputs) bit for bit on LiteRT: FLOOR_MOD, FLOOR_DIV, NEG, ABS, SELECT builtins."""
+    from tests.ops.test_integer import gcd_lcm, number_theory_pairs
+
+    args = number_theory_pairs(dtype)
+    got = _export_and_run(Fn(gcd_lcm), args, args, tmp_path / "m.tflite")
+    for g, w in zip(got, _torch_outputs(Fn(gcd_lcm), args), strict=True):
+        np.testing.assert_array_equal(g, w)
+
+
+def test_int64_gcd_exports_and_int64_lcm_is_refused(tmp_path):
+    """int64 gcd needs FLOOR_MOD only (LiteRT has it); int64 lcm divides and takes abs,
+    which LiteRT has no int64 kernels for: an ExportError naming aten.lcm, no file."""
+    from tests.ops.test_integer import number_theory_pairs
+
+    args = number_theory_pairs(torch.int64)
+    got = _export_and_run(Fn(torch.gcd), args, args, tmp_path / "gcd" / "m.tflite")
+    np.testing.assert_array_equal(got[0], torch.gcd(*args).numpy())
+    (tmp_path / "lcm").mkdir()
+    _assert_no_builtin(Fn(torch.lcm), args, "FloorDiv", "lcm", tmp_path / "lcm" / "m.tflite")
+
+
+def test_nonzero_static_matches_torch_on_litert(tmp_path):
+    """nonzero_static's coordinates (NaN counts, -0.0 does not; cut and filled rows) from
+    CUMSUM, UNSORTED_SEGMENT_SUM, FLOOR_DIV/FLOOR_MOD builtins."""
+    module = Fn(lambda x: (torch.nonzero_static(x, size=12),
+                           torch.nonzero_static(x > 0, size=3, fill_value=9)))
+    x = torch.tensor([[0.0, float("nan"), -0.0, float("inf")], [-1.0, 0.0, 2.0, 0.0],
+                      [0.0, 0.0, 0.0, 1e-30]])
+    got = _export_and_run(module, (torch.randn(3, 4),), (x,), tmp_path / "m.tflite")
+    for g, w in zip(got, _torch_outputs(module, (x,)), strict=True):
+        np.testing.assert_array_equal(g, w)

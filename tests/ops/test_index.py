@@ -143,6 +143,28 @@ CASES = [
          lambda: (torch.tensor([[1.0, 3.0, 3.0, 0.0], [2.0, 2.0, 2.0, 2.0]]),), expect_converters=("aten_argmax_default",)),
     case("argmax-channels-after-conv", nn.Sequential(nn.Conv2d(3, 4, 3),
                                                      Fn(lambda x: x.argmax(1))), (2, 3, 6, 6), expect_converters=("aten_argmax_default", "aten_conv_nd")),
+    # nonzero_static (was "no converter"): row-major coordinates, cut or filled to `size`
+    case("nonzero-static-special-values", Fn(lambda x: (
+        torch.nonzero_static(x, size=30), torch.nonzero_static(x, size=4, fill_value=7),
+        torch.nonzero_static(x[0], size=9, fill_value=-2**40))),
+         lambda: (torch.tensor([[0.0, float("nan"), -0.0, float("inf"), 1e-30],
+                                [-float("inf"), 0.0, 0.0, -1.0, float("nan")],
+                                [0.0, -0.0, 0.0, 0.0, 0.0]]),),
+         expect_converters=("aten_nonzero_static_default",)),
+    case("nonzero-static-ints-bools-3d", Fn(lambda x: (
+        torch.nonzero_static((x * 2).long(), size=40), torch.nonzero_static(x > 0.5, size=3),
+        torch.nonzero_static((x * 3).int(), size=60, fill_value=2**31 - 1))), (2, 3, 5),
+         expect_converters=("aten_nonzero_static_default",)),
+    case("nonzero-static-int64-extremes", Fn(lambda x: torch.nonzero_static(x, size=6)),
+         lambda: (torch.tensor([[-2**63, 0, 2**63 - 1], [0, -1, 0]]),),
+         expect_converters=("aten_nonzero_static_default",)),
+    case("nonzero-static-after-conv", nn.Sequential(
+        nn.Conv2d(3, 4, 3), Fn(lambda y: torch.nonzero_static(y > 0.2, size=25))),
+         (1, 3, 5, 5), max_transposes=1,  # inherent: torch's row-major order of coordinates
+         expect_converters=("aten_conv_nd", "aten_nonzero_static_default")),
+    case("nonzero-static-empty", Fn(lambda x: (
+        torch.nonzero_static(x, size=0), x + torch.nonzero_static(x.sum(), size=2).sum())),
+         (3, 4), expect_converters=("aten_nonzero_static_default",)),
     case("tril-triu-causal", Fn(lambda x: torch.tril(x) - torch.triu(x, 1)), (2, 4, 4), expect_converters=("aten_sub_tensor", "aten_where_self")),
 ]
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from tests.harness import assert_converts
-from tests.ops.opcases import Fn, case
+from tests.ops.opcases import ConvThen, Fn, case
 
 
 def ints(shape, low=-9, high=10, seed=0, dtype=torch.int64):
@@ -30,6 +30,36 @@ def nonzero(shape, seed=1):
 
 def by_divisor(fn):
     return Fn(lambda m, a: fn(a, m.b), b=nonzero((3, 5)))
+
+
+def fibonacci(n):
+    """F(1)..F(n): consecutive ones are Euclid's slowest inputs (Lamé)."""
+    f = [1, 1]
+    while len(f) < n:
+        f.append(f[-1] + f[-2])
+    return f[:n]
+
+
+def number_theory_pairs(dtype):
+    """Every value near ``dtype``'s limits, zeros, signs, shared factors and the two largest
+    Fibonacci numbers of the type, against every other."""
+    info = torch.iinfo(dtype)
+    fib = [f for f in fibonacci(93) if f <= info.max][-2:]
+    vals = [info.min, info.min + 1, info.max, info.max - 1, 0, 1, -1, 6, -6, 12, -18, 35,
+            2 ** (info.bits - 2), -(2 ** (info.bits - 3)) * 3, *fib, *(-f for f in fib)]
+    t = torch.tensor(sorted({v for v in vals if info.min <= v <= info.max}), dtype=dtype)
+    n = len(t)
+    a, b = t.repeat_interleave(n).reshape(n, n), t.repeat(n).reshape(n, n)
+    # torch's lcm divides the minimum by a gcd of -1 there: SIGFPE (int32/int64)
+    traps = (a == info.min) & (torch.gcd(a, b) == -1)
+    return torch.where(traps, a + 1, a), b
+
+
+def gcd_lcm(a, b):
+    return torch.gcd(a, b), torch.lcm(a, b)
+
+
+GCD = ("aten_gcd_default", "aten_lcm_default")
 
 
 CASES = [
@@ -92,6 +122,17 @@ CASES = [
     case("pitfall15-remainder-float-negative", Fn(lambda x: x % 0.7),
          lambda: (torch.randn(3, 4, generator=torch.Generator().manual_seed(0)),),
          expect_converters=("aten_remainder_tensor",)),
+    # gcd/lcm (were "no converter"): torch's C semantics, abs of the minimum included
+    # (gcd(-2**63, 6) is -2), lcm wrapping, Euclid's slowest inputs (consecutive Fibonacci)
+    *(case(f"gcd-lcm-{str(dtype)[6:]}-near-limits", Fn(gcd_lcm),
+           (lambda dtype=dtype: number_theory_pairs(dtype)), expect_converters=GCD)
+      for dtype in (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)),
+    case("gcd-lcm-small-random", Fn(gcd_lcm), lambda: (ints((4, 6)), ints((4, 6), seed=2)),
+         expect_converters=GCD),
+    case("gcd-lcm-mixed-dtypes", Fn(lambda a, b: (torch.gcd(a.int(), b), torch.lcm(a.to(torch.int8), b.int()))),
+         lambda: (ints((4, 6)), ints((4, 6), seed=2)), expect_converters=GCD),
+    case("gcd-lcm-after-conv", ConvThen(lambda y: gcd_lcm((y * 60).long(), (y.flip(1) * 40).long())),
+         lambda: (randn(1, 3, 6, 6),), expect_converters=("aten_conv_nd", *GCD)),
 ]
 
 

@@ -1,4 +1,5 @@
-"""Vector and matrix norms: linalg.vector_norm, torch.norm, F.normalize, linalg.matrix_norm.
+"""Vector and matrix norms: linalg.vector_norm, torch.norm, F.normalize, linalg.matrix_norm,
+torch.dist.
 
 Every ``ord`` torch accepts for vectors (0, 1, 2, 3, fractional, negative, inf, -inf) on
 any dim, before and after a conv (dims remapped to channels-last), plus the models that use
@@ -28,6 +29,12 @@ matrix_norm = torch.linalg.matrix_norm
 
 CDIST = ("aten__cdist_forward_default",)
 CDIST_P = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, math.inf)
+DIST = ("aten_dist_default",)
+DIST_P = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, -1.0, -2.5, math.inf, -math.inf)
+
+
+def every_dist(a, b):
+    return tuple(torch.dist(a, b, p) for p in DIST_P)
 
 
 def after_conv(fn):
@@ -149,6 +156,14 @@ CASES = [
     case("cdist-p2-use-mm", Fn(lambda a, b: torch.cdist(
         a, b, compute_mode="use_mm_for_euclid_dist")), [(5, 8), (4, 8)], max_transposes=None,
          expect_converters=("aten_matmul_default",)),
+    # torch.dist (was "no converter"): the p-norm of the difference over every element
+    case("dist-every-p", Fn(every_dist), [(3, 4), (3, 4)], expect_converters=DIST),
+    case("dist-every-p-broadcast-with-zeros", Fn(lambda a, b: every_dist(
+        torch.where(a.abs() < 0.3, b[0], a), b[0])), [(3, 4), (2, 4)], expect_converters=DIST),
+    case("dist-after-conv", after_conv(lambda y: every_dist(y, y.flip(1))), (1, 3, 6, 6),
+         expect_converters=("aten_conv_nd", *DIST)),
+    case("dist-float64", Fn(lambda a, b: every_dist(a.double(), b.double())), [(3, 4), (4,)],
+         expect_converters=DIST),
     case("cdist-float64", Fn(lambda a, b: tuple(torch.cdist(a.double(), b.double(), p=p)
                                                  for p in CDIST_P)),
          [(2, 5, 3), (2, 4, 3)], expect_converters=CDIST),
@@ -169,6 +184,18 @@ def test_cdist_special_values_match_torch():
     b = torch.tensor([[1.0, inf, 0.0], [0.0, 0.0, 0.0], [-1e30, 3.0, nan]])
     module = Fn(lambda x, y: tuple(torch.cdist(x, y, p=p) for p in CDIST_P))
     assert_converts(module, (a, b), expect_converters=CDIST)
+
+
+def test_dist_special_values_match_torch():
+    """NaN, +-inf (inf - inf is NaN), -0.0 and huge values: p = 0 counts NaN as non-zero,
+    inf/-inf norms propagate NaN, the other p propagate it; one pair of tensors per row."""
+    nan, inf = math.nan, math.inf
+    a = torch.tensor([[nan, 0.0, 1.0], [inf, 1.0, 2.0], [inf, -0.0, 3.0], [-0.0, 0.0, 0.0],
+                      [1e30, -1e30, 2.0], [1e-30, 0.0, 5.0]])
+    b = torch.tensor([[0.0, 0.0, 0.0], [1.0, 1.0, 2.0], [inf, 0.0, 3.0], [0.0, -0.0, 0.0],
+                      [-1e30, 0.0, 2.0], [0.0, 0.0, 5.0]])
+    module = Fn(lambda x, y: tuple(op for i in range(6) for op in every_dist(x[i], y[i])))
+    assert_converts(module, (a, b), expect_converters=DIST)
 
 
 def test_cdist_p2_with_a_dynamic_row_count_is_refused():

@@ -6,6 +6,7 @@ import pytest
 import torch
 from torch import nn
 
+import crossport
 from tests.harness import assert_converts
 from tests.ops.opcases import Fn, case, inputs
 
@@ -27,6 +28,8 @@ class Attention(nn.Module):
         q, k, v = self.qkv(x).chunk(3, -1)
         return torch.softmax(q @ k.transpose(-2, -1) / 8 ** 0.5, -1) @ v
 
+
+ADDMV, ADDBMM = ("aten_addmv_default",), ("aten_addbmm_default",)
 
 CASES = [
     case("pitfall10-linear-2d", seeded(lambda: nn.Linear(6, 4)), (3, 6), expect_converters=("aten_linear_default",)),
@@ -56,6 +59,15 @@ CASES = [
     # torch sums int32 into int64 in a one-operand reduction (Keras kept int32)
     case("einsum-int32-reduction-is-int64", Fn(lambda a: torch.einsum("ij->j", (a * 9).int())),
          (3, 4), expect_converters=("aten_einsum_default",)),
+    # Keras' TF einsum computes integers in float32: low bits lost, int32 saturated
+    case("einsum-integers-exact", Fn(lambda a, b: (
+        torch.einsum("bij,bjk->bik", (a * 2**40).long(), (b * 2**20).long()),
+        torch.einsum("...ij,jk", (a * 2**40).long(), (b[0] * 2**20).long()),
+        torch.einsum("i,i", (a[0, :, 0] * 2**30).int(), (a[1, :, 0] * 2**8).int()),
+        torch.einsum("Bj,j->B", (a[0] * 2**40).long(), (b[0, :, 0] * 2**20).long()),
+        torch.einsum("ij,ij->", (a[0] * 2**20).to(torch.int16), (a[1] * 2**4).to(torch.int16)),
+        torch.einsum("i,j", (a[0, 0] * 2**35).long(), (b[0, 0] * 2**35).long()))),
+         [(2, 3, 4), (2, 4, 5)], expect_converters=("aten_einsum_default",)),
     case("einsum-bij-bjk", Fn(lambda a, b: torch.einsum("bij,bjk->bik", a, b)),
          [(2, 3, 4), (2, 4, 5)],
          expect_converters=("aten_einsum_default",)),
@@ -73,6 +85,45 @@ CASES = [
                                b=torch.randn(48, generator=torch.Generator().manual_seed(3)),
                                w=torch.randn(40, 48, generator=torch.Generator().manual_seed(4))),
          (2, 3, 40), expect_converters=("aten_addmm_default", "aten_view_default")),
+    # addmv/addbmm (were "no converter"): beta * self + alpha * products
+    case("addmv", Fn(torch.addmv), [(3,), (3, 5), (5,)], expect_converters=ADDMV),
+    case("addmv-beta-alpha-broadcast-self", Fn(lambda s, m, v: (
+        torch.addmv(s, m, v, beta=0.5, alpha=-2.0), torch.addmv(s[0], m, v, beta=3),
+        torch.addmv(s[:1], m, v, alpha=0.25))), [(3,), (3, 5), (5,)], expect_converters=ADDMV),
+    case("addmv-param-matrix", Fn(lambda m, s, v: torch.addmv(s, m.w, v, beta=0.5),
+                                  w=torch.randn(4, 6, generator=torch.Generator().manual_seed(4))),
+         [(4,), (6,)], expect_converters=ADDMV),
+    case("addmv-int64-int32-wrap", Fn(lambda s, m, v: (
+        torch.addmv(s.long() * 2**40, (m * 2**20).long(), (v * 2**20).long(), beta=3, alpha=-5),
+        torch.addmv(s.int() * 2**20, (m * 2**10).int(), (v * 2**12).int(), beta=0, alpha=7))),
+         [(3,), (3, 5), (5,)], expect_converters=ADDMV),
+    case("addbmm", Fn(torch.addbmm), [(3, 5), (4, 3, 2), (4, 2, 5)], expect_converters=ADDBMM),
+    case("addbmm-beta-alpha-broadcast-self", Fn(lambda s, a, b: (
+        torch.addbmm(s, a, b, beta=-0.5, alpha=2.0), torch.addbmm(s[0], a, b, beta=2),
+        torch.addbmm(s[:, :1], a, b, alpha=0.5))), [(3, 5), (4, 3, 2), (4, 2, 5)],
+         expect_converters=ADDBMM),
+    case("addbmm-int64-int32", Fn(lambda s, a, b: (
+        torch.addbmm((s * 9).long(), (a * 2**20).long(), (b * 2**20).long(), beta=2, alpha=3),
+        torch.addbmm((s * 9).int(), (a * 9).int(), (b * 9).int(), beta=0, alpha=-1))),
+         [(3, 5), (4, 3, 2), (4, 2, 5)], expect_converters=ADDBMM),
+    case("addbmm-of-a-channels-last-conv-output", seeded(lambda: nn.Sequential(
+        nn.Conv2d(3, 4, 3), Fn(lambda y: torch.addbmm(y[0, 0], y[0], y[1].transpose(1, 2),
+                                                      beta=0.5)))), (2, 3, 6, 6),
+         max_transposes=None, expect_converters=("aten_conv_nd", *ADDBMM)),
+    case("addmv-addbmm-float64", Fn(lambda s, a, b: (
+        torch.addmv(s[:, 0].double(), a[0].double(), b[0, :, 0].double(), beta=1 / 3),
+        torch.addbmm(s.double(), a.double(), b.double(), alpha=1 / 3))),
+         [(3, 5), (4, 3, 2), (4, 2, 5)], expect_converters=ADDMV + ADDBMM),
+    # Keras' TF matmul computes integers in float32: large int64 products lost their low
+    # bits, int32 overflow saturated instead of wrapping
+    case("matmul-mm-bmm-addmm-integers-exact", Fn(lambda a, b: (
+        (a * 2**40).long() @ (b * 2**20).long(), torch.mm((a[0] * 2**30).int(), (b[0] * 2**8).int()),
+        torch.bmm((a * 2**20).long(), (b * 2**30).long()),
+        torch.addmm((a[0, :, :1] * 2**40).long(), (a[0] * 2**33).long(), (b[0] * 2**27).long()),
+        (a[0, 0] * 2**30).long() @ (b[0] * 2**30).long(), (a[0] * 2**40).long() @ (b[0, :, 0] * 9).long(),
+        (a[0, :, 0] * 2**40).long() @ (b[0, 0, :3] * 2**20).long())),
+         [(4, 3, 2), (4, 2, 5)], expect_converters=("aten_matmul_default", "aten_bmm_default",
+                                                     "aten_addmm_default")),
     case("matmul-param-right", Fn(lambda m, x: x @ m.w,
                                   w=torch.randn(40, 48, generator=torch.Generator().manual_seed(4))),
          (2, 3, 40), expect_converters=("aten_matmul_default",)),
@@ -120,3 +171,41 @@ def test_matrix_product_constants_are_model_weights():
     stored = sum(int(np.prod(w.shape)) for w in conversion.model.weights)
     assert stored >= sum(p.numel() for p in module.parameters()), stored
     assert "Dense" in {type(layer).__name__ for layer in conversion.model.layers}
+
+
+NAN, INF = float("nan"), float("inf")
+
+
+def _special_operands():
+    """self [3, 4], a [2, 3, 3], b [2, 3, 4] holding NaN, +-inf and -0.0 in different
+    places (rows and columns without them too)."""
+    s = torch.tensor([[NAN, 1.0, INF, -0.0], [2.0, -INF, 0.5, NAN], [1.0, 2.0, 3.0, 4.0]])
+    a = torch.tensor([[[1.0, NAN, 0.0], [INF, 2.0, -1.0], [0.5, 0.25, -0.0]],
+                      [[1.0, 1.0, 1.0], [-INF, 0.0, 2.0], [3.0, -2.0, 0.5]]])
+    b = torch.tensor([[[1.0, -2.0, 0.5, 3.0], [NAN, 0.0, 1.0, 1.0], [-1.0, INF, 2.0, 0.0]],
+                      [[0.5, 1.0, -1.0, 2.0], [1.0, 1.0, 0.0, -0.0], [2.0, 0.5, NAN, 1.0]]])
+    return s, a, b
+
+
+def _zero_scalars(s, a, b):
+    """beta=0 leaves self out and alpha=0 the product, NaN and inf included (torch's BLAS
+    rule; ``0 * nan`` would be NaN); otherwise they propagate."""
+    return tuple(op for beta, alpha in ((0, 1), (1, 0), (0, 0), (2, -1), (0.0, 0.5))
+                 for op in (torch.addmm(s, a[0], b[0], beta=beta, alpha=alpha),
+                            torch.addmv(s[:, 0], a[1], b[1, :, 1], beta=beta, alpha=alpha),
+                            torch.addmv(s[:, 3], a[0], b[0, :, 2], beta=beta, alpha=alpha),
+                            torch.addbmm(s, a, b, beta=beta, alpha=alpha)))
+
+
+def test_add_products_zero_scalars_ignore_nan_like_torch():
+    """addmm (beta=0 and alpha=0 were NaN where self or the product held NaN/inf), addmv
+    and addbmm on special values."""
+    assert_converts(Fn(_zero_scalars), _special_operands(), max_transposes=None,
+                    expect_converters=("aten_addmm_default", *ADDMV, *ADDBMM))
+
+
+def test_integer_einsum_with_a_diagonal_is_refused():
+    """A repeated subscript in one operand of an integer einsum: refused before building."""
+    module = Fn(lambda x: torch.einsum("ii->i", x)).eval()
+    with pytest.raises(crossport.UnsupportedOpError, match=r"einsum with a repeated subscript"):
+        crossport.convert(module, (torch.arange(9).reshape(3, 3),))

@@ -169,7 +169,9 @@ CONVERTED = [
     'index_reduce.mean', 'index_reduce.amax', 'index_reduce.amin', 'nn.functional.embedding_bag',
     'cdist', 'logcumsumexp', 'isin', 'bucketize', 'linalg.inv', 'linalg.det', 'linalg.slogdet',
     'logdet', 'linalg.solve', 'lgamma', 'digamma', 'erfinv', 'mvlgamma.mvlgamma_p_1',
-    'mvlgamma.mvlgamma_p_3', 'mvlgamma.mvlgamma_p_5', 'grid_sampler_3d',
+    'mvlgamma.mvlgamma_p_3', 'mvlgamma.mvlgamma_p_5', 'grid_sampler_3d', 'view_copy',
+    'permute_copy', 'unbind_copy', 'narrow_copy', 'signbit', 'scatter', 'addmv', 'addbmm',
+    'dist', 'conj_physical', 'ldexp', 'gcd', 'lcm', 'nonzero_static',
 ]
 
 

@@ -1,10 +1,14 @@
-"""scatter_reduce, index_reduce and embedding_bag (were "no converter").
+"""scatter_reduce, index_reduce, Tensor.scatter(reduce=) and embedding_bag (were "no
+converter").
 
 scatter_reduce/index_reduce: every reduction with and without ``include_self``, along each
 dim, with indices computed in the graph (so the fresh random inputs scatter elsewhere) or
 held in a buffer, integers (mean divides rounding down), bools (or / and), float64,
 GNN-style aggregation into zeros, and NaN/+-inf: amax/amin propagate NaN and an all -inf
 target stays -inf (TF's segment max starts at the lowest finite value).
+``Tensor.scatter(..., reduce='add' | 'multiply')`` (aten.scatter.reduce/value_reduce):
+tensor and scalar sources, integers near their limits (add and multiply wrap, a float
+scalar is cast toward zero), bools, float64, a channels-last conv output, special values.
 
 embedding_bag: 2-D input and offsets (empty bags), sum/mean/max, padding_idx,
 per_sample_weights, include_last_offset (and a last offset short of the end, where torch's
@@ -83,6 +87,33 @@ def bools(x, src):
                  for r in ("sum", "prod", "amax", "amin") for s in (True, False))
 
 
+SCATTER_OLD = ("aten_scatter_reduce",)  # Tensor.scatter(..., reduce='add' | 'multiply')
+
+
+def scatter_add_multiply(dim, size, value=2.5):
+    """``x.scatter(dim, ..., reduce=...)`` with a tensor and with a scalar, add and multiply."""
+    def fn(x, src):
+        index = _targets(src, size)
+        return tuple(op for r in ("add", "multiply") for op in (
+            x.scatter(dim, index, src, reduce=r), x.scatter(dim, index, value, reduce=r)))
+    return Fn(fn)
+
+
+def near_limits_scatter(dtype):
+    """Integers near ``dtype``'s limits scattered with add (wraps as torch's) and multiply;
+    a float value is cast toward zero as torch casts it."""
+    info = torch.iinfo(dtype)
+    x = torch.tensor([[info.min, info.max, -1, 0], [3, -7, info.max, info.min + 1]],
+                     dtype=dtype)
+    src = torch.tensor([[info.max, 1, info.min, 2], [-2, 3, 5, info.max]], dtype=dtype)
+
+    def fn(x, src):
+        index = torch.tensor([[1, 0, 0, 1], [1, 1, 0, 1]])
+        return (x.scatter(0, index, src, reduce="add"), x.scatter(0, index, src, reduce="multiply"),
+                x.scatter(0, index, -2.7, reduce="multiply"), x.scatter(1, index, 3, reduce="add"))
+    return Fn(fn), lambda: (x, src)
+
+
 CASES = [
     case("scatter-reduce-dim0", every_reduction(0, 4), [(4, 5), (6, 5)],
          expect_converters=SCATTER),
@@ -100,6 +131,37 @@ CASES = [
     case("scatter-reduce-0-dim", Fn(lambda x, s: tuple(
         x.scatter_reduce(0, torch.tensor(0), s, r) for r in REDUCTIONS)), [(), ()],
          expect_converters=SCATTER),
+    # Tensor.scatter(..., reduce=) (was "no converter"): scatter_reduce's sum/prod with self
+    case("scatter-add-multiply-dim0", scatter_add_multiply(0, 4), [(4, 5), (6, 5)],
+         expect_converters=SCATTER_OLD),
+    case("scatter-add-multiply-last-dim-src-larger",
+         Fn(lambda x, src: tuple(x.scatter(-1, _targets(src[:, :, :4], 7), src, reduce=r)
+                                 for r in ("add", "multiply"))),
+         [(3, 2, 7), (3, 2, 9)], expect_converters=SCATTER_OLD),
+    case("scatter-add-multiply-after-conv",
+         nn.Sequential(nn.Conv2d(3, 4, 3), Fn(lambda y: (
+             y.scatter(1, _targets(y, 4), y * 2, reduce="add"),
+             y.scatter(1, _targets(y[:, :2], 4), -0.5, reduce="multiply")))),
+         (2, 3, 6, 6), expect_converters=("aten_conv_nd", *SCATTER_OLD)),
+    case("scatter-add-multiply-int64-near-limits", *near_limits_scatter(torch.int64),
+         expect_converters=SCATTER_OLD),
+    case("scatter-add-multiply-int32-near-limits", *near_limits_scatter(torch.int32),
+         expect_converters=SCATTER_OLD),
+    case("scatter-add-multiply-int8-near-limits", *near_limits_scatter(torch.int8),
+         expect_converters=SCATTER_OLD),
+    case("scatter-add-multiply-bools", Fn(lambda x, src: tuple(
+        op for r in ("add", "multiply") for op in (
+            (x > 0).scatter(0, _targets(src, 4), src > 0.3, reduce=r),
+            (x > 0).scatter(0, _targets(src, 4), 0.5, reduce=r),
+            (x > 0).scatter(0, _targets(src, 4), 0, reduce=r)))), [(4, 5), (6, 5)],
+         expect_converters=SCATTER_OLD),
+    case("scatter-add-multiply-float64", Fn(lambda x, s: tuple(
+        x.double().scatter(0, _targets(s, 4), v, reduce=r)
+        for r in ("add", "multiply") for v in (s.double(), 1.0 / 3))), [(4, 5), (6, 5)],
+         expect_converters=SCATTER_OLD),
+    case("scatter-value-reduce-dynamic-rows", Fn(lambda x, src: tuple(
+        x.scatter(0, _targets(src, 4), 1.5, reduce=r) for r in ("add", "multiply"))),
+         [(4, 5), (6, 5)], dynamic_dims={1: {0: "rows"}}, expect_converters=SCATTER_OLD),
     case("gnn-mean-aggregation", MessagePassing(), (5, 4), expect_converters=SCATTER),
     case("gnn-max-aggregation", MessagePassing(reduce="amax"), (5, 4), expect_converters=SCATTER),
     case("index-reduce-dim0", every_index_reduction(0), [(4, 5), (6, 5)],
@@ -231,3 +293,15 @@ def test_special_values_match_torch():
                         for r in ("prod", "mean", "amax", "amin")))
     assert_converts(module, (src.flip(0), src), max_transposes=None,
                     expect_converters=SCATTER + INDEX)
+
+
+def test_scatter_add_multiply_special_values_match_torch():
+    """NaN, +-inf, -0.0 and inf * 0 through Tensor.scatter(reduce='add' | 'multiply'),
+    tensor and scalar (-0.0, inf) sources."""
+    src = torch.tensor(SPECIAL)
+    module = Fn(lambda x, s: tuple(op for r in ("add", "multiply") for op in (
+        x.scatter(0, special_index(), s, reduce=r),
+        x.scatter(0, special_index(), -0.0, reduce=r),
+        x.scatter(0, special_index(), float("inf"), reduce=r))))
+    assert_converts(module, (src.flip(0), src), max_transposes=None,
+                    expect_converters=SCATTER_OLD)

@@ -6,10 +6,13 @@ through the layout; a transpose is allowed only where torch's own result needs o
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
 
+import crossport
+from crossport.errors import DynamicDimError
 from tests.harness import assert_converts
 from tests.ops.opcases import Fn, case, inputs
 
@@ -28,6 +31,13 @@ def conv_fn_conv(fn, c_mid=4, c_after=4):
 def flatten_linear(features, out=5):
     torch.manual_seed(0)
     return nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.Flatten(), nn.Linear(features, out))
+
+
+def flatten_linear_copy(features, out=5):
+    """conv -> view_copy(batch, -1) -> Linear: the flat NHWC order reaches the kernel."""
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Conv2d(3, 4, 3), Fn(lambda x: torch.view_copy(x, (x.shape[0], -1))),
+                         nn.Linear(features, out))
 
 
 class FlatConvWith(nn.Module):
@@ -120,6 +130,34 @@ CASES = [
          expect_converters=("aten_split_tensor",)),
     case("unbind", Fn(lambda x: x.unbind(1)), (2, 3, 4),
          expect_converters=("aten_unbind_int",)),
+    # the *_copy aliases (torch.view_copy ...): the same values, Keras has no views
+    case("view-copy", Fn(lambda x: torch.view_copy(x, (2, -1, 4))), (2, 3, 8),
+         expect_converters=("aten_view_default",)),
+    case("view-copy-flatten-after-conv", flatten_linear_copy(4 * 4 * 5), (2, 3, 6, 7),
+         expect_converters=("aten_conv_nd", "aten_linear_default", "aten_view_default")),
+    case("permute-copy", Fn(lambda x: torch.permute_copy(x, (2, 0, 3, 1))), (2, 3, 4, 5),
+         expect_converters=("aten_permute_default",)),
+    case("permute-copy-after-conv-to-nhwc",
+         after_conv(lambda x: torch.permute_copy(x, (0, 2, 3, 1))), (1, 3, 6, 7),
+         expect_converters=("aten_conv_nd", "aten_permute_default")),
+    case("unbind-copy", Fn(lambda x: torch.unbind_copy(x, -1)), (2, 3, 4),
+         expect_converters=("aten_unbind_int",)),
+    case("unbind-copy-channels-after-conv", after_conv(lambda x: torch.unbind_copy(x, 1)),
+         (1, 3, 6, 6), expect_converters=("aten_conv_nd", "aten_unbind_int")),
+    case("narrow-copy", Fn(lambda x: torch.narrow_copy(x, 1, 1, 3)), (2, 5, 4),
+         expect_converters=("aten_narrow_copy_default",)),
+    case("narrow-copy-negative-start-and-dim", Fn(lambda x: torch.narrow_copy(x, -1, -3, 2)),
+         (2, 5, 4), expect_converters=("aten_narrow_copy_default",)),
+    case("narrow-copy-empty", Fn(lambda x: torch.narrow_copy(x, 1, 5, 0) + 1), (2, 5, 4),
+         expect_converters=("aten_narrow_copy_default",)),
+    case("narrow-copy-channels-between-convs",
+         conv_fn_conv(lambda x: torch.narrow_copy(x, 1, 1, 2), c_mid=2), (1, 3, 6, 6),
+         expect_converters=("aten_conv_nd", "aten_narrow_copy_default")),
+    case("narrow-copy-height-after-conv", after_conv(lambda x: torch.narrow_copy(x, 2, -4, 3)),
+         (1, 3, 7, 6), expect_converters=("aten_conv_nd", "aten_narrow_copy_default")),
+    case("narrow-copy-beside-a-dynamic-dim", Fn(lambda x: torch.narrow_copy(x, 2, 1, 2)),
+         (2, 5, 4), dynamic_dims={0: {1: "seq"}},
+         expect_converters=("aten_narrow_copy_default",)),
     # slicing and indexing
     case("slice-last-dim-step", Fn(lambda x: x[..., 1:7:2]), (2, 3, 8), expect_converters=("aten_slice_tensor",)),
     case("slice-negative", Fn(lambda x: x[:, -2:, :-1]), (2, 5, 4), expect_converters=("aten_slice_tensor",)),
@@ -156,6 +194,9 @@ CASES = [
          (1, 3, 6, 6), expect_converters=("aten_conv_nd", "aten_dropout_default")),
     case("contiguous-clone", Fn(lambda x: x.transpose(1, 2).contiguous().clone()), (2, 3, 4),
          expect_converters=("aten_clone_default",)),
+    case("conj-physical-of-real-tensors", after_conv(lambda x: (
+        torch.conj_physical(x), torch.conj_physical((x * 9).long()), torch.conj_physical(x > 0))),
+         (1, 3, 6, 6), expect_converters=("aten_conv_nd", "aten_clone_default")),
     case("to-dtype", Fn(lambda x: (x * 4).to(torch.int32)), (2, 3, 4), expect_converters=("aten_mul_tensor", "aten_to_copy_default")),
     case("squeeze-channel-after-conv",
          nn.Sequential(nn.Conv2d(3, 1, 3), Fn(lambda x: x.squeeze(1))),
@@ -208,3 +249,35 @@ CASES = [
 @pytest.mark.parametrize("module, shapes, kwargs", CASES)
 def test_shape(module, shapes, kwargs):
     assert_converts(module, inputs(shapes), **kwargs)
+
+
+_SPECIALS = [float("nan"), float("inf"), -float("inf"), -0.0, 0.0, 1e-45, -3.5, 3e38]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.int32, torch.bool])
+def test_copy_aliases_carry_special_values(dtype):
+    """NaN, +-inf, -0.0 (its sign), subnormals and integer extremes come through the *_copy
+    aliases bit for bit."""
+    if dtype.is_floating_point:
+        x = torch.tensor(_SPECIALS * 3, dtype=dtype).reshape(2, 3, 4)
+    elif dtype == torch.bool:
+        x = torch.arange(24).reshape(2, 3, 4) % 3 == 0
+    else:
+        info = torch.iinfo(dtype)
+        x = torch.tensor([info.min, info.max, -1, 0, 1, info.min + 1] * 4,
+                         dtype=dtype).reshape(2, 3, 4)
+    module = Fn(lambda x: (torch.view_copy(x, (6, 4)), torch.permute_copy(x, (2, 0, 1)),
+                           *torch.unbind_copy(x, 1), torch.narrow_copy(x, 2, -3, 2)))
+    conversion = assert_converts(module, (x,))
+    got = conversion.model(x.numpy())
+    want = module(x)
+    for g, w in zip(got, want, strict=True):  # -0.0 kept: compare the bits
+        assert np.array_equal(np.asarray(g).view(np.uint8), w.numpy().view(np.uint8))
+
+
+def test_narrow_copy_of_a_dynamic_dim_is_refused():
+    """torch raises when a dynamic dim is shorter than start + length; a slice would not:
+    refused before building, naming the op and the dim."""
+    with pytest.raises(DynamicDimError, match=r"narrow_copy.*dim 1"):
+        crossport.convert(Fn(lambda x: torch.narrow_copy(x, 1, 1, 2)).eval(), (torch.randn(2, 5, 4),),
+                          dynamic_dims={0: {1: "seq"}})

@@ -22,7 +22,7 @@ import torch
 
 from crossport.parity.verify import run_keras
 from tests.harness import assert_converts
-from tests.ops.opcases import Fn, case
+from tests.ops.opcases import ConvThen, Fn, case
 
 NAN, INF = float("nan"), float("inf")
 # no pair of these divides past float32's range or into subnormals
@@ -35,6 +35,28 @@ def all_pairs():
     s = torch.tensor(SPECIALS)
     n = len(SPECIALS)
     return s.repeat_interleave(n).reshape(n, n), s.repeat(n).reshape(n, n)
+
+
+def with_negative_nan():
+    """``all_pairs`` with NaNs whose sign bit is set and the smallest subnormals of both
+    signs (torch's signbit reads the bit)."""
+    a, b = all_pairs()
+    extra = torch.tensor([-NAN, 1e-45, -1e-45, -NAN, NAN])
+    return torch.cat([a.flatten(), extra]), torch.cat([b, -b.abs()], 1)
+
+
+EXPONENTS = [0, 1, -1, 2, 100, 127, 128, 200, 277, 1000, -100, -126, -127, -149, -150, -200,
+             -1000, 2**31 + 5, 2**40, -2**40, 2**63 - 1, -2**63]
+
+
+def with_exponents():
+    """Every special (and the extremes of the normal range) against every exponent, int64:
+    where the scaled value stays finite, overflows, becomes subnormal or 0, and exponents
+    C's int wraps. (No subnormal inputs: TF's CPU kernels read them as 0.)"""
+    s = torch.tensor(SPECIALS + [-3e38, 3e38, 1.5e-38, -1.2e-38])
+    e = torch.tensor(EXPONENTS)
+    return (s.repeat_interleave(len(e)).reshape(len(s), len(e)),
+            e.repeat(len(s)).reshape(len(s), len(e)))
 
 
 def near_limits(dtype, divisor=False):
@@ -116,6 +138,27 @@ FLOAT_CASES = [
     case("cumprod-through-special-values", Fn(lambda a, b: (torch.cumprod(b[:, 5:], 1),
                                                             torch.cumprod(a[::3], 0))),
          all_pairs, expect_converters=("aten_cumprod_default",)),
+    # was "no converter": the sign bit itself (-0.0, -inf, a NaN with the sign bit set,
+    # negative subnormals), also of a channels-last conv output
+    case("signbit-special-values-and-negative-nan",
+         Fn(lambda a, b: (torch.signbit(a), torch.signbit(b))), with_negative_nan,
+         expect_converters=("aten_signbit_default",)),
+    case("signbit-float64", Fn(lambda a, b: torch.signbit(a)),
+         lambda: tuple(t.double() for t in with_negative_nan()),
+         expect_converters=("aten_signbit_default",)),
+    case("signbit-after-conv", ConvThen(torch.signbit), lambda: (torch.randn(2, 3, 6, 6),),
+         expect_converters=("aten_conv_nd", "aten_signbit_default")),
+    # was "no converter": ldexp scales exactly by an integer exponent (0 * 2**200 is 0, not
+    # 0 * inf; the exponent wraps to 32 bits as torch's C int), by pow(2, e) for a float one
+    case("ldexp-special-values-every-exponent", Fn(lambda a, e: (
+        torch.ldexp(a, e), torch.ldexp(a, e.int()), torch.ldexp(a, (e % 7).float() / 2 - 1.5))),
+         with_exponents,
+         expect_converters=("aten_ldexp_tensor",)),
+    case("ldexp-float64", Fn(lambda a, e: (torch.ldexp(a.double(), e),
+                                           torch.ldexp(a.double() * 1e300, -e * 5))),
+         with_exponents, expect_converters=("aten_ldexp_tensor",)),
+    case("ldexp-after-conv", ConvThen(lambda y: torch.ldexp(y, (y * 40).long())),
+         lambda: (torch.randn(2, 3, 6, 6),), expect_converters=("aten_conv_nd", "aten_ldexp_tensor")),
 ]
 
 INT_CASES = [
@@ -167,6 +210,14 @@ INT_CASES = [
                             "aten_floor_divide_default")),
     case("where-bool-tensor-int-scalar-is-int64", Fn(lambda a, b: torch.where(a > b, a > 0, 2)),
          lambda: near_limits(torch.int8), expect_converters=("aten_where_self",)),
+    case("signbit-int64-int32-int8-near-limits",
+         Fn(lambda a, b: (torch.signbit(a), torch.signbit(a.int()), torch.signbit(a.to(torch.int8)))),
+         lambda: near_limits(torch.int64), expect_converters=("aten_signbit_default",)),
+    case("signbit-uint8-and-bool", Fn(lambda a, b: (torch.signbit(a), torch.signbit(a > 3))),
+         lambda: near_limits(torch.uint8), expect_converters=("aten_signbit_default",)),
+    case("ldexp-of-integers", Fn(lambda a, b: (torch.ldexp(a, b.clamp(-40, 40)),
+                                               torch.ldexp(a.int(), b.clamp(-3, 3).to(torch.int8)))),
+         lambda: near_limits(torch.int64), expect_converters=("aten_ldexp_tensor",)),
     case("int8-plus-int64-and-float", Fn(lambda a, b: (a + b.long(), a * 1.5)),
          lambda: near_limits(torch.int8), expect_converters=("aten_add_tensor", "aten_mul_tensor")),
 ]
@@ -198,3 +249,20 @@ def test_float_division_on_special_values(module, make_inputs, kwargs):
 @pytest.mark.parametrize("module, make_inputs, kwargs", INT_CASES)
 def test_integers_near_their_limits(module, make_inputs, kwargs):
     assert_converts(module, make_inputs(), **kwargs)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_ldexp_by_integers_is_exact(dtype):
+    """Bit for bit where torch's result is a normal number, zero, inf or NaN (a subnormal
+    result is flushed to zero by TF's CPU kernels): the normalized comparison above would
+    hide an error in a small value beside a huge one."""
+    a, e = with_exponents()
+    a = a.to(dtype)
+    module = Fn(torch.ldexp).eval()
+    conversion = assert_converts(module, (a, e), expect_converters=("aten_ldexp_tensor",))
+    want = module(a, e).numpy()
+    got = np.asarray(run_keras(conversion.model, (a, e), False, like=torch.ldexp(a, e))[0])
+    tiny = np.finfo(want.dtype).tiny
+    normal = ~((want != 0) & (np.abs(want) < tiny))
+    bits = {np.float32: np.int32, np.float64: np.int64}[want.dtype.type]
+    assert np.array_equal(got[normal].view(bits), want[normal].view(bits))

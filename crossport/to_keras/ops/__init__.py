@@ -15,6 +15,7 @@ from crossport.to_keras.ops import (  # noqa: F401
     histogram,
     hyperbolic,
     index,
+    integer_math,
     linalg,
     linear,
     misc,

@@ -17,6 +17,7 @@ from crossport.to_keras.ops.elementwise import (
     is_infinite,
     isnan,
     keras_add,
+    keras_multiply,
     negated,
 )
 from crossport.to_keras.registry import Policy, register
@@ -103,3 +104,65 @@ def aten_copysign_tensor(ctx, self, other):
         other = _float_operand(other, want)
     magnitude = ops.abs(self)
     return ops.where(sign_bit(other), negated(magnitude), magnitude)
+
+
+
+@register(aten.signbit.default, policy=Policy.AGNOSTIC, dynamic=True)
+def aten_signbit_default(ctx, self):
+    """signbit(Tensor self) -> Tensor: the sign bit of floats read as an integer of their
+    width (-0.0, -inf and a NaN with its sign bit set are True, as torch reads them; a
+    BITCAST in LiteRT); integers ``x < 0``; bools are never negative."""
+    if keras.backend.standardize_dtype(self.dtype) == "bool":
+        return ops.zeros_like(self, dtype="bool")
+    return sign_bit(self)
+
+
+# float dtype -> (exponent bias, mantissa bits, largest part, clip): 2**n built from its
+# bits; an exponent is clipped where every result is already 0 or inf, then applied in
+# same-signed parts that stay normal numbers
+_POWERS_OF_TWO = {"float32": (127, 23, 100, 300), "float64": (1023, 52, 1000, 2200)}
+
+
+def _ldexp_supports(node, self, other) -> str | None:
+    dtype = node.meta["val"].dtype
+    if keras_dtype(dtype) not in _POWERS_OF_TWO:
+        return f"ldexp with a {dtype} result (converted for float32 and float64)"
+    return None
+
+
+def _power_of_two(n, dtype: str):
+    """``2.0 ** n`` exactly, for integer ``n`` in the dtype's normal range: its bits."""
+    bias, mantissa, _part, _clip = _POWERS_OF_TWO[dtype]
+    bits = _SAME_WIDTH_INT[dtype]
+    biased = ops.cast(keras_add(n, bias), bits)
+    return ops.view(ops.multiply(biased, np.array(2 ** mantissa, bits)), dtype)
+
+
+def scale_by_power_of_two(x, n, dtype: str):
+    """``x * 2**n`` rounded once, as C's ldexp (``n`` an int32 tensor): exact multiplies
+    by powers of two in normal range; only a subnormal result may round twice (TF's CPU
+    kernels flush those to zero anyway, docs/parity.md)."""
+    _bias, _mantissa, part, clip = _POWERS_OF_TWO[dtype]
+    rest = ops.clip(n, -clip, clip)
+    while clip > 0:
+        step = ops.clip(rest, -part, part)
+        x = keras_multiply(x, _power_of_two(step, dtype))
+        rest, clip = rest - step, clip - part
+    return x
+
+
+@register(aten.ldexp.Tensor, policy=Policy.AGNOSTIC, supports=_ldexp_supports, dynamic=True)
+def aten_ldexp_tensor(ctx, self, other):
+    """ldexp.Tensor(Tensor self, Tensor other) -> Tensor: ``self * 2**other`` as torch: an
+    integer exponent (read as a C int: int64 wraps to 32 bits) scales exactly, so
+    ``0 * 2**200`` is 0 and ``1e-30 * 2**200`` finite; a floating exponent multiplies by
+    ``pow(2, other)`` (``1e-30 * 2**200.0`` is inf, as torch's)."""
+    want = keras_dtype(ctx.out_dtype)
+    x = _in_dtype(self, want)  # an integer self rounds to the float first, as in torch
+    if keras.backend.is_float_dtype(keras.backend.standardize_dtype(other.dtype)):
+        return keras_multiply(x, ops.power(2.0, _in_dtype(other, want)))
+    return scale_by_power_of_two(x, ops.cast(other, "int32"), want)
+
+
+def _in_dtype(x, dtype: str):
+    return x if keras.backend.standardize_dtype(x.dtype) == dtype else ops.cast(x, dtype)

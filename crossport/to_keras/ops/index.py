@@ -382,3 +382,30 @@ def aten_flip_default(ctx, self, dims):
     for axis in physical_axes(value.layout, dims):
         x = ops.flip(x, axis=axis)
     return x
+
+
+@register(aten.nonzero_static.default, policy=Policy.CANONICAL)
+def aten_nonzero_static_default(ctx, self, size, fill_value=-1):
+    """nonzero_static(Tensor self, *, SymInt size, int fill_value=-1) -> Tensor
+
+    The coordinates of the first ``size`` non-zero elements (NaN is non-zero, -0.0 is not)
+    in row-major order, ``fill_value`` rows after the last: each element's rank among the
+    non-zero ones names its output row (one UNSORTED_SEGMENT_SUM of the flat positions),
+    then the flat positions become coordinates by the static strides.
+    """
+    shape = [int(d) for d in ctx.arg_shape(0)]
+    count = int(np.prod(shape))
+    if not shape or size == 0 or count == 0:  # no coordinates, or none to write
+        return np.full((size, len(shape)), fill_value, dtype=np.int64)
+    nonzero = ops.reshape(ops.cast(self, "bool"), (-1,))
+    rank = ops.cumsum(ops.cast(nonzero, "int32")) - 1
+    row = ops.where(ops.logical_and(nonzero, ops.less(rank, size)), rank, size)  # size: dropped
+    positions = ctx.constant(np.arange(count, dtype=np.int32))
+    flat = ops.slice(ops.segment_sum(positions, row, num_segments=size + 1), [0], [size])
+    hits = ops.segment_sum(ops.ones_like(row), row, num_segments=size + 1)
+    found = ops.expand_dims(ops.greater(ops.slice(hits, [0], [size]), 0), -1)
+    strides = np.cumprod([1, *shape[::-1]])[:-1][::-1].astype(np.int32)
+    coordinates = ops.mod(ops.floor_divide(ops.expand_dims(flat, -1), strides),
+                          np.array(shape, np.int32))
+    filled = ops.where(found, ops.cast(coordinates, "int64"), np.int64(fill_value))
+    return filled

@@ -17,9 +17,9 @@ import torch
 
 from crossport.layout import after_reduce, canonical, normalize_dims, physical_axes
 from crossport.to_keras.dynamic_dims import static_dims
-from crossport.to_keras.ops.elementwise import is_infinite
+from crossport.to_keras.ops.elementwise import _promoted, is_infinite
 from crossport.to_keras.ops.reduce import _reduce, nan_max, nan_min
-from crossport.to_keras.ops.shape import as_value
+from crossport.to_keras.ops.shape import _harmonised, as_value
 from crossport.to_keras.registry import Policy, register
 from crossport.to_keras.values import TensorValue, concrete, keras_dtype
 
@@ -57,6 +57,25 @@ def aten_linalg_vector_norm_default(ctx, self, ord=2, dim=None, keepdim=False, d
     x = value.tensor if value.tensor.dtype == want else ops.cast(value.tensor, want)
     value = TensorValue(x, value.layout, value.shape, ctx.out_dtype)
     return _reduce(ctx, value, dim, keepdim, _norm_fn(float(ord)))
+
+
+@register(aten.dist.default, policy=Policy.CUSTOM, dynamic=True)
+def aten_dist_default(ctx, self, other, p=2):
+    """dist(Tensor self, Tensor other, Scalar p=2) -> Tensor
+
+    The ``p``-norm of ``self - other`` (broadcast) over every element, as torch computes it
+    (``linalg.vector_norm`` of the difference, equal bit for bit in float32 on torch).
+    Operands of one rank are subtracted in a shared layout (a conv output stays
+    channels-last: the sum over every element does not see the order).
+    """
+    a, b = as_value(ctx, self), as_value(ctx, other)
+    if a.rank == b.rank:
+        (x, y), _layout = _harmonised(ctx, [a, b])
+    else:
+        x, y = ctx.canonical(a), ctx.canonical(b)
+    x, y = _promoted(ctx, x, y)
+    ctx.out_layout = canonical(0)
+    return _norm_fn(float(p))(ops.subtract(x, y), axis=None, keepdims=False)
 
 
 def _svd_supports(node: torch.fx.Node) -> str | None:

@@ -84,7 +84,26 @@ def _operand(ctx, value):
 def _matmul(ctx, x, y):
     if _is_kernel(x, y):
         return _dense(ctx, x, y)
+    if not keras.backend.is_float_dtype(keras_dtype(ctx.out_dtype)):
+        return _integer_matmul(ctx, x, y)
     return ops.matmul(_operand(ctx, x), _operand(ctx, y))
+
+
+def _integer_matmul(ctx, x, y):
+    """An integer product, exact and wrapping as torch's: Keras' TF matmul computes integers
+    in float32 (``[[2**40 + 1, 3]] @ [[2**20 + 1], [5]]`` lost its low bits, an int32
+    overflow saturated). Products summed over the shared dim, in 64 bits for int64 and 32
+    for narrower types (the same bits mod 2**k), then cast to torch's dtype."""
+    want = keras_dtype(ctx.out_dtype)
+    wide = "int64" if want in ("int64", "uint64") else "int32"
+    x, y = (ops.cast(_operand(ctx, v), wide) for v in (x, y))
+    vector_x, vector_y = len(x.shape) == 1, len(y.shape) == 1
+    x = ops.expand_dims(x, 0) if vector_x else x
+    y = ops.expand_dims(y, -1) if vector_y else y
+    out = ops.sum(ops.multiply(ops.expand_dims(x, -1), ops.expand_dims(y, -3)), axis=-2)
+    out = ops.squeeze(out, -1) if vector_y else out
+    out = ops.squeeze(out, -1 if vector_y else -2) if vector_x else out
+    return out if want == wide else ops.cast(out, want)
 
 
 @register(aten.addmm.default, policy=Policy.CANONICAL, dynamic=True)
@@ -96,10 +115,39 @@ def aten_addmm_default(ctx, self, mat1, mat2, beta=1, alpha=1):
     if (alpha == 1 and beta == 1 and _is_kernel(mat1, mat2) and isinstance(self, np.ndarray)
             and self.dtype == np.float32 and self.shape == (mat2.shape[1],)):
         return _dense(ctx, mat1, mat2, self)
-    product = _matmul(ctx, mat1, mat2)
-    if alpha != 1:
-        product = product * alpha
+    return _beta_self_plus_alpha(ctx, self, _matmul(ctx, mat1, mat2), beta, alpha)
+
+
+def _beta_self_plus_alpha(ctx, self, product, beta, alpha):
+    """``beta * self + alpha * product`` with torch's (BLAS') zero rules: ``beta=0`` leaves
+    ``self`` out and ``alpha=0`` the product, NaN and inf in them included (``0 * nan`` is
+    NaN, not the 0 torch gives). ``product`` has the result's shape."""
+    if alpha == 0:
+        product = ops.zeros_like(product)
+    elif alpha != 1:
+        product = keras_multiply(product, alpha)
+    if beta == 0:
+        return product
     return keras_add(product, _operand(ctx, self) if beta == 1 else keras_multiply(self, beta))
+
+
+@register(aten.addmv.default, policy=Policy.CANONICAL, dynamic=True)
+def aten_addmv_default(ctx, self, mat, vec, beta=1, alpha=1):
+    """addmv(Tensor self, Tensor mat, Tensor vec, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
+    return _beta_self_plus_alpha(ctx, self, _matmul(ctx, mat, vec), beta, alpha)
+
+
+@register(aten.addbmm.default, policy=Policy.CANONICAL, dynamic=True)
+def aten_addbmm_default(ctx, self, batch1, batch2, beta=1, alpha=1):
+    """addbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor
+
+    The batch of products summed over the batch (a BATCH_MATMUL and a SUM in LiteRT).
+    """
+    total = ops.sum(_matmul(ctx, batch1, batch2), axis=0)
+    want = keras_dtype(ctx.out_dtype)
+    if keras.backend.standardize_dtype(total.dtype) != want:  # Keras sums int32 into int32
+        total = ops.cast(total, want)
+    return _beta_self_plus_alpha(ctx, self, total, beta, alpha)
 
 
 @register(aten.matmul.default, policy=Policy.CANONICAL, dynamic=True)
@@ -114,7 +162,19 @@ def aten_bmm_default(ctx, self, mat2):
     return _matmul(ctx, self, mat2)
 
 
-@register(aten.einsum.default, policy=Policy.CANONICAL, dynamic=True)
+def _einsum_supports(node, equation, tensors, path=None):
+    dtype = node.meta["val"].dtype
+    if dtype.is_floating_point or dtype == torch.bool:
+        return None
+    operands = equation.replace(" ", "").partition("->")[0].replace("...", "").split(",")
+    if any(len(set(sub)) != len(sub) for sub in operands):
+        return (f"a {dtype} einsum with a repeated subscript in one operand (a diagonal, "
+                f"{equation!r}): compute it in float, or take torch.diagonal first")
+    return None
+
+
+@register(aten.einsum.default, policy=Policy.CANONICAL, supports=_einsum_supports,
+          dynamic=True)
 def aten_einsum_default(ctx, equation, tensors, path=None):
     """einsum(str equation, Tensor[] tensors, *, int[]? path=None) -> Tensor
 
@@ -124,9 +184,61 @@ def aten_einsum_default(ctx, equation, tensors, path=None):
     operands are widened to torch's result dtype first (Keras kept int32).
     """
     want = keras_dtype(ctx.out_dtype)
+    if want != "bool" and not keras.backend.is_float_dtype(want):
+        return _integer_einsum(ctx, equation.replace(" ", ""), tensors, want)
     tensors = [t if keras.backend.standardize_dtype(t.dtype) == want else ops.cast(t, want)
                for t in tensors]
     return ops.einsum(_keras_equation(equation), *tensors)
+
+
+def _integer_einsum(ctx, equation: str, tensors, want: str):
+    """An integer einsum, exact and wrapping as torch's (Keras' TF einsum computes integers
+    in float32, as its matmul does): every operand broadcast over all subscripts (in the
+    order they first appear), the product summed over those the output drops, in 64 bits
+    for int64, else 32 (the same bits mod 2**k as torch's wrapping arithmetic)."""
+    inputs, out = _explicit_subscripts(equation, [len(t.shape) for t in tensors])
+    inputs, out = _split(_keras_equation(",".join(inputs) + "->" + out))  # after torch's order
+    letters = list(dict.fromkeys("".join(inputs)))  # first use: no transpose when it can be
+    wide = "int64" if want in ("int64", "uint64") else "int32"
+    product = None
+    for sub, t in zip(inputs, tensors):
+        x = ops.cast(_operand(ctx, t), wide)
+        order = sorted(range(len(sub)), key=lambda i: letters.index(sub[i]))
+        x = ops.transpose(x, order) if order != list(range(len(sub))) else x
+        for axis, letter in enumerate(letters):
+            if letter not in sub:
+                x = ops.expand_dims(x, axis)
+        product = x if product is None else ops.multiply(product, x)
+    contracted = [i for i, letter in enumerate(letters) if letter not in out]
+    if contracted:
+        product = ops.sum(product, axis=contracted)
+    kept = [letter for letter in letters if letter in out]
+    if kept != list(out):
+        product = ops.transpose(product, [kept.index(letter) for letter in out])
+    return product if want == wide else ops.cast(product, want)
+
+
+def _split(equation: str) -> tuple[list[str], str]:
+    lhs, _, out = equation.partition("->")
+    return lhs.split(","), out
+
+
+def _explicit_subscripts(equation: str, ranks: list[int]) -> tuple[list[str], str]:
+    """Each operand's subscripts and the output's, with ``...`` spelled out as letters
+    (right-aligned, broadcast as torch does) and an implicit output made explicit."""
+    inputs, out = _split(equation)
+    lhs = ",".join(inputs)
+    free = [c for c in "abcdefghijklmnopqrstuvwxyz" if c not in equation]
+    widest = max((rank - len(sub) + 3 for sub, rank in zip(inputs, ranks) if "..." in sub),
+                 default=0)
+    ellipsis = "".join(free[:widest])
+    inputs = [sub.replace("...", ellipsis[widest - (rank - len(sub) + 3):] if widest else "")
+              if "..." in sub else sub for sub, rank in zip(inputs, ranks)]
+    if "->" not in equation:  # implicit: the letters used once, sorted (A-Z, a-z), after ...
+        counts = "".join(inputs)
+        out = "..." * ("..." in lhs) + "".join(
+            sorted(c for c in set(counts) if counts.count(c) == 1 and c not in ellipsis))
+    return inputs, out.replace("...", ellipsis)
 
 
 def _keras_equation(equation: str) -> str:

@@ -1,6 +1,6 @@
 """Reductions into targets an index names: scatter_reduce, index_reduce, embedding_bag.
 
-scatter_reduce and index_reduce become :class:`crossport.layers.scatter.ScatterReduce`:
+scatter_reduce, index_reduce and ``Tensor.scatter(reduce=)`` become :class:`crossport.layers.scatter.ScatterReduce`:
 every element is sent to a flat position of ``self`` and each position reduces what it
 receives with one unsorted segment op (TFLite builtins), sizes read at run time.
 embedding_bag looks rows up and reduces them per bag the same way
@@ -54,6 +54,41 @@ def aten_scatter_reduce_two(ctx, self, dim, index, src, reduce, include_self=Tru
     """
     layer = ScatterReduce(dim, reduce, include_self, name=ctx.name(), **_compute_dtype(ctx))
     return layer(*(_as_keras(ctx, v) for v in (self, index, src)))
+
+
+_SCATTER_REDUCTIONS = {"add": "sum", "multiply": "prod"}
+
+
+def _scatter_reduce_supports(node, reduce, **_):
+    if reduce not in _SCATTER_REDUCTIONS:
+        return f"scatter with reduce={reduce!r} (torch takes 'add', 'multiply')"
+    return None
+
+
+@register(aten.scatter.reduce, aten.scatter.value_reduce, policy=Policy.CANONICAL,
+          supports=_scatter_reduce_supports, dynamic=True)
+def aten_scatter_reduce(ctx, self, dim, index, src=None, value=None, reduce="add"):
+    """scatter.reduce(Tensor self, int dim, Tensor index, Tensor src, *, str reduce) -> Tensor
+
+    ``Tensor.scatter(..., reduce='add' | 'multiply')``: scatter_reduce's sum / prod with
+    ``self`` included (the same values, torch runs the same kernel). value_reduce scatters
+    a scalar, cast to ``self``'s dtype as torch does (toward zero for integers).
+    """
+    if src is None:
+        src = _filled_like(ctx, index, value)
+    layer = ScatterReduce(dim, _SCATTER_REDUCTIONS[reduce], True, name=ctx.name(),
+                          **_compute_dtype(ctx))
+    return layer(*(_as_keras(ctx, v) for v in (self, index, src)))
+
+
+def _filled_like(ctx, index, value):
+    """``value`` in the result's dtype, one per element of ``index`` (a constant when the
+    index is, else sized at run time)."""
+    dtype = keras_dtype(ctx.out_dtype)
+    scalar = np.asarray(value).astype(dtype)
+    if isinstance(index, np.ndarray):
+        return np.full(index.shape, scalar, dtype=dtype)
+    return ops.full_like(index, scalar, dtype=dtype)
 
 
 @register(aten.index_reduce.default, policy=Policy.CANONICAL, supports=_reduce_supports,

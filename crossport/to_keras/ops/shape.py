@@ -30,7 +30,7 @@ from crossport.layout import (
 )
 from crossport.layout.reshape import flat_layout, layout_after_reshape, reshape_groups
 from crossport.to_keras import slicing
-from crossport.to_keras.dynamic_dims import static_dims
+from crossport.to_keras.dynamic_dims import is_dynamic_size, static_dims
 from crossport.to_keras.ops.elementwise import keras_add
 from crossport.to_keras.registry import Policy, register
 from crossport.to_keras.values import TensorValue, concrete, keras_dtype
@@ -140,8 +140,8 @@ def _reshapable_layout(layout: Layout, in_shape, out_shape) -> Layout | None:
 
 
 @register(aten.view.default, aten._unsafe_view.default, aten.reshape.default,
-          aten.flatten.using_ints, aten.unflatten.int, aten.squeeze.dim, aten.squeeze.dims,
-          aten.squeeze.default, aten.unsqueeze.default, policy=Policy.CUSTOM, dynamic=True)
+          aten.view_copy.default, aten.flatten.using_ints, aten.unflatten.int, aten.squeeze.dim,
+          aten.squeeze.dims, aten.squeeze.default, aten.unsqueeze.default, policy=Policy.CUSTOM, dynamic=True)
 def aten_view_default(ctx, self, *args, **kwargs):
     """view(Tensor(a) self, SymInt[] size) and flatten/squeeze/unsqueeze: one reshape rule.
 
@@ -151,8 +151,8 @@ def aten_view_default(ctx, self, *args, **kwargs):
     return reshape(ctx, self)
 
 
-@register(aten.permute.default, aten.transpose.int, aten.t.default, aten.numpy_T.default,
-          policy=Policy.CUSTOM, dynamic=True)
+@register(aten.permute.default, aten.permute_copy.default, aten.transpose.int, aten.t.default,
+          aten.numpy_T.default, policy=Policy.CUSTOM, dynamic=True)
 def aten_permute_default(ctx, self, *args, **kwargs):
     """permute(Tensor(a) self, int[] dims): free; only the layout changes (no Keras op)."""
     value = ctx.plain(as_value(ctx, self))
@@ -161,7 +161,7 @@ def aten_permute_default(ctx, self, *args, **kwargs):
 
 
 def _permutation(node, rank) -> tuple[int, ...]:
-    if node.target is aten.permute.default:
+    if node.target in (aten.permute.default, aten.permute_copy.default):
         return tuple(node.args[1])
     if node.target is aten.transpose.int:
         return transpose_perm(rank, node.args[1], node.args[2])
@@ -343,9 +343,10 @@ def aten_split_with_sizes_default(ctx, self, split_sizes, dim=0):
     return tuple(parts)
 
 
-@register(aten.unbind.int, policy=Policy.CUSTOM, dynamic=True)
+@register(aten.unbind.int, aten.unbind_copy.int, policy=Policy.CUSTOM, dynamic=True)
 def aten_unbind_int(ctx, self, dim=0):
-    """unbind.int(Tensor(a -> *) self, int dim=0) -> Tensor(a)[]"""
+    """unbind.int(Tensor(a -> *) self, int dim=0) -> Tensor(a)[] (and unbind_copy: the
+    same values; Keras has no views)"""
     value = ctx.plain(as_value(ctx, self))
     parts = slicing.unstack(value.tensor, physical_axis(value.layout, dim))  # not UNPACK: XNNPACK has no kernel for it
     ctx.out_layout = [after_reduce(value.layout, [dim], keepdim=False)] * len(parts)
@@ -378,6 +379,26 @@ def aten_slice_tensor(ctx, self, dim=0, start=None, end=None, step=1):
     if step > 1 and start >= 0 and (end is None or end >= 0):  # unit strides for XNNPACK
         return slicing.strided_slice(x, physical_axis(layout, dim), start, end, step)
     return x[physical_index(layout, dim, slice(start, end, step))]
+
+
+def _narrow_bounds_static(node, self, dim, start, length) -> str | None:
+    """narrow_copy's dim, start and length must be known when converting."""
+    if any(is_dynamic_size(s) for s in (start, length)):
+        return "narrow_copy with a start or length computed from a run-time size"
+    return static_dims("self", lambda _node: [dim], "narrow_copy")(node)
+
+
+@register(aten.narrow_copy.default, policy=Policy.CUSTOM, keeps_layout=True,
+          dynamic=_narrow_bounds_static)
+def aten_narrow_copy_default(ctx, self, dim, start, length):
+    """narrow_copy(Tensor self, int dim, SymInt start, SymInt length) -> Tensor
+
+    ``length`` elements from ``start`` (a negative start counts from the end, as torch's):
+    the slice ``start:start + length``.
+    """
+    size = as_value(ctx, self).static_shape()[dim]
+    start = start + size if start < 0 else start
+    return aten_slice_tensor(ctx, self, dim, start, start + length)
 
 
 @register(aten.select.int, policy=Policy.CUSTOM, dynamic=True)
@@ -430,9 +451,11 @@ def aten_index_select_default(ctx, self, dim, index):
 
 
 @register(aten.clone.default, aten.contiguous.default, aten.alias.default, aten.detach.default,
-          aten.lift_fresh_copy.default, policy=Policy.CUSTOM, keeps_layout=True, dynamic=True)
+          aten.lift_fresh_copy.default, aten.conj_physical.default, policy=Policy.CUSTOM,
+          keeps_layout=True, dynamic=True)
 def aten_clone_default(ctx, self, *args, **kwargs):
-    """clone/contiguous/alias/detach: the identity."""
+    """clone/contiguous/alias/detach, and conj_physical of a real tensor: the identity (a
+    complex one has its own converter, ``complex.py``)."""
     value = as_value(ctx, self)
     ctx.out_layout = value.layout
     return value.tensor
