@@ -188,7 +188,19 @@ def aten_einsum_default(ctx, equation, tensors, path=None):
         return _integer_einsum(ctx, equation.replace(" ", ""), tensors, want)
     tensors = [t if keras.backend.standardize_dtype(t.dtype) == want else ops.cast(t, want)
                for t in tensors]
-    return ops.einsum(_keras_equation(equation), *tensors)
+    return ops.einsum(_keras_equation(_with_output(equation)), *tensors)
+
+
+def _with_output(equation: str) -> str:
+    """``equation`` with torch's implicit output spelled out: the subscripts used once,
+    sorted A-Z before a-z (after ``...``); Keras renames upper-case letters first and would
+    sort them among the lower-case ones (``ab,bC`` is ``Ca`` in torch)."""
+    equation = equation.replace(" ", "")
+    if "->" in equation:
+        return equation
+    used = equation.replace("...", "").replace(",", "")
+    once = sorted(c for c in set(used) if used.count(c) == 1)
+    return equation + "->" + "..." * ("..." in equation) + "".join(once)
 
 
 def _integer_einsum(ctx, equation: str, tensors, want: str):
