@@ -201,6 +201,21 @@ def test_int64_ascending_sort_and_histc_match_torch_on_litert(tmp_path):
         np.testing.assert_array_equal(g, w)
 
 
+def _assert_grid_samples_match(module, example, args, mode, path):
+    """grid_sample's outputs on LiteRT against torch: NaN/inf positions exactly, nearest
+    values exactly, interpolated values to rounding (torch sums the taps with FMAs, LiteRT
+    without)."""
+    got = _export_and_run(module, example, args, path)
+    for g, w in zip(got, _torch_outputs(module, args), strict=True):
+        np.testing.assert_array_equal(np.isnan(g), np.isnan(w))
+        np.testing.assert_array_equal(np.isinf(g), np.isinf(w))
+        finite = np.isfinite(w)
+        if mode == "nearest":
+            np.testing.assert_array_equal(g[finite], w[finite])
+        else:
+            np.testing.assert_allclose(g[finite], w[finite], rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("mode", ["bilinear", "nearest", "bicubic"])
 def test_grid_sample_matches_torch_on_litert(mode, tmp_path):
     """grid_sample from builtins (FLOOR, ROUND, GATHER, SELECT ...): NaN/+-inf/huge grid
@@ -213,15 +228,7 @@ def test_grid_sample_matches_torch_on_litert(mode, tmp_path):
         for p in PADDINGS for a in (False, True)))
     example = (torch.randn(2, 3, 5, 97), torch.rand(2, 22, 22, 2) * 2 - 1)
     args = (special_image(), special_grid())
-    got = _export_and_run(module, example, args, tmp_path / "m.tflite")
-    for g, w in zip(got, _torch_outputs(module, args), strict=True):
-        np.testing.assert_array_equal(np.isnan(g), np.isnan(w))
-        np.testing.assert_array_equal(np.isinf(g), np.isinf(w))
-        finite = np.isfinite(w)
-        if mode == "nearest":
-            np.testing.assert_array_equal(g[finite], w[finite])
-        else:  # torch sums the taps with FMAs, LiteRT without: rounding
-            np.testing.assert_allclose(g[finite], w[finite], rtol=1e-5, atol=1e-6)
+    _assert_grid_samples_match(module, example, args, mode, tmp_path / "m.tflite")
 
 
 def _scatter_reductions(x, s):
@@ -386,15 +393,7 @@ def test_grid_sample_3d_matches_torch_on_litert(mode, tmp_path):
         for p in PADDINGS for a in (False, True)))
     args = (special_volume(), special_grid_3d())
     example = (torch.randn(args[0].shape), torch.rand(args[1].shape) * 2 - 1)
-    got = _export_and_run(module, example, args, tmp_path / "m.tflite")
-    for g, w in zip(got, _torch_outputs(module, args), strict=True):
-        np.testing.assert_array_equal(np.isnan(g), np.isnan(w))
-        np.testing.assert_array_equal(np.isinf(g), np.isinf(w))
-        finite = np.isfinite(w)
-        if mode == "nearest":
-            np.testing.assert_array_equal(g[finite], w[finite])
-        else:
-            np.testing.assert_allclose(g[finite], w[finite], rtol=1e-5, atol=1e-6)
+    _assert_grid_samples_match(module, example, args, mode, tmp_path / "m.tflite")
 
 
 def _aliases_and_signbit(x, n):
