@@ -416,19 +416,20 @@ def test_copy_aliases_and_signbit_match_torch_on_litert(tmp_path):
 
 
 def _products_and_distances(s, a, b):
-    # a matrix-vector product runs as FULLY_CONNECTED, which clamps an infinite result to
-    # +-FLT_MAX (a @ v too; docs/parity.md): the products kept get finite factors
-    f = torch.where(a.isinf(), 7.0, a)
-    return (torch.addmv(s[:, 0], f[0], b[0, :, 1], beta=0.5, alpha=2),
-            torch.addmv(s[:, 1], f[1], b[1, :, 0], beta=0),
-            torch.addbmm(s, a, b, alpha=0), torch.addbmm(s, f, b.nan_to_num(), beta=-1),
+    # infinite factors: a 2-D product with a run-time operand is a BATCH_MATMUL of one, not
+    # FULLY_CONNECTED, which clamped an infinite result to +-FLT_MAX
+    return (torch.addmv(s[:, 0], a[0], b[0, :, 1], beta=0.5, alpha=2),
+            torch.addmv(s[:, 1], a[1], b[1, :, 0], beta=0), a[0] @ b[0, :, 1],
+            b[0, :, 1] @ b[0, :, 1], a[0] @ b[0],
+            torch.addbmm(s, a, b, alpha=0), torch.addbmm(s, a, b.nan_to_num(), beta=-1),
             torch.conj_physical(s),
             *(torch.dist(a[0], b[0, :, :3], p) for p in (0, 0.5, 1, 2, 3, -1, math.inf, -math.inf)))
 
 
 def test_addmv_addbmm_dist_match_torch_on_litert(tmp_path):
-    """addmv/addbmm with torch's beta=0 / alpha=0 rules (NaN and inf left out) and dist for
-    every p on special values (BATCH_MATMUL, SUM, POW ... builtins)."""
+    """addmv/addbmm with torch's beta=0 / alpha=0 rules (NaN and inf left out), matrix and
+    vector products with infinite factors (+-inf kept, not +-FLT_MAX) and dist for every p
+    on special values (BATCH_MATMUL, SUM, POW ... builtins)."""
     from tests.ops.test_linear import _special_operands
 
     args = _special_operands()

@@ -86,7 +86,26 @@ def _matmul(ctx, x, y):
         return _dense(ctx, x, y)
     if not keras.backend.is_float_dtype(keras_dtype(ctx.out_dtype)):
         return _integer_matmul(ctx, x, y)
+    if not isinstance(y, np.ndarray):  # computed at run time (constants are weights)
+        return _batch_of_one_matmul(_operand(ctx, x), _operand(ctx, y))
     return ops.matmul(_operand(ctx, x), _operand(ctx, y))
+
+
+def _batch_of_one_matmul(x, y):
+    """``x @ y`` with a run-time ``y``, matrices given a batch dim of one. LiteRT runs a
+    2-D product as FULLY_CONNECTED with ``y`` as run-time weights, a kernel that clamps an
+    infinite result to +-FLT_MAX (torch: +-inf); a batch of one is BATCH_MATMUL, which keeps
+    it. Batched products (BATCH_MATMUL already) are left as they are."""
+    vector_x, vector_y = len(x.shape) == 1, len(y.shape) == 1
+    if len(x.shape) > 2 or len(y.shape) > 2:
+        return ops.matmul(x, y)
+    # both rank 3 (a vector as a one-row / one-column matrix): TF's mixed-rank matmul is a
+    # Tensordot, which the TFLite converter lowers to an invalid BATCH_MATMUL
+    x = ops.expand_dims(x, (0, 1) if vector_x else 0)
+    y = ops.expand_dims(y, (0, 2) if vector_y else 0)
+    out = ops.squeeze(ops.matmul(x, y), 0)
+    out = ops.squeeze(out, -1) if vector_y else out
+    return ops.squeeze(out, 0) if vector_x else out
 
 
 def _integer_matmul(ctx, x, y):
