@@ -405,6 +405,13 @@ def run_sizes(node: KNode) -> list[RunSize]:
     return sizes.sizes_in([attributes, node.args, node.kwargs])
 
 
+def _dtypes_among(node: KNode, dtypes: tuple[str, ...]) -> list[str]:
+    """Which of ``dtypes`` the node's input and output tensors hold, sorted."""
+    held = {keras.backend.standardize_dtype(t.dtype)
+            for t in [*node.input_tensors(), *node.outputs] if _is_tensor(t)}
+    return sorted(held & set(dtypes))
+
+
 _HALF = ("float16", "bfloat16")
 
 
@@ -414,9 +421,7 @@ def _half_precision_reason(node: KNode) -> str | None:
     with numpy operands) is not what torch's half kernels compute."""
     if isinstance(node.operation, keras.layers.Layer) or node.class_name == "Cast":
         return None
-    dtypes = {keras.backend.standardize_dtype(t.dtype)
-              for t in [*node.input_tensors(), *node.outputs] if _is_tensor(t)}
-    half = sorted(dtypes & set(_HALF))
+    half = _dtypes_among(node, _HALF)
     if not half:
         return None
     return f"{HALF_PREFIX} {half[0]} values"
@@ -428,9 +433,7 @@ _WIDE_UNSIGNED = ("uint16", "uint32", "uint64")
 def _wide_unsigned_reason(node: KNode) -> str | None:
     """A node reading or making uint16/uint32/uint64 values: torch has those dtypes for
     storage only (its CPU kernels implement no arithmetic, comparison or reduction on them)."""
-    dtypes = {keras.backend.standardize_dtype(t.dtype)
-              for t in [*node.input_tensors(), *node.outputs] if _is_tensor(t)}
-    wide = sorted(dtypes & set(_WIDE_UNSIGNED))
+    wide = _dtypes_among(node, _WIDE_UNSIGNED)
     if not wide:
         return None
     return (f"holds {wide[0]} values, which torch stores but cannot compute on (no CPU "
