@@ -108,13 +108,19 @@ def _batch_of_one_matmul(x, y):
     return ops.squeeze(out, 0) if vector_x else out
 
 
+def _accumulator(dtype: str) -> str:
+    """The integer type an exact product of ``dtype`` values is summed in: 64 bits for
+    64-bit types, else 32 (the same bits mod 2**k as torch's wrapping arithmetic)."""
+    return "int64" if dtype in ("int64", "uint64") else "int32"
+
+
 def _integer_matmul(ctx, x, y):
     """An integer product, exact and wrapping as torch's: Keras' TF matmul computes integers
     in float32 (``[[2**40 + 1, 3]] @ [[2**20 + 1], [5]]`` lost its low bits, an int32
     overflow saturated). Products summed over the shared dim, in 64 bits for int64 and 32
     for narrower types (the same bits mod 2**k), then cast to torch's dtype."""
     want = keras_dtype(ctx.out_dtype)
-    wide = "int64" if want in ("int64", "uint64") else "int32"
+    wide = _accumulator(want)
     x, y = (ops.cast(_operand(ctx, v), wide) for v in (x, y))
     vector_x, vector_y = len(x.shape) == 1, len(y.shape) == 1
     x = ops.expand_dims(x, 0) if vector_x else x
@@ -204,7 +210,7 @@ def aten_einsum_default(ctx, equation, tensors, path=None):
     """
     want = keras_dtype(ctx.out_dtype)
     if want != "bool" and not keras.backend.is_float_dtype(want):
-        return _integer_einsum(ctx, equation.replace(" ", ""), tensors, want)
+        return _integer_einsum(ctx, _with_output(equation), tensors, want)
     tensors = [t if keras.backend.standardize_dtype(t.dtype) == want else ops.cast(t, want)
                for t in tensors]
     return ops.einsum(_keras_equation(_with_output(equation)), *tensors)
@@ -230,7 +236,7 @@ def _integer_einsum(ctx, equation: str, tensors, want: str):
     inputs, out = _explicit_subscripts(equation, [len(t.shape) for t in tensors])
     inputs, out = _split(_keras_equation(",".join(inputs) + "->" + out))  # after torch's order
     letters = list(dict.fromkeys("".join(inputs)))  # first use: no transpose when it can be
-    wide = "int64" if want in ("int64", "uint64") else "int32"
+    wide = _accumulator(want)
     product = None
     for sub, t in zip(inputs, tensors):
         x = ops.cast(_operand(ctx, t), wide)
@@ -255,20 +261,15 @@ def _split(equation: str) -> tuple[list[str], str]:
 
 
 def _explicit_subscripts(equation: str, ranks: list[int]) -> tuple[list[str], str]:
-    """Each operand's subscripts and the output's, with ``...`` spelled out as letters
-    (right-aligned, broadcast as torch does) and an implicit output made explicit."""
+    """Each operand's subscripts and the output's (``equation`` has one: _with_output),
+    with ``...`` spelled out as letters (right-aligned, broadcast as torch does)."""
     inputs, out = _split(equation)
-    lhs = ",".join(inputs)
     free = [c for c in "abcdefghijklmnopqrstuvwxyz" if c not in equation]
     widest = max((rank - len(sub) + 3 for sub, rank in zip(inputs, ranks) if "..." in sub),
                  default=0)
     ellipsis = "".join(free[:widest])
     inputs = [sub.replace("...", ellipsis[widest - (rank - len(sub) + 3):] if widest else "")
               if "..." in sub else sub for sub, rank in zip(inputs, ranks)]
-    if "->" not in equation:  # implicit: the letters used once, sorted (A-Z, a-z), after ...
-        counts = "".join(inputs)
-        out = "..." * ("..." in lhs) + "".join(
-            sorted(c for c in set(counts) if counts.count(c) == 1 and c not in ellipsis))
     return inputs, out.replace("...", ellipsis)
 
 
