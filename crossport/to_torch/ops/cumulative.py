@@ -91,6 +91,14 @@ def float32_cumprod(ctx: Context, x, dim: int, rank: int):
     return ctx.call_method("to", call(torch.where, seen, stuck, total), torch.float32)
 
 
+def cumulative(ctx: Context, x, dim: int, rank: int, product: bool, want: torch.dtype):
+    """cumsum / cumprod of ``x`` along ``dim`` in ``want``: float32 as TF's float32
+    accumulator, other dtypes as torch computes them."""
+    if want == torch.float32:
+        return (float32_cumprod if product else float32_cumsum)(ctx, x, dim, rank)
+    return ctx.call_function(torch.cumprod if product else torch.cumsum, x, dim, dtype=want)
+
+
 @register_op("Cumsum", "Cumprod", policy=Policy.CUSTOM, keeps_layout=True)
 def Cumulative(ctx: Context, op, x: Held) -> Held:
     """keras.ops.cumsum / cumprod(x, axis): on the held dim (``axis=None``: over the tensor
@@ -98,14 +106,8 @@ def Cumulative(ctx: Context, op, x: Held) -> Held:
     int64), float32 as TF's float32 accumulator (above)."""
     x = _flat(ctx, ctx.plain(x)) if op.axis is None else ctx.plain(x)
     dim = physical_axis(x.layout, 0 if op.axis is None else int(op.axis))
-    want = ctx.output_dtype()
-    product = type(op).__name__ == "Cumprod"
-    if want == torch.float32:
-        values = x.node
-        if ctx.input_dtype != "float32":  # cumsum(ints, dtype="float32"): rounded as in Keras
-            values = ctx.call_method("to", values, torch.float32)
-        node = (float32_cumprod if product else float32_cumsum)(ctx, values, dim, len(x.shape))
-    else:
-        node = ctx.call_function(torch.cumprod if product else torch.cumsum, x.node, dim,
-                                 dtype=want)
+    want, values = ctx.output_dtype(), x.node
+    if want == torch.float32 and ctx.input_dtype != "float32":
+        values = ctx.call_method("to", values, torch.float32)  # ints: rounded as in Keras
+    node = cumulative(ctx, values, dim, len(x.shape), type(op).__name__ == "Cumprod", want)
     return Held(node, x.layout, x.shape)

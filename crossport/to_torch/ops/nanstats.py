@@ -23,7 +23,7 @@ import torch
 from crossport.layout import normalize_dim
 from crossport.layout.policy import Policy
 from crossport.to_torch.context import Context
-from crossport.to_torch.ops.cumulative import float32_cumprod, float32_cumsum
+from crossport.to_torch.ops.cumulative import cumulative
 from crossport.to_torch.ops.numeric import _dims, _float, _nan_supported, _rank
 from crossport.to_torch.registry import register_op
 
@@ -51,9 +51,9 @@ def _nanvar(ctx: Context, op, x):
     count = call(torch.sum, ctx.call_method("to", valid, want), dim=dims, keepdim=True)
     mean = call(operator.truediv, call(torch.sum, clean, dim=dims, keepdim=True), count)
     centered = call(torch.where, valid, call(operator.sub, x, mean), 0.0)
-    squares = call(torch.sum, call(torch.square, centered), dim=dims, keepdim=keep)
-    return call(operator.truediv, squares,
-                call(torch.sum, ctx.call_method("to", valid, want), dim=dims, keepdim=keep))
+    squares = call(torch.sum, call(torch.square, centered), dim=dims, keepdim=True)
+    variance = call(operator.truediv, squares, count)
+    return variance if keep else call(torch.squeeze, variance, tuple(dims))
 
 
 @register_op(policy=Policy.CANONICAL, supports=_nan_supported)
@@ -82,11 +82,7 @@ def Nancumulative(ctx: Context, op, x):
         x, axis = ctx.call_method("reshape", x, -1), 0
     else:
         axis = normalize_dim(int(op.axis), _rank(ctx))
-    if want == torch.float32:
-        rank = len(ctx.output_shapes[0])
-        return (float32_cumprod if product else float32_cumsum)(ctx, x, axis, rank)
-    fn = torch.cumprod if product else torch.cumsum
-    return call(fn, x, axis, dtype=want)
+    return cumulative(ctx, x, axis, len(ctx.output_shapes[0]), product, want)
 
 
 @register_op("Nanargmax", "Nanargmin", policy=Policy.CANONICAL)
