@@ -553,6 +553,17 @@ CASES = [
                                torch.erfinv(torch.tanh(x)))),
                  (2, 3, 5), {0: {2: "s"}}, True, [(3, 3, 9), (1, 3, 2)],
                  id="lgamma-digamma-erfinv-dynamic"),
+    # 2-D products of run-time operands (a batch-of-one matmul), einsum's implicit
+    # mixed-case output, and the elementwise/reduction converters added beside them, over a
+    # dynamic dim
+    pytest.param(Op(lambda x: (x[0] @ x[1].T, x[0] @ x[1, 0], x[0, :, 0] @ x[1],
+                               torch.mv(x[0].T, x[1, :, 0]), x[0, :, 0] @ x[1, :, 0],
+                               torch.addmv(x[1, 0], x[0].T, x[1, :, 1], beta=0.5),
+                               torch.einsum("ab,cB", x[0], x[1]), torch.signbit(x),
+                               torch.ldexp(x, (x * 3).int()), torch.dist(x[0], x[1], 3),
+                               torch.gcd((x * 50).long(), (x * 30).long()))),
+                 (2, 5, 3), {0: {1: "s"}}, False, [(2, 9, 3), (2, 1, 3)],
+                 id="run-time-products-and-new-ops-dynamic"),
 ]
 
 REFUSED = [
