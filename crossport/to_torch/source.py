@@ -121,7 +121,9 @@ for _cls in (tf_pool.TFMaxPool1d, tf_pool.TFMaxPool2d, tf_pool.TFMaxPool3d, tf_p
 _EXTRA_REPR_OK = (
     nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d,
     nn.ConvTranspose3d, nn.Linear, nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.LayerNorm,
-    nn.GroupNorm, nn.Embedding, nn.MaxPool1d, nn.MaxPool2d, nn.MaxPool3d, nn.ZeroPad1d,
+    nn.GroupNorm, nn.Embedding, nn.MaxPool1d, nn.MaxPool2d, nn.MaxPool3d, nn.AdaptiveAvgPool1d,
+    nn.AdaptiveAvgPool2d, nn.AdaptiveAvgPool3d, nn.AdaptiveMaxPool1d, nn.AdaptiveMaxPool2d,
+    nn.AdaptiveMaxPool3d, nn.ZeroPad1d,
     nn.ZeroPad2d, nn.ZeroPad3d, nn.ReLU, nn.ReLU6, nn.Sigmoid, nn.Tanh, nn.ELU, nn.SELU, nn.SiLU,
     nn.GELU, nn.Hardsigmoid, nn.Hardswish, nn.Mish, nn.Softsign, nn.LogSigmoid, nn.Tanhshrink,
     nn.Hardtanh, nn.Softmax, nn.LogSoftmax, nn.LeakyReLU,
