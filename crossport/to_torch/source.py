@@ -20,6 +20,7 @@ from torch import nn
 
 from crossport.errors import ExportError, InputError
 from crossport.export.staging import Staging
+from crossport.to_torch import augment
 from crossport.to_torch import modules as own
 from crossport.torch_layers import conv as tf_conv
 from crossport.torch_layers import normalization as tf_norm
@@ -108,6 +109,9 @@ _ARGS: dict[type, Callable[[nn.Module], str]] = {
     own.ScaleShift: lambda m: f"{_shape(m.scale)}, {_shape(m.offset)}",
     own.Standardize: lambda m: f"{_shape(m.mean)}, {_shape(m.variance)}, {m.invert!r}",
     own.ChannelScale: lambda m: _shape(m.gamma),
+    augment.KerasAugmentation: lambda m: f"{m.layer!r}, {m.kind!r}, {m.cast!r}",
+    augment.KerasRandomFlip: lambda m: f"{m.dims!r}",
+    augment.KerasAutoContrast: lambda m: f"{m.low!r}, {m.high!r}",
     own.KerasMultiHeadAttention: lambda m: (
         f"{m.query.in_features}, {m.key.in_features}, {m.value.in_features}, {m.num_heads}, "
         f"{m.key_dim}, {m.value_dim}, {m.attention_output.out_features}, "
