@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import crossport
-from tests.to_torch.harness import assert_to_torch, chain, module_types
+from tests.to_torch.harness import assert_to_torch, chain, make_live, module_types
 
 L = keras.layers
 
@@ -112,6 +112,52 @@ def test_recurrent(layer):
     config = str(layer.get_config())
     if "hard_sigmoid" not in config and "'reset_after': False" not in config:
         assert plain in module_types(conv.module)
+
+
+GENERIC_RNN = {
+    "lstmcell-last": L.RNN(L.LSTMCell(5)),
+    "lstmcell-state-backwards": L.RNN(L.LSTMCell(5), return_state=True, go_backwards=True),
+    "lstmcell-hard-sigmoid-seq": L.RNN(L.LSTMCell(5, recurrent_activation="hard_sigmoid"),
+                                       return_sequences=True),
+    "grucell-seq": L.RNN(L.GRUCell(5), return_sequences=True),
+    "grucell-reset-before-state": L.RNN(L.GRUCell(5, reset_after=False), return_state=True),
+    "simplernncell-relu-unrolled": L.RNN(L.SimpleRNNCell(5, activation="relu"),
+                                         return_sequences=True, unroll=True),
+    "simplernncell-no-bias-dropout": L.RNN(L.SimpleRNNCell(5, use_bias=False, dropout=0.3)),
+}
+
+
+@pytest.mark.parametrize("layer", GENERIC_RNN.values(), ids=GENERIC_RNN.keys())
+def test_generic_rnn_over_a_builtin_cell(layer):
+    """keras.layers.RNN(cell) is the LSTM / GRU / SimpleRNN layer of that cell."""
+    assert_to_torch(chain((7, 6), layer))
+
+
+def test_generic_rnn_at_run_time_lengths_with_initial_state():
+    x, h, c = keras.Input((None, 6)), keras.Input((5,)), keras.Input((5,))
+    out = L.RNN(L.LSTMCell(5), return_sequences=True)(x, initial_state=[h, c])
+    model = make_live(keras.Model([x, h, c], out))
+    conv = crossport.to_torch_with_report(
+        model, (torch.randn(2, 7, 6), torch.randn(2, 5), torch.randn(2, 5)))
+    assert len(conv.report.shapes) == 2, conv.report.summary()
+
+
+@pytest.mark.parametrize("cell", [lambda: [L.LSTMCell(4), L.GRUCell(3)],
+                                  lambda: _Cell()], ids=["stacked-cells", "custom-cell"])
+def test_generic_rnn_over_other_cells_is_refused(cell):
+    with pytest.raises(crossport.UnsupportedLayerError, match="only Keras' LSTMCell"):
+        crossport.to_torch(chain((7, 6), L.RNN(cell())), (torch.randn(2, 7, 6),))
+
+
+class _Cell(L.Layer):
+    state_size = 3
+
+    def build(self, shape):
+        self.kernel = self.add_weight(shape=(shape[-1], 3))
+
+    def call(self, x, states):
+        h = keras.ops.tanh(x @ self.kernel + states[0])
+        return h, [h]
 
 
 def test_lstm_initial_state():

@@ -76,6 +76,8 @@ RNNS = {
     "lstm-state": [L.LSTM(4, return_state=True)],
     "stacked-lstm-gru": [L.LSTM(4, return_sequences=True), L.GRU(3)],
     "lstm-zero-output-for-mask": [L.LSTM(4, return_sequences=True, zero_output_for_mask=True)],
+    "rnn-lstmcell-sequences": [L.RNN(L.LSTMCell(4), return_sequences=True)],
+    "rnn-grucell-last-backwards": [L.RNN(L.GRUCell(4), go_backwards=True)],
     "bi-lstm-sequences": [L.Bidirectional(L.LSTM(3, return_sequences=True))],
     "bi-gru-last": [L.Bidirectional(L.GRU(3))],
     "bi-lstm-state": [L.Bidirectional(L.LSTM(3, return_state=True))],

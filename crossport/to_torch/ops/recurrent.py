@@ -1,4 +1,4 @@
-"""Recurrent layers: LSTM, GRU, SimpleRNN, Bidirectional -> nn.LSTM / nn.GRU / nn.RNN.
+"""Recurrent layers: LSTM, GRU, SimpleRNN, RNN(cell), Bidirectional -> nn.LSTM / nn.GRU / nn.RNN.
 
 Keras gates LSTM ``(i, f, c, o)`` with one bias = torch's ``(i, f, g, o)`` (the bias goes to
 ``bias_ih``, ``bias_hh`` is zero); GRU ``reset_after=True`` is torch's GRU with gates
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import operator
 
+import keras
 import numpy as np
 import torch
 from torch import nn
@@ -121,9 +122,15 @@ def Recurrent(ctx: Context, layer, inputs, initial_state=None, mask=None, **_cal
     states over masked steps and repeats (or zeroes) the output as TF's RNN loop does; a
     layer shared by a masked and an unmasked tensor runs the twin in every call.
     """
+    masked = mask is not None or ctx.masked_call(layer)  # (a shared layer's calls: one module)
+    return _recurrent(ctx, layer, inputs, initial_state, mask, masked)
+
+
+def _recurrent(ctx: Context, layer, inputs, initial_state, mask, masked: bool):
+    """An LSTM / GRU / SimpleRNN layer's module and outputs (``masked``: the twin)."""
     kind = type(layer).__name__
     cfg = layer.get_config()
-    if mask is not None or ctx.masked_call(layer):  # (a shared layer's calls: one module)
+    if masked:
         result = _masked_twin(ctx, layer, inputs, initial_state, mask)
         return _unpack(ctx, kind, result, cfg["return_state"])
     if not _plain(layer):
@@ -145,6 +152,42 @@ def Recurrent(ctx: Context, layer, inputs, initial_state=None, mask=None, **_cal
     if not cfg["return_state"]:
         return out
     return [out, *_states(ctx, kind, ctx.call_function(operator.getitem, result, 1))]
+
+
+_CELL_LAYERS = {"LSTMCell": "LSTM", "GRUCell": "GRU", "SimpleRNNCell": "SimpleRNN"}
+
+
+def _generic_rnn_supported(layer) -> str | None:
+    cell = type(layer.cell)
+    if cell.__name__ not in _CELL_LAYERS or cell is not getattr(keras.layers, cell.__name__):
+        return (f"RNN over a {cell.__name__}: only Keras' LSTMCell, GRUCell and "
+                "SimpleRNNCell convert (as the LSTM / GRU / SimpleRNN layer they make)")
+    return _rnn_supported(layer)
+
+
+def _layer_of_cell(ctx: Context, layer):
+    """The LSTM / GRU / SimpleRNN layer computing what ``RNN(cell)`` computes: the cell's
+    config and weights, the RNN's sequence options (one per Keras layer, kept in memo)."""
+    key = ("layer_of_cell", id(layer))
+    if key not in ctx.memo:
+        cfg = layer.get_config()
+        cell_cfg = {k: v for k, v in layer.cell.get_config().items() if k != "name"}
+        options = {k: cfg[k] for k in ("return_sequences", "return_state", "go_backwards",
+                                       "zero_output_for_mask", "unroll")}
+        cls = getattr(keras.layers, _CELL_LAYERS[type(layer.cell).__name__])
+        twin = cls.from_config({**cell_cfg, **options, "name": f"{layer.name}_as_layer"})
+        twin.build((None, None, int(layer.cell.kernel.shape[0])))
+        twin.set_weights(layer.cell.get_weights())
+        ctx.memo[key] = twin
+    return ctx.memo[key]
+
+
+@register_layer(policy=Policy.CANONICAL, supports=_generic_rnn_supported, masks=True)
+def RNN(ctx: Context, layer, inputs, initial_state=None, mask=None, **_call_kwargs):
+    """keras.layers.RNN(LSTMCell | GRUCell | SimpleRNNCell): converted as the LSTM / GRU /
+    SimpleRNN layer with the same cell (Keras' layer is that RNN over that cell)."""
+    masked = mask is not None or ctx.masked_call(layer)
+    return _recurrent(ctx, _layer_of_cell(ctx, layer), inputs, initial_state, mask, masked)
 
 
 def _bidirectional_supported(layer) -> str | None:
