@@ -23,6 +23,7 @@ from crossport.export.staging import Staging
 from crossport.to_torch import augment
 from crossport.to_torch import modules as own
 from crossport.torch_layers import conv as tf_conv
+from crossport.torch_layers import conv_recurrent as tf_conv_rnn
 from crossport.torch_layers import normalization as tf_norm
 from crossport.torch_layers import pooling as tf_pool
 from crossport.torch_layers import recurrent as tf_rnn
@@ -95,6 +96,11 @@ _ARGS: dict[type, Callable[[nn.Module], str]] = {
     tf_norm.KerasGroupNorm: lambda m: (f"{m.groups}, {m.num_channels}, {m.eps!r}, "
                                        f"{m.bias is not None!r}, {m.weight is not None!r}, "
                                        f"{m.axis}"),
+    tf_conv_rnn.KerasConvLSTM: lambda m: (
+        f"{m.rank}, {m.kernel.shape[-2]}, {m.filters}, {m.kernel_size!r}, {m.strides!r}, "
+        f"{m.padding!r}, {m.dilation_rate!r}, {m.activation!r}, {m.recurrent_activation!r}, "
+        f"{m.bias is not None!r}, {m.return_sequences!r}, {m.return_state!r}, "
+        f"{m.go_backwards!r}, {m.channels_last!r}"),
     tf_rnn.KerasLSTM: _keras_rnn, tf_rnn.KerasGRU: _keras_rnn, tf_rnn.KerasSimpleRNN: _keras_rnn,
     tf_resize.TFResize: lambda m: (f"{m.size!r}, {m.method!r}, {m.antialias!r}, "
                                    f"{m.crop_to_aspect_ratio!r}, {m.pad_to_aspect_ratio!r}, "

@@ -160,6 +160,44 @@ class _Cell(L.Layer):
         return h, [h]
 
 
+CONV_LSTM = {
+    "2d-same-seq": ((4, 7, 6, 3), L.ConvLSTM2D(4, 3, padding="same", return_sequences=True)),
+    "2d-valid-last": ((4, 7, 6, 3), L.ConvLSTM2D(4, 3)),
+    # stride 2 over 7 x 6 with a 3 x 2 kernel: TF's SAME pads the odd pixel after
+    "2d-same-stride2-state": ((4, 7, 6, 3), L.ConvLSTM2D(4, (3, 2), strides=2, padding="same",
+                                                         return_state=True)),
+    "2d-backwards-seq": ((4, 7, 6, 3), L.ConvLSTM2D(2, 3, padding="same", go_backwards=True,
+                                                    return_sequences=True)),
+    "2d-dilated-hard-sigmoid": ((3, 9, 9, 2), L.ConvLSTM2D(
+        3, 3, dilation_rate=2, recurrent_activation="hard_sigmoid", padding="same")),
+    "2d-channels-first": ((4, 3, 7, 6), L.ConvLSTM2D(4, 3, padding="same", return_sequences=True,
+                                                     data_format="channels_first")),
+    "1d-same-seq": ((5, 8, 3), L.ConvLSTM1D(4, 3, padding="same", return_sequences=True)),
+    "3d-no-bias": ((3, 4, 5, 6, 2), L.ConvLSTM3D(2, 2, use_bias=False)),
+}
+
+
+@pytest.mark.parametrize("case", CONV_LSTM.values(), ids=CONV_LSTM.keys())
+def test_conv_lstm(case):
+    shape, layer = case
+    assert_to_torch(chain(shape, layer))
+
+
+def test_conv_lstm_at_run_time_lengths_with_initial_state():
+    """None steps (Keras requires static spatial sizes), initial states, a conv after."""
+    x, h, c = keras.Input((None, 7, 6, 3)), keras.Input((4, 3, 4)), keras.Input((4, 3, 4))
+    y = L.ConvLSTM2D(4, 3, strides=2, padding="same")(x, initial_state=[h, c])
+    model = make_live(keras.Model([x, h, c], L.Conv2D(2, 1)(y)))
+    conv = crossport.to_torch_with_report(
+        model, (torch.randn(2, 3, 7, 6, 3), torch.randn(2, 4, 3, 4), torch.randn(2, 4, 3, 4)))
+    assert len(conv.report.shapes) == 2, conv.report.summary()  # a second length was checked
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal(s).astype("float32")
+              for s in ((2, 5, 7, 6, 3), (2, 4, 3, 4), (2, 4, 3, 4))]
+    np.testing.assert_allclose(conv.module(*map(torch.from_numpy, arrays)).detach().numpy(),
+                               np.asarray(model(arrays)), atol=1e-5)
+
+
 def test_lstm_initial_state():
     x, h, c = keras.Input((7, 6)), keras.Input((5,)), keras.Input((5,))
     out = L.LSTM(5, return_sequences=True)(x, initial_state=[h, c])

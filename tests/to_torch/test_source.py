@@ -43,7 +43,14 @@ def _augmented():
     return keras.Model(inp, L.Flatten()(x))
 
 
-@pytest.mark.parametrize("build", [_cnn, _text, _augmented], ids=["cnn", "text", "augmented"])
+def _frames():
+    inp = keras.Input((3, 6, 5, 2))
+    x = L.ConvLSTM2D(3, 3, strides=2, padding="same", return_sequences=True)(inp)
+    return keras.Model(inp, L.ConvLSTM2D(2, 2, go_backwards=True)(x))
+
+
+@pytest.mark.parametrize("build", [_cnn, _text, _augmented, _frames],
+                         ids=["cnn", "text", "augmented", "frames"])
 def test_source_rebuilds_the_module(build, tmp_path):
     model = make_live(build())
     args = random_inputs(model, 2, 0, int_high=20)

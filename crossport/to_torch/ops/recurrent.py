@@ -1,4 +1,5 @@
-"""Recurrent layers: LSTM, GRU, SimpleRNN, RNN(cell), Bidirectional -> nn.LSTM / nn.GRU / nn.RNN.
+"""Recurrent layers: LSTM, GRU, SimpleRNN, RNN(cell), Bidirectional -> nn.LSTM / nn.GRU /
+nn.RNN; ConvLSTM{1,2,3}D -> torch_layers.KerasConvLSTM.
 
 Keras gates LSTM ``(i, f, c, o)`` with one bias = torch's ``(i, f, g, o)`` (the bias goes to
 ``bias_ih``, ``bias_hh`` is zero); GRU ``reset_after=True`` is torch's GRU with gates
@@ -20,7 +21,13 @@ from crossport.layout.policy import Policy
 from crossport.to_torch.context import Context
 from crossport.to_torch.ops.activation import layer_activation
 from crossport.to_torch.registry import register_layer
-from crossport.torch_layers import KerasGRU, KerasLSTM, KerasSimpleRNN, activation_name
+from crossport.torch_layers import (
+    KerasConvLSTM,
+    KerasGRU,
+    KerasLSTM,
+    KerasSimpleRNN,
+    activation_name,
+)
 from crossport.weights import (
     gru_weights_from_keras,
     lstm_weights_from_keras,
@@ -262,3 +269,23 @@ def Bidirectional(ctx: Context, layer, inputs, initial_state=None, mask=None, **
     else:
         states = [ctx.call_function(operator.getitem, h_n, i) for i in (0, 1)]
     return [out, *states]
+
+
+def _conv_lstm_supported(layer) -> str | None:
+    reason = _rnn_supported(layer)
+    if reason is None and layer.get_config()["padding"] not in ("valid", "same"):
+        reason = f"ConvLSTM padding={layer.get_config()['padding']!r}"
+    return reason
+
+
+@register_layer("ConvLSTM1D", "ConvLSTM2D", "ConvLSTM3D", policy=Policy.CANONICAL,
+                supports=_conv_lstm_supported)
+def ConvLSTM(ctx: Context, layer, inputs, initial_state=None, **_call_kwargs):
+    """keras.layers.ConvLSTM{1,2,3}D -> torch_layers.KerasConvLSTM (Keras' layout in and
+    out; TF SAME padding of the input conv per step, at the run-time sizes)."""
+    module = KerasConvLSTM.from_keras(layer)
+    args = (inputs,) if initial_state is None else (inputs, list(initial_state))
+    result = ctx.call_module(module, *args)
+    if not layer.get_config()["return_state"]:
+        return result
+    return [ctx.call_function(operator.getitem, result, i) for i in range(3)]
