@@ -124,6 +124,13 @@ GENERIC_RNN = {
     "simplernncell-relu-unrolled": L.RNN(L.SimpleRNNCell(5, activation="relu"),
                                          return_sequences=True, unroll=True),
     "simplernncell-no-bias-dropout": L.RNN(L.SimpleRNNCell(5, use_bias=False, dropout=0.3)),
+    "stacked-lstm-gru-last": L.RNN([L.LSTMCell(4), L.GRUCell(3)]),
+    "stacked-seq-state": L.RNN([L.GRUCell(4), L.LSTMCell(3), L.SimpleRNNCell(2)],
+                               return_sequences=True, return_state=True),
+    "stacked-backwards-seq": L.RNN(L.StackedRNNCells([L.LSTMCell(4), L.LSTMCell(3)]),
+                                   go_backwards=True, return_sequences=True),
+    "stacked-backwards-last-state": L.RNN([L.GRUCell(4, reset_after=False), L.GRUCell(3)],
+                                          go_backwards=True, return_state=True),
 }
 
 
@@ -142,8 +149,15 @@ def test_generic_rnn_at_run_time_lengths_with_initial_state():
     assert len(conv.report.shapes) == 2, conv.report.summary()
 
 
-@pytest.mark.parametrize("cell", [lambda: [L.LSTMCell(4), L.GRUCell(3)],
-                                  lambda: _Cell()], ids=["stacked-cells", "custom-cell"])
+def test_stacked_cells_with_initial_states():
+    x, h1, c1, h2 = keras.Input((7, 6)), keras.Input((4,)), keras.Input((4,)), keras.Input((3,))
+    out = L.RNN([L.LSTMCell(4), L.GRUCell(3)], return_sequences=True,
+                go_backwards=True)(x, initial_state=[[h1, c1], h2])
+    assert_to_torch(keras.Model([x, h1, c1, h2], out))
+
+
+@pytest.mark.parametrize("cell", [lambda: [L.LSTMCell(4), _Cell()], lambda: _Cell()],
+                         ids=["custom-cell-in-a-stack", "custom-cell"])
 def test_generic_rnn_over_other_cells_is_refused(cell):
     with pytest.raises(crossport.UnsupportedLayerError, match="only Keras' LSTMCell"):
         crossport.to_torch(chain((7, 6), L.RNN(cell())), (torch.randn(2, 7, 6),))
