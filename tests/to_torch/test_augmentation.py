@@ -166,12 +166,21 @@ def test_pipeline_with_a_non_augmentation_step_is_refused():
         crossport.to_torch(model, (torch.rand(2, *IMG),))
 
 
+def test_equalization_leaves_no_node_in_a_model():
+    """Keras 3.15's Equalization returns its symbolic input itself (the identity it is at
+    inference): the model has no node for it and converts without it."""
+    inp = keras.Input(IMG, name="image")  # (Keras names the input's clone imageCLONE)
+    model = keras.Model(inp, L.Conv2D(2, 1)(L.Equalization()(inp)))
+    assert not any(isinstance(layer, L.Equalization) for layer in model.layers)
+    assert_to_torch(model)
+
+
 def test_every_keras_augmentation_layer_has_a_converter():
     """keras.layers' image preprocessing classes, against the registry; the ones left out
     say why."""
     base = keras.src.layers.preprocessing.image_preprocessing.base_image_preprocessing_layer
     left_out = {
-        "Equalization": "Keras 3.15 cannot call it on a symbolic tensor (no model holds it)",
+        "Equalization": "returns its symbolic input itself: no node in a model",
         "MaxNumBoundingBoxes": "bounding-box padding; images pass through",
         "ContrastLimitedAdaptiveHistogramEqualization": "deterministic tiled histogram "
                                                         "equalization: not converted yet",
