@@ -16,6 +16,7 @@ from crossport.errors import (
     ExportError,
     InputError,
     ParityError,
+    TrainingModeError,
     UnsupportedLayerError,
     UnsupportedOpError,
 )
@@ -69,6 +70,7 @@ __all__ = [
     "ParityError",
     "Policy",
     "TorchConversion",
+    "TrainingModeError",
     "UnsupportedLayerError",
     "UnsupportedOpError",
     "calibration_images",

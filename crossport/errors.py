@@ -67,3 +67,9 @@ class UnsupportedLayerError(CrossportError):
     def __init__(self, message: str, problems: list | None = None):
         super().__init__(message)
         self.problems = problems or []
+
+
+class TrainingModeError(CrossportError, RuntimeError):
+    """A converted module was run in ``train()`` mode through a Keras layer whose training
+    behaviour it does not reproduce (random augmentation): call ``.eval()``, or augment in
+    the data pipeline."""

@@ -23,6 +23,7 @@ from crossport.layout.assign import preferred_native
 from crossport.layout.policy import Policy
 from crossport.to_torch.context import Context, Held
 from crossport.to_torch.graph import KGraph, KNode, input_name
+from crossport.to_torch.ops.augment import KEEPS_INPUT_DTYPE
 from crossport.to_torch.sizes import RunSize, static_shape
 
 
@@ -202,7 +203,8 @@ def _as_layer_computes(ctx: Context, knode: KNode, tensor, value: Held, data: bo
     Keras' ``Layer.__call__`` casts float inputs to the compute dtype (a float64 tensor into
     a float32 conv), and its ops promote an integer data input of a layer computing in
     float (``Dense`` on int32 ids, a global average pool of counts); layers that take ids by
-    design keep them.
+    design keep them, and so do the augmentations that return an int image unchanged at
+    inference (though Keras declares them float32).
     """
     layer = knode.operation
     want = getattr(layer, "compute_dtype", None)
@@ -214,6 +216,7 @@ def _as_layer_computes(ctx: Context, knode: KNode, tensor, value: Held, data: bo
     else:
         cast = (data and keras.backend.is_int_dtype(tensor.dtype)
                 and knode.class_name not in _INDEX_LAYERS
+                and knode.class_name not in KEEPS_INPUT_DTYPE
                 and all(keras.backend.is_float_dtype(d) for d in ctx.output_dtypes))
     if not cast:
         return value

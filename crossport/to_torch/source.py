@@ -20,8 +20,10 @@ from torch import nn
 
 from crossport.errors import ExportError, InputError
 from crossport.export.staging import Staging
+from crossport.to_torch import augment
 from crossport.to_torch import modules as own
 from crossport.torch_layers import conv as tf_conv
+from crossport.torch_layers import conv_recurrent as tf_conv_rnn
 from crossport.torch_layers import normalization as tf_norm
 from crossport.torch_layers import pooling as tf_pool
 from crossport.torch_layers import recurrent as tf_rnn
@@ -94,6 +96,11 @@ _ARGS: dict[type, Callable[[nn.Module], str]] = {
     tf_norm.KerasGroupNorm: lambda m: (f"{m.groups}, {m.num_channels}, {m.eps!r}, "
                                        f"{m.bias is not None!r}, {m.weight is not None!r}, "
                                        f"{m.axis}"),
+    tf_conv_rnn.KerasConvLSTM: lambda m: (
+        f"{m.rank}, {m.kernel.shape[-2]}, {m.filters}, {m.kernel_size!r}, {m.strides!r}, "
+        f"{m.padding!r}, {m.dilation_rate!r}, {m.activation!r}, {m.recurrent_activation!r}, "
+        f"{m.bias is not None!r}, {m.return_sequences!r}, {m.return_state!r}, "
+        f"{m.go_backwards!r}, {m.channels_last!r}"),
     tf_rnn.KerasLSTM: _keras_rnn, tf_rnn.KerasGRU: _keras_rnn, tf_rnn.KerasSimpleRNN: _keras_rnn,
     tf_resize.TFResize: lambda m: (f"{m.size!r}, {m.method!r}, {m.antialias!r}, "
                                    f"{m.crop_to_aspect_ratio!r}, {m.pad_to_aspect_ratio!r}, "
@@ -108,6 +115,9 @@ _ARGS: dict[type, Callable[[nn.Module], str]] = {
     own.ScaleShift: lambda m: f"{_shape(m.scale)}, {_shape(m.offset)}",
     own.Standardize: lambda m: f"{_shape(m.mean)}, {_shape(m.variance)}, {m.invert!r}",
     own.ChannelScale: lambda m: _shape(m.gamma),
+    augment.KerasAugmentation: lambda m: f"{m.layer!r}, {m.kind!r}, {m.cast!r}",
+    augment.KerasRandomFlip: lambda m: f"{m.dims!r}",
+    augment.KerasAutoContrast: lambda m: f"{m.low!r}, {m.high!r}",
     own.KerasMultiHeadAttention: lambda m: (
         f"{m.query.in_features}, {m.key.in_features}, {m.value.in_features}, {m.num_heads}, "
         f"{m.key_dim}, {m.value_dim}, {m.attention_output.out_features}, "
@@ -121,7 +131,9 @@ for _cls in (tf_pool.TFMaxPool1d, tf_pool.TFMaxPool2d, tf_pool.TFMaxPool3d, tf_p
 _EXTRA_REPR_OK = (
     nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d,
     nn.ConvTranspose3d, nn.Linear, nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.LayerNorm,
-    nn.GroupNorm, nn.Embedding, nn.MaxPool1d, nn.MaxPool2d, nn.MaxPool3d, nn.ZeroPad1d,
+    nn.GroupNorm, nn.Embedding, nn.MaxPool1d, nn.MaxPool2d, nn.MaxPool3d, nn.AdaptiveAvgPool1d,
+    nn.AdaptiveAvgPool2d, nn.AdaptiveAvgPool3d, nn.AdaptiveMaxPool1d, nn.AdaptiveMaxPool2d,
+    nn.AdaptiveMaxPool3d, nn.ZeroPad1d,
     nn.ZeroPad2d, nn.ZeroPad3d, nn.ReLU, nn.ReLU6, nn.Sigmoid, nn.Tanh, nn.ELU, nn.SELU, nn.SiLU,
     nn.GELU, nn.Hardsigmoid, nn.Hardswish, nn.Mish, nn.Softsign, nn.LogSigmoid, nn.Tanhshrink,
     nn.Hardtanh, nn.Softmax, nn.LogSoftmax, nn.LeakyReLU,

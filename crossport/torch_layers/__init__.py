@@ -27,6 +27,7 @@ from crossport.torch_layers.conv import (
     TFSeparableConv2d,
     transpose_output_geometry,
 )
+from crossport.torch_layers.conv_recurrent import KerasConvLSTM
 from crossport.torch_layers.core import KerasDense
 from crossport.torch_layers.normalization import (
     KerasBatchNorm,
@@ -57,6 +58,7 @@ __all__ = [
     "KerasBatchNorm1d",
     "KerasBatchNorm2d",
     "KerasBatchNorm3d",
+    "KerasConvLSTM",
     "KerasDense",
     "KerasGELU",
     "KerasGRU",

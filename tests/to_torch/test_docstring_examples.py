@@ -5,7 +5,8 @@ import importlib
 
 import pytest
 
-MODULES = ["crossport.to_torch.api", "crossport.to_torch.modules", "crossport.to_torch.source"]
+MODULES = ["crossport.to_torch.api", "crossport.to_torch.modules", "crossport.to_torch.source",
+           "crossport.to_torch.augment"]
 
 
 @pytest.mark.parametrize("module", MODULES)

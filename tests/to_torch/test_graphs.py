@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import crossport
-from tests.to_torch.harness import assert_to_torch, chain, module_types
+from tests.to_torch.harness import assert_to_torch, chain, make_live, module_types
 
 L = keras.layers
 
@@ -112,6 +112,104 @@ def test_recurrent(layer):
     config = str(layer.get_config())
     if "hard_sigmoid" not in config and "'reset_after': False" not in config:
         assert plain in module_types(conv.module)
+
+
+GENERIC_RNN = {
+    "lstmcell-last": L.RNN(L.LSTMCell(5)),
+    "lstmcell-state-backwards": L.RNN(L.LSTMCell(5), return_state=True, go_backwards=True),
+    "lstmcell-hard-sigmoid-seq": L.RNN(L.LSTMCell(5, recurrent_activation="hard_sigmoid"),
+                                       return_sequences=True),
+    "grucell-seq": L.RNN(L.GRUCell(5), return_sequences=True),
+    "grucell-reset-before-state": L.RNN(L.GRUCell(5, reset_after=False), return_state=True),
+    "simplernncell-relu-unrolled": L.RNN(L.SimpleRNNCell(5, activation="relu"),
+                                         return_sequences=True, unroll=True),
+    "simplernncell-no-bias-dropout": L.RNN(L.SimpleRNNCell(5, use_bias=False, dropout=0.3)),
+    "stacked-lstm-gru-last": L.RNN([L.LSTMCell(4), L.GRUCell(3)]),
+    "stacked-seq-state": L.RNN([L.GRUCell(4), L.LSTMCell(3), L.SimpleRNNCell(2)],
+                               return_sequences=True, return_state=True),
+    "stacked-backwards-seq": L.RNN(L.StackedRNNCells([L.LSTMCell(4), L.LSTMCell(3)]),
+                                   go_backwards=True, return_sequences=True),
+    "stacked-backwards-last-state": L.RNN([L.GRUCell(4, reset_after=False), L.GRUCell(3)],
+                                          go_backwards=True, return_state=True),
+}
+
+
+@pytest.mark.parametrize("layer", GENERIC_RNN.values(), ids=GENERIC_RNN.keys())
+def test_generic_rnn_over_a_builtin_cell(layer):
+    """keras.layers.RNN(cell) is the LSTM / GRU / SimpleRNN layer of that cell."""
+    assert_to_torch(chain((7, 6), layer))
+
+
+def test_generic_rnn_at_run_time_lengths_with_initial_state():
+    x, h, c = keras.Input((None, 6)), keras.Input((5,)), keras.Input((5,))
+    out = L.RNN(L.LSTMCell(5), return_sequences=True)(x, initial_state=[h, c])
+    model = make_live(keras.Model([x, h, c], out))
+    conv = crossport.to_torch_with_report(
+        model, (torch.randn(2, 7, 6), torch.randn(2, 5), torch.randn(2, 5)))
+    assert len(conv.report.shapes) == 2, conv.report.summary()
+
+
+def test_stacked_cells_with_initial_states():
+    x, h1, c1, h2 = keras.Input((7, 6)), keras.Input((4,)), keras.Input((4,)), keras.Input((3,))
+    out = L.RNN([L.LSTMCell(4), L.GRUCell(3)], return_sequences=True,
+                go_backwards=True)(x, initial_state=[[h1, c1], h2])
+    assert_to_torch(keras.Model([x, h1, c1, h2], out))
+
+
+@pytest.mark.parametrize("cell", [lambda: [L.LSTMCell(4), _Cell()], lambda: _Cell()],
+                         ids=["custom-cell-in-a-stack", "custom-cell"])
+def test_generic_rnn_over_other_cells_is_refused(cell):
+    with pytest.raises(crossport.UnsupportedLayerError, match="only Keras' LSTMCell"):
+        crossport.to_torch(chain((7, 6), L.RNN(cell())), (torch.randn(2, 7, 6),))
+
+
+class _Cell(L.Layer):
+    state_size = 3
+
+    def build(self, shape):
+        self.kernel = self.add_weight(shape=(shape[-1], 3))
+
+    def call(self, x, states):
+        h = keras.ops.tanh(x @ self.kernel + states[0])
+        return h, [h]
+
+
+CONV_LSTM = {
+    "2d-same-seq": ((4, 7, 6, 3), L.ConvLSTM2D(4, 3, padding="same", return_sequences=True)),
+    "2d-valid-last": ((4, 7, 6, 3), L.ConvLSTM2D(4, 3)),
+    # stride 2 over 7 x 6 with a 3 x 2 kernel: TF's SAME pads the odd pixel after
+    "2d-same-stride2-state": ((4, 7, 6, 3), L.ConvLSTM2D(4, (3, 2), strides=2, padding="same",
+                                                         return_state=True)),
+    "2d-backwards-seq": ((4, 7, 6, 3), L.ConvLSTM2D(2, 3, padding="same", go_backwards=True,
+                                                    return_sequences=True)),
+    "2d-dilated-hard-sigmoid": ((3, 9, 9, 2), L.ConvLSTM2D(
+        3, 3, dilation_rate=2, recurrent_activation="hard_sigmoid", padding="same")),
+    "2d-channels-first": ((4, 3, 7, 6), L.ConvLSTM2D(4, 3, padding="same", return_sequences=True,
+                                                     data_format="channels_first")),
+    "1d-same-seq": ((5, 8, 3), L.ConvLSTM1D(4, 3, padding="same", return_sequences=True)),
+    "3d-no-bias": ((3, 4, 5, 6, 2), L.ConvLSTM3D(2, 2, use_bias=False)),
+}
+
+
+@pytest.mark.parametrize("case", CONV_LSTM.values(), ids=CONV_LSTM.keys())
+def test_conv_lstm(case):
+    shape, layer = case
+    assert_to_torch(chain(shape, layer))
+
+
+def test_conv_lstm_at_run_time_lengths_with_initial_state():
+    """None steps (Keras requires static spatial sizes), initial states, a conv after."""
+    x, h, c = keras.Input((None, 7, 6, 3)), keras.Input((4, 3, 4)), keras.Input((4, 3, 4))
+    y = L.ConvLSTM2D(4, 3, strides=2, padding="same")(x, initial_state=[h, c])
+    model = make_live(keras.Model([x, h, c], L.Conv2D(2, 1)(y)))
+    conv = crossport.to_torch_with_report(
+        model, (torch.randn(2, 3, 7, 6, 3), torch.randn(2, 4, 3, 4), torch.randn(2, 4, 3, 4)))
+    assert len(conv.report.shapes) == 2, conv.report.summary()  # a second length was checked
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal(s).astype("float32")
+              for s in ((2, 5, 7, 6, 3), (2, 4, 3, 4), (2, 4, 3, 4))]
+    np.testing.assert_allclose(conv.module(*map(torch.from_numpy, arrays)).detach().numpy(),
+                               np.asarray(model(arrays)), atol=1e-5)
 
 
 def test_lstm_initial_state():

@@ -49,10 +49,12 @@ RUNNER = textwrap.dedent("""
 
 
 def _model() -> keras.Model:
-    """Layers that convert to crossport modules (TF-SAME conv, Normalization, a Keras GRU) and
-    Keras activations torch has no function for (the pickled module must hold no lambda)."""
+    """Layers that convert to crossport modules (augmentations, TF-SAME conv, Normalization, a
+    Keras GRU) and Keras activations torch has no function for (the pickled module must hold
+    no lambda)."""
     inp = keras.Input((9, 9, 3))
-    x = L.Normalization(mean=[0.1, 0.2, 0.3], variance=[1.0, 2.0, 3.0])(inp)
+    x = L.RandomRotation(0.1)(L.RandomFlip()(inp))  # to_torch.augment's modules
+    x = L.Normalization(mean=[0.1, 0.2, 0.3], variance=[1.0, 2.0, 3.0])(x)
     x = L.Conv2D(4, 3, 2, padding="same", activation="relu")(x)
     x = L.DepthwiseConv2D(3, 2, padding="same")(x)  # activation "linear"
     x = L.AveragePooling2D(3, 1, padding="same")(x)

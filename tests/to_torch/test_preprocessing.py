@@ -145,3 +145,44 @@ def test_resizing_to_aspect_ratio_channels_first_writes_source(tmp_path):
     x = torch.randn(3, 2, 7, 5)
     with torch.no_grad():
         torch.testing.assert_close(written.build_model()(x), conv.module(x), rtol=0, atol=0)
+
+
+CATEGORY_ENCODING = {
+    # ids drawn from [0, 7): those >= num_tokens=5 are dropped by Keras (zero rows, not counted)
+    "one-hot-ids": ((3,), "one_hot"),
+    "one-hot-trailing-unit-axis": ((1,), "one_hot"),
+    "one-hot-rank-3": ((3, 2), "one_hot"),
+    "multi-hot": ((4,), "multi_hot"),
+    "multi-hot-rank-3-reduces-axis-1": ((3, 2), "multi_hot"),
+    "count": ((4,), "count"),
+    "count-rank-3": ((3, 2), "count"),
+}
+
+
+@pytest.mark.parametrize("case", CATEGORY_ENCODING.values(), ids=CATEGORY_ENCODING.keys())
+def test_category_encoding(case):
+    shape, mode = case
+    model = chain(shape, L.CategoryEncoding(5, output_mode=mode), dtype="int32")
+    assert_to_torch(model, int_high=7)
+
+
+def test_category_encoding_batch_of_scalars():
+    """A rank-1 input: Keras' multi_hot / count reduce over the batch itself."""
+    for mode in ("one_hot", "multi_hot", "count"):
+        assert_to_torch(chain((), L.CategoryEncoding(4, output_mode=mode), dtype="int32"),
+                        batch=5, int_high=6)
+
+
+def test_category_encoding_count_weights():
+    ids, weights = keras.Input((4,), dtype="int32"), keras.Input((4,))
+    counts = L.CategoryEncoding(6, output_mode="count")(ids, count_weights=weights)
+    assert_to_torch(keras.Model([ids, weights], counts), int_high=6)
+
+
+@pytest.mark.parametrize("mode,shape", [("count", (None,)), ("multi_hot", (None, 2)),
+                                        ("one_hot", (None,))])
+def test_category_encoding_at_run_time_lengths(mode, shape):
+    model = chain(shape, L.CategoryEncoding(5, output_mode=mode), dtype="int32")
+    example = torch.randint(0, 7, (2, 6, *shape[1:]), dtype=torch.int32)
+    conv = crossport.to_torch_with_report(model, (example,))
+    assert len(conv.report.shapes) == 2, conv.report.summary()  # a second length checked

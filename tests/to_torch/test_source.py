@@ -33,7 +33,24 @@ def _text():
     return keras.Model(tokens, L.Dense(2)(x))
 
 
-@pytest.mark.parametrize("build", [_cnn, _text], ids=["cnn", "text"])
+def _augmented():
+    inp = keras.Input((9, 10, 3))
+    x = L.RandomFlip()(inp)
+    x = L.Pipeline([L.RandomRotation(0.1), L.RandomFlip("vertical")])(x)
+    x = L.RandomContrast(0.2)(L.AutoContrast(value_range=(0, 1))(x))
+    x = L.AdaptiveMaxPooling2D((4, 3))(L.Conv2D(4, 3)(x))
+    x = L.AdaptiveAveragePooling1D(2)(L.Reshape((12, 4))(x))
+    return keras.Model(inp, L.Flatten()(x))
+
+
+def _frames():
+    inp = keras.Input((3, 6, 5, 2))
+    x = L.ConvLSTM2D(3, 3, strides=2, padding="same", return_sequences=True)(inp)
+    return keras.Model(inp, L.ConvLSTM2D(2, 2, go_backwards=True)(x))
+
+
+@pytest.mark.parametrize("build", [_cnn, _text, _augmented, _frames],
+                         ids=["cnn", "text", "augmented", "frames"])
 def test_source_rebuilds_the_module(build, tmp_path):
     model = make_live(build())
     args = random_inputs(model, 2, 0, int_high=20)

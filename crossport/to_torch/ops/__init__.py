@@ -3,6 +3,7 @@
 from crossport.to_torch.ops import (  # noqa: F401  (registers on import)
     activation,
     attention,
+    augment,
     conv,
     core,
     crossport_layers,

@@ -1,4 +1,5 @@
-"""Core layers: Dense, Embedding, Dropout-like identities, Rescaling, Normalization."""
+"""Core layers: Dense, Embedding, Dropout-like identities, Rescaling, Normalization,
+CategoryEncoding."""
 
 from __future__ import annotations
 
@@ -207,3 +208,40 @@ def Discretization(ctx: Context, layer, inputs):
     x = ctx.call_method("to", inputs, torch.float32)
     index = ctx.call_function(torch.bucketize, x, bins, right=True)
     return ctx.call_method("to", index, ctx.output_dtype())
+
+
+def _category_encoding_supported(layer) -> str | None:
+    if layer.sparse:
+        return "CategoryEncoding(sparse=True): torch modules return dense tensors"
+    return None
+
+
+@register_layer(policy=Policy.CANONICAL, supports=_category_encoding_supported)
+def CategoryEncoding(ctx: Context, layer, inputs, count_weights=None):
+    """keras.layers.CategoryEncoding(num_tokens, output_mode) on integer ids.
+
+    ``one_hot`` (a trailing size-1 axis squeezed first, as Keras does) compares each id with
+    ``arange(num_tokens)``: an id out of range, negative included, is a zero row as in
+    tf.one_hot. ``multi_hot`` / ``count`` reduce that one-hot over axis 1 (axis 0 of a
+    rank-1 input: Keras' bincount and its rank-3 fallback alike; TF ignores ids
+    ``>= num_tokens``, and fails on negative ones where torch counts nothing); ``count``
+    scales each id by its ``count_weights`` and takes their dtype, as Keras does.
+    """
+    depth = int(layer.num_tokens)
+    rank = len(ctx.input_shape)
+    ids = ctx.call_method("long", inputs)
+    if layer.output_mode == "one_hot" and rank > 1 and ctx.input_shape[-1] == 1:
+        ids, rank = ctx.call_method("squeeze", ids, -1), rank - 1
+    classes = ctx.call_function(torch.arange, depth)
+    hot = ctx.call_function(operator.eq, ctx.call_method("unsqueeze", ids, -1), classes)
+    dtype = ctx.output_dtype() if count_weights is None else \
+        getattr(torch, ctx.input_dtypes[1])
+    hot = ctx.call_method("to", hot, dtype)
+    if layer.output_mode == "one_hot":
+        return hot
+    if count_weights is not None:
+        hot = ctx.call_function(operator.mul, hot, ctx.call_method("unsqueeze", count_weights, -1))
+    axis = 1 if rank > 1 else 0
+    if layer.output_mode == "multi_hot":
+        return ctx.call_function(torch.amax, hot, dim=axis)
+    return ctx.call_function(torch.sum, hot, dim=axis)

@@ -14,7 +14,7 @@ from torch import nn
 from crossport.layout.policy import Policy
 from crossport.to_torch.context import Context
 from crossport.to_torch.ops.conv import symmetric_padding
-from crossport.to_torch.registry import register_layer
+from crossport.to_torch.registry import channels_first_layer, register_layer
 from crossport.torch_layers import (
     TFAvgPool1d,
     TFAvgPool2d,
@@ -84,3 +84,40 @@ def GlobalPoolingND(ctx: Context, layer, inputs, mask=None):
         return ctx.call_function(torch.div, total, count)
     reduce = torch.mean if "Average" in type(layer).__name__ else torch.amax
     return ctx.call_function(reduce, inputs, dim=dims, keepdim=bool(cfg["keepdims"]))
+
+
+_ADAPTIVE_MAX = {1: nn.AdaptiveMaxPool1d, 2: nn.AdaptiveMaxPool2d, 3: nn.AdaptiveMaxPool3d}
+_ADAPTIVE_AVG = {1: nn.AdaptiveAvgPool1d, 2: nn.AdaptiveAvgPool2d, 3: nn.AdaptiveAvgPool3d}
+
+
+def _adaptive_supported(layer) -> str | None:
+    """Keras' TF max kernel also pools windows of ``ceil(L/o) + 1``: longer than an axis of
+    length 1 or with output size 1, where TF's MaxPool dies of SIGFPE (the process, not an
+    exception), so such a model has no Keras result to match."""
+    if "Max" not in type(layer).__name__:
+        return None
+    shapes = [tuple(node.input_tensors[0].shape) for node in layer._inbound_nodes]
+    first = channels_first_layer(layer)
+    for shape in shapes:
+        spatial = shape[2:] if first else shape[1:-1]
+        if 1 in layer.output_size or 1 in spatial:
+            return (f"{type(layer).__name__}(output_size={tuple(layer.output_size)}) of a "
+                    f"tensor of shape {shape}: Keras' TF kernel crashes the process on an "
+                    "output or input size of 1; use GlobalMaxPooling or a larger size")
+    return None
+
+
+@register_layer("AdaptiveAveragePooling1D", "AdaptiveAveragePooling2D",
+                "AdaptiveAveragePooling3D", "AdaptiveMaxPooling1D", "AdaptiveMaxPooling2D",
+                "AdaptiveMaxPooling3D", policy=Policy.CHANNELS_FIRST,
+                supports=_adaptive_supported)
+def AdaptivePoolingND(ctx: Context, layer, inputs):
+    """keras.layers.Adaptive{Average,Max}Pooling{1,2,3}D -> nn.Adaptive{Avg,Max}PoolNd.
+
+    Keras' TF kernel pools window ``i`` of an axis of length L over
+    ``[floor(i*L/o), ceil((i+1)*L/o))`` (windows of ``ceil(L/o)`` or one more, gathered from
+    two stride-1 pools), torch's adaptive pools over the same windows, per axis.
+    """
+    size = tuple(int(s) for s in layer.output_size)
+    table = _ADAPTIVE_AVG if "Average" in type(layer).__name__ else _ADAPTIVE_MAX
+    return ctx.call_module(table[len(size)](size), inputs)

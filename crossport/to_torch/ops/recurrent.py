@@ -1,4 +1,5 @@
-"""Recurrent layers: LSTM, GRU, SimpleRNN, Bidirectional -> nn.LSTM / nn.GRU / nn.RNN.
+"""Recurrent layers: LSTM, GRU, SimpleRNN, RNN(cell), Bidirectional -> nn.LSTM / nn.GRU /
+nn.RNN; ConvLSTM{1,2,3}D -> torch_layers.KerasConvLSTM.
 
 Keras gates LSTM ``(i, f, c, o)`` with one bias = torch's ``(i, f, g, o)`` (the bias goes to
 ``bias_ih``, ``bias_hh`` is zero); GRU ``reset_after=True`` is torch's GRU with gates
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import operator
 
+import keras
 import numpy as np
 import torch
 from torch import nn
@@ -19,7 +21,13 @@ from crossport.layout.policy import Policy
 from crossport.to_torch.context import Context
 from crossport.to_torch.ops.activation import layer_activation
 from crossport.to_torch.registry import register_layer
-from crossport.torch_layers import KerasGRU, KerasLSTM, KerasSimpleRNN, activation_name
+from crossport.torch_layers import (
+    KerasConvLSTM,
+    KerasGRU,
+    KerasLSTM,
+    KerasSimpleRNN,
+    activation_name,
+)
 from crossport.weights import (
     gru_weights_from_keras,
     lstm_weights_from_keras,
@@ -121,15 +129,23 @@ def Recurrent(ctx: Context, layer, inputs, initial_state=None, mask=None, **_cal
     states over masked steps and repeats (or zeroes) the output as TF's RNN loop does; a
     layer shared by a masked and an unmasked tensor runs the twin in every call.
     """
+    masked = mask is not None or ctx.masked_call(layer)  # (a shared layer's calls: one module)
+    return _recurrent(ctx, layer, inputs, initial_state, mask, masked)
+
+
+def _recurrent(ctx: Context, layer, inputs, initial_state, mask, masked: bool,
+               suffix: str = ""):
+    """An LSTM / GRU / SimpleRNN layer's module (named with ``suffix``) and outputs
+    (``masked``: the twin)."""
     kind = type(layer).__name__
     cfg = layer.get_config()
-    if mask is not None or ctx.masked_call(layer):  # (a shared layer's calls: one module)
-        result = _masked_twin(ctx, layer, inputs, initial_state, mask)
+    if masked:
+        result = _masked_twin(ctx, layer, inputs, initial_state, mask, suffix)
         return _unpack(ctx, kind, result, cfg["return_state"])
     if not _plain(layer):
         module = _TWIN[kind].from_keras(layer)
         args = (inputs,) if initial_state is None else (inputs, list(initial_state))
-        result = ctx.call_module(module, *args)
+        result = ctx.call_module(module, *args, suffix=suffix)
         if not cfg["return_state"]:
             return result
         return [ctx.call_function(operator.getitem, result, i)
@@ -138,13 +154,85 @@ def Recurrent(ctx: Context, layer, inputs, initial_state=None, mask=None, **_cal
     _load_plain(module, layer)
     x = ctx.call_function(torch.flip, inputs, [1]) if cfg["go_backwards"] else inputs
     state0 = _initial(ctx, kind, initial_state)
-    result = ctx.call_module(module, x) if state0 is None else ctx.call_module(module, x, state0)
+    args = (x,) if state0 is None else (x, state0)
+    result = ctx.call_module(module, *args, suffix=suffix)
     seq = ctx.call_function(operator.getitem, result, 0)
     out = seq if cfg["return_sequences"] else ctx.call_function(
         operator.getitem, seq, (slice(None), -1))
     if not cfg["return_state"]:
         return out
     return [out, *_states(ctx, kind, ctx.call_function(operator.getitem, result, 1))]
+
+
+_CELL_LAYERS = {"LSTMCell": "LSTM", "GRUCell": "GRU", "SimpleRNNCell": "SimpleRNN"}
+
+
+def _cells(layer) -> list:
+    """The cells an RNN steps: a StackedRNNCells' cells in order, or its one cell."""
+    cell = layer.cell
+    return list(cell.cells) if type(cell).__name__ == "StackedRNNCells" else [cell]
+
+
+def _generic_rnn_supported(layer) -> str | None:
+    for cell in map(type, _cells(layer)):
+        if cell.__name__ not in _CELL_LAYERS or cell is not getattr(keras.layers, cell.__name__):
+            return (f"RNN over a {cell.__name__}: only Keras' LSTMCell, GRUCell and "
+                    "SimpleRNNCell convert (as the LSTM / GRU / SimpleRNN layers they make), "
+                    "alone or stacked")
+    return _rnn_supported(layer)
+
+
+def _layer_of_cell(ctx: Context, layer, index: int, options: dict):
+    """The LSTM / GRU / SimpleRNN layer computing what cell ``index`` of ``RNN(cells)``
+    computes in the stack: its config and weights, ``options`` for the sequence (one per
+    Keras layer and cell, kept in memo)."""
+    key = ("layer_of_cell", id(layer), index)
+    if key not in ctx.memo:
+        cell = _cells(layer)[index]
+        cell_cfg = {k: v for k, v in cell.get_config().items() if k != "name"}
+        cls = getattr(keras.layers, _CELL_LAYERS[type(cell).__name__])
+        twin = cls.from_config({**cell_cfg, **options, "name": f"{layer.name}_cell{index}"})
+        twin.build((None, None, int(cell.kernel.shape[0])))
+        twin.set_weights(cell.get_weights())
+        ctx.memo[key] = twin
+    return ctx.memo[key]
+
+
+def _cell_options(cfg: dict, index: int, count: int) -> dict:
+    """A stack is its cells' layers chained: the first reads the input (backwards if the
+    RNN goes backwards), the others the previous one's sequence in the order it made it."""
+    last = index == count - 1
+    return {"return_sequences": cfg["return_sequences"] or not last,
+            "return_state": cfg["return_state"],
+            "go_backwards": cfg["go_backwards"] and index == 0,
+            "zero_output_for_mask": cfg["zero_output_for_mask"], "unroll": cfg["unroll"]}
+
+
+@register_layer(policy=Policy.CANONICAL, supports=_generic_rnn_supported, masks=True)
+def RNN(ctx: Context, layer, inputs, initial_state=None, mask=None, **_call_kwargs):
+    """keras.layers.RNN(LSTMCell | GRUCell | SimpleRNNCell, or a list / StackedRNNCells of
+    them): each cell converted as the LSTM / GRU / SimpleRNN layer of that cell (Keras' layer
+    is that RNN over that cell), a stack as those layers chained. A masked step discards the
+    whole stack's update in Keras and each layer's in the chain alike; after a backwards
+    first layer the sequence and its mask run reversed. Returns Keras' flat outputs:
+    ``output, *states`` of every cell in order."""
+    cfg, cells = layer.get_config(), _cells(layer)
+    masked = mask is not None or ctx.masked_call(layer)
+    given = keras.tree.flatten(initial_state) if initial_state is not None else []
+    x, states, used = inputs, [], 0
+    for index, cell in enumerate(cells):
+        twin = _layer_of_cell(ctx, layer, index, _cell_options(cfg, index, len(cells)))
+        count = 2 if isinstance(cell, keras.layers.LSTMCell) else 1
+        start = given[used:used + count] or None
+        used += count
+        step_mask = mask
+        if mask is not None and index > 0 and cfg["go_backwards"]:
+            step_mask = ctx.call_function(torch.flip, mask, [1])
+        suffix = f"_cell{index}" if len(cells) > 1 else ""
+        result = _recurrent(ctx, twin, x, start, step_mask, masked, suffix)
+        x = result[0] if cfg["return_state"] else result
+        states += result[1:] if cfg["return_state"] else []
+    return [x, *states] if cfg["return_state"] else x
 
 
 def _bidirectional_supported(layer) -> str | None:
@@ -219,3 +307,23 @@ def Bidirectional(ctx: Context, layer, inputs, initial_state=None, mask=None, **
     else:
         states = [ctx.call_function(operator.getitem, h_n, i) for i in (0, 1)]
     return [out, *states]
+
+
+def _conv_lstm_supported(layer) -> str | None:
+    reason = _rnn_supported(layer)
+    if reason is None and layer.get_config()["padding"] not in ("valid", "same"):
+        reason = f"ConvLSTM padding={layer.get_config()['padding']!r}"
+    return reason
+
+
+@register_layer("ConvLSTM1D", "ConvLSTM2D", "ConvLSTM3D", policy=Policy.CANONICAL,
+                supports=_conv_lstm_supported)
+def ConvLSTM(ctx: Context, layer, inputs, initial_state=None, **_call_kwargs):
+    """keras.layers.ConvLSTM{1,2,3}D -> torch_layers.KerasConvLSTM (Keras' layout in and
+    out; TF SAME padding of the input conv per step, at the run-time sizes)."""
+    module = KerasConvLSTM.from_keras(layer)
+    args = (inputs,) if initial_state is None else (inputs, list(initial_state))
+    result = ctx.call_module(module, *args)
+    if not layer.get_config()["return_state"]:
+        return result
+    return [ctx.call_function(operator.getitem, result, i) for i in range(3)]
