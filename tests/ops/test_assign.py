@@ -212,3 +212,12 @@ def test_assign_dynamic(module, shape, dims, others):
     assert_matches_at_sizes(module, conversion, others, atol=1e-6, seed=3)
 
 
+
+
+def test_diagonal_and_masked_scatter_export_to_tflite(tmp_path):
+    """Builtin ops only (GATHER, CUMSUM, SELECT): the file re-checked against torch."""
+    module = Fn(lambda x, s: (torch.diagonal_scatter(x, s[:12].reshape(3, 4), -1, 2, 1),
+                              x.masked_scatter(x > 0, s))).eval()
+    conversion = crossport.convert_with_report(module, inputs([(3, 4, 5), (70,)]))
+    result = crossport.export(conversion, tmp_path / "scatter.tflite")
+    assert result.max_error == 0.0, result

@@ -259,3 +259,14 @@ def test_linalg_dynamic(module, shape, dims, others):
     conversion = crossport.convert_with_report(module.eval(), example, dynamic_dims=dims,
                                                dynamic_batch=True)
     assert_matches_at_sizes(module, conversion, others, atol=1e-5, seed=3)
+
+
+def test_pdist_exports_to_tflite(tmp_path):
+    """Builtin ops only; NaN rows keep NaN in the file for every p (LiteRT's REDUCE_MAX
+    skips NaN: the inf-norm spells the rule out)."""
+    x = torch.randn(5, 3)
+    x[1, 2] = math.nan
+    module = Fn(lambda x: tuple(F.pdist(x, p) for p in PDIST_P)).eval()
+    conversion = crossport.convert_with_report(module, (x,))
+    result = crossport.export(conversion, tmp_path / "pdist.tflite")
+    assert result.max_error < 1e-5, result
