@@ -148,6 +148,13 @@ CASES = [
         (y > 0.5).masked_scatter(y < 0, (y > 0).transpose(2, 3)))),
          (2, 3, 6, 7), expect_converters=("aten_conv_nd", "aten_masked_scatter_default"),
          max_transposes=None),
+    # put (was "no converter"): into the flattened tensor, negative indices wrap, the last
+    # of repeated indices wins or accumulate sums them; integers, bools, a run-time index
+    case("put-flat-indices-repeats-accumulate", Fn(lambda m, x, y: (
+        x.put(m.i, y), x.put(m.i, y, accumulate=True), (x * 9).long().put(m.i, (y * 9).long()),
+        (x > 0).put(m.i[0, :2], y[0, :2] > 0), x.put((x[0, :3].abs() * 3).long(), x[1, :3])),
+        i=torch.tensor([[0, -1, 5], [5, 2, 11]])),
+         [(3, 4), (2, 3)], expect_converters=("aten_put_default",), max_transposes=None),
     case("sam-positional-embedding", sam_positional_embedding(), (2, 3, 4, 2), expect_converters=("aten_cat_default", "aten_copy_default", "aten_cos_default", "aten_div_tensor", "aten_matmul_default", "aten_mul_tensor", "aten_select_int", "aten_select_scatter_default", "aten_sin_default", "aten_sub_tensor")),
 ]
 
@@ -214,10 +221,11 @@ def test_assign_dynamic(module, shape, dims, others):
 
 
 
-def test_diagonal_and_masked_scatter_export_to_tflite(tmp_path):
+def test_diagonal_and_masked_scatter_and_put_export_to_tflite(tmp_path):
     """Builtin ops only (GATHER, CUMSUM, SELECT): the file re-checked against torch."""
     module = Fn(lambda x, s: (torch.diagonal_scatter(x, s[:12].reshape(3, 4), -1, 2, 1),
-                              x.masked_scatter(x > 0, s))).eval()
+                              x.masked_scatter(x > 0, s),
+                              x.put(torch.tensor([3, -1, 3]), s[:3], accumulate=True))).eval()
     conversion = crossport.convert_with_report(module, inputs([(3, 4, 5), (70,)]))
     result = crossport.export(conversion, tmp_path / "scatter.tflite")
     assert result.max_error == 0.0, result

@@ -172,7 +172,7 @@ CONVERTED = [
     'mvlgamma.mvlgamma_p_3', 'mvlgamma.mvlgamma_p_5', 'grid_sampler_3d', 'view_copy',
     'permute_copy', 'unbind_copy', 'narrow_copy', 'signbit', 'scatter', 'addmv', 'addbmm',
     'dist', 'conj_physical', 'ldexp', 'gcd', 'lcm', 'nonzero_static', 'nn.functional.bilinear',
-    'angle', 'nanmedian', 'masked_scatter', 'diagonal_scatter', 'nn.functional.pdist',
+    'angle', 'nanmedian', 'masked_scatter', 'diagonal_scatter', 'nn.functional.pdist', 'put',
 ]
 
 

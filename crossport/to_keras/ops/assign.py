@@ -362,3 +362,31 @@ def aten_masked_scatter_default(ctx, self, mask, source):
     last = max(math.prod(int(d) for d in source.shape) - 1, 0)
     taken = ops.take(flat_source, ops.clip(count, 0, last))
     return ops.where(mask, ctx.reshape(taken, list(ctx.node.meta["val"].shape)), x)
+
+
+def _flat(ctx, value) -> TensorValue:
+    """``value.flatten()`` (torch order) as a rank-1 value."""
+    if not isinstance(value, TensorValue):
+        value = as_value(ctx, value)
+    n = math.prod(value.static_shape())
+    return TensorValue(ops.reshape(ctx.canonical(value), [n]), canonical(1), (n,), value.dtype)
+
+
+@register(aten.put.default, policy=Policy.CUSTOM)
+def aten_put_default(ctx, self, index, source, accumulate=False):
+    """put(Tensor self, Tensor index, Tensor source, bool accumulate=False) -> Tensor
+
+    ``self.flatten()[index.flatten()] = source.flatten()`` (negative indices wrap), as
+    index_put on the flattened tensor: the last write of a repeated index wins, like
+    torch on CPU, or ``accumulate`` sums them; reshaped back.
+    """
+    value = as_value(ctx, self)
+    flat = _flat(ctx, value)
+    index = np.reshape(index, [-1]) if isinstance(index, np.ndarray) else _flat(ctx, index)
+    source = _flat(ctx, source)
+    if source.dtype != value.dtype:
+        source = TensorValue(ops.cast(source.tensor, keras_dtype(value.dtype)), source.layout,
+                             source.shape, value.dtype)
+    out = _put_by_index(ctx, flat, 0, [index], source, accumulate)
+    ctx.out_layout = canonical(value.rank)
+    return ops.reshape(out, value.static_shape())
