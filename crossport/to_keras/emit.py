@@ -557,31 +557,29 @@ _DATA_SIZED = {
     "aten.bincount.default": "count into a fixed number of bins k: torch.zeros(k)."
                              "scatter_add(0, x, torch.ones_like(x)) (converted)",
 }
-_COMPARISONS = (operator.ge, operator.gt, operator.le, operator.lt, operator.eq, operator.ne)
 
 
-def _data_dependent(node: torch.fx.Node) -> str | None:
+def _data_sized(node: torch.fx.Node) -> str | None:
     """Why ``node`` has no converter when its output size depends on the data, or None."""
     instead = _DATA_SIZED.get(str(node.target))
-    if instead is not None:
-        return ("no converter: its output size depends on the data (the values, not the "
-                f"shapes), which a Keras graph fixes when it is built; instead: {instead}")
-    if node.target in _COMPARISONS and _reads_unbacked(node):
-        return ("torch.export's check on a size that depends on the data (from the op "
-                "above): converted with it, or not at all")
-    return None
+    if instead is None:
+        return None
+    return ("no converter: its output size depends on the data (the values, not the "
+            f"shapes), which a Keras graph fixes when it is built; instead: {instead}")
 
 
 def _reads_unbacked(node: torch.fx.Node) -> bool:
+    """A size, or a check on sizes (``u0 >= 0``, a view's storage offset), that torch.export
+    derives from a data-dependent value."""
     from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
     val = node.meta.get("val")
-    return isinstance(val, torch.SymBool) and bool(free_unbacked_symbols(val))
+    return isinstance(val, (torch.SymInt, torch.SymBool)) and bool(free_unbacked_symbols(val))
 
 
 def _no_converter(node: torch.fx.Node) -> str:
     """"no converter", with why no converter can exist for ops of a known kind."""
-    if (reason := _data_dependent(node)) is not None:
+    if (reason := _data_sized(node)) is not None:
         return reason
     if node.target is torch.ops.aten._local_scalar_dense.default:
         return ("no converter: a tensor's value read as a Python number (.item(), .tolist(), "
@@ -592,6 +590,9 @@ def _no_converter(node: torch.fx.Node) -> str:
         return ("no converter: random numbers drawn in forward (torch's generator has no "
                 "Keras twin, and the outputs could not be compared); pass them in as an "
                 "input of forward")
+    if _reads_unbacked(node):
+        return ("a size or a check torch.export derives from a data-dependent value (the op "
+                "making that value is listed too): converted with it, or not at all")
     return _with_way_out(node, "no converter")
 
 
