@@ -148,7 +148,7 @@ def _category(detail: str) -> str:
         return "dynamic dims"
     if "output size depends on the data" in d:
         return "output size depends on the data (no static-shape graph)"
-    if "no converter" in d or "unsupportedoperror" in d and "no " in d:
+    if "no converter" in d:
         if "dtype" in d:
             return "dtype without a faithful conversion"
         return "op without a converter"
