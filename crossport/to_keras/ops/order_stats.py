@@ -196,7 +196,9 @@ def _median_dim(ctx, self, dim, keepdim, ignore_nan):
         x = ops.moveaxis(x, axis, last)
     values, indices = _median_last(ctx, x, ctx.size(value.shape[dim]), ignore_nan)
     indices = ops.cast(indices, "int64")
-    if ignore_nan and keras.backend.is_float_dtype(x.dtype):
+    # a dynamic dim: the indices are unused (_nanmedian_dynamic)
+    if ignore_nan and keras.backend.is_float_dtype(x.dtype) and not ctx.is_dynamic(
+            value.shape[dim]):
         where_torch_leaves = _all_nan_index(int(value.shape[dim]), value.dtype)
         indices = ops.where(ops.all(isnan(x), axis=-1), np.int64(where_torch_leaves), indices)
     if keepdim:
