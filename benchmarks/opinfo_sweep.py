@@ -146,7 +146,9 @@ def _category(detail: str) -> str:
     d = detail.lower()
     if "dynamicdimerror" in d or "dynamic" in d and "dim" in d:
         return "dynamic dims"
-    if "no converter" in d or "unsupportedoperror" in d and "no " in d:
+    if "output size depends on the data" in d:
+        return "output size depends on the data (no static-shape graph)"
+    if "no converter" in d:
         if "dtype" in d:
             return "dtype without a faithful conversion"
         return "op without a converter"

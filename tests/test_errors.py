@@ -75,6 +75,53 @@ def test_ops_no_converter_can_take_say_why(module, why):
         crossport.convert(module.eval(), (torch.randn(2, 5),))
 
 
+DATA_SIZED = [
+    (lambda x: torch.nonzero(x > 0), "aten.nonzero.default", "nonzero_static"),
+    (lambda x: torch.argwhere(x), "aten.nonzero.default", "nonzero_static"),
+    (lambda x: torch.masked_select(x, x > 0), "aten.masked_select.default", "torch.where"),
+    (lambda x: torch.unique(x), "aten._unique2.default", "sorted neighbours"),
+    (lambda x: torch.unique_consecutive(x), "aten.unique_consecutive.default", "run starts"),
+    (lambda x: torch.bincount((x.abs() * 3).long().flatten()), "aten.bincount.default",
+     "scatter_add"),
+]
+
+
+@pytest.mark.parametrize("fn, op, instead", DATA_SIZED,
+                         ids=["nonzero", "argwhere", "masked_select", "unique",
+                              "unique_consecutive", "bincount"])
+def test_ops_whose_output_size_depends_on_the_data_say_so(fn, op, instead):
+    """They were a bare "no converter", beside two more for torch.export's checks on the
+    data-dependent size (``u0 >= 0``, shown as ``<built-in function ge>``)."""
+
+    class Module(torch.nn.Module):
+        def forward(self, x):
+            return fn(x)
+
+    with pytest.raises(crossport.UnsupportedOpError) as raised:
+        crossport.convert(Module().eval(), (torch.randn(3, 4),))
+    message = str(raised.value)
+    assert re.search(rf"{re.escape(op)} x1: no converter: its output size depends on the "
+                     rf"data.*instead: .*{re.escape(instead)}", message), message
+    checks = message.partition("<built-in function ge>")[2]
+    assert "derives from a data-dependent value" in checks, message
+    assert "no converter\n" not in message, message
+
+
+def test_bincount_suggestion_converts_and_matches():
+    """The way out the bincount refusal names: a fixed number of bins by scatter_add."""
+    from tests.harness import assert_converts
+
+    class Counts(torch.nn.Module):
+        def forward(self, x):
+            index = (x.abs() * 3).long().clamp(max=5).flatten()
+            return torch.zeros(6).scatter_add(0, index, torch.ones(index.shape)), index
+
+    x = torch.randn(3, 4)
+    counts, index = Counts()(x)
+    assert torch.equal(counts, torch.bincount(index, minlength=6).float())
+    assert_converts(Counts(), (x,))
+
+
 class DataDependentBranch(torch.nn.Module):
     def forward(self, x):
         if x.sum() > 0:

@@ -543,8 +543,44 @@ def _with_way_out(node: torch.fx.Node, reason: str) -> str:
     return f"{reason} ({what}: {_MOE_WAY_OUT})" if what else reason
 
 
+# Ops whose output size is a value of the data (torch.export gives it an unbacked size):
+# a Keras graph fixes output sizes when it is built. What to write instead, per op.
+_DATA_SIZED = {
+    "aten.nonzero.default": "torch.nonzero_static(x, size=k) (padded to k rows, converted), "
+                            "or keep the mask and use torch.where(mask, x, other)",
+    "aten.masked_select.default": "torch.where(mask, x, fill) keeps the shape (converted)",
+    "aten._unique2.default": "compare sorted neighbours (torch.sort, then x[1:] != x[:-1]) "
+                             "and keep the shape",
+    "aten.unique_dim.default": "compare sorted neighbours and keep the shape",
+    "aten.unique_consecutive.default": "mark the run starts (x[1:] != x[:-1]) and keep the "
+                                      "shape",
+    "aten.bincount.default": "count into a fixed number of bins k: torch.zeros(k)."
+                             "scatter_add(0, x, torch.ones_like(x)) (converted)",
+}
+
+
+def _data_sized(node: torch.fx.Node) -> str | None:
+    """Why ``node`` has no converter when its output size depends on the data, or None."""
+    instead = _DATA_SIZED.get(str(node.target))
+    if instead is None:
+        return None
+    return ("no converter: its output size depends on the data (the values, not the "
+            f"shapes), which a Keras graph fixes when it is built; instead: {instead}")
+
+
+def _reads_unbacked(node: torch.fx.Node) -> bool:
+    """A size, or a check on sizes (``u0 >= 0``, a view's storage offset), that torch.export
+    derives from a data-dependent value."""
+    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+
+    val = node.meta.get("val")
+    return isinstance(val, (torch.SymInt, torch.SymBool)) and bool(free_unbacked_symbols(val))
+
+
 def _no_converter(node: torch.fx.Node) -> str:
     """"no converter", with why no converter can exist for ops of a known kind."""
+    if (reason := _data_sized(node)) is not None:
+        return reason
     if node.target is torch.ops.aten._local_scalar_dense.default:
         return ("no converter: a tensor's value read as a Python number (.item(), .tolist(), "
                 "int(t)) and used to compute the graph (a size, a slice bound, a branch): a "
@@ -554,6 +590,9 @@ def _no_converter(node: torch.fx.Node) -> str:
         return ("no converter: random numbers drawn in forward (torch's generator has no "
                 "Keras twin, and the outputs could not be compared); pass them in as an "
                 "input of forward")
+    if _reads_unbacked(node):
+        return ("a size or a check torch.export derives from a data-dependent value (the op "
+                "making that value is listed too): converted with it, or not at all")
     return _with_way_out(node, "no converter")
 
 

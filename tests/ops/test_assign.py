@@ -11,9 +11,9 @@ from torch import nn
 
 import crossport
 from crossport.compat import import_torchvision
-from crossport.errors import UnsupportedOpError
+from crossport.errors import DynamicDimError, UnsupportedOpError
 from tests.harness import assert_converts, assert_matches_at_sizes
-from tests.ops.opcases import Fn, case, inputs
+from tests.ops.opcases import ConvThen, Fn, case, inputs
 
 
 def assigned(fn):
@@ -121,6 +121,40 @@ CASES = [
         y, (slice(None), x[0, :, 0] > 0), x[:, :1, :] * 2)), (3, 4, 5), expect_converters=("aten_gt_Scalar", "aten_index_put_default", "aten_mul_tensor", "aten_select_int", "aten_slice_tensor")),
     case("mask-assign-after-conv", after_conv(lambda y, x: set_(y, x > 0, 0.0)),
          (2, 3, 6, 7), expect_converters=("aten_conv_nd", "aten_gt_Scalar", "aten_index_put_default")),
+    # were "no converter": diagonal_scatter (offsets both ways, dims in either order, a
+    # 2-D plane after a conv, integers and bools), masked_scatter (the k-th True position
+    # takes source.flatten()[k]: a mask broadcast over self, a source larger than the
+    # count, integers and bools, after a conv)
+    case("diagonal-scatter-offsets-and-dim-orders", Fn(lambda x, s, t: (
+        torch.diagonal_scatter(x, s, 1, 0, 2), torch.diagonal_scatter(x, t, -1, 2, 1),
+        torch.diagonal_scatter(x[0], t[1, :4], 0), torch.diagonal_scatter(x[:, 0], t[0, :2], 3),
+        torch.diagonal_scatter(x[:, :, 0], s[0, :0], -5))),
+         [(3, 4, 5), (4, 3), (3, 4)], expect_converters=("aten_diagonal_scatter_default",),
+         max_transposes=None),
+    case("diagonal-scatter-ints-bools-after-conv", ConvThen(lambda y: (
+        torch.diagonal_scatter(y, y[:, :, 0, :3] * 3, 2, 2, 3),
+        torch.diagonal_scatter((y * 9).long(), (y[:, :5, 0, :4] * 5).long(), -1, 1, 2),
+        torch.diagonal_scatter(y > 0, y[0, :2].permute(1, 2, 0) < 0, 0, 0, 1)[:2])),
+         (2, 3, 6, 7), expect_converters=("aten_conv_nd", "aten_diagonal_scatter_default"),
+         max_transposes=None),
+    case("masked-scatter-broadcast-mask-and-larger-source", Fn(lambda x, s: (
+        x.masked_scatter(x > 0, s), x.masked_scatter(x[0, :, :1] < 0.3, s * 2),
+        x[0, 0].masked_scatter(x[:, 1] > 0, s[:20]), x.masked_scatter(x > 9, s[:1]))),
+         [(3, 4, 5), (70,)], expect_converters=("aten_masked_scatter_default",),
+         max_transposes=None),
+    case("masked-scatter-ints-bools-after-conv", ConvThen(lambda y: (
+        y.masked_scatter(y > 0, y[:, :, 1:] * 3),
+        (y * 9).long().masked_scatter(y < 0, (y * 4).long().flip(0)),
+        (y > 0.5).masked_scatter(y < 0, (y > 0).transpose(2, 3)))),
+         (2, 3, 6, 7), expect_converters=("aten_conv_nd", "aten_masked_scatter_default"),
+         max_transposes=None),
+    # put (was "no converter"): into the flattened tensor, negative indices wrap, the last
+    # of repeated indices wins or accumulate sums them; integers, bools, a run-time index
+    case("put-flat-indices-repeats-accumulate", Fn(lambda m, x, y: (
+        x.put(m.i, y), x.put(m.i, y, accumulate=True), (x * 9).long().put(m.i, (y * 9).long()),
+        (x > 0).put(m.i[0, :2], y[0, :2] > 0), x.put((x[0, :3].abs() * 3).long(), x[1, :3])),
+        i=torch.tensor([[0, -1, 5], [5, 2, 11]])),
+         [(3, 4), (2, 3)], expect_converters=("aten_put_default",), max_transposes=None),
     case("sam-positional-embedding", sam_positional_embedding(), (2, 3, 4, 2), expect_converters=("aten_cat_default", "aten_copy_default", "aten_cos_default", "aten_div_tensor", "aten_matmul_default", "aten_mul_tensor", "aten_select_int", "aten_select_scatter_default", "aten_sin_default", "aten_sub_tensor")),
 ]
 
@@ -165,7 +199,17 @@ DYNAMIC = [
                  id="index_put-on-the-dynamic-indexed-dim"),
     pytest.param(assigned(lambda y, x: set_(y, x > 0, 0.0)), (2, 6, 3), {0: {1: "seq"}},
                  [(3, 9, 3)], id="mask-assign-dynamic"),
+    pytest.param(Fn(lambda x: x.masked_scatter(x > 0, torch.arange(60.0))), (2, 6, 3),
+                 {0: {1: "seq"}}, [(3, 9, 3), (1, 2, 3)], id="masked-scatter-dynamic"),
+    pytest.param(Fn(lambda x: torch.diagonal_scatter(x, x[:, 0, :3] * 5, 1, 1, 2)), (2, 3, 4),
+                 {0: {0: "batch"}}, [(5, 3, 4)], id="diagonal-scatter-dynamic-batch"),
 ]
+
+
+def test_masked_scatter_of_a_run_time_sized_source_is_refused():
+    module = Fn(lambda x, s: x.masked_scatter(x > 0, s)).eval()
+    with pytest.raises(DynamicDimError, match="masked_scatter"):
+        crossport.convert(module, inputs([(2, 3), (8,)]), dynamic_dims={1: {0: "n"}})
 
 
 @pytest.mark.parametrize("module, shape, dims, others", DYNAMIC)
@@ -175,3 +219,13 @@ def test_assign_dynamic(module, shape, dims, others):
     assert_matches_at_sizes(module, conversion, others, atol=1e-6, seed=3)
 
 
+
+
+def test_diagonal_and_masked_scatter_and_put_export_to_tflite(tmp_path):
+    """Builtin ops only (GATHER, CUMSUM, SELECT): the file re-checked against torch."""
+    module = Fn(lambda x, s: (torch.diagonal_scatter(x, s[:12].reshape(3, 4), -1, 2, 1),
+                              x.masked_scatter(x > 0, s),
+                              x.put(torch.tensor([3, -1, 3]), s[:3], accumulate=True))).eval()
+    conversion = crossport.convert_with_report(module, inputs([(3, 4, 5), (70,)]))
+    result = crossport.export(conversion, tmp_path / "scatter.tflite")
+    assert result.max_error == 0.0, result

@@ -23,6 +23,8 @@ from tests.harness import assert_converts, assert_matches_at_sizes
 from tests.ops.opcases import ConvThen, Fn, case
 
 HISTC = ("aten_histc_default",)
+HISTOGRAM = ("aten_histogram_bin_ct",)
+HISTOGRAM_EDGES = ("aten_histogram_bins_tensor",)
 GROUPED = ("transformers_grouped_mm_fallback",)
 
 
@@ -112,6 +114,26 @@ CASES = [
          expect_converters=HISTC + ("aten_topk_default", "aten_sort_default")),
     case("histc-channels-last", ConvThen(lambda y: torch.histc(y, 5, -0.5, 0.5)),
          (2, 3, 8, 7), expect_converters=HISTC + ("aten_conv_nd",)),
+    # torch.histogram (was "no converter"): bins are searched among torch's own edges, at
+    # each edge and ulps either side; weights, density, a fixed range of zero width, edges
+    # as a run-time tensor (the fresh input's random edges are out of order: torch's
+    # binary search is followed step by step), float64, channels-last
+    case("histogram-bin-edges-float32", Fn(lambda x: torch.histogram(x, 7, range=(-1.3, 2.9))),
+         lambda: edge_probes(7, -1.3, 2.9), expect_converters=HISTOGRAM),
+    case("histogram-bin-edges-float64", Fn(lambda x: torch.histogram(x, 13, range=(-0.7, 1e3))),
+         lambda: edge_probes(13, -0.7, 1e3, torch.float64), expect_converters=HISTOGRAM),
+    case("histogram-weights-density-zero-width-range", Fn(lambda x, w: (
+        *torch.histogram(x, 5, range=(-1.0, 1.0), weight=w, density=True),
+        *torch.histogram(x, 4, range=(-2.0, 2.0), density=True),
+        *torch.histogram(x[0, 0], 3, range=(0.5, 0.5)), *torch.histogram(x, 1, range=(0.0, 9.0)))),
+         lambda: (torch.randn(6, 9), torch.rand(6, 9)), expect_converters=HISTOGRAM),
+    case("histogram-edges-tensor", Fn(lambda x, w, e: (
+        *torch.histogram(x, e), *torch.histogram(x, e, weight=w, density=True),
+        *torch.histogram(x, torch.tensor([-2.0, -0.5, 0.0, 0.0, 1.0, 2.5])))),
+         lambda: (torch.randn(6, 9), torch.rand(6, 9), torch.sort(torch.randn(7)).values),
+         expect_converters=HISTOGRAM_EDGES),
+    case("histogram-channels-last", ConvThen(lambda y: torch.histogram(y, 5, range=(-0.5, 0.5))),
+         (2, 3, 8, 7), expect_converters=HISTOGRAM + ("aten_conv_nd",)),
     case("grouped-mm-moe-every-expert", SortedExperts(), (9, 6),
          expect_converters=GROUPED + HISTC + ("aten_index_put_default",)),
     case("grouped-mm-moe-gathered-experts", SortedExperts(experts=6), (3, 6),
@@ -155,6 +177,22 @@ def test_grouped_mm_rows_follow_a_dynamic_token_count():
 def test_histc_without_an_exact_form_is_refused(fn, reason):
     with pytest.raises(crossport.UnsupportedOpError, match=reason):
         crossport.convert(Fn(fn).eval(), (torch.randn(3, 4),))
+
+
+def test_histogram_over_the_data_range_is_refused():
+    """Without range the edges are torch's linspace of each input's min and max."""
+    with pytest.raises(crossport.UnsupportedOpError, match="histogram over the data's own"):
+        crossport.convert(Fn(lambda x: torch.histogram(x, 5)).eval(), (torch.randn(3, 4),))
+
+
+def test_histogram_exports_to_tflite(tmp_path):
+    """Builtin ops only (GATHER, FLOOR_DIV, comparisons, SUM)."""
+    module = Fn(lambda x, e: (*torch.histogram(x, 7, range=(-1.3, 2.9)),
+                              *torch.histogram(x, e, weight=x.abs(), density=True))).eval()
+    conversion = crossport.convert_with_report(
+        module, (edge_probes(7, -1.3, 2.9)[0], torch.sort(torch.randn(6)).values))
+    result = crossport.export(conversion, tmp_path / "histogram.tflite")
+    assert result.max_error < 1e-5, result
 
 
 def test_a_refused_grouped_matmul_says_how_to_convert():

@@ -31,6 +31,8 @@ CDIST = ("aten__cdist_forward_default",)
 CDIST_P = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, math.inf)
 DIST = ("aten_dist_default",)
 DIST_P = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, -1.0, -2.5, math.inf, -math.inf)
+PDIST = ("aten__pdist_forward_default",)
+PDIST_P = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, math.inf)
 
 
 def every_dist(a, b):
@@ -164,6 +166,12 @@ CASES = [
          expect_converters=("aten_conv_nd", *DIST)),
     case("dist-float64", Fn(lambda a, b: every_dist(a.double(), b.double())), [(3, 4), (4,)],
          expect_converters=DIST),
+    # pdist (was "no converter"): every p, rows i < j in triu order, float64, one row
+    case("pdist-every-p", Fn(lambda x: tuple(F.pdist(x, p) for p in PDIST_P)), (6, 4),
+         expect_converters=PDIST),
+    case("pdist-float64-and-one-row", Fn(lambda x: (
+        *(F.pdist(x.double(), p) for p in PDIST_P), F.pdist(x[:1]), F.pdist(x[:, :0], 3.0))),
+         (5, 3), expect_converters=PDIST),
     case("cdist-float64", Fn(lambda a, b: tuple(torch.cdist(a.double(), b.double(), p=p)
                                                  for p in CDIST_P)),
          [(2, 5, 3), (2, 4, 3)], expect_converters=CDIST),
@@ -196,6 +204,23 @@ def test_dist_special_values_match_torch():
                       [-1e30, 0.0, 2.0], [0.0, 0.0, 5.0]])
     module = Fn(lambda x, y: tuple(op for i in range(6) for op in every_dist(x[i], y[i])))
     assert_converts(module, (a, b), expect_converters=DIST)
+
+
+def test_pdist_special_values_match_torch():
+    """NaN, +-inf (inf - inf is NaN), -0.0 and huge values: a NaN difference gives NaN for
+    every p, the inf-norm too (pdist's kernel propagates it, unlike cdist's)."""
+    nan, inf = math.nan, math.inf
+    x = torch.tensor([[nan, 0.0, 0.0], [1.0, inf, -inf], [0.0, 0.0, 0.0], [1.0, inf, 3.0],
+                      [2.0, -0.0, 1e30], [-1e30, 3.0, 0.0]])
+    assert_converts(Fn(lambda x: tuple(F.pdist(x, p) for p in PDIST_P)), x,
+                    expect_converters=PDIST)
+
+
+def test_pdist_with_a_dynamic_row_count_is_refused():
+    """pdist's output has n(n-1)/2 rows: n must be static."""
+    with pytest.raises(DynamicDimError, match="_pdist_forward"):
+        crossport.convert(Fn(lambda x: F.pdist(x)).eval(), inputs((5, 3)),
+                          dynamic_dims={0: {0: "n"}})
 
 
 def test_cdist_p2_with_a_dynamic_row_count_is_refused():
@@ -234,3 +259,14 @@ def test_linalg_dynamic(module, shape, dims, others):
     conversion = crossport.convert_with_report(module.eval(), example, dynamic_dims=dims,
                                                dynamic_batch=True)
     assert_matches_at_sizes(module, conversion, others, atol=1e-5, seed=3)
+
+
+def test_pdist_exports_to_tflite(tmp_path):
+    """Builtin ops only; NaN rows keep NaN in the file for every p (LiteRT's REDUCE_MAX
+    skips NaN: the inf-norm spells the rule out)."""
+    x = torch.randn(5, 3)
+    x[1, 2] = math.nan
+    module = Fn(lambda x: tuple(F.pdist(x, p) for p in PDIST_P)).eval()
+    conversion = crossport.convert_with_report(module, (x,))
+    result = crossport.export(conversion, tmp_path / "pdist.tflite")
+    assert result.max_error < 1e-5, result

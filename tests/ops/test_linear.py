@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 import crossport
-from tests.harness import assert_converts
+from tests.harness import assert_converts, assert_matches_at_sizes
 from tests.ops.opcases import Fn, case, inputs
 
 
@@ -30,6 +31,8 @@ class Attention(nn.Module):
 
 
 ADDMV, ADDBMM = ("aten_addmv_default",), ("aten_addbmm_default",)
+TRILINEAR = ("aten__trilinear_default",)
+GEN = torch.Generator().manual_seed(0)
 
 CASES = [
     case("pitfall10-linear-2d", seeded(lambda: nn.Linear(6, 4)), (3, 6), expect_converters=("aten_linear_default",)),
@@ -140,6 +143,18 @@ CASES = [
         nn.Conv1d(3, 4, 3), Fn(lambda x: x.transpose(1, 2)), nn.Linear(4, 6))), (2, 3, 9), expect_converters=("aten_conv_nd", "aten_linear_default", "aten_permute_default")),
     case("linear-transpose-conv1d-no-transpose", seeded(lambda: nn.Sequential(
         nn.Linear(5, 4), Fn(lambda x: x.transpose(1, 2)), nn.Conv1d(4, 3, 3))), (2, 9, 5), expect_converters=("aten_conv_nd", "aten_linear_default", "aten_permute_default")),
+    # nn.Bilinear / F.bilinear (was "no converter": _trilinear, x1 W x2 + b), with and without
+    # bias, on leading dims, and in integers (exact, wrapping as torch's)
+    case("bilinear", seeded(lambda: nn.Bilinear(3, 4, 5)), [(2, 3), (2, 4)],
+         expect_converters=TRILINEAR),
+    case("bilinear-nobias-leading-dims", seeded(lambda: nn.Bilinear(3, 4, 2, bias=False)),
+         [(2, 5, 3), (2, 5, 4)], expect_converters=TRILINEAR),
+    case("bilinear-integers-exact", Fn(
+        lambda m, a, b: (F.bilinear((a * 2**20).long(), (b * 2**20).long(), m.w, m.b),
+                         F.bilinear((a * 2**12).int(), (b * 2**12).int(), m.w.int())),
+        w=torch.randint(-2**20, 2**20, (5, 2, 4), generator=GEN),
+        b=torch.randint(-9, 9, (5,), generator=GEN)),
+         [(3, 2), (3, 4)], expect_converters=TRILINEAR),
     case("patch-embed-layernorm-linear", seeded(lambda: nn.Sequential(
         nn.Conv2d(3, 8, 2, stride=2), Fn(lambda x: x.flatten(2).transpose(1, 2)), nn.LayerNorm(8),
         nn.Linear(8, 4))), (2, 3, 8, 8), expect_converters=("aten_conv_nd", "aten_layer_norm_default", "aten_linear_default", "aten_permute_default", "aten_view_default")),
@@ -215,3 +230,10 @@ def test_integer_einsum_with_a_diagonal_is_refused():
     module = Fn(lambda x: torch.einsum("ii->i", x)).eval()
     with pytest.raises(crossport.UnsupportedOpError, match=r"einsum with a repeated subscript"):
         crossport.convert(module, (torch.arange(9).reshape(3, 3),))
+
+
+def test_bilinear_with_a_dynamic_batch():
+    module = seeded(lambda: nn.Bilinear(3, 4, 5)).eval()
+    conversion = crossport.convert_with_report(module, inputs([(2, 3), (2, 4)]),
+                                               dynamic_batch=True)
+    assert_matches_at_sizes(module, conversion, [((5, 3), (5, 4)), ((1, 3), (1, 4))])

@@ -171,7 +171,8 @@ CONVERTED = [
     'logdet', 'linalg.solve', 'lgamma', 'digamma', 'erfinv', 'mvlgamma.mvlgamma_p_1',
     'mvlgamma.mvlgamma_p_3', 'mvlgamma.mvlgamma_p_5', 'grid_sampler_3d', 'view_copy',
     'permute_copy', 'unbind_copy', 'narrow_copy', 'signbit', 'scatter', 'addmv', 'addbmm',
-    'dist', 'conj_physical', 'ldexp', 'gcd', 'lcm', 'nonzero_static',
+    'dist', 'conj_physical', 'ldexp', 'gcd', 'lcm', 'nonzero_static', 'nn.functional.bilinear',
+    'angle', 'nanmedian', 'masked_scatter', 'diagonal_scatter', 'nn.functional.pdist', 'put',
 ]
 
 

@@ -13,13 +13,14 @@ import torch
 
 import crossport
 from crossport.errors import DynamicDimError
-from tests.harness import assert_converts
+from tests.harness import assert_converts, assert_matches_at_sizes
 from tests.ops.opcases import ConvThen, Fn, case
 from tests.ops.test_special_values import all_pairs, near_limits
 
 CUM = ("aten_cummax_default", "aten_cummin_default")
 LOGCUMSUMEXP = ("aten_logcumsumexp_default",)
 KTH = ("aten_kthvalue_default",)
+MODE = ("aten_mode_default",)
 MEDIANS = ("aten_median_dim", "aten_nanmedian_dim", "aten_median_default",
            "aten_nanmedian_default")
 
@@ -36,6 +37,12 @@ def _medians(a, b):
     return (*a.median(1), *a.median(0, keepdim=True), a.nanmedian(1).values,
             b.nanmedian(0, keepdim=True)[0], *b.median(-1), a.median(), b[:, 1:].median(),
             a.nanmedian(), b[1:, :1].nanmedian())
+
+
+def _with_nan_rows(x):
+    """Tied values, NaN where ``|x| > 1``, and every third row NaN only."""
+    x = torch.where(x.abs() > 1, float("nan"), _tied(x))
+    return torch.where(torch.arange(x.shape[0]).reshape(-1, 1) % 3 == 0, float("nan"), x)
 
 
 def tied_conv_then(fn):
@@ -96,6 +103,28 @@ CASES = [
     case("median-nanmedian-ties-odd-and-even", Fn(lambda x: (
         *_tied(x).median(1), *_tied(x[:, :-1]).median(1), _tied(x).nanmedian(0).values,
         _tied(x).median(), _tied(x)[1:].nanmedian())), (6, 41), expect_converters=MEDIANS),
+    # nanmedian's indices (were refused): ties and NaN as a stable sort in torch's order; a
+    # row of NaN only where torch's nth_element leaves it (a function of the length: 41, 25,
+    # 4, 1, and 6 along dim 0), in float32 and float64
+    case("nanmedian-indices-ties-nan-and-all-nan-rows", Fn(lambda x: (
+        *_with_nan_rows(x).nanmedian(1), *_with_nan_rows(x)[:, :25].nanmedian(1),
+        *_with_nan_rows(x)[:, :4].nanmedian(1, True), *_with_nan_rows(x)[:, :1].nanmedian(1),
+        *_with_nan_rows(x).nanmedian(0), *_with_nan_rows(x).double().nanmedian(1))),
+         (6, 41), expect_converters=("aten_nanmedian_dim",)),
+    # mode (was "no converter"): the smallest of the most frequent values, at its last
+    # occurrence (rows of at most 16), of integers and bools, along every dim, keepdim,
+    # a 0-dim input, int32 extremes (the largest value is no sentinel), a channels-last
+    # activation; the values of a row of 41
+    case("mode-ints-bools-ties-every-dim", Fn(lambda x: (
+        *torch.mode(_tied(x).long(), 1), *torch.mode(_tied(x).int(), 0, True),
+        *torch.mode(x > 0, -1), *torch.mode(_tied(x[0, 0, 0]).long()),
+        torch.mode(_tied(x).long().flatten(), 0).values, *torch.mode(_tied(x).short(), 2))),
+         (3, 7, 5), expect_converters=MODE),
+    case("mode-int-extremes", Fn(lambda a, b: (*torch.mode(a, 1), *torch.mode(b.long(), 0))),
+         lambda: near_limits(torch.int32), expect_converters=MODE),
+    case("mode-channels-last", tied_conv_then(lambda y: (
+        *torch.mode(y.long(), 1), *torch.mode(y.long(), 3, True))),
+         (2, 3, 9, 8), expect_converters=MODE),
     # nanmedian of integers is median (torch's decomposition)
     case("median-int-extremes", Fn(lambda a, b: (*a.median(1), *b.long().median(0),
                                                  a.median(), b.nanmedian(), *a.nanmedian(0))),
@@ -120,10 +149,29 @@ def test_cummax_along_a_dynamic_dim_is_refused_before_building():
                           dynamic_dims={0: {1: "seq"}})
 
 
-def test_nanmedian_indices_are_refused():
-    """torch's index for a row of NaN only follows no rule (12 of 20, 17 of 25)."""
-    with pytest.raises(crossport.UnsupportedOpError, match="indices of nanmedian"):
-        crossport.convert(Fn(lambda x: x.nanmedian(1).indices).eval(), (torch.randn(2, 6),))
+def test_nanmedian_indices_of_a_dynamic_dim_are_refused():
+    """The index of an all-NaN row is torch's for the row's length: that must be static."""
+    with pytest.raises(DynamicDimError, match=r"nanmedian's index of an all-NaN row .*dim 1"):
+        crossport.convert(Fn(lambda x: x.nanmedian(1).indices).eval(), (torch.randn(2, 6),),
+                          dynamic_dims={0: {1: "seq"}})
+
+
+def test_mode_of_floats_and_indices_of_long_rows_are_refused():
+    """A NaN among distinct values lands where torch's sort leaves it; past 16 elements
+    torch's sort is unstable (measured: 2004 of 3000 tied rows of 17 to 59 elements gave
+    another index than the last occurrence)."""
+    with pytest.raises(crossport.UnsupportedOpError, match="mode of floats"):
+        crossport.convert(Fn(lambda x: torch.mode(x, 1).values).eval(), (torch.randn(2, 6),))
+    with pytest.raises(crossport.UnsupportedOpError, match="indices of mode along a dim of 17"):
+        crossport.convert(Fn(lambda x: torch.mode(x.long(), 1).indices).eval(),
+                          (torch.randn(2, 17),))
+
+
+def test_mode_values_along_a_dynamic_dim():
+    module = Fn(lambda x: torch.mode(_tied(x).long(), 1).values).eval()
+    conversion = crossport.convert_with_report(module, (torch.randn(2, 6),),
+                                               dynamic_dims={0: {1: "seq"}})
+    assert_matches_at_sizes(module, conversion, [(3, 40), (1, 1)])
 
 
 def test_median_of_no_elements_is_refused():
@@ -148,3 +196,14 @@ def test_logcumsumexp_of_integers_is_refused():
     with pytest.raises(crossport.UnsupportedOpError, match="logcumsumexp of torch.int64"):
         crossport.convert(Fn(lambda x: torch.logcumsumexp(x, 1)).eval(),
                           (torch.arange(6).reshape(2, 3),))
+
+
+def test_mode_exports_to_tflite_with_builtin_ops(tmp_path):
+    """TFLite's TRANSPOSE, EQUAL and REDUCE_MIN take no bool/int8/int16: a bool mode in
+    int8 and an int16 one moved to the last axis needed Flex ops (export refused); narrow
+    types compute in int32."""
+    module = Fn(lambda x: (*torch.mode(x > 0, 1), *torch.mode(_tied(x).short(), 0),
+                           *torch.mode(_tied(x).long(), 1))).eval()
+    conversion = crossport.convert_with_report(module, (torch.randn(5, 7),))
+    result = crossport.export(conversion, tmp_path / "mode.tflite")
+    assert result.max_error == 0.0, result

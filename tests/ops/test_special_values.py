@@ -125,6 +125,13 @@ FLOAT_CASES = [
          all_pairs, expect_converters=("aten_hypot_default", "aten_fmax_default",
                                        "aten_fmin_default", "aten_copysign_tensor",
                                        "aten_log10_default")),
+    # angle of reals (was "no converter"): pi for negatives and -inf, +0 for 0, -0.0 and
+    # positives, NaN itself; integers and bools give float32, float64 stays float64
+    case("angle-of-reals-special-pairs",
+         Fn(lambda a, b: (torch.angle(a), torch.angle(b > 0), torch.angle(a.double()),
+                          torch.angle(torch.nan_to_num(b, 0.0, 9.0, -9.0).long()),
+                          torch.angle(torch.nan_to_num(a, 0.0, 9.0, -9.0).int()))),
+         all_pairs, expect_converters=("aten_angle_default",)),
     case("hypot-without-overflow", Fn(lambda a, b: torch.hypot(a * 1e30, b * 1e30)
                                       + torch.hypot(a * 1e-30, b * 1e-30) * 1e30),
          lambda: (torch.randn(3, 5), torch.randn(3, 5)),

@@ -1,4 +1,5 @@
-"""In-place assignment after functionalisation: ``copy``, ``slice_scatter``, ``index_put``.
+"""In-place assignment after functionalisation: ``copy``, ``slice_scatter``, ``index_put``,
+``diagonal_scatter``, ``masked_scatter``.
 
 ``z[:, :, 0] = z[:, :, 0] / w`` (SAM's prompt encoder), ``x[..., :2] = 0`` and
 ``x[idx] = v`` reach the graph as pure ops that return the updated tensor. Each becomes a
@@ -16,7 +17,8 @@ import torch
 
 from crossport.layers.dynamic import accumulate as accumulate_into
 from crossport.layers.dynamic import segment_sum
-from crossport.layout import after_reduce, canonical, physical_axis
+from crossport.layout import after_reduce, canonical, normalize_dims, physical_axis
+from crossport.to_keras.dynamic_dims import static_dims
 from crossport.to_keras.ops.index import _index_supports, _wrap_negative
 from crossport.to_keras.ops.shape import as_value
 from crossport.to_keras.registry import Policy, register
@@ -299,3 +301,92 @@ def _last_writer(flat, cells: int, n: int):
     best = ops.segment_max(numbers, flat, num_segments=cells)
     counts = ops.segment_sum(ops.ones_like(numbers), flat, num_segments=cells)
     return ops.where(ops.greater(counts, 0), best, -1)
+
+
+def _scatter_diagonal_dims(node: torch.fx.Node) -> list[int]:
+    args = list(node.args) + [None] * 5
+    dim1 = node.kwargs.get("dim1", args[3] if args[3] is not None else 0)
+    dim2 = node.kwargs.get("dim2", args[4] if args[4] is not None else 1)
+    return [dim1, dim2]
+
+
+@register(aten.diagonal_scatter.default, policy=Policy.CANONICAL,
+          dynamic=static_dims("self", _scatter_diagonal_dims, "diagonal_scatter's positions"))
+def aten_diagonal_scatter_default(ctx, self, src, offset=0, dim1=0, dim2=1):
+    """diagonal_scatter(Tensor self, Tensor src, int offset=0, int dim1=0, int dim2=1) -> Tensor
+
+    ``self`` with ``diagonal(self, offset, dim1, dim2)`` replaced by ``src`` (the diagonal
+    last): one gather of ``src`` over the ``(dim1, dim2)`` plane, moved into place, and a
+    ``where`` on the diagonal's positions (static; the other dims may be run-time sizes).
+    """
+    shape = ctx.node.meta["val"].shape
+    rank = len(shape)
+    dim1, dim2 = normalize_dims((dim1, dim2), rank)
+    n, m = int(shape[dim1]), int(shape[dim2])
+    start_row, start_col = max(-offset, 0), max(offset, 0)
+    length = max(0, min(n - start_row, m - start_col))
+    x = ops.convert_to_tensor(self) if isinstance(self, np.ndarray) else self
+    if length == 0:
+        return x
+    rows, cols = np.indices((n, m))
+    on_diagonal = cols - rows == offset
+    source = np.clip(rows - start_row, 0, length - 1).astype("int32").ravel()
+    y = ops.take(ops.cast(src, x.dtype), source, axis=-1)  # [rest..., n * m]
+    rest = [d for d in range(rank) if d not in (dim1, dim2)]
+    y = ctx.reshape(y, [shape[d] for d in rest] + [n, m])
+    order = rest + [dim1, dim2]
+    if order != list(range(rank)):
+        y = ops.transpose(y, [order.index(d) for d in range(rank)])
+    plane = on_diagonal if dim1 < dim2 else on_diagonal.T
+    mask_shape = [1] * rank
+    mask_shape[dim1], mask_shape[dim2] = n, m
+    return ops.where(plane.reshape(mask_shape), y, x)
+
+
+@register(aten.masked_scatter.default, policy=Policy.CANONICAL,
+          dynamic=static_dims("source", lambda node: range(node.args[2].meta["val"].dim()),
+                              "masked_scatter's bound on the source elements"))
+def aten_masked_scatter_default(ctx, self, mask, source):
+    """masked_scatter(Tensor self, Tensor mask, Tensor source) -> Tensor
+
+    ``self`` (broadcast with ``mask``) where ``mask`` is False; where it is True, the
+    elements of ``source`` in row-major order: the k-th True position takes
+    ``source.flatten()[k]``, k a running count (a cumsum) of the flattened mask. The
+    output's shape is static in the data; ``source`` must hold at least as many elements as
+    ``mask`` has True (torch raises otherwise; here the index is clamped to its last).
+    """
+    x = ops.convert_to_tensor(self) if isinstance(self, np.ndarray) else self
+    mask = ops.logical_and(mask, ops.ones_like(x, dtype="bool"))  # broadcast to the output
+    count = ops.cumsum(ops.cast(ops.reshape(mask, [-1]), "int32")) - 1
+    flat_source = ops.reshape(ops.cast(source, x.dtype), [-1])
+    last = max(math.prod(int(d) for d in source.shape) - 1, 0)
+    taken = ops.take(flat_source, ops.clip(count, 0, last))
+    return ops.where(mask, ctx.reshape(taken, list(ctx.node.meta["val"].shape)), x)
+
+
+def _flat(ctx, value) -> TensorValue:
+    """``value.flatten()`` (torch order) as a rank-1 value."""
+    if not isinstance(value, TensorValue):
+        value = as_value(ctx, value)
+    n = math.prod(value.static_shape())
+    return TensorValue(ops.reshape(ctx.canonical(value), [n]), canonical(1), (n,), value.dtype)
+
+
+@register(aten.put.default, policy=Policy.CUSTOM)
+def aten_put_default(ctx, self, index, source, accumulate=False):
+    """put(Tensor self, Tensor index, Tensor source, bool accumulate=False) -> Tensor
+
+    ``self.flatten()[index.flatten()] = source.flatten()`` (negative indices wrap), as
+    index_put on the flattened tensor: the last write of a repeated index wins, like
+    torch on CPU, or ``accumulate`` sums them; reshaped back.
+    """
+    value = as_value(ctx, self)
+    flat = _flat(ctx, value)
+    index = np.reshape(index, [-1]) if isinstance(index, np.ndarray) else _flat(ctx, index)
+    source = _flat(ctx, source)
+    if source.dtype != value.dtype:
+        source = TensorValue(ops.cast(source.tensor, keras_dtype(value.dtype)), source.layout,
+                             source.shape, value.dtype)
+    out = _put_by_index(ctx, flat, 0, [index], source, accumulate)
+    ctx.out_layout = canonical(value.rank)
+    return ops.reshape(out, value.static_shape())

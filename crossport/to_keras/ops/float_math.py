@@ -1,4 +1,5 @@
-"""Float functions with C99 special-value rules: hypot, fmax/fmin, copysign.
+"""Float functions with C99 special-value rules: hypot, fmax/fmin, copysign, and the
+angle of a real number.
 
 Each is built from real builtin ops (TFLite runs them without Flex) and avoids an infinite
 constant, which the TFLite converter saturates to the largest finite float
@@ -105,6 +106,17 @@ def aten_copysign_tensor(ctx, self, other):
     magnitude = ops.abs(self)
     return ops.where(sign_bit(other), negated(magnitude), magnitude)
 
+
+
+@register(aten.angle.default, policy=Policy.AGNOSTIC, dynamic=True)
+def aten_angle_default(ctx, self):
+    """angle(Tensor self) -> Tensor of a real tensor, as ATen's ``angle_impl``: NaN stays
+    itself, ``pi`` where ``x < 0`` (-inf too), else +0 (-0.0 is not negative); integers and
+    bools give torch's float result."""
+    want = keras_dtype(ctx.out_dtype)
+    x = _in_dtype(self, want)
+    half_turn = ops.where(ops.less(x, 0), np.asarray(np.pi, want), np.asarray(0, want))
+    return ops.where(isnan(x), x, half_turn)
 
 
 @register(aten.signbit.default, policy=Policy.AGNOSTIC, dynamic=True)

@@ -1,4 +1,5 @@
-"""torch.histc: element counts in equal-width bins, binned exactly as ATen's CPU kernel does.
+"""torch.histc and torch.histogram: element counts in bins, binned exactly as ATen's CPU
+kernel does.
 
 ATen (``histogramdd_cpu_contiguous``, ``LINEAR_INTERPOLATION``) skips elements outside
 ``[lo, hi]`` and NaN, and puts ``x`` in bin ``trunc((x - lo) * bins / (hi - lo))``, each
@@ -10,6 +11,10 @@ numpy, the smallest value of the dtype that lands in each bin (the function is m
 and the model counts the elements at or above each of these starts: comparisons only,
 exact in any runtime. transformers 5's mixture-of-experts routing counts tokens per
 expert with it (``histc(expert_ids.float(), bins=E, min=0, max=E - 1)``).
+
+torch.histogram searches its bin edges (``upper_bound``; histc interpolates only), so its
+bins are comparisons with the edges themselves: torch's edges for a fixed range, or edges
+given as a tensor. Over the data's own range the edges are a run-time linspace: refused.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import numpy as np
 import torch
 
 from crossport.layout import canonical
+from crossport.to_keras.dynamic_dims import static_dims
 from crossport.to_keras.ops.shape import as_value
 from crossport.to_keras.registry import Policy, register
 from crossport.to_keras.values import keras_dtype
@@ -117,3 +123,99 @@ def aten_histc_default(ctx, self, bins=100, min=0, max=0):
     counts = ops.sum(ops.cast(in_bin, "int32"), axis=0)
     ctx.out_layout = canonical(1)
     return ops.cast(counts, keras_dtype(value.dtype))
+
+
+def _histogram_supports(node, self, bins=100, *, range=None, weight=None, density=False):
+    dtype = self.meta["val"].dtype
+    if dtype not in _NUMPY:
+        return f"histogram of {dtype} (float16, float32 and float64 convert)"
+    if range is None:
+        return ("histogram over the data's own range (range=None: the bin edges are "
+                "torch's linspace between each input's minimum and maximum, computed at "
+                "run time); give range=(lo, hi), or the bin edges as a tensor")
+    return None
+
+
+def _bin_edges_of(bins: int, range, dtype: torch.dtype) -> np.ndarray:
+    """torch's own bin edges for a fixed range (lo == hi widened as torch does), from an
+    empty input: they do not depend on the data."""
+    edges = torch.histogram(torch.zeros(0, dtype=dtype), bins, range=range)[1]
+    return edges.numpy()
+
+
+def _upper_bound(x, edges, count: int):
+    """``std::upper_bound(edges, edges + count, x)`` for every element of ``x`` ([N]): its
+    binary search step by step (``count.bit_length()`` gathers), so that edges out of order
+    (torch does not check) land where torch's search puts them too."""
+    first = ops.zeros_like(x, dtype="int32")
+    length = ops.zeros_like(x, dtype="int32") + count
+    for _ in range(count.bit_length()):
+        half = ops.floor_divide(length, 2)
+        middle = first + half
+        right = ops.logical_and(ops.greater(length, 0), ops.logical_not(
+            ops.less(x, ops.take(edges, ops.minimum(middle, count - 1)))))
+        first = ops.where(right, middle + 1, first)
+        length = ops.where(right, length - half - 1, half)
+    return first
+
+
+def _histogram(ctx, self, edges, weight, density: bool):
+    """``(hist, bin_edges)`` as ATen's histogram kernel: an element in ``[edges[0],
+    edges[-1]]`` (NaN is not) goes to bin ``upper_bound(edges, x) - 1``, the right edge to
+    the last bin (for bin_ct torch interpolates first, then searches next to it: the same
+    bin on its sorted edges); ``weight`` sums instead of counting; ``density`` divides by
+    the total and by each bin's width, as torch does."""
+    value = as_value(ctx, self)
+    x = ops.reshape(ctx.canonical(value), (-1,))  # torch order: weights pair up by position
+    count = int(edges.shape[0])
+    dtype = keras_dtype(value.dtype)
+    if isinstance(edges, np.ndarray):
+        edges = ops.convert_to_tensor(edges, dtype=dtype)
+    lowest, highest = edges[(slice(0, 1),)], edges[(slice(count - 1, count),)]
+    position = _upper_bound(x, edges, count) - 1
+    position = ops.where(ops.equal(position, count - 1), position - 1, position)
+    inside = ops.logical_and(ops.greater_equal(x, lowest), ops.less_equal(x, highest))
+    in_bin = ops.logical_and(ops.expand_dims(inside, -1), ops.equal(
+        ops.expand_dims(position, -1), np.arange(count - 1, dtype=np.int32)))
+    if weight is None:
+        hist = ops.cast(ops.sum(ops.cast(in_bin, "int32"), axis=0), dtype)
+    else:
+        w = ops.reshape(ctx.canonical(as_value(ctx, weight)), (-1, 1))
+        hist = ops.sum(ops.where(in_bin, w, ops.zeros_like(w)), axis=0)
+    if density:
+        widths = edges[(slice(1, count),)] - edges[(slice(0, count - 1),)]
+        hist = ops.divide(ops.divide(hist, ops.sum(hist)), widths)
+    ctx.out_layout = (canonical(1), canonical(1))
+    anchor = ops.sum(ops.zeros_like(x[(slice(0, 1),)]), keepdims=True)  # constant edges: a Keras output
+    return hist, ops.add(edges, ops.reshape(anchor, (1,)))
+
+
+@register(aten.histogram.bin_ct, policy=Policy.CUSTOM, supports=_histogram_supports,
+          dynamic=True)
+def aten_histogram_bin_ct(ctx, self, bins=100, *, range=None, weight=None, density=False):
+    """histogram.bin_ct(Tensor self, int bins=100, *, float[]? range=None, Tensor? weight=None, bool density=False) -> (Tensor hist, Tensor bin_edges)
+
+    ``bins`` equal bins over a fixed ``range``: torch's edges (a constant) and the
+    comparisons of ``_histogram``; a range from the data is refused (_histogram_supports).
+    """
+    edges = _bin_edges_of(bins, tuple(range), ctx.node.args[0].meta["val"].dtype)
+    return _histogram(ctx, self, edges, weight, density)
+
+
+def _bins_tensor_supports(node, self, bins, *, weight=None, density=False):
+    dtype = self.meta["val"].dtype
+    if dtype not in _NUMPY:
+        return f"histogram of {dtype} (float16, float32 and float64 convert)"
+    return None
+
+
+@register(aten.histogram.bins_tensor, policy=Policy.CUSTOM, supports=_bins_tensor_supports,
+          dynamic=static_dims("bins", lambda node: [0], "histogram's bin count"))
+def aten_histogram_bins_tensor(ctx, self, bins, *, weight=None, density=False):
+    """histogram.bins_tensor(Tensor self, Tensor bins, *, Tensor? weight=None, bool density=False) -> (Tensor hist, Tensor bin_edges)
+
+    Given edges (a constant or computed at run time), as ``_histogram`` bins them.
+    """
+    if not isinstance(bins, np.ndarray):
+        bins = ctx.canonical(as_value(ctx, bins))
+    return _histogram(ctx, self, bins, weight, density)

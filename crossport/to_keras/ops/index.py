@@ -204,6 +204,8 @@ def aten_scatter_src(ctx, self, dim, index, src=None, value=None):
                                name=ctx.name())
         return layer(self, index) if src is None else layer(self, index, src)
     rank = len(ctx.out_shape)
+    if isinstance(self, np.ndarray):  # a constant (torch.zeros(k)): numpy + a KerasTensor fails
+        self = ops.convert_to_tensor(self)
     coords, shape = _scatter_coords(ctx, index, dim, rank)
     if ctx.node.target is aten.scatter.value:
         updates = np.full(shape, value, dtype=keras_dtype(ctx.out_dtype))

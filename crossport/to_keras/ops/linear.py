@@ -279,3 +279,46 @@ def _keras_equation(equation: str) -> str:
     rename = {c: next(free) for c in sorted(set(equation)) if c.isupper()}
     return "".join(rename.get(c, c) for c in equation)
 
+
+
+def _trilinear_subscripts(ranks, expands, sumdim) -> tuple[list[str], str]:
+    """Einsum subscripts of ``_trilinear``: each operand holds the dims of the full rank it
+    is not unsqueezed at; the output keeps the dims not summed."""
+    rank = ranks[0] + len(expands[0])
+    letters = "abcdefghijklmnopqrstuvwxyz"[:rank]
+    inputs = ["".join(c for d, c in enumerate(letters) if d not in expand) for expand in expands]
+    return inputs, "".join(c for d, c in enumerate(letters) if d not in sumdim)
+
+
+def _trilinear_supports(node, i1, i2, i3, expand1, expand2, expand3, sumdim, unroll_dim=1):
+    tensors = [i.meta["val"] for i in (i1, i2, i3)]
+    inputs, _ = _trilinear_subscripts([t.dim() for t in tensors], (expand1, expand2, expand3),
+                                      sumdim)
+    sizes: dict[str, set] = {}
+    for sub, t in zip(inputs, tensors):
+        for letter, size in zip(sub, t.shape):
+            sizes.setdefault(letter, set()).add(str(size))
+    if any(len(s) > 1 for s in sizes.values()):
+        return "_trilinear with operands broadcast against each other (sizes differ in a dim)"
+    return None
+
+
+@register(aten._trilinear.default, policy=Policy.CANONICAL, supports=_trilinear_supports,
+          dynamic=True)
+def aten__trilinear_default(ctx, i1, i2, i3, expand1, expand2, expand3, sumdim, unroll_dim=1):
+    """_trilinear(Tensor i1, Tensor i2, Tensor i3, int[] expand1, int[] expand2, int[] expand3, int[] sumdim, int unroll_dim=1) -> Tensor
+
+    What ``nn.Bilinear`` / ``F.bilinear`` decompose into (``x1 W x2``, then ``+ bias``): the
+    three operands unsqueezed at their ``expand`` dims, multiplied and summed over
+    ``sumdim``; an einsum, integers exact (``_integer_einsum``). ``unroll_dim`` only picks
+    torch's loop order.
+    """
+    tensors = [i1, i2, i3]
+    inputs, out = _trilinear_subscripts([len(t.shape) for t in tensors],
+                                        (expand1, expand2, expand3), sumdim)
+    equation = ",".join(inputs) + "->" + out
+    want = keras_dtype(ctx.out_dtype)
+    if want != "bool" and not keras.backend.is_float_dtype(want):
+        return _integer_einsum(ctx, equation, tensors, want)
+    tensors = [ops.cast(_operand(ctx, t), want) for t in tensors]
+    return ops.einsum(equation, *tensors)
