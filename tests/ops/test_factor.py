@@ -1,0 +1,175 @@
+"""linalg.cholesky / cholesky_ex / cholesky, linalg.solve_triangular / triangular_solve,
+linalg.eigvalsh, linalg.pinv / pinverse and matrix_exp against torch: batched, float64,
+on matrices whose unread triangle holds other values, NaN, and matrices that are not
+positive-definite (cholesky_ex's info) or singular.
+
+All were "no converter" in the OpInfo sweep (docs/parity.md).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import torch
+
+import crossport
+from crossport.parity.compare import compare_outputs
+from crossport.parity.verify import run_keras
+from tests.harness import assert_converts
+from tests.ops.opcases import Fn, case, inputs
+
+CHOLESKY = ("aten_linalg_cholesky_ex_default",)
+CHECKED = CHOLESKY + ("aten__linalg_check_errors_default",)
+OLD_CHOLESKY = ("aten_cholesky_default",)
+SOLVE_TRIANGULAR = ("aten_linalg_solve_triangular_default",)
+TRIANGULAR_SOLVE = ("aten_triangular_solve_default",)
+EIGH = ("aten__linalg_eigh_default",)
+PINV = ("aten_linalg_pinv_atol_rtol_tensor",)
+MATRIX_EXP = ("aten_linalg_matrix_exp_default",)
+NAN = float("nan")
+
+
+def _positive_definite(a):
+    """``a a^T + n I`` in its lower triangle, noise in the upper one (which no Cholesky
+    reads): a wrong triangle read shows."""
+    n = a.shape[-1]
+    spd = a @ a.mT + n * torch.eye(n, dtype=a.dtype)
+    return torch.tril(spd) + torch.triu(a, 1)
+
+
+def _positive_definite_upper(a):
+    """The same with the noise in the lower triangle (``upper=True`` reads the upper)."""
+    return _positive_definite(a).mT
+
+
+def _triangular(a):
+    """A diagonal far from 0 (a well-conditioned triangle); the other triangle random."""
+    return a + 4 * torch.eye(a.shape[-1], dtype=a.dtype)
+
+
+CASES = [
+    case("cholesky-lower-upper-batched", Fn(lambda a: (
+        torch.linalg.cholesky(_positive_definite(a)),
+        torch.linalg.cholesky(_positive_definite_upper(a), upper=True),
+        torch.cholesky(_positive_definite(a[0])),
+        torch.cholesky(_positive_definite_upper(a[0]), upper=True))),
+         [(3, 5, 5)], expect_converters=CHECKED + OLD_CHOLESKY),
+    case("cholesky-ex-info-float64", Fn(lambda a: tuple(
+        torch.linalg.cholesky_ex(_positive_definite(a.double()))) + tuple(
+        torch.linalg.cholesky_ex(_positive_definite_upper(a.double()), upper=True))),
+         [(2, 3, 4, 4)], expect_converters=CHOLESKY),
+    case("solve-triangular-flags", Fn(lambda a, b: tuple(
+        torch.linalg.solve_triangular(_triangular(a), b if left else b.mT, upper=upper,
+                                      left=left, unitriangular=unit)
+        for upper in (True, False) for left in (True, False) for unit in (True, False))),
+         [(2, 4, 4), (2, 4, 3)], expect_converters=SOLVE_TRIANGULAR),
+    case("solve-triangular-broadcast-float64", Fn(lambda a, b: (
+        torch.linalg.solve_triangular(_triangular(a.double())[:, None], b.double()[None],
+                                      upper=False))),
+         [(2, 3, 3), (4, 3, 2)], expect_converters=SOLVE_TRIANGULAR),
+    case("triangular-solve-flags", Fn(lambda a, b: tuple(
+        item for upper in (True, False) for transpose in (True, False)
+        for unit in (True, False) for item in torch.triangular_solve(
+            b, _triangular(a), upper=upper, transpose=transpose, unitriangular=unit))),
+         [(2, 4, 4), (2, 4, 3)], expect_converters=TRIANGULAR_SOLVE),
+    case("eigvalsh-uplo-batched", Fn(lambda a: (
+        torch.linalg.eigvalsh(a), torch.linalg.eigvalsh(a, UPLO="U"),
+        torch.linalg.eigvalsh(a.double()))),
+         [(3, 5, 5)], expect_converters=EIGH),
+    case("pinv-tall-wide-hermitian", Fn(lambda a, h: (
+        torch.linalg.pinv(a), torch.linalg.pinv(a.mT), torch.linalg.pinv(a.double()),
+        torch.linalg.pinv(_positive_definite(h), hermitian=True),
+        torch.linalg.pinv(_positive_definite(h) - 6 * torch.eye(4), hermitian=True))),
+         [(2, 5, 3), (2, 4, 4)], expect_converters=PINV),
+    # a rank-2 matrix: the cut-off drops its zero singular values (torch's default rtol;
+    # pinverse's default rcond 1e-15 would keep float32's ~1e-7 rounding of them: pinverse
+    # of the full-rank factor instead)
+    case("pinv-rank-deficient-tolerances", Fn(lambda a, b: (
+        torch.linalg.pinv(a @ b), torch.linalg.pinv(a @ b, atol=0.5),
+        torch.linalg.pinv(a @ b, rtol=0.3), torch.linalg.pinv(a @ b, atol=0.1, rtol=0.2),
+        torch.pinverse(a), torch.pinverse(a @ b, rcond=0.3))),
+         [(2, 5, 2), (2, 2, 4)], expect_converters=PINV),
+    case("matrix-exp-batched-float64", Fn(lambda a: (
+        torch.matrix_exp(a), torch.linalg.matrix_exp(0.1 * a), torch.matrix_exp(3 * a),
+        torch.matrix_exp(a.double()))),
+         [(3, 4, 4)], expect_converters=MATRIX_EXP),
+]
+
+
+@pytest.mark.parametrize("module, shapes, kwargs", CASES)
+def test_factorizations_solves_and_functions(module, shapes, kwargs):
+    assert_converts(module, inputs(shapes), max_transposes=None, **kwargs)
+
+
+def _run_both(fn, example, special):
+    """torch and the Keras model on ``special``; the conversion's own check is left out:
+    its fresh random inputs are not positive-definite (torch's factor is then partial)."""
+    model = crossport.convert(Fn(fn).eval(), (example,), check=False)
+    with torch.no_grad():
+        want = fn(special)
+    got = run_keras(model, (special,), False, like=list(want))
+    return list(want), got
+
+
+def _failing_matrices() -> torch.Tensor:
+    """Not positive-definite at order 1, 3 and 4, a NaN that reaches order 3, a NaN in the
+    unread upper triangle (info 0), and one inf off the diagonal (fails at order 2)."""
+    eye = 4 * torch.eye(4)
+    cases = [eye.clone() for _ in range(7)]
+    cases[0][0, 0] = -1.0
+    cases[1][2, 2] = 0.0
+    cases[2][3, 0] = cases[2][0, 3] = 5.0  # order-4 minor has determinant < 0
+    cases[3][2, 1] = NAN
+    cases[4][0, 3] = NAN
+    cases[5][1, 0] = float("inf")
+    return torch.stack(cases)
+
+
+def test_cholesky_ex_info_matches_torch():
+    """``info`` is LAPACK's order of the first failing minor (NaN included); the factor
+    of a matrix torch factors completely matches (where info > 0 torch's is a partial
+    factorization, LAPACK's scratch, and the Keras model's is not it)."""
+    fn = lambda a: tuple(torch.linalg.cholesky_ex(a))  # noqa: E731
+    want, got = _run_both(fn, _positive_definite(torch.randn(7, 4, 4)), _failing_matrices())
+    np.testing.assert_array_equal(np.asarray(got[1]), want[1].numpy())
+    assert want[1].tolist() == [1, 3, 4, 3, 0, 2, 0]
+    ok = want[1] == 0
+    comparison = compare_outputs([want[0][ok]], [np.asarray(got[0])[ok.numpy()]])
+    assert not comparison.mismatches, comparison.mismatches
+
+
+def test_cholesky_of_a_matrix_not_positive_definite_raises_in_both():
+    fn = torch.linalg.cholesky
+    conversion = crossport.convert(Fn(fn).eval(), (_positive_definite(torch.randn(2, 3, 3)),),
+                                   check=False)
+    bad = -torch.eye(3)[None].repeat(2, 1, 1)
+    with pytest.raises(torch.linalg.LinAlgError, match="positive-definite"):
+        fn(bad)
+    with pytest.raises(ValueError, match="Cholesky decomposition failed"):
+        conversion(bad.numpy())
+
+
+def test_zero_diagonal_and_nan_in_triangular_solves():
+    """A zero pivot gives the same inf/NaN in both; NaN spreads alike; eigvalsh ignores a
+    NaN in the triangle it does not read."""
+    def fn(a):
+        return (torch.linalg.solve_triangular(a, a[..., :2], upper=True),
+                torch.linalg.solve_triangular(a, a[..., :2], upper=False, left=True),
+                torch.linalg.eigvalsh(a[2:], UPLO="U"))
+    special = torch.stack([torch.eye(3), torch.eye(3), torch.eye(3)])
+    special[0, 1, 1] = 0.0
+    special[1, 0, 2] = NAN
+    special[2, 2, 0] = NAN
+    want, got = _run_both(fn, _triangular(torch.randn(3, 3, 3)), special)
+    comparison = compare_outputs(want, got)
+    assert not comparison.mismatches, comparison.mismatches
+
+
+@pytest.mark.parametrize("fn", [
+    lambda a: torch.linalg.eigh(a).eigenvectors,
+    lambda a: torch.linalg.eigh(a, UPLO="U"),
+], ids=["eigenvectors", "eigh-both"])
+def test_eigenvectors_are_refused(fn):
+    with pytest.raises(crossport.UnsupportedOpError, match="eigenvectors are used.*eigvalsh"):
+        crossport.convert(Fn(fn).eval(), (torch.randn(2, 3, 3),))
