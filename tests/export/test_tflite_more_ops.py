@@ -347,10 +347,25 @@ def test_logcumsumexp_kthvalue_and_searchsorted_match_torch_on_litert(tmp_path):
     (lambda a: torch.linalg.solve(a, a[..., :1]), "MatrixSolve", "_linalg_solve_ex"),
     (torch.linalg.det, "MatrixDeterminant", "_linalg_det"),
     (lambda a: torch.linalg.slogdet(a)[1], "LogMatrixDeterminant", "_linalg_slogdet"),
-], ids=["inv", "solve", "det", "slogdet"])
-def test_inverse_solve_and_determinants_are_refused_at_export(fn, tf_op, aten, tmp_path):
-    """TFLite has no builtin for TF's LU-based matrix kernels: an ExportError naming the
-    torch op and its line, no file."""
+    (lambda a: torch.linalg.inv_ex(a).info, "MatrixInverse", "linalg_inv_ex"),
+    (lambda a: torch.linalg.cholesky(a @ a.mT), "Cholesky", "linalg_cholesky_ex"),
+    (lambda a: torch.linalg.cholesky_ex(a @ a.mT).info, "LogMatrixDeterminant",
+     "linalg_cholesky_ex"),
+    (lambda a: torch.cholesky(a @ a.mT), "Cholesky", "cholesky"),
+    (lambda a: torch.linalg.solve_triangular(a, a, upper=True), "MatrixTriangularSolve",
+     "linalg_solve_triangular"),
+    (lambda a: torch.triangular_solve(a, a)[0], "MatrixTriangularSolve", "triangular_solve"),
+    (torch.linalg.eigvalsh, "SelfAdjointEigV2", "_linalg_eigh"),
+    (torch.linalg.pinv, "Svd", "linalg_pinv"),
+    (lambda a: torch.linalg.pinv(a @ a.mT, hermitian=True), "SelfAdjointEigV2",
+     "linalg_pinv"),
+    (torch.matrix_exp, "MatrixSolve", "linalg_matrix_exp"),
+], ids=["inv", "solve", "det", "slogdet", "inv-ex-info", "cholesky", "cholesky-ex-info",
+        "torch-cholesky", "solve-triangular", "triangular-solve", "eigvalsh", "pinv",
+        "pinv-hermitian", "matrix-exp"])
+def test_matrix_kernels_are_refused_at_export(fn, tf_op, aten, tmp_path):
+    """TFLite has no builtin for TF's LU-based matrix kernels, Cholesky, triangular solves,
+    eigensolvers or SVD: an ExportError naming the torch op and its line, no file."""
     matrices = torch.randn(2, 3, 3) * 0.1 + torch.eye(3)
     _assert_no_builtin(Fn(fn), (matrices,), tf_op, aten, tmp_path / "m.tflite")
 

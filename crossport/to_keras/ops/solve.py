@@ -68,17 +68,23 @@ def aten_linalg_inv_ex_default(ctx, A, check_errors=False):
     torch.linalg.inv and torch.inverse capture as this plus ``_linalg_check_errors``.
     """
     a = _matrices(ctx, A)
+    inverse = ops.inv(a)
     rank = len(ctx.out_shape)
     ctx.out_layout = (canonical(rank), canonical(rank - 2))
-    return ops.inv(a), _no_error(ctx, a, 1)
+    return inverse, _no_error(ctx, a, inverse, 1)
 
 
-def _no_error(ctx, a, index: int):
+def _no_error(ctx, a, result, index: int):
     """LAPACK's info, 0 per matrix of ``a``'s batch, if output ``index`` is read: a matrix
-    torch reports singular (info > 0) makes the Keras model raise instead."""
+    torch reports singular (info > 0) makes the Keras model raise instead.
+
+    The 0 is computed from ``result`` (an always-false test of its sum, which no graph
+    optimizer folds away): read alone, info must still run the kernel that raises."""
     if index not in _used_outputs(ctx.node):
         return None
-    return ops.zeros_like(a[..., 0, 0], dtype="int32")
+    total = ops.sum(result)
+    never = ops.cast(ops.logical_and(isnan(total), ops.logical_not(isnan(total))), "int32")
+    return ops.zeros_like(a[..., 0, 0], dtype="int32") + never
 
 
 def _transposed(x):
@@ -97,7 +103,7 @@ def aten__linalg_solve_ex_default(ctx, A, B, left=True, check_errors=False):
     """
     a_shape, b_value = tuple(A.shape), as_value(ctx, B)
     a, b = _matrices(ctx, A), ctx.canonical(b_value)
-    info = _no_error(ctx, a, 3)  # A's batch dims: torch factors A before broadcasting
+    a_unbroadcast = a  # info has A's batch dims: torch factors A before broadcasting
     vector = b_value.rank == 1 or (b_value.rank == len(a_shape) - 1
                                    and tuple(b_value.shape) == a_shape[:-1])
     if vector:
@@ -113,7 +119,7 @@ def aten__linalg_solve_ex_default(ctx, A, B, left=True, check_errors=False):
         x = ops.squeeze(x, -1)
     rank = len(ctx.out_shape)
     ctx.out_layout = (canonical(rank), None, None, canonical(len(a_shape) - 2))
-    return x, None, None, info
+    return x, None, None, _no_error(ctx, a_unbroadcast, x, 3)
 
 
 @register(aten._linalg_det.default, policy=Policy.CUSTOM,
