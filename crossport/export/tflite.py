@@ -31,9 +31,8 @@ _ATENS_OF = {"Erf": ("erf", "erfinv"),  # erfinv's Newton steps (ops/special.py)
              "MatrixInverse": ("linalg_inv_ex",),
              "MatrixSolve": ("_linalg_solve_ex", "linalg_matrix_exp"),
              "MatrixDeterminant": ("_linalg_det",),
-             # slogdet, and cholesky_ex's info (a determinant per leading minor)
-             "LogMatrixDeterminant": ("_linalg_slogdet", "linalg_cholesky_ex"),
-             # factorizations (ops/factor.py, ops/linalg.py)
+             "LogMatrixDeterminant": ("_linalg_slogdet",),
+             # factorizations (ops/factor.py, ops/linalg.py; cholesky_ex is builtins)
              "Cholesky": ("linalg_cholesky_ex", "cholesky"),
              "MatrixTriangularSolve": ("linalg_solve_triangular", "triangular_solve"),
              "SelfAdjointEigV2": ("_linalg_eigh", "linalg_pinv"),

@@ -1,5 +1,5 @@
 """Linear-algebra layers for what `keras.ops` lacks: singular values of run-time-size
-matrices, a Cholesky factor that does not raise, the matrix exponential."""
+matrices and the matrix exponential."""
 
 from __future__ import annotations
 
@@ -30,35 +30,6 @@ class SingularValues(keras.layers.Layer):
         rows, columns = x.shape[-2:]
         count = None if rows is None or columns is None else min(rows, columns)
         return keras.KerasTensor((*x.shape[:-2], count), dtype=x.dtype)
-
-
-@keras.saving.register_keras_serializable(package="crossport")
-class CholeskyFactor(keras.layers.Layer):
-    """The lower Cholesky factor of the last two axes' lower triangle, NaN (not an error)
-    where the factorization fails (``torch.linalg.cholesky_ex``).
-
-    ``keras.ops.cholesky`` raises on any NaN or inf in the factor; TF's Cholesky kernel
-    fills a failed factorization with NaN (its upper triangle left unset, hence the
-    ``band_part``).
-
-    Example:
-        >>> import numpy as np
-        >>> l = CholeskyFactor()(np.array([[[4.0, 9.0], [2.0, 5.0]]], "float32"))
-        >>> keras.ops.convert_to_numpy(l).tolist()
-        [[[2.0, 0.0], [1.0, 2.0]]]
-    """
-
-    def __init__(self, **kwargs: Any):
-        kwargs.setdefault("autocast", False)  # a float64 input stays float64, as in torch
-        super().__init__(**kwargs)
-
-    def call(self, x: Any) -> Any:
-        import tensorflow as tf
-
-        return tf.linalg.band_part(tf.linalg.cholesky(x), -1, 0)
-
-    def compute_output_spec(self, x: Any) -> keras.KerasTensor:
-        return keras.KerasTensor(x.shape, dtype=x.dtype)
 
 
 @keras.saving.register_keras_serializable(package="crossport")

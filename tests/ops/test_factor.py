@@ -125,17 +125,30 @@ def _failing_matrices() -> torch.Tensor:
     return torch.stack(cases)
 
 
-def test_cholesky_ex_info_matches_torch():
-    """``info`` is LAPACK's order of the first failing minor (NaN included); the factor
-    of a matrix torch factors completely matches (where info > 0 torch's is a partial
-    factorization, LAPACK's scratch, and the Keras model's is not it)."""
-    fn = lambda a: tuple(torch.linalg.cholesky_ex(a))  # noqa: E731
-    want, got = _run_both(fn, _positive_definite(torch.randn(7, 4, 4)), _failing_matrices())
-    np.testing.assert_array_equal(np.asarray(got[1]), want[1].numpy())
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_cholesky_ex_of_failing_matrices_matches_torch(dtype):
+    """``info`` is LAPACK's order of the first failing pivot (NaN included) and the factor
+    is torch's partial one: factored columns, the failing pivot on the diagonal, the
+    input's lower triangle after it (also with upper=True, and at order 40)."""
+    def fn(a):
+        return (*torch.linalg.cholesky_ex(a), *torch.linalg.cholesky_ex(a.mT, upper=True))
+    special = _failing_matrices().to(dtype)
+    want, got = _run_both(fn, special, special)
     assert want[1].tolist() == [1, 3, 4, 3, 0, 2, 0]
-    ok = want[1] == 0
-    comparison = compare_outputs([want[0][ok]], [np.asarray(got[0])[ok.numpy()]])
-    assert not comparison.mismatches, comparison.mismatches
+    for w, g in zip(want, got):
+        np.testing.assert_array_equal(np.isnan(np.asarray(g)), np.isnan(w.numpy()))
+    assert not compare_outputs(want, got).mismatches
+    torch.manual_seed(0)
+    big = torch.randn(3, 40, 40, dtype=dtype)
+    big = big @ big.mT / 40 - 0.2 * torch.eye(40, dtype=dtype)  # fails at some order
+    want, got = _run_both(fn, big, big)
+    assert (want[1] > 0).all()
+    assert not compare_outputs(want, got).mismatches
+
+
+def test_cholesky_ex_of_large_matrices_is_refused():
+    with pytest.raises(crossport.UnsupportedOpError, match="up to order 128"):
+        crossport.convert(Fn(torch.linalg.cholesky_ex).eval(), (torch.randn(129, 129),))
 
 
 def test_cholesky_of_a_matrix_not_positive_definite_raises_in_both():

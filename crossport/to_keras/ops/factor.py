@@ -10,9 +10,8 @@ the diagonal when ``unitriangular``). Measured (tests/ops/test_factor.py):
 - A matrix that is not positive-definite makes ``linalg.cholesky`` raise in torch; the
   Keras model raises too (``keras.ops.cholesky`` checks its factor for NaN/inf, so a
   factor with an inf entry, which torch returns, raises as well). ``cholesky_ex`` does not
-  raise: its ``info`` is torch's (the order of the first leading minor whose determinant is
-  not positive, NaN included, as LAPACK's ``potrf`` stops on a pivot ``<= 0`` or NaN), its
-  factor NaN where ``info > 0`` (torch leaves a partly factored matrix there).
+  raise: it is built column by column as LAPACK's ``potf2`` (MKL's potrf up to order 128),
+  so its ``info`` (the first pivot ``<= 0`` or NaN) and its partial factor are torch's.
 - A zero on a triangular matrix's diagonal gives the same inf/NaN in both.
 - Eigenvectors (``linalg.eigh``) are refused: TF's differ from LAPACK's in sign.
 
@@ -29,6 +28,7 @@ import torch
 
 from crossport.layout import after_reduce, canonical
 from crossport.to_keras.dynamic_dims import static_dims
+from crossport.to_keras.ops.elementwise import isnan
 from crossport.to_keras.ops.shape import as_value
 from crossport.to_keras.registry import Policy, register
 
@@ -80,59 +80,94 @@ def _broadcast_batch(a, b):
 
 # --- Cholesky ---------------------------------------------------------------------------
 
-def _cholesky_dynamic(node, **_):
-    if 1 not in _read_outputs(node):
+_UNBLOCKED_LIMIT = 128  # MKL's potrf factors up to this order column by column
+
+
+def _cholesky_ex_supports(node, self, upper=False, check_errors=False):
+    reason = _float_matrices("self")(node, self=self)
+    if reason or check_errors or _checked(node):
+        return reason
+    n = self.meta["val"].shape[-1]
+    if isinstance(n, int) and n > _UNBLOCKED_LIMIT:
+        return (f"cholesky_ex of {n}x{n} matrices: where a matrix is not positive-definite "
+                "torch returns LAPACK's partial factorization, which the Keras model "
+                f"reproduces up to order {_UNBLOCKED_LIMIT} (MKL's unblocked algorithm; "
+                "larger orders are blocked); use torch.linalg.cholesky, which raises there")
+    return None
+
+
+def _cholesky_ex_dynamic(node, **_):
+    if _checked(node) or node.kwargs.get("check_errors"):
         return None
     return static_dims("self", lambda n: [-2, -1],
-                       "cholesky_ex's info (one determinant per leading minor)")(node)
+                       "cholesky_ex's column-by-column factorization")(node)
 
 
-def _lower_cholesky(ctx, x, upper: bool, checked: bool):
-    """torch's factor of the ``upper``/lower triangle of ``x``; ``checked`` raises (in the
-    Keras model) where the factorization fails, else that factor is NaN."""
+def _lower_cholesky(ctx, x, upper: bool):
+    """torch's factor of the ``upper``/lower triangle of ``x``: the Keras model raises
+    where it fails (``keras.ops.cholesky`` checks its factor for NaN/inf)."""
     if upper:
-        x = _mT(x)  # its upper triangle becomes the lower one TF reads
-    if checked:
-        factor = ops.cholesky(x)
-    else:
-        from crossport.layers.linalg import CholeskyFactor
-
-        factor = CholeskyFactor(name=ctx.name("cholesky"))(x)
-    return _mT(factor) if upper else factor
+        return _mT(ops.cholesky(_mT(x)))  # its upper triangle becomes the lower one TF reads
+    return ops.cholesky(x)
 
 
-def _cholesky_info(x, upper: bool):
-    """LAPACK potrf's info: the order of the first leading minor of the symmetric matrix
-    (read from the lower/upper triangle) that is not positive-definite, else 0.
+def _partial_cholesky(a):
+    """LAPACK potf2's lower Cholesky, column by column, of the lower triangle of ``a``
+    (static order): ``(L, info)`` with torch's values where a matrix is not
+    positive-definite too.
 
-    Sylvester's criterion: the first minor whose determinant's sign is not +1 (NaN
-    included), as potrf stops at the first pivot ``<= 0`` or NaN.
+    Column ``j``'s pivot is ``a_jj - |L_j,:j|^2``; the first that is not > 0 (NaN
+    included) stops the factorization: info is its order, the pivot is stored on the
+    diagonal, that column and the later ones keep ``a``'s lower triangle (what MKL's
+    potrf returns up to order 128, measured).
     """
-    if upper:
-        x = _mT(x)
-    symmetric = ops.tril(x) + _mT(ops.tril(x, -1))
-    n = int(x.shape[-1])
-    failed = ops.stack([ops.logical_not(ops.greater(ops.slogdet(symmetric[..., :k, :k])[0], 0))
-                        for k in range(1, n + 1)], axis=-1)
-    first = ops.cast(ops.argmax(ops.cast(failed, "int32"), axis=-1), "int32") + 1
-    return ops.where(ops.any(failed, axis=-1), first, ops.zeros_like(first))
+    n = int(a.shape[-1])
+    rows = ops.arange(n)
+    columns, failed = [], ops.zeros_like(a[..., 0, 0], dtype="bool")
+    info = ops.zeros_like(a[..., 0, 0], dtype="int32")
+    for j in range(n):
+        raw = a[..., :, j]
+        if j == 0:
+            pivot, below = a[..., 0, 0], raw
+        else:
+            done = ops.stack(columns, axis=-1)  # [..., n, j]
+            row = done[..., j, :]
+            pivot = a[..., j, j] - ops.sum(row * row, axis=-1)
+            below = raw - ops.squeeze(ops.matmul(done, ops.expand_dims(row, -1)), -1)
+        # not (pivot > 0) spelled out: LiteRT's export turns it into pivot <= 0, false for NaN
+        positive = ops.logical_not(ops.logical_or(ops.less_equal(pivot, 0), isnan(pivot)))
+        root = ops.sqrt(ops.where(positive, pivot, ops.ones_like(pivot)))
+        on_diagonal = ops.equal(rows, j)
+        factored = ops.where(on_diagonal, ops.expand_dims(root, -1),
+                             below / ops.expand_dims(root, -1))
+        fails_here = ops.logical_and(ops.logical_not(positive), ops.logical_not(failed))
+        stopped = ops.where(ops.logical_and(on_diagonal, ops.expand_dims(fails_here, -1)),
+                            ops.expand_dims(pivot, -1), raw)
+        column = ops.where(ops.expand_dims(ops.logical_or(failed, fails_here), -1),
+                           stopped, factored)
+        columns.append(ops.where(ops.greater_equal(rows, j), column, ops.zeros_like(column)))
+        info = ops.where(fails_here, ops.full_like(info, j + 1), info)
+        failed = ops.logical_or(failed, fails_here)
+    return ops.stack(columns, axis=-1), info
 
 
 @register(aten.linalg_cholesky_ex.default, policy=Policy.CUSTOM,
-          supports=_float_matrices("self"), dynamic=_cholesky_dynamic)
+          supports=_cholesky_ex_supports, dynamic=_cholesky_ex_dynamic)
 def aten_linalg_cholesky_ex_default(ctx, self, upper=False, check_errors=False):
     """linalg_cholesky_ex(Tensor self, *, bool upper=False, bool check_errors=False) -> (Tensor L, Tensor info)
 
-    torch.linalg.cholesky captures as this plus ``_linalg_check_errors`` on ``info``: the
-    Keras model then raises where torch does. ``info`` is built only when read.
+    torch.linalg.cholesky captures as this plus ``_linalg_check_errors`` on ``info``: TF's
+    Cholesky kernel, and the Keras model raises where torch does. Otherwise (cholesky_ex)
+    the factorization is built column by column, so ``L`` and ``info`` are torch's for
+    matrices that are not positive-definite too.
     """
     x = _matrices(ctx, self)
-    node = ctx.node
-    factor = _lower_cholesky(ctx, x, upper, checked=_checked(node) or check_errors)
-    info = _cholesky_info(x, upper) if 1 in _read_outputs(node) else None
     rank = len(ctx.out_shape)
     ctx.out_layout = (canonical(rank), canonical(rank - 2))
-    return factor, info
+    if _checked(ctx.node) or check_errors:
+        return _lower_cholesky(ctx, x, upper), None
+    factor, info = _partial_cholesky(_mT(x) if upper else x)
+    return (_mT(factor) if upper else factor), info
 
 
 @register(aten.cholesky.default, policy=Policy.CUSTOM, supports=_float_matrices("self"),
@@ -144,7 +179,7 @@ def aten_cholesky_default(ctx, self, upper=False):
     the Keras model does.
     """
     ctx.out_layout = canonical(len(ctx.out_shape))
-    return _lower_cholesky(ctx, _matrices(ctx, self), upper, checked=True)
+    return _lower_cholesky(ctx, _matrices(ctx, self), upper)
 
 
 # --- triangular solves ------------------------------------------------------------------
