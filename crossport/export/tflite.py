@@ -36,7 +36,7 @@ _ATENS_OF = {"Erf": ("erf", "erfinv"),  # erfinv's Newton steps (ops/special.py)
              "Cholesky": ("linalg_cholesky_ex", "cholesky"),
              "MatrixTriangularSolve": ("linalg_solve_triangular", "triangular_solve"),
              "SelfAdjointEigV2": ("_linalg_eigh", "linalg_pinv"),
-             "Svd": ("_linalg_svd", "linalg_pinv")}
+             "Svd": ("_linalg_svd", "linalg_pinv"), "Qr": ("linalg_qr",)}
 # TF ops that only integer results bring (a float floor division is converted without it)
 _INTEGER_ONLY = {"FloorDiv", "Abs"}
 # The call targets of transformers 5's default experts path, which does not export: its

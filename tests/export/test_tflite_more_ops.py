@@ -358,8 +358,9 @@ def test_logcumsumexp_kthvalue_and_searchsorted_match_torch_on_litert(tmp_path):
     (lambda a: torch.linalg.pinv(a @ a.mT, hermitian=True), "SelfAdjointEigV2",
      "linalg_pinv"),
     (torch.matrix_exp, "MatrixSolve", "linalg_matrix_exp"),
+    (lambda a: torch.linalg.qr(a).Q, "Qr", "linalg_qr"),
 ], ids=["inv", "solve", "det", "slogdet", "inv-ex-info", "cholesky", "torch-cholesky", "solve-triangular", "triangular-solve", "eigvalsh", "pinv",
-        "pinv-hermitian", "matrix-exp"])
+        "pinv-hermitian", "matrix-exp", "qr"])
 def test_matrix_kernels_are_refused_at_export(fn, tf_op, aten, tmp_path):
     """TFLite has no builtin for TF's LU-based matrix kernels, Cholesky, triangular solves,
     eigensolvers or SVD: an ExportError naming the torch op and its line, no file."""

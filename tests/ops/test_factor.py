@@ -26,6 +26,7 @@ TRIANGULAR_SOLVE = ("aten_triangular_solve_default",)
 EIGH = ("aten__linalg_eigh_default",)
 PINV = ("aten_linalg_pinv_atol_rtol_tensor",)
 MATRIX_EXP = ("aten_linalg_matrix_exp_default",)
+QR = ("aten_linalg_qr_default",)
 NAN = float("nan")
 
 
@@ -93,6 +94,12 @@ CASES = [
         torch.matrix_exp(a), torch.linalg.matrix_exp(0.1 * a), torch.matrix_exp(3 * a),
         torch.matrix_exp(a.double()))),
          [(3, 4, 4)], expect_converters=MATRIX_EXP),
+    # torch's signs, not only a valid factorization: tall, wide, square, every mode
+    case("qr-modes-shapes", Fn(lambda a, w: (
+        *torch.linalg.qr(a), *torch.linalg.qr(a, mode="complete"),
+        torch.linalg.qr(a, mode="r").R, *torch.linalg.qr(w), *torch.linalg.qr(w[0, :3, :3]),
+        *torch.linalg.qr(a.double()))),
+         [(2, 6, 4), (2, 3, 5)], expect_converters=QR),
 ]
 
 
@@ -176,6 +183,24 @@ def test_zero_diagonal_and_nan_in_triangular_solves():
     want, got = _run_both(fn, _triangular(torch.randn(3, 3, 3)), special)
     comparison = compare_outputs(want, got)
     assert not comparison.mismatches, comparison.mismatches
+
+
+def test_qr_of_nan_matrices_spreads_nan_further():
+    """A difference left (parity.md): where torch's Q keeps the columns before a NaN's
+    column finite (LAPACK applies each reflector only where it acts), TF's Q is NaN
+    throughout; both are NaN wherever torch's is."""
+    a = torch.randn(2, 4, 3)
+    a[0, 1, 1] = NAN
+    want, got = _run_both(lambda m: tuple(torch.linalg.qr(m)), a, a)
+    q_torch, q_keras = want[0].numpy(), np.asarray(got[0])
+    assert np.isnan(q_keras[0]).all() and np.isfinite(q_torch[0][:, 0]).all()
+    assert not compare_outputs([want[0][1], want[1][1]], [q_keras[1], got[1][1]]).mismatches
+
+
+def test_qr_mode_r_q_is_refused():
+    with pytest.raises(crossport.UnsupportedOpError, match="mode='r'"):
+        crossport.convert(Fn(lambda a: torch.linalg.qr(a, mode="r")).eval(),
+                          (torch.randn(2, 3, 3),))
 
 
 @pytest.mark.parametrize("fn", [

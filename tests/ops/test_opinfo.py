@@ -176,7 +176,8 @@ CONVERTED = [
     # (torch rejects the check's fresh random input): test_factor.py covers them
     'linalg.cholesky_ex', 'linalg.eigvalsh', 'linalg.inv_ex', 'linalg.solve_ex', 'linalg.pinv',
     'linalg.pinv.hermitian', 'linalg.pinv.singular', 'pinverse', 'matrix_exp',
-    'linalg.solve_triangular', 'triangular_solve', 'linalg.matrix_rank.hermitian',
+    'linalg.solve_triangular', 'triangular_solve', 'linalg.matrix_rank.hermitian', 'linalg.qr',
+    'qr',
 ]
 
 

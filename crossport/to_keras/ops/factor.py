@@ -1,7 +1,7 @@
 """Cholesky factors, triangular solves, symmetric eigenvalues, the pseudo-inverse and the
 matrix exponential (``linalg.cholesky``/``cholesky_ex``/``cholesky``,
 ``linalg.solve_triangular``/``triangular_solve``, ``linalg.eigvalsh``, ``linalg.pinv``/
-``pinverse``, ``matrix_exp``) by TF's kernels.
+``pinverse``, ``matrix_exp``, ``linalg.qr``) by TF's kernels.
 
 What each reads is torch's: a Cholesky factor only the lower triangle (the upper one for
 ``upper=True``), eigvalsh the ``UPLO`` triangle, a triangular solve its triangle (and not
@@ -13,9 +13,12 @@ the diagonal when ``unitriangular``). Measured (tests/ops/test_factor.py):
   raise: it is built column by column as LAPACK's ``potf2`` (MKL's potrf up to order 128),
   so its ``info`` (the first pivot ``<= 0`` or NaN) and its partial factor are torch's.
 - A zero on a triangular matrix's diagonal gives the same inf/NaN in both.
-- Eigenvectors (``linalg.eigh``) are refused: TF's differ from LAPACK's in sign.
+- Eigenvectors (``linalg.eigh``) are refused: TF's differ from LAPACK's in sign. QR's
+  Householder reflectors take LAPACK's signs in TF too; a NaN makes TF's Q NaN
+  throughout, where torch's keeps the columns before the NaN's column finite.
 
-TFLite has no builtin for any of these: the export refuses, naming the torch op.
+TFLite has no builtin for these kernels: the export refuses, naming the torch op;
+``cholesky_ex`` (keras.ops arithmetic only) exports.
 """
 
 from __future__ import annotations
@@ -331,3 +334,30 @@ def aten_linalg_matrix_exp_default(ctx, self):
 
     ctx.out_layout = canonical(len(ctx.out_shape))
     return MatrixExponential(name=ctx.name("matrix_exp"))(_matrices(ctx, self))
+
+
+# --- QR ----------------------------------------------------------------------------------
+
+def _qr_supports(node, A, mode="reduced"):
+    reason = _float_matrices("A")(node, A=A)
+    if reason:
+        return reason
+    if mode == "r" and 0 in _read_outputs(node):
+        return "linalg.qr(mode='r')'s Q output (an empty tensor) is used"
+    return None
+
+
+@register(aten.linalg_qr.default, policy=Policy.CUSTOM, supports=_qr_supports, dynamic=True)
+def aten_linalg_qr_default(ctx, A, mode="reduced"):
+    """linalg_qr(Tensor A, str mode='reduced') -> (Tensor Q, Tensor R)
+
+    TF's Householder QR (Eigen) chooses each reflector as LAPACK's geqrf does (``beta =
+    -sign(alpha) * norm``, no reflection for a zero tail), so Q and R carry torch's signs,
+    not just a valid factorization (measured equal within rounding on random matrices,
+    tall, wide, square). 'complete' gives the square Q, 'r' only R.
+    """
+    x = _matrices(ctx, A)
+    q, r = ops.qr(x, mode="complete" if mode == "complete" else "reduced")
+    rank = len(x.shape)
+    ctx.out_layout = (canonical(rank), canonical(rank))
+    return (None if mode == "r" else q), r
