@@ -13,9 +13,10 @@ import pytest
 import torch
 
 import crossport
+from crossport.errors import DynamicDimError
 from crossport.parity.compare import compare_outputs
 from crossport.parity.verify import run_keras
-from tests.harness import assert_converts
+from tests.harness import assert_converts, assert_matches_at_sizes
 from tests.ops.opcases import Fn, case, inputs
 
 CHOLESKY = ("aten_linalg_cholesky_ex_default",)
@@ -210,3 +211,35 @@ def test_qr_mode_r_q_is_refused():
 def test_eigenvectors_are_refused(fn):
     with pytest.raises(crossport.UnsupportedOpError, match="eigenvectors are used.*eigvalsh"):
         crossport.convert(Fn(fn).eval(), (torch.randn(2, 3, 3),))
+
+
+def _every_dynamic_op(x):
+    spd = _positive_definite(x)
+    return (torch.linalg.cholesky(spd), torch.linalg.cholesky(spd.mT, upper=True),
+            torch.linalg.solve_triangular(_triangular(x), x[..., :2], upper=True,
+                                          unitriangular=True),
+            torch.triangular_solve(x[..., :2], _triangular(x), transpose=True)[0],
+            torch.linalg.eigvalsh(spd), torch.matrix_exp(0.5 * x))
+
+
+@pytest.mark.parametrize("module, shape, dims, others", [
+    pytest.param(Fn(_every_dynamic_op), (2, 4, 4), {0: {1: "n", 2: "n"}},
+                 [(3, 6, 6), (1, 2, 2)], id="batch-and-order"),
+    pytest.param(Fn(lambda x: (*torch.linalg.cholesky_ex(x), *torch.linalg.qr(x))),
+                 (2, 4, 4), {}, [(3, 4, 4), (1, 4, 4)], id="cholesky-ex-qr-batch"),
+])
+def test_run_time_sizes(module, shape, dims, others):
+    """Dynamic batch dims everywhere, a dynamic order where the kernel takes any."""
+    example = (_positive_definite(torch.randn(shape)),)
+    conversion = crossport.convert_with_report(module.eval(), example, dynamic_dims=dims,
+                                               dynamic_batch=True)
+    assert_matches_at_sizes(module, conversion, others, atol=1e-5, seed=3)
+
+
+@pytest.mark.parametrize("fn, name", [(torch.linalg.cholesky_ex, "cholesky_ex"),
+                                      (torch.linalg.qr, "keras.ops.qr")],
+                         ids=["cholesky-ex", "qr"])
+def test_a_run_time_order_is_refused(fn, name):
+    with pytest.raises(DynamicDimError, match=name):
+        crossport.convert(Fn(fn).eval(), (torch.randn(2, 4, 4),),
+                          dynamic_dims={0: {1: "n", 2: "n"}})

@@ -191,9 +191,9 @@ def _triangular_solve(a, b, lower: bool, unitriangular: bool):
     """``A X = B`` for the ``lower``/upper triangle of ``a`` (batch dims broadcast), with
     ones on its diagonal when ``unitriangular`` (its stored diagonal unread, as in torch)."""
     if unitriangular:
-        n = int(a.shape[-1]) if a.shape[-1] is not None else ops.shape(a)[-1]
-        diagonal = ops.cast(ops.eye(n), "bool")
-        a = ops.where(diagonal, ops.ones_like(a), a)
+        ones = ops.ones_like(a)
+        diagonal = ops.cast(ops.tril(ops.triu(ones)), "bool")  # any (run-time) order
+        a = ops.where(diagonal, ones, a)
     a, b = _broadcast_batch(a, b)
     return ops.solve_triangular(a, b, lower=lower)
 
@@ -347,7 +347,9 @@ def _qr_supports(node, A, mode="reduced"):
     return None
 
 
-@register(aten.linalg_qr.default, policy=Policy.CUSTOM, supports=_qr_supports, dynamic=True)
+@register(aten.linalg_qr.default, policy=Policy.CUSTOM, supports=_qr_supports,
+          dynamic=static_dims("A", lambda n: [-2, -1],
+                              "keras.ops.qr (it needs its matrices' shape)"))
 def aten_linalg_qr_default(ctx, A, mode="reduced"):
     """linalg_qr(Tensor A, str mode='reduced') -> (Tensor Q, Tensor R)
 
