@@ -186,6 +186,16 @@ def test_zero_diagonal_and_nan_in_triangular_solves():
     assert not comparison.mismatches, comparison.mismatches
 
 
+def test_matrix_exp_of_nan_and_inf_matrices_stays_in_its_matrix():
+    """A NaN or inf makes its matrix's exponential all NaN in both; the other matrices of
+    the batch keep their values (tf.linalg.expm alone turned the whole batch NaN)."""
+    x = torch.randn(4, 3, 3)
+    x[0, 1, 1], x[1, 0, 2], x[3] = NAN, float("inf"), 0.0
+    want, got = _run_both(lambda m: (torch.matrix_exp(m),), torch.randn(4, 3, 3), x)
+    assert torch.isnan(want[0][:2]).all() and torch.isfinite(want[0][2:]).all()
+    assert not compare_outputs(want, got).mismatches
+
+
 def test_qr_of_nan_matrices_spreads_nan_further():
     """A difference left (parity.md): where torch's Q keeps the columns before a NaN's
     column finite (LAPACK applies each reflector only where it acts), TF's Q is NaN

@@ -329,11 +329,18 @@ def aten_linalg_matrix_exp_default(ctx, self):
 
     TF's Padé approximant with scaling and squaring (torch sums a Taylor series of degree
     up to 18 with scaling and squaring): both within rounding of the exact exponential.
+    A matrix holding NaN or inf is all NaN in torch; ``tf.linalg.expm`` made the *whole
+    batch* NaN (one finiteness test for all), so such matrices are zeroed before it and
+    filled with NaN after.
     """
     from crossport.layers.linalg import MatrixExponential
 
+    x = _matrices(ctx, self)
+    finite = ops.all(ops.isfinite(x), axis=(-2, -1), keepdims=True)
+    exp = MatrixExponential(name=ctx.name("matrix_exp"))(
+        ops.where(finite, x, ops.zeros_like(x)))
     ctx.out_layout = canonical(len(ctx.out_shape))
-    return MatrixExponential(name=ctx.name("matrix_exp"))(_matrices(ctx, self))
+    return ops.where(finite, exp, ops.full_like(exp, float("nan")))
 
 
 # --- QR ----------------------------------------------------------------------------------
