@@ -52,6 +52,10 @@ def layer_path(layer: keras.layers.Layer) -> str:
 
     if getattr(dynamic, cls.__name__, None) is cls:
         return f"crossport.layers.dynamic.{cls.__name__}"
+    from crossport.layers import linalg  # svdvals, matrix_exp: imported by crossport.layers
+
+    if getattr(linalg, cls.__name__, None) is cls:
+        return f"crossport.layers.linalg.{cls.__name__}"
     raise SourceError(
         f"layer {layer.name!r} is a {cls.__module__}.{cls.__name__}, which is neither in "
         "keras.layers nor in crossport.layers; the generated source could not import it")

@@ -27,10 +27,16 @@ _ATENS_OF = {"Erf": ("erf", "erfinv"),  # erfinv's Newton steps (ops/special.py)
                 for r in ("Sum", "Prod", "Max", "Min")},
              "FloorDiv": ("floor_divide", "div", "lcm"),  # TFLite's FLOOR_DIV: no int64
              "Abs": ("abs", "lcm"),  # TFLite's ABS: no int64
-             # TF's LU-based matrix kernels (ops/solve.py)
-             "MatrixInverse": ("linalg_inv_ex",), "MatrixSolve": ("_linalg_solve_ex",),
+             # TF's LU-based matrix kernels (ops/solve.py; expm solves a Padé system)
+             "MatrixInverse": ("linalg_inv_ex",),
+             "MatrixSolve": ("_linalg_solve_ex", "linalg_matrix_exp"),
              "MatrixDeterminant": ("_linalg_det",),
-             "LogMatrixDeterminant": ("_linalg_slogdet",)}
+             "LogMatrixDeterminant": ("_linalg_slogdet",),
+             # factorizations (ops/factor.py, ops/linalg.py; cholesky_ex is builtins)
+             "Cholesky": ("linalg_cholesky_ex", "cholesky"),
+             "MatrixTriangularSolve": ("linalg_solve_triangular", "triangular_solve"),
+             "SelfAdjointEigV2": ("_linalg_eigh", "linalg_pinv"),
+             "Svd": ("_linalg_svd", "linalg_pinv"), "Qr": ("linalg_qr",)}
 # TF ops that only integer results bring (a float floor division is converted without it)
 _INTEGER_ONLY = {"FloorDiv", "Abs"}
 # The call targets of transformers 5's default experts path, which does not export: its

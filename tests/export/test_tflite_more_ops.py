@@ -347,12 +347,41 @@ def test_logcumsumexp_kthvalue_and_searchsorted_match_torch_on_litert(tmp_path):
     (lambda a: torch.linalg.solve(a, a[..., :1]), "MatrixSolve", "_linalg_solve_ex"),
     (torch.linalg.det, "MatrixDeterminant", "_linalg_det"),
     (lambda a: torch.linalg.slogdet(a)[1], "LogMatrixDeterminant", "_linalg_slogdet"),
-], ids=["inv", "solve", "det", "slogdet"])
-def test_inverse_solve_and_determinants_are_refused_at_export(fn, tf_op, aten, tmp_path):
-    """TFLite has no builtin for TF's LU-based matrix kernels: an ExportError naming the
-    torch op and its line, no file."""
+    (lambda a: torch.linalg.inv_ex(a).info, "MatrixInverse", "linalg_inv_ex"),
+    (lambda a: torch.linalg.cholesky(a @ a.mT), "Cholesky", "linalg_cholesky_ex"),
+    (lambda a: torch.cholesky(a @ a.mT), "Cholesky", "cholesky"),
+    (lambda a: torch.linalg.solve_triangular(a, a, upper=True), "MatrixTriangularSolve",
+     "linalg_solve_triangular"),
+    (lambda a: torch.triangular_solve(a, a)[0], "MatrixTriangularSolve", "triangular_solve"),
+    (torch.linalg.eigvalsh, "SelfAdjointEigV2", "_linalg_eigh"),
+    (torch.linalg.pinv, "Svd", "linalg_pinv"),
+    (lambda a: torch.linalg.pinv(a @ a.mT, hermitian=True), "SelfAdjointEigV2",
+     "linalg_pinv"),
+    (torch.matrix_exp, "MatrixSolve", "linalg_matrix_exp"),
+    (lambda a: torch.linalg.qr(a).Q, "Qr", "linalg_qr"),
+], ids=["inv", "solve", "det", "slogdet", "inv-ex-info", "cholesky", "torch-cholesky", "solve-triangular", "triangular-solve", "eigvalsh", "pinv",
+        "pinv-hermitian", "matrix-exp", "qr"])
+def test_matrix_kernels_are_refused_at_export(fn, tf_op, aten, tmp_path):
+    """TFLite has no builtin for TF's LU-based matrix kernels, Cholesky, triangular solves,
+    eigensolvers or SVD: an ExportError naming the torch op and its line, no file."""
     matrices = torch.randn(2, 3, 3) * 0.1 + torch.eye(3)
     _assert_no_builtin(Fn(fn), (matrices,), tf_op, aten, tmp_path / "m.tflite")
+
+
+def test_cholesky_ex_matches_torch_on_litert(tmp_path):
+    """cholesky_ex is built column by column from builtins (no Cholesky kernel): on LiteRT
+    its info and partial factors of matrices that are not positive-definite are torch's."""
+    from tests.ops.test_factor import _failing_matrices
+
+    module = Fn(lambda a: (*torch.linalg.cholesky_ex(a),
+                           torch.linalg.cholesky_ex(a.mT, upper=True).L))
+    got = _export_and_run(module, (_failing_matrices(),), (_failing_matrices(),),
+                          tmp_path / "m.tflite")
+    want = _torch_outputs(module, (_failing_matrices(),))
+    np.testing.assert_array_equal(got[1], want[1])
+    for g, w in zip(got[::2], want[::2], strict=True):
+        np.testing.assert_array_equal(np.isnan(g), np.isnan(w))
+        np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6)
 
 
 def test_lgamma_matches_torch_on_litert(tmp_path):

@@ -77,6 +77,11 @@ CASES = [
                                               lambda m: torch.linalg.slogdet(m)[1]))
         + (torch.linalg.solve(_conditioned(a.double()), b.double()),)),
          [(2, 6, 6), (2, 6, 2)], expect_converters=INV + SOLVE + DET + SLOGDET),
+    # info: 0 for every matrix of the batch (broadcast for solve_ex), int32 as in torch
+    case("inv-ex-solve-ex-info", Fn(lambda a, b: (
+        *torch.linalg.inv_ex(_conditioned(a)), *torch.linalg.solve_ex(_conditioned(a), b),
+        torch.linalg.solve_ex(_conditioned(a[:, None]), b[None], left=False).info)),
+         [(2, 3, 3), (2, 3, 3)], expect_converters=INV[:1] + SOLVE[:1]),
     case("whitening-after-linear", Whitening(), (2, 7, 5),
          expect_converters=("aten_linear_default",) + SOLVE + INV + SLOGDET),
 ]
@@ -125,11 +130,29 @@ def test_a_singular_matrix_raises_in_both(fn):
         conversion(singular.numpy())
 
 
+@pytest.mark.parametrize("fn", [lambda a: torch.linalg.inv_ex(a),
+                                lambda a: torch.linalg.solve_ex(a, a[..., :1]),
+                                lambda a: torch.linalg.inv_ex(a).info,
+                                lambda a: torch.linalg.solve_ex(a, a[..., :1]).info],
+                         ids=["inv-ex", "solve-ex", "inv-ex-info-alone", "solve-ex-info-alone"])
+def test_a_singular_matrix_raises_in_the_ex_variants(fn):
+    """Where torch's info says singular (a zero pivot), the Keras model raises: TF's LU
+    kernels have no mode that returns; info is 0 wherever it returns (parity.md). With
+    info the only output read, the kernel still runs (a 0 that did not need it would
+    report a singular matrix as fine)."""
+    model = crossport.convert(Fn(fn).eval(), (_conditioned(torch.randn(2, 3, 3)),))
+    singular = torch.tensor([[1.0, 2, 3], [2, 4, 6], [0, 1, 1]])[None].repeat(2, 1, 1)
+    info = fn(singular)
+    assert (info if isinstance(info, torch.Tensor) else info.info).tolist() == [3, 3]
+    with pytest.raises(tf.errors.InvalidArgumentError, match="not invertible"):
+        model(singular.numpy())
+
+
 @pytest.mark.parametrize("fn, output", [
-    (lambda a: torch.linalg.inv_ex(a).info, "info"),
-    (lambda a: torch.linalg.solve_ex(a, a).info, "info"),
+    (lambda a: torch.ops.aten._linalg_solve_ex(a, a)[1], "LU"),
+    (lambda a: torch.ops.aten._linalg_solve_ex(a, a)[2], "pivots"),
     (lambda a: torch.linalg.lu_factor(a).LU, None),
-], ids=["inv-ex-info", "solve-ex-info", "lu-factor"])
+], ids=["solve-ex-lu", "solve-ex-pivots", "lu-factor"])
 def test_lapack_outputs_are_refused(fn, output):
     with pytest.raises(crossport.UnsupportedOpError) as info:
         crossport.convert(Fn(fn).eval(), (torch.randn(2, 3, 3),))

@@ -9,6 +9,7 @@ from crossport.to_keras.ops import (  # noqa: F401
     conv,
     conv_transpose,
     elementwise,
+    factor,
     fft,
     float_math,
     grouped_mm,

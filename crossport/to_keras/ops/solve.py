@@ -9,9 +9,11 @@ torch (``_linalg_check_errors`` on LAPACK's info) and the Keras model raise too 
 MatrixInverse/MatrixSolve refuse a zero pivot: InvalidArgumentError), so the check node is
 dropped; ``det`` is 0 (-0.0 alike), ``slogdet`` (0, -inf); NaN and inf propagate alike,
 except ``slogdet``'s sign of a NaN matrix (torch 0: the sign of a NaN pivot; TF NaN, put
-right). Differences left: ``inv_ex``/``solve_ex`` called directly return inf/NaN for a
-singular matrix where the Keras model raises, and their LU, pivots and info outputs are
-refused. TFLite has no builtin for any of these: the export refuses, naming the torch op.
+right). ``inv_ex``/``solve_ex``'s ``info`` is 0 wherever the Keras model returns: LAPACK's
+info is the first exactly-zero pivot, and on such a matrix the Keras model raises where
+torch returns inf/NaN and a positive info (TF's LU kernels have no non-raising mode).
+Their LU and pivots outputs are refused. TFLite has no builtin for any of these: the
+export refuses, naming the torch op.
 """
 
 from __future__ import annotations
@@ -37,7 +39,8 @@ def _used_outputs(node) -> set[int]:
 
 
 def _only(*allowed: int, names: tuple[str, ...]):
-    """A ``supports`` predicate: float32/float64 matrices, only outputs ``allowed`` read."""
+    """A ``supports`` predicate: float32/float64 matrices, only outputs ``allowed`` read
+    (another is named in the refusal)."""
 
     def supports(node, A, **_):
         dtype = A.meta["val"].dtype
@@ -47,7 +50,7 @@ def _only(*allowed: int, names: tuple[str, ...]):
         extra = sorted(_used_outputs(node) - set(allowed))
         if extra:
             return (f"its {', '.join(names[i] for i in extra)} output(s) are used: LAPACK's "
-                    "LU factors, pivots and error codes have no Keras twin; only "
+                    "LU factors and pivots have no Keras twin; only "
                     f"{', '.join(names[i] for i in allowed)} converts")
         return None
     return supports
@@ -58,15 +61,30 @@ def _matrices(ctx, A):
 
 
 @register(aten.linalg_inv_ex.default, policy=Policy.CUSTOM,
-          supports=_only(0, names=("inverse", "info")), dynamic=True)
+          supports=_only(0, 1, names=("inverse", "info")), dynamic=True)
 def aten_linalg_inv_ex_default(ctx, A, check_errors=False):
     """linalg_inv_ex(Tensor A, *, bool check_errors=False) -> (Tensor inverse, Tensor info)
 
     torch.linalg.inv and torch.inverse capture as this plus ``_linalg_check_errors``.
     """
+    a = _matrices(ctx, A)
+    inverse = ops.inv(a)
     rank = len(ctx.out_shape)
     ctx.out_layout = (canonical(rank), canonical(rank - 2))
-    return ops.inv(_matrices(ctx, A)), None
+    return inverse, _no_error(ctx, a, inverse, 1)
+
+
+def _no_error(ctx, a, result, index: int):
+    """LAPACK's info, 0 per matrix of ``a``'s batch, if output ``index`` is read: a matrix
+    torch reports singular (info > 0) makes the Keras model raise instead.
+
+    The 0 is computed from ``result`` (an always-false test of its sum, which no graph
+    optimizer folds away): read alone, info must still run the kernel that raises."""
+    if index not in _used_outputs(ctx.node):
+        return None
+    total = ops.sum(result)
+    never = ops.cast(ops.logical_and(isnan(total), ops.logical_not(isnan(total))), "int32")
+    return ops.zeros_like(a[..., 0, 0], dtype="int32") + never
 
 
 def _transposed(x):
@@ -75,7 +93,7 @@ def _transposed(x):
 
 
 @register(aten._linalg_solve_ex.default, policy=Policy.CUSTOM,
-          supports=_only(0, names=("result", "LU", "pivots", "info")), dynamic=True)
+          supports=_only(0, 3, names=("result", "LU", "pivots", "info")), dynamic=True)
 def aten__linalg_solve_ex_default(ctx, A, B, left=True, check_errors=False):
     """_linalg_solve_ex(Tensor A, Tensor B, *, bool left=True, bool check_errors=False) -> (Tensor result, Tensor LU, Tensor pivots, Tensor info)
 
@@ -85,6 +103,7 @@ def aten__linalg_solve_ex_default(ctx, A, B, left=True, check_errors=False):
     """
     a_shape, b_value = tuple(A.shape), as_value(ctx, B)
     a, b = _matrices(ctx, A), ctx.canonical(b_value)
+    a_unbroadcast = a  # info has A's batch dims: torch factors A before broadcasting
     vector = b_value.rank == 1 or (b_value.rank == len(a_shape) - 1
                                    and tuple(b_value.shape) == a_shape[:-1])
     if vector:
@@ -99,8 +118,8 @@ def aten__linalg_solve_ex_default(ctx, A, B, left=True, check_errors=False):
     if vector:
         x = ops.squeeze(x, -1)
     rank = len(ctx.out_shape)
-    ctx.out_layout = (canonical(rank), None, None, None)
-    return x, None, None, None
+    ctx.out_layout = (canonical(rank), None, None, canonical(len(a_shape) - 2))
+    return x, None, None, _no_error(ctx, a_unbroadcast, x, 3)
 
 
 @register(aten._linalg_det.default, policy=Policy.CUSTOM,

@@ -1,0 +1,255 @@
+"""linalg.cholesky / cholesky_ex / cholesky, linalg.solve_triangular / triangular_solve,
+linalg.eigvalsh, linalg.pinv / pinverse and matrix_exp against torch: batched, float64,
+on matrices whose unread triangle holds other values, NaN, and matrices that are not
+positive-definite (cholesky_ex's info) or singular.
+
+All were "no converter" in the OpInfo sweep (docs/parity.md).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import crossport
+from crossport.errors import DynamicDimError
+from crossport.parity.compare import compare_outputs
+from crossport.parity.verify import run_keras
+from tests.harness import assert_converts, assert_matches_at_sizes
+from tests.ops.opcases import Fn, case, inputs
+
+CHOLESKY = ("aten_linalg_cholesky_ex_default",)
+CHECKED = CHOLESKY + ("aten__linalg_check_errors_default",)
+OLD_CHOLESKY = ("aten_cholesky_default",)
+SOLVE_TRIANGULAR = ("aten_linalg_solve_triangular_default",)
+TRIANGULAR_SOLVE = ("aten_triangular_solve_default",)
+EIGH = ("aten__linalg_eigh_default",)
+PINV = ("aten_linalg_pinv_atol_rtol_tensor",)
+MATRIX_EXP = ("aten_linalg_matrix_exp_default",)
+QR = ("aten_linalg_qr_default",)
+NAN = float("nan")
+
+
+def _positive_definite(a):
+    """``a a^T + n I`` in its lower triangle, noise in the upper one (which no Cholesky
+    reads): a wrong triangle read shows."""
+    n = a.shape[-1]
+    spd = a @ a.mT + n * torch.eye(n, dtype=a.dtype)
+    return torch.tril(spd) + torch.triu(a, 1)
+
+
+def _positive_definite_upper(a):
+    """The same with the noise in the lower triangle (``upper=True`` reads the upper)."""
+    return _positive_definite(a).mT
+
+
+def _triangular(a):
+    """A diagonal far from 0 (a well-conditioned triangle); the other triangle random."""
+    return a + 4 * torch.eye(a.shape[-1], dtype=a.dtype)
+
+
+CASES = [
+    case("cholesky-lower-upper-batched", Fn(lambda a: (
+        torch.linalg.cholesky(_positive_definite(a)),
+        torch.linalg.cholesky(_positive_definite_upper(a), upper=True),
+        torch.cholesky(_positive_definite(a[0])),
+        torch.cholesky(_positive_definite_upper(a[0]), upper=True))),
+         [(3, 5, 5)], expect_converters=CHECKED + OLD_CHOLESKY),
+    case("cholesky-ex-info-float64", Fn(lambda a: tuple(
+        torch.linalg.cholesky_ex(_positive_definite(a.double()))) + tuple(
+        torch.linalg.cholesky_ex(_positive_definite_upper(a.double()), upper=True))),
+         [(2, 3, 4, 4)], expect_converters=CHOLESKY),
+    case("solve-triangular-flags", Fn(lambda a, b: tuple(
+        torch.linalg.solve_triangular(_triangular(a), b if left else b.mT, upper=upper,
+                                      left=left, unitriangular=unit)
+        for upper in (True, False) for left in (True, False) for unit in (True, False))),
+         [(2, 4, 4), (2, 4, 3)], expect_converters=SOLVE_TRIANGULAR),
+    case("solve-triangular-broadcast-float64", Fn(lambda a, b: (
+        torch.linalg.solve_triangular(_triangular(a.double())[:, None], b.double()[None],
+                                      upper=False))),
+         [(2, 3, 3), (4, 3, 2)], expect_converters=SOLVE_TRIANGULAR),
+    case("triangular-solve-flags", Fn(lambda a, b: tuple(
+        item for upper in (True, False) for transpose in (True, False)
+        for unit in (True, False) for item in torch.triangular_solve(
+            b, _triangular(a), upper=upper, transpose=transpose, unitriangular=unit))),
+         [(2, 4, 4), (2, 4, 3)], expect_converters=TRIANGULAR_SOLVE),
+    case("eigvalsh-uplo-batched", Fn(lambda a: (
+        torch.linalg.eigvalsh(a), torch.linalg.eigvalsh(a, UPLO="U"),
+        torch.linalg.eigvalsh(a.double()))),
+         [(3, 5, 5)], expect_converters=EIGH),
+    case("pinv-tall-wide-hermitian", Fn(lambda a, h: (
+        torch.linalg.pinv(a), torch.linalg.pinv(a.mT), torch.linalg.pinv(a.double()),
+        torch.linalg.pinv(_positive_definite(h), hermitian=True),
+        torch.linalg.pinv(_positive_definite(h) - 6 * torch.eye(4), hermitian=True))),
+         [(2, 5, 3), (2, 4, 4)], expect_converters=PINV),
+    # a rank-2 matrix: the cut-off drops its zero singular values (torch's default rtol;
+    # pinverse's default rcond 1e-15 would keep float32's ~1e-7 rounding of them: pinverse
+    # of the full-rank factor instead)
+    case("pinv-rank-deficient-tolerances", Fn(lambda a, b: (
+        torch.linalg.pinv(a @ b), torch.linalg.pinv(a @ b, atol=0.5),
+        torch.linalg.pinv(a @ b, rtol=0.3), torch.linalg.pinv(a @ b, atol=0.1, rtol=0.2),
+        torch.pinverse(a), torch.pinverse(a @ b, rcond=0.3))),
+         [(2, 5, 2), (2, 2, 4)], expect_converters=PINV),
+    case("matrix-exp-batched-float64", Fn(lambda a: (
+        torch.matrix_exp(a), torch.linalg.matrix_exp(0.1 * a), torch.matrix_exp(3 * a),
+        torch.matrix_exp(a.double()))),
+         [(3, 4, 4)], expect_converters=MATRIX_EXP),
+    # torch's signs, not only a valid factorization: tall, wide, square, every mode
+    case("qr-modes-shapes", Fn(lambda a, w: (
+        *torch.linalg.qr(a), *torch.linalg.qr(a, mode="complete"),
+        torch.linalg.qr(a, mode="r").R, *torch.linalg.qr(w), *torch.linalg.qr(w[0, :3, :3]),
+        *torch.linalg.qr(a.double()))),
+         [(2, 6, 4), (2, 3, 5)], expect_converters=QR),
+]
+
+
+@pytest.mark.parametrize("module, shapes, kwargs", CASES)
+def test_factorizations_solves_and_functions(module, shapes, kwargs):
+    assert_converts(module, inputs(shapes), max_transposes=None, **kwargs)
+
+
+def _run_both(fn, example, special):
+    """torch and the Keras model on ``special``; the conversion's own check is left out:
+    its fresh random inputs are not positive-definite (torch's factor is then partial)."""
+    model = crossport.convert(Fn(fn).eval(), (example,), check=False)
+    with torch.no_grad():
+        want = fn(special)
+    got = run_keras(model, (special,), False, like=list(want))
+    return list(want), got
+
+
+def _failing_matrices() -> torch.Tensor:
+    """Not positive-definite at order 1, 3 and 4, a NaN that reaches order 3, a NaN in the
+    unread upper triangle (info 0), and one inf off the diagonal (fails at order 2)."""
+    eye = 4 * torch.eye(4)
+    cases = [eye.clone() for _ in range(7)]
+    cases[0][0, 0] = -1.0
+    cases[1][2, 2] = 0.0
+    cases[2][3, 0] = cases[2][0, 3] = 5.0  # order-4 minor has determinant < 0
+    cases[3][2, 1] = NAN
+    cases[4][0, 3] = NAN
+    cases[5][1, 0] = float("inf")
+    return torch.stack(cases)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_cholesky_ex_of_failing_matrices_matches_torch(dtype):
+    """``info`` is LAPACK's order of the first failing pivot (NaN included) and the factor
+    is torch's partial one: factored columns, the failing pivot on the diagonal, the
+    input's lower triangle after it (also with upper=True, and at order 40)."""
+    def fn(a):
+        return (*torch.linalg.cholesky_ex(a), *torch.linalg.cholesky_ex(a.mT, upper=True))
+    special = _failing_matrices().to(dtype)
+    want, got = _run_both(fn, special, special)
+    assert want[1].tolist() == [1, 3, 4, 3, 0, 2, 0]
+    for w, g in zip(want, got):
+        np.testing.assert_array_equal(np.isnan(np.asarray(g)), np.isnan(w.numpy()))
+    assert not compare_outputs(want, got).mismatches
+    torch.manual_seed(0)
+    big = torch.randn(3, 40, 40, dtype=dtype)
+    big = big @ big.mT / 40 - 0.2 * torch.eye(40, dtype=dtype)  # fails at some order
+    want, got = _run_both(fn, big, big)
+    assert (want[1] > 0).all()
+    assert not compare_outputs(want, got).mismatches
+
+
+def test_cholesky_ex_of_large_matrices_is_refused():
+    with pytest.raises(crossport.UnsupportedOpError, match="up to order 128"):
+        crossport.convert(Fn(torch.linalg.cholesky_ex).eval(), (torch.randn(129, 129),))
+
+
+def test_cholesky_of_a_matrix_not_positive_definite_raises_in_both():
+    fn = torch.linalg.cholesky
+    conversion = crossport.convert(Fn(fn).eval(), (_positive_definite(torch.randn(2, 3, 3)),),
+                                   check=False)
+    bad = -torch.eye(3)[None].repeat(2, 1, 1)
+    with pytest.raises(torch.linalg.LinAlgError, match="positive-definite"):
+        fn(bad)
+    with pytest.raises(ValueError, match="Cholesky decomposition failed"):
+        conversion(bad.numpy())
+
+
+def test_zero_diagonal_and_nan_in_triangular_solves():
+    """A zero pivot gives the same inf/NaN in both; NaN spreads alike; eigvalsh ignores a
+    NaN in the triangle it does not read."""
+    def fn(a):
+        return (torch.linalg.solve_triangular(a, a[..., :2], upper=True),
+                torch.linalg.solve_triangular(a, a[..., :2], upper=False, left=True),
+                torch.linalg.eigvalsh(a[2:], UPLO="U"))
+    special = torch.stack([torch.eye(3), torch.eye(3), torch.eye(3)])
+    special[0, 1, 1] = 0.0
+    special[1, 0, 2] = NAN
+    special[2, 2, 0] = NAN
+    want, got = _run_both(fn, _triangular(torch.randn(3, 3, 3)), special)
+    comparison = compare_outputs(want, got)
+    assert not comparison.mismatches, comparison.mismatches
+
+
+def test_matrix_exp_of_nan_and_inf_matrices_stays_in_its_matrix():
+    """A NaN or inf makes its matrix's exponential all NaN in both; the other matrices of
+    the batch keep their values (tf.linalg.expm alone turned the whole batch NaN)."""
+    x = torch.randn(4, 3, 3)
+    x[0, 1, 1], x[1, 0, 2], x[3] = NAN, float("inf"), 0.0
+    want, got = _run_both(lambda m: (torch.matrix_exp(m),), torch.randn(4, 3, 3), x)
+    assert torch.isnan(want[0][:2]).all() and torch.isfinite(want[0][2:]).all()
+    assert not compare_outputs(want, got).mismatches
+
+
+def test_qr_of_nan_matrices_spreads_nan_further():
+    """A difference left (parity.md): where torch's Q keeps the columns before a NaN's
+    column finite (LAPACK applies each reflector only where it acts), TF's Q is NaN
+    throughout; both are NaN wherever torch's is."""
+    a = torch.randn(2, 4, 3)
+    a[0, 1, 1] = NAN
+    want, got = _run_both(lambda m: tuple(torch.linalg.qr(m)), a, a)
+    q_torch, q_keras = want[0].numpy(), np.asarray(got[0])
+    assert np.isnan(q_keras[0]).all() and np.isfinite(q_torch[0][:, 0]).all()
+    assert not compare_outputs([want[0][1], want[1][1]], [q_keras[1], got[1][1]]).mismatches
+
+
+def test_qr_mode_r_q_is_refused():
+    with pytest.raises(crossport.UnsupportedOpError, match="mode='r'"):
+        crossport.convert(Fn(lambda a: torch.linalg.qr(a, mode="r")).eval(),
+                          (torch.randn(2, 3, 3),))
+
+
+@pytest.mark.parametrize("fn", [
+    lambda a: torch.linalg.eigh(a).eigenvectors,
+    lambda a: torch.linalg.eigh(a, UPLO="U"),
+], ids=["eigenvectors", "eigh-both"])
+def test_eigenvectors_are_refused(fn):
+    with pytest.raises(crossport.UnsupportedOpError, match="eigenvectors are used.*eigvalsh"):
+        crossport.convert(Fn(fn).eval(), (torch.randn(2, 3, 3),))
+
+
+def _every_dynamic_op(x):
+    spd = _positive_definite(x)
+    return (torch.linalg.cholesky(spd), torch.linalg.cholesky(spd.mT, upper=True),
+            torch.linalg.solve_triangular(_triangular(x), x[..., :2], upper=True,
+                                          unitriangular=True),
+            torch.triangular_solve(x[..., :2], _triangular(x), transpose=True)[0],
+            torch.linalg.eigvalsh(spd), torch.matrix_exp(0.5 * x))
+
+
+@pytest.mark.parametrize("module, shape, dims, others", [
+    pytest.param(Fn(_every_dynamic_op), (2, 4, 4), {0: {1: "n", 2: "n"}},
+                 [(3, 6, 6), (1, 2, 2)], id="batch-and-order"),
+    pytest.param(Fn(lambda x: (*torch.linalg.cholesky_ex(x), *torch.linalg.qr(x))),
+                 (2, 4, 4), {}, [(3, 4, 4), (1, 4, 4)], id="cholesky-ex-qr-batch"),
+])
+def test_run_time_sizes(module, shape, dims, others):
+    """Dynamic batch dims everywhere, a dynamic order where the kernel takes any."""
+    example = (_positive_definite(torch.randn(shape)),)
+    conversion = crossport.convert_with_report(module.eval(), example, dynamic_dims=dims,
+                                               dynamic_batch=True)
+    assert_matches_at_sizes(module, conversion, others, atol=1e-5, seed=3)
+
+
+@pytest.mark.parametrize("fn, name", [(torch.linalg.cholesky_ex, "cholesky_ex"),
+                                      (torch.linalg.qr, "keras.ops.qr")],
+                         ids=["cholesky-ex", "qr"])
+def test_a_run_time_order_is_refused(fn, name):
+    with pytest.raises(DynamicDimError, match=name):
+        crossport.convert(Fn(fn).eval(), (torch.randn(2, 4, 4),),
+                          dynamic_dims={0: {1: "n", 2: "n"}})
