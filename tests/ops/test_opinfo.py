@@ -171,7 +171,13 @@ CONVERTED = [
     'logdet', 'linalg.solve', 'lgamma', 'digamma', 'erfinv', 'mvlgamma.mvlgamma_p_1',
     'mvlgamma.mvlgamma_p_3', 'mvlgamma.mvlgamma_p_5', 'grid_sampler_3d', 'view_copy',
     'permute_copy', 'unbind_copy', 'narrow_copy', 'signbit', 'scatter', 'addmv', 'addbmm',
-    'dist', 'conj_physical', 'ldexp', 'gcd', 'lcm', 'nonzero_static',
+    'dist', 'conj_physical', 'ldexp', 'gcd', 'lcm', 'nonzero_static', 'i0', 'special.i0e',
+    'special.i1', 'special.i1e', 'special.modified_bessel_i0', 'special.modified_bessel_i1',
+    'special.modified_bessel_k0', 'special.modified_bessel_k1',
+    'special.scaled_modified_bessel_k0', 'special.scaled_modified_bessel_k1',
+    'special.bessel_j0', 'special.bessel_j1', 'special.bessel_y0', 'special.bessel_y1',
+    'special.spherical_bessel_j0', 'special.ndtri', 'special.log_ndtr', 'special.erfcx',
+    'igamma', 'igammac', 'special.zeta', 'nextafter',
 ]
 
 
