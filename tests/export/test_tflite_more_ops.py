@@ -541,3 +541,18 @@ def test_spherical_bessel_j0_matches_torch_on_litert(tmp_path):
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
     finite = np.isfinite(want)
     np.testing.assert_allclose(got[finite], want[finite], rtol=1e-6, atol=1e-7)
+
+
+def test_frexp_matches_torch_on_litert(tmp_path):
+    """frexp reads |x|'s bits with a right shift, multiplies and adds (no bitwise and/or,
+    which TFLite lacks): the file exports and LiteRT gives torch's mantissas and int32
+    exponents bit for bit, at +-0.0, +-inf and NaN too."""
+    from tests.ops.test_special_functions import FREXP_VALUES
+
+    x = torch.tensor(FREXP_VALUES).reshape(2, 10)
+    got = _export_and_run(Fn(torch.frexp), (torch.randn(2, 10) * 100,), (x,),
+                          tmp_path / "m.tflite")
+    mantissa, exponent = torch.frexp(x)
+    np.testing.assert_array_equal(got[0], mantissa.numpy())
+    np.testing.assert_array_equal(np.signbit(got[0]), np.signbit(mantissa.numpy()))
+    np.testing.assert_array_equal(got[1], exponent.numpy())

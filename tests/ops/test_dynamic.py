@@ -561,7 +561,8 @@ CASES = [
                                torch.special.log_ndtr(x * 5),
                                torch.special.gammainc(x.abs() * 5, x.abs()[:, :1] * 5),
                                torch.special.zeta(x.abs() + 1, 2.0),
-                               torch.nextafter(x, torch.zeros_like(x)))),
+                               torch.nextafter(x, torch.zeros_like(x)),
+                               *torch.frexp(x * 100))),
                  (2, 3, 5), {0: {2: "s"}}, True, [(3, 3, 9), (1, 3, 2)],
                  id="bessel-ndtri-igamma-zeta-dynamic"),
     # 2-D products of run-time operands (a batch-of-one matmul), einsum's implicit

@@ -177,7 +177,7 @@ CONVERTED = [
     'special.scaled_modified_bessel_k0', 'special.scaled_modified_bessel_k1',
     'special.bessel_j0', 'special.bessel_j1', 'special.bessel_y0', 'special.bessel_y1',
     'special.spherical_bessel_j0', 'special.ndtri', 'special.log_ndtr', 'special.erfcx',
-    'igamma', 'igammac', 'special.zeta', 'nextafter',
+    'igamma', 'igammac', 'special.zeta', 'nextafter', 'frexp',
 ]
 
 

@@ -1,6 +1,6 @@
 """torch.special's ndtri, erfcx (and log_ndtr, which decomposes into it), the regularized
-incomplete gamma functions (igamma / igammac: special.gammainc / gammaincc), Hurwitz' zeta
-and nextafter (were "no converter") on the values random inputs miss: the domain's edges
+incomplete gamma functions (igamma / igammac: special.gammainc / gammaincc), Hurwitz' zeta,
+nextafter and frexp (were "no converter") on the values random inputs miss: the domain's edges
 (ndtri at 0 and 1 and past them; igamma at a = 0 and x = 0; zeta at x = 1, x < 1 and the
 poles q = 0, -1, ...), +-inf and NaN in either argument, +-0.0, tiny and huge values; and
 their accuracy against float64 next to torch's.
@@ -57,6 +57,9 @@ CASES = [
     case("nextafter-random", Fn(lambda x, y: (torch.nextafter(x, y), torch.nextafter(x, x),
                                               torch.nextafter(x.double(), y.double()))),
          ((5, 40), (5, 40)), expect_converters=("aten_nextafter_default",)),
+    case("frexp-random", Fn(lambda x: (*torch.frexp(x * 1000), *torch.frexp(x.double() / 7),
+                                       torch.frexp(x)[0] * 2 ** torch.frexp(x)[1])), (6, 40),
+         expect_converters=("aten_frexp_tensor",)),
     case("broadcast-scalars-integers-float64", Fn(lambda x, n: (
         S.gammainc(x.abs(), n), S.gammaincc(n, x.abs().double()), S.zeta(x.abs() + 1, 2.0),
         S.zeta(3.0, x.abs()), S.zeta(n, n), S.ndtri(n), S.erfcx(n), S.log_ndtr(x.double()),
@@ -149,3 +152,22 @@ def test_accuracy_against_float64_is_torchs(name):
     torch_distance = np.max(np.abs(mine[finite] - truth[finite]) / scale)
     keras_distance = np.max(np.abs(got[finite] - truth[finite]) / scale)
     assert keras_distance <= 4 * torch_distance, (keras_distance, torch_distance)
+
+
+FREXP_VALUES = [NAN, INF, -INF, 0.0, -0.0, 1.0, -1.0, 0.5, 0.75, 3.0, -3e38, 3e38, 1e-30,
+                -1e-37, 1.1754944e-38, 123.456, -0.1, 1e10, 7.0, -0.99999994]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_frexp_matches_torch_exactly(dtype):
+    """Mantissa and int32 exponent bit for bit: +-0.0, +-inf and NaN are their own mantissa
+    with exponent 0 (C's frexp), the largest and smallest normal floats, negative values."""
+    x = torch.tensor(FREXP_VALUES, dtype=dtype)
+    conversion = assert_converts(Fn(torch.frexp), (x,), expect_converters=("aten_frexp_tensor",))
+    mantissa, exponent = torch.frexp(x)
+    got = run_keras(conversion.model, (x,), False, like=(mantissa, exponent))
+    got_mantissa, got_exponent = (np.asarray(t) for t in got)
+    np.testing.assert_array_equal(got_mantissa, mantissa.numpy())  # NaN == NaN here
+    np.testing.assert_array_equal(np.signbit(got_mantissa), np.signbit(mantissa.numpy()))
+    assert got_exponent.dtype == np.int32
+    np.testing.assert_array_equal(got_exponent, exponent.numpy())

@@ -1,4 +1,4 @@
-"""lgamma, digamma, erfinv, ndtri, erfcx, igamma/igammac, zeta and nextafter with torch's
+"""lgamma, digamma, erfinv, ndtri, erfcx, igamma/igammac, zeta, nextafter and frexp with torch's
 values at the poles, the domain's edges, +-inf, NaN and -0.0.
 
 lgamma is TF's Lgamma, the C library's lgammaf as torch's kernel (measured equal but for a
@@ -17,7 +17,8 @@ Keras has none of ndtri, erfcx, igamma, igammac or zeta, and its nextafter steps
 TFSpecialFunction`) or, for erfcx, keras.ops in float64. TF's Ndtri and NextAfter agree with
 torch everywhere; Igamma/Igammac and Zeta run in float64 (their float32 kernels are up to
 0.3% off) under torch's early returns, which TF does not share (a = 0, x = 0, +-inf, the
-zeta poles; tests/ops/test_special_functions.py). None has a TFLite builtin.
+zeta poles; tests/ops/test_special_functions.py). None has a TFLite builtin. frexp reads
+the float's bits (builtin ops only: it exports).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import torch
 from crossport.layers.special import Digamma, LogGamma, TFSpecialFunction
 from crossport.to_keras.ops.elementwise import _float_operand
 from crossport.to_keras.ops.float_math import sign_bit
+from crossport.to_keras.ops.shape import as_value
 from crossport.to_keras.registry import Policy, register
 from crossport.to_keras.values import keras_dtype
 
@@ -256,3 +258,37 @@ def aten_nextafter_default(ctx, self, other):
     dtype (keras.ops.nextafter steps in float64 and rounds back, which undoes a float32
     step)."""
     return _tf_special(ctx, "nextafter", *_tensor_operands(ctx, self, other))
+
+
+# frexp's bit layout per float dtype: the integer of its width, the mantissa's bits and the
+# biased exponent of [0.5, 1)
+_FREXP_BITS = {"float32": ("int32", 23, 126), "float64": ("int64", 52, 1022)}
+
+
+def _frexp_supports(node):
+    dtype = node.meta["val"][0].dtype
+    if dtype not in (torch.float32, torch.float64):
+        return f"frexp of {dtype}: compute it in float32"
+    return None
+
+
+@register(aten.frexp.Tensor, policy=Policy.CUSTOM, supports=_frexp_supports, dynamic=True)
+def aten_frexp_tensor(ctx, self):
+    """frexp.Tensor(Tensor self) -> (Tensor mantissa, Tensor exponent): ``x = m * 2**e``
+    with ``0.5 <= |m| < 1`` and an int32 ``e``, read from ``|x|``'s bits (C's frexp, as
+    torch's kernel): +-0.0, +-inf and NaN are their own mantissa with exponent 0. A right
+    shift, multiplies and adds, no bitwise and/or: the float32 file exports to TFLite."""
+    value = as_value(ctx, self)
+    ctx.out_layout = (value.layout, value.layout)  # elementwise: both keep self's layout
+    x = value.tensor
+    dtype = keras.backend.standardize_dtype(x.dtype)
+    integer, width, half = _FREXP_BITS[dtype]
+    bits = ops.view(ops.abs(x), integer)  # no sign bit: the shift needs no mask
+    biased = ops.right_shift(bits, ops.full_like(bits, width))
+    scale = ops.full_like(bits, 1 << width)
+    magnitude = ops.view(bits - biased * scale + half * scale, dtype)  # exponent -> half
+    mantissa = ops.where(ops.less(x, 0.0), -magnitude, magnitude)
+    special = ops.logical_or(ops.equal(x, 0.0), ops.logical_not(ops.isfinite(x)))
+    mantissa = ops.where(special, x, mantissa)
+    exponent = ops.where(special, ops.zeros_like(biased), biased - half)
+    return mantissa, ops.cast(exponent, "int32")
