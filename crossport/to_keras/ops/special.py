@@ -1,5 +1,5 @@
-"""lgamma, digamma, erfinv, ndtri, erfcx, igamma/igammac, zeta, nextafter and frexp with torch's
-values at the poles, the domain's edges, +-inf, NaN and -0.0.
+"""lgamma, digamma, erfinv, ndtri, erfcx, igamma/igammac, zeta, nextafter and frexp with
+torch's values at the poles, the domain's edges, +-inf, NaN and -0.0.
 
 lgamma is TF's Lgamma, the C library's lgammaf as torch's kernel (measured equal but for a
 last-ulp difference at a few points, inf at 0 and the negative integers alike). digamma is
