@@ -36,7 +36,16 @@ _ATENS_OF = {"Erf": ("erf", "erfinv"),  # erfinv's Newton steps (ops/special.py)
              "Cholesky": ("linalg_cholesky_ex", "cholesky"),
              "MatrixTriangularSolve": ("linalg_solve_triangular", "triangular_solve"),
              "SelfAdjointEigV2": ("_linalg_eigh", "linalg_pinv"),
-             "Svd": ("_linalg_svd", "linalg_pinv"), "Qr": ("linalg_qr",)}
+             "Svd": ("_linalg_svd", "linalg_pinv"), "Qr": ("linalg_qr",),
+             # TF's special-function kernels (ops/bessel.py, ops/special.py)
+             "BesselI0": ("i0", "special_modified_bessel_i0"),
+             "BesselI1": ("special_i1", "special_modified_bessel_i1"),
+             "BesselI0e": ("special_i0e",), "BesselI1e": ("special_i1e",),
+             **{f"Bessel{k}": (f"special_{'scaled_' if k.endswith('e') else ''}modified_"
+                               f"bessel_{k[:2].lower()}",) for k in ("K0", "K1", "K0e", "K1e")},
+             **{f"Bessel{k}": (f"special_bessel_{k.lower()}",) for k in ("J0", "J1", "Y0", "Y1")},
+             "Ndtri": ("special_ndtri",), "Zeta": ("special_zeta",),
+             "Erfc": ("erfc", "special_erfcx")}  # erfcx's float64 exp(x^2) erfc(x)
 # TF ops that only integer results bring (a float floor division is converted without it)
 _INTEGER_ONLY = {"FloorDiv", "Abs"}
 # The call targets of transformers 5's default experts path, which does not export: its

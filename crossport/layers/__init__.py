@@ -51,7 +51,7 @@ from crossport.layers.recurrent import GRU, LSTM, RNN
 from crossport.layers.resize import Interpolate, InterpolateTo
 from crossport.layers.scatter import BagReduce, ScatterReduce
 from crossport.layers.shuffle import PixelShuffle, PixelUnshuffle
-from crossport.layers.special import Digamma, Erf, LogGamma
+from crossport.layers.special import Digamma, Erf, LogGamma, TFSpecialFunction
 
 __all__ = [
     "GRU",
@@ -99,4 +99,5 @@ __all__ = [
     "PixelUnshuffle",
     "ScatterReduce",
     "StableLayerNormalization",
+    "TFSpecialFunction",
 ]

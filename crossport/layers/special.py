@@ -93,3 +93,54 @@ class Digamma(keras.layers.Layer):
         import tensorflow as tf
 
         return tf.math.digamma(x)
+
+
+# Special functions keras.ops lacks, by the name of TF's kernel (tf.math / tf.math.special)
+_TF_SPECIAL = {
+    "bessel_i0e": ("math", "bessel_i0e"), "bessel_i1": ("math", "bessel_i1"),
+    "bessel_i1e": ("math", "bessel_i1e"), "bessel_k0": ("math.special", "bessel_k0"),
+    "bessel_k1": ("math.special", "bessel_k1"), "bessel_k0e": ("math.special", "bessel_k0e"),
+    "bessel_k1e": ("math.special", "bessel_k1e"), "bessel_j0": ("math.special", "bessel_j0"),
+    "bessel_j1": ("math.special", "bessel_j1"), "bessel_y0": ("math.special", "bessel_y0"),
+    "bessel_y1": ("math.special", "bessel_y1"), "ndtri": ("math", "ndtri"),
+    "igamma": ("math", "igamma"), "igammac": ("math", "igammac"), "zeta": ("math", "zeta"),
+    "nextafter": ("math", "nextafter"),
+}
+
+
+def _tf_special(function: str):
+    import tensorflow as tf
+
+    module, name = _TF_SPECIAL[function]
+    for part in module.split("."):
+        tf = getattr(tf, part)
+    return getattr(tf, name)
+
+
+@keras.saving.register_keras_serializable(package="crossport")
+class TFSpecialFunction(keras.layers.Layer):
+    """A special function Keras has no op for, as TF's kernel of that name computes it
+    (``function``: ``bessel_i1``, ``bessel_k0``, ``ndtri``, ``igamma``, ``zeta`` ...). One
+    tensor argument, or a list of two for the binary ones (``igamma(a, x)``, ``zeta(x, q)``,
+    ``nextafter(x, toward)``), which broadcast.
+
+    Example:
+        >>> import numpy as np
+        >>> layer = TFSpecialFunction("bessel_i1")
+        >>> round(float(layer(np.array([1.0], "float32"))[0]), 5)
+        0.56516
+    """
+
+    def __init__(self, function: str, **kwargs):
+        super().__init__(**kwargs)
+        if function not in _TF_SPECIAL:
+            raise ValueError(f"unknown special function {function!r}; one of "
+                             f"{sorted(_TF_SPECIAL)}")
+        self.function = function
+
+    def call(self, inputs):
+        arguments = inputs if isinstance(inputs, (list, tuple)) else [inputs]
+        return _tf_special(self.function)(*arguments)
+
+    def get_config(self):
+        return {**super().get_config(), "function": self.function}

@@ -516,3 +516,72 @@ def test_nonzero_static_matches_torch_on_litert(tmp_path):
     got = _export_and_run(module, (torch.randn(3, 4),), (x,), tmp_path / "m.tflite")
     for g, w in zip(got, _torch_outputs(module, (x,)), strict=True):
         np.testing.assert_array_equal(g, w)
+
+
+_S = torch.special
+
+
+@pytest.mark.parametrize("fn, tf_op, aten", [
+    (torch.i0, "BesselI0", "i0"),
+    (_S.modified_bessel_i0, "BesselI0", "special_modified_bessel_i0"),
+    (_S.i0e, "BesselI0e", "special_i0e"), (_S.i1, "BesselI1", "special_i1"),
+    (_S.modified_bessel_i1, "BesselI1", "special_modified_bessel_i1"),
+    (_S.i1e, "BesselI1e", "special_i1e"),
+    (_S.modified_bessel_k0, "BesselK0", "special_modified_bessel_k0"),
+    (_S.modified_bessel_k1, "BesselK1", "special_modified_bessel_k1"),
+    (_S.scaled_modified_bessel_k0, "BesselK0e", "special_scaled_modified_bessel_k0"),
+    (_S.scaled_modified_bessel_k1, "BesselK1e", "special_scaled_modified_bessel_k1"),
+    (_S.bessel_j0, "BesselJ0", "special_bessel_j0"),
+    (_S.bessel_j1, "BesselJ1", "special_bessel_j1"),
+    (_S.bessel_y0, "BesselY0", "special_bessel_y0"),
+    (_S.bessel_y1, "BesselY1", "special_bessel_y1"),
+    (_S.ndtri, "Ndtri", "special_ndtri"), (_S.erfcx, "Erfc", "special_erfcx"),
+    (lambda x: _S.gammainc(x, 2 * x), "Igamma", "igamma"),
+    (lambda x: _S.gammaincc(x, 2 * x), "Igammac", "igammac"),
+    (lambda x: _S.zeta(x + 2, x), "Zeta", "special_zeta"),
+    (lambda x: torch.nextafter(x, 2 * x), "NextAfter", "nextafter"),
+], ids=lambda v: v if isinstance(v, str) and v[0].islower() else "")
+def test_special_functions_without_a_builtin_are_refused_at_export(fn, tf_op, aten,
+                                                                    tmp_path):
+    """TF's Bessel, Ndtri, Igamma(c), Zeta and NextAfter kernels and the float64 Erfc of
+    erfcx have no TFLite builtin: an ExportError naming the torch op, no file."""
+    _assert_no_builtin(Fn(fn), (torch.rand(3, 4) * 0.9 + 0.05,), tf_op, aten,
+                       tmp_path / "m.tflite")
+
+
+def test_log_ndtr_is_refused_at_export_naming_erfcx(tmp_path):
+    """log_ndtr decomposes into erfcx (and float64 arithmetic around it): the refusal
+    names aten.special_erfcx among the ops it comes from."""
+    conversion = crossport.convert_with_report(Fn(_S.log_ndtr).eval(), (torch.randn(3, 4),))
+    with pytest.raises(crossport.ExportError, match=r"no TFLite builtin: .*Erfc.*aten\."
+                       r"special_erfcx in <root module> \(.*\.py:\d+"):
+        crossport.export(conversion, tmp_path / "m.tflite")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_spherical_bessel_j0_matches_torch_on_litert(tmp_path):
+    """spherical_bessel_j0 is keras.ops arithmetic (a series below |x| = 0.5, sin(x) / x
+    above, 0 at +-inf): it exports, with torch's values on LiteRT."""
+    x = torch.tensor([0.0, -0.0, 1e-6, 0.25, -0.4999, 0.5, 1.0, -3.0, 10.0, 100.0,
+                      float("inf"), float("-inf"), float("nan"), 7.5]).reshape(2, 7)
+    got = _export_and_run(Fn(_S.spherical_bessel_j0), (torch.randn(2, 7),), (x,),
+                          tmp_path / "m.tflite")[0]
+    want = _S.spherical_bessel_j0(x).numpy()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    finite = np.isfinite(want)
+    np.testing.assert_allclose(got[finite], want[finite], rtol=1e-6, atol=1e-7)
+
+
+def test_frexp_matches_torch_on_litert(tmp_path):
+    """frexp reads |x|'s bits with a right shift, multiplies and adds (no bitwise and/or,
+    which TFLite lacks): the file exports and LiteRT gives torch's mantissas and int32
+    exponents bit for bit, at +-0.0, +-inf and NaN too."""
+    from tests.ops.test_special_functions import FREXP_VALUES
+
+    x = torch.tensor(FREXP_VALUES).reshape(2, 10)
+    got = _export_and_run(Fn(torch.frexp), (torch.randn(2, 10) * 100,), (x,),
+                          tmp_path / "m.tflite")
+    mantissa, exponent = torch.frexp(x)
+    np.testing.assert_array_equal(got[0], mantissa.numpy())
+    np.testing.assert_array_equal(np.signbit(got[0]), np.signbit(mantissa.numpy()))
+    np.testing.assert_array_equal(got[1], exponent.numpy())

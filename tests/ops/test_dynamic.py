@@ -553,6 +553,18 @@ CASES = [
                                torch.erfinv(torch.tanh(x)))),
                  (2, 3, 5), {0: {2: "s"}}, True, [(3, 3, 9), (1, 3, 2)],
                  id="lgamma-digamma-erfinv-dynamic"),
+    pytest.param(Op(lambda x: (torch.i0(x * 5), torch.special.i1e(x * 5),
+                               torch.special.modified_bessel_k0(x.abs() * 5),
+                               torch.special.bessel_y1(x.abs() * 5),
+                               torch.special.spherical_bessel_j0(x * 5),
+                               torch.special.ndtri(torch.sigmoid(x)),
+                               torch.special.log_ndtr(x * 5),
+                               torch.special.gammainc(x.abs() * 5, x.abs()[:, :1] * 5),
+                               torch.special.zeta(x.abs() + 1, 2.0),
+                               torch.nextafter(x, torch.zeros_like(x)),
+                               *torch.frexp(x * 100))),
+                 (2, 3, 5), {0: {2: "s"}}, True, [(3, 3, 9), (1, 3, 2)],
+                 id="bessel-ndtri-igamma-zeta-dynamic"),
     # 2-D products of run-time operands (a batch-of-one matmul), einsum's implicit
     # mixed-case output, and the elementwise/reduction converters added beside them, over a
     # dynamic dim

@@ -179,6 +179,13 @@ CONVERTED = [
     'linalg.pinv.hermitian', 'linalg.pinv.singular', 'pinverse', 'matrix_exp',
     'linalg.solve_triangular', 'triangular_solve', 'linalg.matrix_rank.hermitian', 'linalg.qr',
     'qr',
+    # session 16 (tests/ops/test_bessel.py, test_special_functions.py)
+    'i0', 'special.i0e', 'special.i1', 'special.i1e', 'special.modified_bessel_i0', 'special.modified_bessel_i1',
+    'special.modified_bessel_k0', 'special.modified_bessel_k1',
+    'special.scaled_modified_bessel_k0', 'special.scaled_modified_bessel_k1',
+    'special.bessel_j0', 'special.bessel_j1', 'special.bessel_y0', 'special.bessel_y1',
+    'special.spherical_bessel_j0', 'special.ndtri', 'special.log_ndtr', 'special.erfcx',
+    'igamma', 'igammac', 'special.zeta', 'nextafter', 'frexp',
 ]
 
 

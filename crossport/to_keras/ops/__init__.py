@@ -4,6 +4,7 @@ from crossport.to_keras.ops import (  # noqa: F401
     activation,
     assign,
     attention,
+    bessel,
     bitwise,
     complex,
     conv,
