@@ -48,6 +48,20 @@ def normalize_example_args(example_args) -> tuple:
     return tuple(arg.clone() if arg.is_inference() else arg for arg in example_args)
 
 
+def unwrap_module(module):
+    """The ``nn.Module`` to capture: ``torch.compile``'s wrapper gives its original (whose
+    module paths are the layer names, not ``_orig_mod.*``); TorchScript, which
+    ``torch.export`` cannot capture, is an ``InputError``."""
+    compiled = getattr(getattr(torch, "_dynamo", None), "eval_frame", None)
+    if compiled is not None and isinstance(module, compiled.OptimizedModule):
+        return module._orig_mod
+    if isinstance(module, torch.jit.ScriptModule):
+        raise InputError(
+            f"{type(module).__name__} is a TorchScript module (torch.jit.script/trace), "
+            "which torch.export cannot capture: pass the nn.Module you scripted or traced")
+    return module
+
+
 def input_names(module: torch.nn.Module, count: int) -> list[str]:
     """Names of forward's first ``count`` positional parameters (``x``, ``input_ids``, ...)."""
     try:
