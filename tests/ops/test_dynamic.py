@@ -577,6 +577,17 @@ CASES = [
                                torch.gcd((x * 50).long(), (x * 30).long()))),
                  (2, 5, 3), {0: {1: "s"}}, False, [(2, 9, 3), (2, 1, 3)],
                  id="run-time-products-and-new-ops-dynamic"),
+    # found by audit: an index computed from a run-time size was a ConversionError
+    pytest.param(Op(lambda x: (x[:, x.shape[1] // 2], x[:, -(x.shape[1] // 2) - 1],
+                               x.transpose(1, 2)[:, :, x.shape[1] - 1])),
+                 (2, 6, 3), {0: {1: "s"}}, False, [(2, 1, 3), (2, 7, 3), (2, 2, 3)],
+                 id="select-at-a-run-time-index"),
+    # found by audit: at length 1 the written slice is empty and TF's gather into it
+    # failed at run time (torch writes nothing)
+    pytest.param(Op(lambda x: torch.slice_scatter(x, x[:, :x.shape[1] // 2] * 0, 1, 0,
+                                                  x.shape[1] // 2)),
+                 (2, 6, 3), {0: {1: "s"}}, False, [(2, 1, 3), (2, 7, 3)],
+                 id="slice-scatter-of-a-run-time-empty-slice"),
 ]
 
 REFUSED = [
@@ -592,6 +603,8 @@ REFUSED = [
     # found by audit: the Keras model failed to run at other sizes (a ConversionError
     # "please report it"), or was silently wrong with check=False
     pytest.param(TransposedToInputSize(), "output_padding", id="transposed-conv-output-size"),
+    pytest.param(lambda x: x.kthvalue(x.shape[2] // 2 + 1, dim=2).values, "kthvalue with k",
+                 id="kthvalue-at-a-run-time-k"),
     pytest.param(lambda x: F.interpolate(x, scale_factor=3, mode="area"),
                  "run-time output size", id="area-resize-by-a-scale-of-a-dynamic-dim"),
 
