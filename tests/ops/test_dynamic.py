@@ -711,6 +711,17 @@ def test_run_time_pad_amounts_survive_saved_model(tmp_path):
     assert_matches_at_sizes(module, conversion, [(2, 7, 4), (3, 8, 4)])
 
 
+def test_run_time_slice_assignment_exports_to_tflite(tmp_path):
+    """A unit-step slice_scatter with run-time bounds divides by no step: its int64
+    FloorDiv, which TFLite has no builtin for, was an ExportError (found by audit)."""
+    module = Op(lambda x: torch.slice_scatter(x, x[:, :x.shape[1] // 2] * 0, 1, 0,
+                                              x.shape[1] // 2))
+    conversion = crossport.convert_with_report(module.eval(), (torch.randn(2, 6, 3),),
+                                               dynamic_dims={0: {1: "s"}})
+    result = crossport.export(conversion, tmp_path / "assign.tflite")
+    assert len(conversion.report.shape_sets) == 2 and result.max_error < 1e-6, result
+
+
 @pytest.mark.parametrize("mode", ["reflect", "replicate", "circular"])
 def test_run_time_pad_modes_export_to_tflite(mode, tmp_path):
     """DynamicPad's gather runs on LiteRT with builtin ops (RANGE, FLOOR_MOD, GATHER); the
