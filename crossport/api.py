@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 import keras
 import torch
 
-from crossport.capture import capture, input_names, normalize_example_args
+from crossport.capture import capture, input_names, normalize_example_args, unwrap_module
 from crossport.capture.borrow import borrowed, warn_if_training
 from crossport.errors import ConversionError, CrossportError, InputError, ParityError
 from crossport.options import ConvertOptions
@@ -104,6 +104,7 @@ def convert_with_report(module: torch.nn.Module, example_args, options: ConvertO
     """
     opts = _options(options, overrides)
     args = normalize_example_args(example_args)
+    module = unwrap_module(module)
     if isinstance(module, torch.nn.Module):
         warn_if_training(module)
     stage = _Stages(on_stage)

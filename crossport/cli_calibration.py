@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from crossport.cli import _fail  # defined before cli.py calls into this module
+from crossport.errors import InputError
 
 
 def parse_image_preprocessing(mean: str | None, std: str | None, scale: float | None,
@@ -40,7 +41,7 @@ def check_export_options(output: Path | None, format: str | None,
                           quantization: dict | None) -> None:
     """Fail now, in one line, on a --format typo or quantization options that do not fit
     the format (they were found only after converting, which can take minutes)."""
-    from crossport.export import FORMATS, infer_format
+    from crossport.export import FORMATS, resolve_format
     from crossport.export.quantize import FULL_INTEGER
 
     quantization = quantization or {}
@@ -54,7 +55,10 @@ def check_export_options(output: Path | None, format: str | None,
             _fail(f"InputError: {', '.join(given)} apply to the exported file: pass -o "
                   "FILE.tflite --format tflite-int8-full (or tflite-int16x8)")
         return
-    format = format or infer_format(output)
+    try:
+        format = resolve_format(output, format)
+    except InputError as exc:
+        _fail(f"InputError: {exc}")
     if format not in FULL_INTEGER and given:
         _fail(f"InputError: {', '.join(given)} only apply to the full-integer formats "
               f"{sorted(FULL_INTEGER)}, not {format!r}")

@@ -43,6 +43,27 @@ def test_input_names_follow_forward_arguments():
     assert [t.name.split(":")[0] for t in model.inputs] == ["image", "vector"]
 
 
+def test_a_torch_compiled_module_converts_under_its_own_names():
+    """torch.compile wraps the module as ``_orig_mod``: layer names were
+    ``_orig_mod.conv``, which float_layers=["conv"] and check mappings did not find
+    (found by audit). The wrapped module is what is converted and checked."""
+    net = TwoInTupleOut().eval()
+    args = random_inputs([(1, 3, 8, 8), (1, 5)])
+    conversion = crossport.convert_with_report(torch.compile(net), args)
+    assert {"conv", "fc"} <= {layer.name for layer in conversion.model.layers}
+    assert conversion.module is net and conversion.report.passed
+
+
+@pytest.mark.parametrize("script", [torch.jit.script, lambda m: torch.jit.trace(m, (
+    torch.randn(1, 3, 8, 8),))], ids=["script", "trace"])
+def test_a_torchscript_module_is_an_input_error(script):
+    """It was a CaptureError naming contextlib.py and an 'OrderedDictWrapper' attribute
+    (found by audit): torch.export cannot capture TorchScript."""
+    scripted = script(torch.nn.Conv2d(3, 4, 1).eval())
+    with pytest.raises(crossport.InputError, match="TorchScript"):
+        crossport.convert(scripted, (torch.randn(1, 3, 8, 8),))
+
+
 def test_layer_names_follow_module_paths(torchvision):
     model = crossport.convert(torchvision.models.resnet18().eval(), random_inputs((1, 3, 64, 64)))
     names = {layer.name for layer in model.layers}

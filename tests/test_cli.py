@@ -376,6 +376,7 @@ def test_convert_full_integer_with_one_stacked_npz(workdir):
     (["--format", "tflite", "--calibration", "."], "--calibration only apply to the full"),
     (["--format", "tflite-int8-full", "--calibration", "missing/"],
      "--calibration missing: no such file or folder"),
+    (["--format", "keras"], "format 'keras' does not fit the .tflite suffix"),
 ])
 def test_export_option_mistakes_are_refused_before_converting(workdir, flags, match):
     """They were found only after the conversion (minutes for a large model): here the

@@ -147,6 +147,19 @@ def test_a_zero_size_input_is_an_input_error(shape):
         crossport.convert(_fresh_head(), (torch.randn(shape),))
 
 
+def test_an_example_made_in_inference_mode_converts():
+    """A tensor from ``torch.inference_mode()`` (a data loader, a preprocessing step) was a
+    CaptureError saying inference tensors cannot be saved for backward (found by audit)."""
+    head = _fresh_head().eval()
+    with torch.inference_mode():
+        x = torch.randn(1, 3, 6, 6)
+    model = crossport.convert(head, (x,))
+    with torch.no_grad():
+        expected = head(x.clone()).numpy()
+    np.testing.assert_allclose(np.asarray(model(x.numpy())), expected, atol=1e-5)
+    assert x.is_inference()
+
+
 @pytest.mark.parametrize("option,value,expected", [
     ("atol", "1e-4", "atol='1e-4'"),
     ("atol", -1.0, "atol=-1.0"),

@@ -6,6 +6,7 @@ from crossport.capture.export import (
     normalize_example_args,
     requested_dim_groups,
     requested_dynamic_dims,
+    unwrap_module,
 )
 from crossport.capture.source import describe, module_path, module_type, source_line
 
@@ -19,4 +20,5 @@ __all__ = [
     "requested_dim_groups",
     "requested_dynamic_dims",
     "source_line",
+    "unwrap_module",
 ]

@@ -43,7 +43,23 @@ def normalize_example_args(example_args) -> tuple:
                 f"example_args[{i}] has shape {tuple(arg.shape)}: a dim of size 0 holds no "
                 f"values, so the parity check would be vacuous; give an example with every "
                 f"dim at least 1 (use dynamic_batch / dynamic_dims for sizes that vary).")
-    return tuple(example_args)
+    # torch.export cannot trace an inference tensor (torch.inference_mode()'s output): a
+    # normal copy has the same values and leaves the caller's tensor as it was
+    return tuple(arg.clone() if arg.is_inference() else arg for arg in example_args)
+
+
+def unwrap_module(module):
+    """The ``nn.Module`` to capture: ``torch.compile``'s wrapper gives its original (whose
+    module paths are the layer names, not ``_orig_mod.*``); TorchScript, which
+    ``torch.export`` cannot capture, is an ``InputError``."""
+    compiled = getattr(getattr(torch, "_dynamo", None), "eval_frame", None)
+    if compiled is not None and isinstance(module, compiled.OptimizedModule):
+        return module._orig_mod
+    if isinstance(module, torch.jit.ScriptModule):
+        raise InputError(
+            f"{type(module).__name__} is a TorchScript module (torch.jit.script/trace), "
+            "which torch.export cannot capture: pass the nn.Module you scripted or traced")
+    return module
 
 
 def input_names(module: torch.nn.Module, count: int) -> list[str]:

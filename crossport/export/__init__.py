@@ -95,6 +95,25 @@ def infer_format(path: Path) -> str:
                      f"{sorted(FORMATS)}")
 
 
+def resolve_format(path: Path, format: str | None) -> str:
+    """``format``, or the one ``path``'s suffix names; an unknown format, or one that
+    contradicts a ``.keras``/``.tflite`` suffix, is an ``InputError``: a TFLite flatbuffer
+    named ``m.keras`` (or a Keras archive named ``m.tflite``) is a file no loader of that
+    suffix reads, and Keras loads only ``.keras`` archives."""
+    if format is None:
+        return infer_format(path)
+    if format not in FORMATS:
+        raise InputError(f"unknown format {format!r}; expected one of {sorted(FORMATS)}")
+    suffix = path.suffix
+    if (suffix == ".keras") != (format == "keras") or (
+            suffix == ".tflite" and not format.startswith("tflite")):
+        raise InputError(f"{path}: format {format!r} does not fit the {suffix or 'missing'} "
+                         f"suffix; name the file for its format (.keras for keras, .tflite "
+                         f"for the tflite formats, a folder without a suffix for "
+                         f"saved_model), or drop the format to take it from the suffix")
+    return format
+
+
 def export(conversion, path: str | Path, format: str | None = None, *, check: bool = True,
            check_inputs: int = 2, overwrite: bool = False, calibration=None,
            int8_io: bool = False, float_layers: list[str] | tuple[str, ...] = ()) -> ExportResult:
@@ -166,9 +185,7 @@ def stage_export(conversion, path: str | Path, format: str | None, staging: Stag
         raise InputError(f"check_inputs={check_inputs!r}: expected an int >= 1 (how many "
                          "fresh input sets the re-check runs); check=False skips the re-check")
     path = Path(path)
-    format = format or infer_format(path)
-    if format not in FORMATS:
-        raise InputError(f"unknown format {format!r}; expected one of {sorted(FORMATS)}")
+    format = resolve_format(path, format)
     _refuse_tflite_precision(conversion, format)
     if format.startswith("tflite"):
         tflite.refuse_unsupported_fft(conversion)

@@ -85,6 +85,18 @@ def test_unknown_suffix_is_an_input_error(conversion, tmp_path):
         crossport.export(conversion, tmp_path / "m.onnx")
 
 
+@pytest.mark.parametrize("name, format", [("m.keras", "tflite"), ("m.tflite", "keras"),
+                                          ("m.tflite", "saved_model"), ("m.h5", "keras"),
+                                          ("m", "keras"), ("m.keras", "tflite-int8")])
+def test_a_format_that_contradicts_the_suffix_is_an_input_error(conversion, tmp_path, name,
+                                                                format):
+    """A TFLite flatbuffer was written as m.keras and a Keras archive as m.tflite (exit 0 on
+    the CLI): files no loader of that suffix reads (found by audit)."""
+    with pytest.raises(crossport.InputError, match="does not fit"):
+        crossport.export(conversion, tmp_path / name, format)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_bare_keras_model_is_an_input_error(conversion, tmp_path):
     """export re-checks against torch: it needs the Conversion, not only its Keras model."""
     with pytest.raises(crossport.InputError, match="convert_with_report"):

@@ -169,6 +169,19 @@ class SpaceToDepthConv(nn.Module):
         return self.conv(x.view(n, c * 4, h // 2, w // 2))
 
 
+class TransposedToInputSize(nn.Module):
+    """A decoder's transposed conv back to its encoder's size (odd or even): torch computes
+    output_padding from the sizes; the converter built the example's into the layer."""
+
+    def __init__(self):
+        super().__init__()
+        self.down = nn.Conv2d(2, 4, 3, stride=2, padding=1)
+        self.up = nn.ConvTranspose2d(4, 2, 3, stride=2, padding=1)
+
+    def forward(self, x):
+        return self.up(self.down(x), output_size=x.shape[-2:]) + x
+
+
 class TableTail(nn.Module):
     """The last ``seq`` rows of a table: a run-time start, an open end (MPT's ALiBi slice)."""
 
@@ -576,6 +589,17 @@ CASES = [
                                torch.gcd((x * 50).long(), (x * 30).long()))),
                  (2, 5, 3), {0: {1: "s"}}, False, [(2, 9, 3), (2, 1, 3)],
                  id="run-time-products-and-new-ops-dynamic"),
+    # found by audit: an index computed from a run-time size was a ConversionError
+    pytest.param(Op(lambda x: (x[:, x.shape[1] // 2], x[:, -(x.shape[1] // 2) - 1],
+                               x.transpose(1, 2)[:, :, x.shape[1] - 1])),
+                 (2, 6, 3), {0: {1: "s"}}, False, [(2, 1, 3), (2, 7, 3), (2, 2, 3)],
+                 id="select-at-a-run-time-index"),
+    # found by audit: at length 1 the written slice is empty and TF's gather into it
+    # failed at run time (torch writes nothing)
+    pytest.param(Op(lambda x: torch.slice_scatter(x, x[:, :x.shape[1] // 2] * 0, 1, 0,
+                                                  x.shape[1] // 2)),
+                 (2, 6, 3), {0: {1: "s"}}, False, [(2, 1, 3), (2, 7, 3)],
+                 id="slice-scatter-of-a-run-time-empty-slice"),
 ]
 
 REFUSED = [
@@ -586,6 +610,15 @@ REFUSED = [
     pytest.param(SpaceToDepthConv(), "input channels", id="conv-channels-from-a-size-expression"),
     pytest.param(ResizedTable(antialias=True), "antialiased",
                  id="antialiased-resize-of-a-parameter-to-a-run-time-size"),
+    # found by audit: the area resize's output size stayed the example's (ParityError at
+    # the second shape; silently wrong with check=False)
+    # found by audit: the Keras model failed to run at other sizes (a ConversionError
+    # "please report it"), or was silently wrong with check=False
+    pytest.param(TransposedToInputSize(), "output_padding", id="transposed-conv-output-size"),
+    pytest.param(lambda x: x.kthvalue(x.shape[2] // 2 + 1, dim=2).values, "kthvalue with k",
+                 id="kthvalue-at-a-run-time-k"),
+    pytest.param(lambda x: F.interpolate(x, scale_factor=3, mode="area"),
+                 "run-time output size", id="area-resize-by-a-scale-of-a-dynamic-dim"),
 
 ]
 
@@ -688,6 +721,17 @@ def test_run_time_pad_amounts_survive_saved_model(tmp_path):
                                                dynamic_dims={"x": {1: "seq"}})
     crossport.export(conversion, tmp_path / "pad_saved_model")
     assert_matches_at_sizes(module, conversion, [(2, 7, 4), (3, 8, 4)])
+
+
+def test_run_time_slice_assignment_exports_to_tflite(tmp_path):
+    """A unit-step slice_scatter with run-time bounds divides by no step: its int64
+    FloorDiv, which TFLite has no builtin for, was an ExportError (found by audit)."""
+    module = Op(lambda x: torch.slice_scatter(x, x[:, :x.shape[1] // 2] * 0, 1, 0,
+                                              x.shape[1] // 2))
+    conversion = crossport.convert_with_report(module.eval(), (torch.randn(2, 6, 3),),
+                                               dynamic_dims={0: {1: "s"}})
+    result = crossport.export(conversion, tmp_path / "assign.tflite")
+    assert len(conversion.report.shape_sets) == 2 and result.max_error < 1e-6, result
 
 
 @pytest.mark.parametrize("mode", ["reflect", "replicate", "circular"])

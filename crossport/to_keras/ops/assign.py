@@ -114,15 +114,25 @@ def _scatter_slice(ctx, value, y, count, dim, start, end, step):
         return _concat_around(x, y, axis, first, last, int(concrete(size)), ctx)
     positions = _positions(ctx, size)
     offset = ops.subtract(positions, first)
-    written = ops.logical_and(ops.logical_and(ops.greater_equal(offset, 0),
-                                              ops.less(positions, last)),
-                              ops.equal(ops.mod(offset, step), 0))
+    written = ops.logical_and(ops.greater_equal(offset, 0), ops.less(positions, last))
+    if step != 1:  # (TFLite has no int64 FLOOR_DIV: a unit step divides by nothing)
+        written = ops.logical_and(written, ops.equal(ops.mod(offset, step), 0))
+    if ctx.is_dynamic(count):  # an empty src at some size (x[:, :n // 2] at n = 1): TF's
+        # gather rejects any index into it, so it gathers from src and one row of x
+        y = ops.concatenate([y, _first_row(x, axis)], axis=axis)
     count = ops.cast(ctx.size(count), "int64") if ctx.is_dynamic(count) else int(count)
-    source = _clip(ops.floor_divide(offset, step), ops.maximum(count - 1, 0))
+    source = _clip(offset if step == 1 else ops.floor_divide(offset, step),
+                   ops.maximum(count - 1, 0))
     gathered = ops.take(y, source, axis=axis)
     shape = [1] * value.rank
     shape[axis] = -1
     return ops.where(ops.reshape(written, shape), gathered, x)
+
+
+def _first_row(x, axis):
+    index = [slice(None)] * len(x.shape)
+    index[axis] = slice(0, 1)
+    return x[tuple(index)]
 
 
 def _clip(x, high):

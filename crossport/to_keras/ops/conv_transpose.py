@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from crossport import layers as torch_semantics
+from crossport.to_keras.dynamic_dims import is_dynamic_size
 from crossport.to_keras.fold import is_constant
 from crossport.to_keras.ops.pool import input_reason
 from crossport.to_keras.registry import Policy, register
@@ -40,6 +41,19 @@ def _conv_transpose_supports(node: torch.fx.Node) -> str | None:
     return input_reason(node, len(weight.meta["val"].shape) - 2, floating=True)
 
 
+def _conv_transpose_dynamic(node: torch.fx.Node, output_padding, **_arguments) -> str | None:
+    """Every input size is computed at run time, but ``output_padding`` is built into the
+    layer: one computed from a run-time size (``ConvTranspose2d(...)(y, output_size=
+    x.shape[-2:])``, a decoder matching its encoder's odd sizes) stayed the example's."""
+    values = output_padding if isinstance(output_padding, (list, tuple)) else [output_padding]
+    values = [v.meta.get("val") if isinstance(v, torch.fx.Node) else v for v in values]
+    dynamic = [str(v) for v in values if is_dynamic_size(v)]
+    if not dynamic:
+        return None
+    return (f"output_padding computed from a run-time size ({', '.join(dynamic)}, as "
+            "output_size= does) needs it static")
+
+
 def _keras_exact(kernel, stride, padding, output_padding, dilation, groups) -> bool:
     return (groups == 1 and not any(padding) and not any(output_padding)
             and all(d == 1 for d in dilation) and all(k >= s for k, s in zip(kernel, stride)))
@@ -47,7 +61,7 @@ def _keras_exact(kernel, stride, padding, output_padding, dilation, groups) -> b
 
 @register(aten.conv_transpose1d.default, aten.conv_transpose2d.input,
           aten.conv_transpose3d.input, policy=Policy.CHANNELS_LAST,
-          supports=_conv_transpose_supports, dynamic=True)
+          supports=_conv_transpose_supports, dynamic=_conv_transpose_dynamic)
 def aten_conv_transpose2d_input(ctx, input, weight, bias=None, stride=1, padding=0,
                                 output_padding=0, groups=1, dilation=1):
     """conv_transpose2d.input(Tensor input, Tensor weight, Tensor? bias=None, SymInt[2] stride=[1, 1], SymInt[2] padding=[0, 0], SymInt[2] output_padding=[0, 0], SymInt groups=1, SymInt[2] dilation=[1, 1]) -> Tensor

@@ -36,7 +36,7 @@ import torch
 
 from crossport.layers.ordering import top_k_torch_order
 from crossport.layout import after_reduce, canonical, physical_axis
-from crossport.to_keras.dynamic_dims import static_dims
+from crossport.to_keras.dynamic_dims import is_dynamic_size, static_dims
 from crossport.to_keras.ops.elementwise import exp, is_infinite, isnan, keras_add, nan_kept
 from crossport.to_keras.ops.reduce import scalar_with_index
 from crossport.to_keras.ops.shape import as_value
@@ -289,8 +289,17 @@ def _refuse_kth_indices(node, self, **_):
     return None
 
 
+def _kth_dynamic(node, self, k, **_) -> str | None:
+    """The dim may be dynamic, but ``k`` is the top-k's static size: one computed from a
+    run-time size (a median as ``kthvalue(n // 2 + 1)``) would stay the example's."""
+    k = k.meta.get("val") if isinstance(k, torch.fx.Node) else k
+    if is_dynamic_size(k):
+        return f"kthvalue with k computed from a run-time size ({k}) needs it static"
+    return None
+
+
 @register(aten.kthvalue.default, policy=Policy.CUSTOM, supports=_refuse_kth_indices,
-          dynamic=True)
+          dynamic=_kth_dynamic)
 def aten_kthvalue_default(ctx, self, k, dim=-1, keepdim=False):
     """kthvalue(Tensor self, SymInt k, int dim=-1, bool keepdim=False) -> (Tensor values, Tensor indices)
 

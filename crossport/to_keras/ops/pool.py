@@ -11,6 +11,7 @@ import keras
 import torch
 
 from crossport import layers as torch_semantics
+from crossport.to_keras.dynamic_dims import is_dynamic_size
 from crossport.to_keras.registry import Policy, bind_arguments, register
 
 aten = torch.ops.aten
@@ -156,6 +157,19 @@ def aten_avg_pool2d_default(ctx, self, kernel_size, stride=(), padding=0, ceil_m
     return layer(self)
 
 
+def _adaptive_dynamic(node: torch.fx.Node, output_size, **_arguments) -> str | None:
+    """Windows are computed for any input size, but the output size is built into the
+    layer: one that depends on a run-time size (``interpolate(mode="area",
+    scale_factor=3)`` on a dynamic H) would stay the example's."""
+    sizes = [output_size] if not isinstance(output_size, (list, tuple)) else output_size
+    sizes = [s.meta.get("val") if isinstance(s, torch.fx.Node) else s for s in sizes]
+    dims = [d for d, size in enumerate(sizes, start=2) if is_dynamic_size(size)]
+    if not dims:
+        return None
+    where = ", ".join(f"dim {d} ({sizes[d - 2]})" for d in dims)
+    return f"adaptive pooling to a run-time output size needs it static: {where}"
+
+
 def _adaptive(ctx, self, output_size, kind: str):
     n = len(ctx.arg_shape(0)) - 2
     spatial = ctx.arg_shape(0)[2:]
@@ -176,7 +190,7 @@ def _adaptive(ctx, self, output_size, kind: str):
 @register(aten.adaptive_avg_pool1d.default, aten.adaptive_avg_pool2d.default,
           aten.adaptive_avg_pool3d.default, aten._adaptive_avg_pool2d.default,
           aten._adaptive_avg_pool3d.default, policy=Policy.CHANNELS_LAST,
-          supports=_pool_supports(True), dynamic=True)
+          supports=_pool_supports(True), dynamic=_adaptive_dynamic)
 def aten_adaptive_avg_pool2d_default(ctx, self, output_size):
     """adaptive_avg_pool2d(Tensor self, SymInt[2] output_size) -> Tensor
 
@@ -189,7 +203,7 @@ def aten_adaptive_avg_pool2d_default(ctx, self, output_size):
           aten.adaptive_max_pool3d.default, policy=Policy.CHANNELS_LAST,
           supports=_pool_supports(False, lambda node: None if all(
               u.args[1] == 0 for u in node.users) else "adaptive max pooling indices"),
-          dynamic=True)
+          dynamic=_adaptive_dynamic)
 def aten_adaptive_max_pool2d_default(ctx, self, output_size):
     """adaptive_max_pool2d(Tensor self, int[2] output_size) -> (Tensor, Tensor): values only."""
     return (_adaptive(ctx, self, output_size, "Max"), None)

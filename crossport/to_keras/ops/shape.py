@@ -408,6 +408,11 @@ def aten_select_int(ctx, self, dim, index):
     ctx.out_layout = after_reduce(value.layout, [dim], keepdim=False)
     if isinstance(index, int):  # a slice and a squeeze: XNNPACK takes no shrinking slice
         return slicing.select(value.tensor, physical_axis(value.layout, dim), index)
+    if is_dynamic_size(index):  # x[:, x.shape[1] // 2]: the position is known at run time
+        length = ctx.size(ctx.node.args[0].meta["val"].shape[dim])
+        position = ctx.size(index)
+        position = keras.ops.where(position < 0, position + length, position)
+        return keras.ops.take(value.tensor, position, axis=physical_axis(value.layout, dim))
     return value.tensor[physical_index(value.layout, dim, index)]
 
 
