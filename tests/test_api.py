@@ -64,6 +64,18 @@ def test_a_torchscript_module_is_an_input_error(script):
         crossport.convert(scripted, (torch.randn(1, 3, 8, 8),))
 
 
+def test_an_eager_quantized_module_is_an_input_error():
+    """A dynamically quantized Linear was a CaptureError naming contextlib.py and a
+    LinearPackedParamsBase field (found by audit): the refusal names the submodule and says
+    to quantize at export instead."""
+    net = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+    quantized = torch.ao.quantization.quantize_dynamic(net.eval(), {torch.nn.Linear},
+                                                       dtype=torch.qint8)
+    with pytest.raises(crossport.InputError, match=r"^0 \(Linear\) is an eager-mode quantized.*"
+                       "tflite-int8"):
+        crossport.convert(quantized, (torch.randn(1, 4),))
+
+
 def test_layer_names_follow_module_paths(torchvision):
     model = crossport.convert(torchvision.models.resnet18().eval(), random_inputs((1, 3, 64, 64)))
     names = {layer.name for layer in model.layers}

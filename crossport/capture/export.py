@@ -59,7 +59,24 @@ def unwrap_module(module):
         raise InputError(
             f"{type(module).__name__} is a TorchScript module (torch.jit.script/trace), "
             "which torch.export cannot capture: pass the nn.Module you scripted or traced")
+    quantized = _first_quantized_submodule(module)
+    if quantized is not None:
+        path, kind = quantized
+        raise InputError(
+            f"{path or type(module).__name__} ({kind}) is an eager-mode quantized torch module "
+            "(torch.ao.quantization), whose packed int8 weights torch.export cannot capture: "
+            "convert the float model and quantize at export (crossport.export(..., "
+            "format='tflite-int8' or 'tflite-int8-full'))")
     return module
+
+
+def _first_quantized_submodule(module: torch.nn.Module) -> tuple[str, str] | None:
+    """The path and class of the first ``torch.ao.nn.quantized`` (dynamic or static)
+    submodule, or None."""
+    for path, sub in module.named_modules():
+        if type(sub).__module__.startswith(("torch.ao.nn.quantized", "torch.nn.quantized")):
+            return path, type(sub).__name__
+    return None
 
 
 def input_names(module: torch.nn.Module, count: int) -> list[str]:
