@@ -4,6 +4,11 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+# Subprocesses (the CLI tests run `python -m crossport.cli` in a temporary folder) import the
+# crossport these tests belong to, not whichever checkout the environment installed
+_REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    p for p in (_REPO, os.environ.get("PYTHONPATH")) if p)
 
 import pytest
 import torch
