@@ -23,7 +23,7 @@ from crossport.layout.assign import preferred_native
 from crossport.layout.policy import Policy
 from crossport.to_torch.context import Context, Held
 from crossport.to_torch.graph import KGraph, KNode, input_name
-from crossport.to_torch.ops.augment import KEEPS_INPUT_DTYPE
+from crossport.to_torch.ops import augment, noise
 from crossport.to_torch.sizes import RunSize, static_shape
 
 
@@ -192,6 +192,8 @@ def _as_first_call(ctx: Context, layer, args, kwargs):
 
 
 # Layers whose data input is integer ids by design (not a value to compute with).
+# identities at inference that return an int input unchanged (Keras declares float32)
+_KEEPS_INPUT_DTYPE = augment.KEEPS_INPUT_DTYPE | noise.KEEPS_INPUT_DTYPE
 _INDEX_LAYERS = frozenset({"Embedding", "ReversibleEmbedding", "CategoryEncoding",
                            "IntegerLookup", "StringLookup", "Hashing", "HashedCrossing",
                            "Discretization"})
@@ -203,8 +205,8 @@ def _as_layer_computes(ctx: Context, knode: KNode, tensor, value: Held, data: bo
     Keras' ``Layer.__call__`` casts float inputs to the compute dtype (a float64 tensor into
     a float32 conv), and its ops promote an integer data input of a layer computing in
     float (``Dense`` on int32 ids, a global average pool of counts); layers that take ids by
-    design keep them, and so do the augmentations that return an int image unchanged at
-    inference (though Keras declares them float32).
+    design keep them, and so do the augmentations, dropouts and noise layers that return an
+    int tensor unchanged at inference (though Keras declares them float32).
     """
     layer = knode.operation
     want = getattr(layer, "compute_dtype", None)
@@ -216,7 +218,7 @@ def _as_layer_computes(ctx: Context, knode: KNode, tensor, value: Held, data: bo
     else:
         cast = (data and keras.backend.is_int_dtype(tensor.dtype)
                 and knode.class_name not in _INDEX_LAYERS
-                and knode.class_name not in KEEPS_INPUT_DTYPE
+                and knode.class_name not in _KEEPS_INPUT_DTYPE
                 and all(keras.backend.is_float_dtype(d) for d in ctx.output_dtypes))
     if not cast:
         return value

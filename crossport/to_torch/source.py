@@ -20,7 +20,7 @@ from torch import nn
 
 from crossport.errors import ExportError, InputError
 from crossport.export.staging import Staging
-from crossport.to_torch import augment
+from crossport.to_torch import augment, noise
 from crossport.to_torch import modules as own
 from crossport.torch_layers import conv as tf_conv
 from crossport.torch_layers import conv_recurrent as tf_conv_rnn
@@ -118,6 +118,11 @@ _ARGS: dict[type, Callable[[nn.Module], str]] = {
     augment.KerasAugmentation: lambda m: f"{m.layer!r}, {m.kind!r}, {m.cast!r}",
     augment.KerasRandomFlip: lambda m: f"{m.dims!r}",
     augment.KerasAutoContrast: lambda m: f"{m.low!r}, {m.high!r}",
+    noise.KerasDropout: lambda m: f"{m.layer!r}, {m.rate!r}, {m.noise_shape!r}",
+    noise.KerasAlphaDropout: lambda m: f"{m.layer!r}, {m.rate!r}, {m.noise_shape!r}",
+    noise.KerasGaussianNoise: lambda m: f"{m.layer!r}, {m.stddev!r}",
+    noise.KerasGaussianDropout: lambda m: f"{m.layer!r}, {m.rate!r}",
+    noise.KerasActivityRegularization: lambda m: f"{m.layer!r}, {m.l1!r}, {m.l2!r}",
     own.KerasMultiHeadAttention: lambda m: (
         f"{m.query.in_features}, {m.key.in_features}, {m.value.in_features}, {m.num_heads}, "
         f"{m.key_dim}, {m.value_dim}, {m.attention_output.out_features}, "

@@ -43,14 +43,23 @@ def _augmented():
     return keras.Model(inp, L.Flatten()(x))
 
 
+def _regularized():
+    inp = keras.Input((9, 10, 3))
+    x = L.SpatialDropout2D(0.2)(L.Conv2D(4, 3)(inp))
+    x = L.GaussianDropout(0.1)(L.GaussianNoise(0.3)(x))
+    x = L.Dropout(0.3, noise_shape=(None, 1, None, 4))(x)
+    x = L.AlphaDropout(0.1)(L.ActivityRegularization(0.01)(L.Flatten()(x)))
+    return keras.Model(inp, L.Dense(2)(L.Dropout(0.5)(x)))
+
+
 def _frames():
     inp = keras.Input((3, 6, 5, 2))
     x = L.ConvLSTM2D(3, 3, strides=2, padding="same", return_sequences=True)(inp)
     return keras.Model(inp, L.ConvLSTM2D(2, 2, go_backwards=True)(x))
 
 
-@pytest.mark.parametrize("build", [_cnn, _text, _augmented, _frames],
-                         ids=["cnn", "text", "augmented", "frames"])
+@pytest.mark.parametrize("build", [_cnn, _text, _augmented, _regularized, _frames],
+                         ids=["cnn", "text", "augmented", "regularized", "frames"])
 def test_source_rebuilds_the_module(build, tmp_path):
     model = make_live(build())
     args = random_inputs(model, 2, 0, int_high=20)
@@ -64,6 +73,18 @@ def test_source_rebuilds_the_module(build, tmp_path):
     fresh = random_inputs(model, 3, 5, int_high=20)
     with torch.no_grad():
         torch.testing.assert_close(rebuilt(*fresh), conv.module(*fresh), rtol=0, atol=0)
+    # what eval() does not show: the train-mode settings (dropout rates, noise shapes ...)
+    written_modules, noise = dict(rebuilt.named_modules()), 0
+    for name, want in conv.module.named_modules():
+        if type(want).__module__ == "crossport.to_torch.noise":
+            assert type(written_modules[name]) is type(want), name
+            assert _settings(written_modules[name]) == _settings(want), name
+            noise += 1
+    assert noise == (7 if build is _regularized else 0)
+
+
+def _settings(module: torch.nn.Module) -> dict:
+    return {k: v for k, v in vars(module).items() if not k.startswith("_") and k != "training"}
 
 
 def test_existing_files_are_kept_unless_overwrite(tmp_path):

@@ -15,6 +15,7 @@ from crossport.to_torch.ops import (  # noqa: F401  (registers on import)
     linalg,
     merge,
     nanstats,
+    noise,
     norm,
     numeric,
     pool,

@@ -1,5 +1,4 @@
-"""Core layers: Dense, Embedding, Dropout-like identities, Rescaling, Normalization,
-CategoryEncoding."""
+"""Core layers: Dense, Embedding, Identity, Rescaling, Normalization, CategoryEncoding."""
 
 from __future__ import annotations
 
@@ -53,11 +52,9 @@ def Dense(ctx: Context, layer, inputs: Held) -> Held:
     return Held(y, layout, (*inputs.shape[:-1], weight.shape[0]))
 
 
-@register_layer("Dropout", "SpatialDropout1D", "SpatialDropout2D", "SpatialDropout3D",
-                "GaussianNoise", "GaussianDropout", "AlphaDropout", "ActivityRegularization",
-                "Identity", policy=Policy.AGNOSTIC)
-def Dropout(ctx: Context, layer, inputs, **_call_kwargs):
-    """Inference-time identities (dropout and noise act only in training): no module."""
+@register_layer("Identity", policy=Policy.AGNOSTIC)
+def Identity(ctx: Context, layer, inputs, **_call_kwargs):
+    """keras.layers.Identity: no module (dropout and noise layers: ops/noise.py)."""
     return inputs
 
 
