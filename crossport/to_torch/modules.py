@@ -9,6 +9,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from crossport.to_torch.noise import keras_dropout
+
 
 class Standardize(nn.Module):
     """``keras.layers.Normalization``: ``(x - mean) / max(sqrt(var), eps)`` (buffers held).
@@ -105,7 +107,10 @@ class KerasMultiHeadAttention(nn.Module):
     probabilities afterwards, as Keras' Softmax path does (``dropout > 0``, or attention
     scores returned), so a fully masked row gives zeros instead of Keras'
     ``dot_product_attention``'s uniform row. ``use_gate``: the output is multiplied by
-    ``sigmoid(gate(query))`` per head before ``attention_output``.
+    ``sigmoid(gate(query))`` per head before ``attention_output``. ``dropout``: in
+    ``train()`` the probabilities are dropped as Keras' Dropout does (kept with probability
+    ``1 - dropout``, scaled by ``1 / (1 - dropout)``, torch's generator) before the value
+    product; the scores returned are the undropped ones, as Keras returns.
     ``return_attention_scores=True`` returns ``(output, probabilities [B, heads, T, S])``.
 
     Example:
@@ -119,8 +124,10 @@ class KerasMultiHeadAttention(nn.Module):
     def __init__(self, query_dim: int, key_dim_in: int, value_dim_in: int, num_heads: int,
                  key_dim: int, value_dim: int, output_dim: int, use_bias: bool = True,
                  zero_masked: bool = False, num_kv_heads: int | None = None,
-                 sliding_window: int | None = None, use_gate: bool = False) -> None:
+                 sliding_window: int | None = None, use_gate: bool = False,
+                 dropout: float = 0.0) -> None:
         super().__init__()
+        self.dropout = float(dropout)
         self.num_heads, self.key_dim, self.value_dim = num_heads, key_dim, value_dim
         self.num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
         self.zero_masked, self.sliding_window = zero_masked, sliding_window
@@ -155,7 +162,8 @@ class KerasMultiHeadAttention(nn.Module):
                 band = (rows - cols).abs() < self.sliding_window
                 mask = band if mask is None else mask & band
         probs = None
-        if mask is None and not return_attention_scores:
+        drop = self.training and self.dropout > 0.0
+        if mask is None and not return_attention_scores and not drop:
             out = nn.functional.scaled_dot_product_attention(q, k, v, scale=self.key_dim ** -0.5)
         else:  # a fully masked row is uniform (Keras' dot_product_attention) or zero
             scores = (q * self.key_dim ** -0.5) @ k.transpose(-2, -1)
@@ -164,7 +172,8 @@ class KerasMultiHeadAttention(nn.Module):
             probs = torch.softmax(scores, dim=-1)
             if mask is not None and (self.zero_masked or return_attention_scores):
                 probs = torch.where(mask, probs, 0.0)  # Keras' Softmax-layer path
-            out = probs @ v
+            # Keras drops the probabilities in training but returns them undropped
+            out = (keras_dropout(probs, self.dropout) if drop else probs) @ v
         out = out.transpose(1, 2)
         if self.gate is not None:
             gate = torch.sigmoid(self.gate(query))
@@ -200,6 +209,8 @@ class KerasAttention(nn.Module):
     ``concat_score_weight * sum(tanh(scale * (q_i + k_j)))``; masked scores lose ``1e9``
     (Keras' rule, not ``-inf``); the output rows of masked queries are zero.
     ``return_attention_scores=True`` also returns the softmax weights ``[B, Tq, Tv]``.
+    ``dropout``: in ``train()`` the weights are dropped as Keras' ``random.dropout`` does
+    (torch's generator) before the value product, and returned dropped, as Keras does.
 
     Example:
         >>> import torch
@@ -207,8 +218,10 @@ class KerasAttention(nn.Module):
         torch.Size([2, 3, 4])
     """
 
-    def __init__(self, use_scale: bool = False, score_mode: str = "dot") -> None:
+    def __init__(self, use_scale: bool = False, score_mode: str = "dot",
+                 dropout: float = 0.0) -> None:
         super().__init__()
+        self.dropout = float(dropout)
         self.score_mode = score_mode
         self.scale = nn.Parameter(torch.ones(())) if use_scale else None
         self.concat_score_weight = nn.Parameter(torch.ones(())) if score_mode == "concat" \
@@ -234,6 +247,8 @@ class KerasAttention(nn.Module):
         if mask is not None:
             scores = torch.where(mask, scores, scores - 1.0e9)
         weights = torch.softmax(scores, dim=-1)
+        if self.training and self.dropout > 0.0:  # Keras returns the dropped weights too
+            weights = keras_dropout(weights, self.dropout)
         out = weights @ value
         if query_mask is not None:  # (the weights Keras returns keep masked query rows)
             out = torch.where(query_mask.bool().unsqueeze(-1), out, 0.0)
@@ -251,8 +266,8 @@ class KerasAdditiveAttention(KerasAttention):
         torch.Size([2, 3, 4])
     """
 
-    def __init__(self, dim: int, use_scale: bool = True) -> None:
-        super().__init__(False, "additive")
+    def __init__(self, dim: int, use_scale: bool = True, dropout: float = 0.0) -> None:
+        super().__init__(False, "additive", dropout)
         self.scale = nn.Parameter(torch.ones(dim)) if use_scale else None
 
     def _scores(self, query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:

@@ -59,6 +59,17 @@ def _uniform(x: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
     return torch.rand(shape, dtype=x.dtype, device=x.device)
 
 
+def keras_dropout(x: torch.Tensor, rate: float) -> torch.Tensor:
+    """TF's dropout of a float tensor, elementwise: kept where ``U[0, 1) >= rate`` and scaled
+    by ``1 / (1 - rate)``, else zero (``rate=1``: zeros). Attention layers drop their
+    probabilities with it in training."""
+    if rate >= 1.0:
+        return torch.zeros_like(x)
+    keep = _uniform(x, tuple(x.shape)) >= rate
+    scale = torch.tensor(1.0 / (1.0 - rate), dtype=x.dtype, device=x.device)
+    return torch.where(keep, x * scale, torch.zeros((), dtype=x.dtype, device=x.device))
+
+
 class KerasDropout(nn.Module):
     """``keras.layers.Dropout`` / ``SpatialDropout*D``: the identity in eval; in train each
     cell of ``noise_shape`` (held order; ``None`` = the input's size, 1 = broadcast) kept with
@@ -188,4 +199,25 @@ class KerasActivityRegularization(nn.Module):
                 f"ActivityRegularization(l1={self.l1}, l2={self.l2}) adds (l1 * sum|x| + l2 "
                 "* sum x^2) / batch_size to the training loss, which a module cannot do; "
                 "add that term to your loss and replace this submodule by nn.Identity()"))
+        return x
+
+
+class KerasTrainingRefusal(nn.Module):
+    """The identity in eval; raises in train with ``why``: put in front of a converted layer
+    whose Keras training call draws randomness the module does not (an RNN's ``dropout`` /
+    ``recurrent_dropout`` masks), so training with it is never silently different.
+
+    Example:
+        >>> import torch
+        >>> KerasTrainingRefusal("lstm", "LSTM(dropout=0.2)").eval()(torch.tensor([2]))
+        tensor([2])
+    """
+
+    def __init__(self, layer: str, why: str) -> None:
+        super().__init__()
+        self.layer, self.why = layer, why
+
+    def forward(self, x):
+        if self.training:
+            raise _cannot_train(self.layer, self.why)
         return x

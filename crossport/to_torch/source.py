@@ -109,7 +109,7 @@ _ARGS: dict[type, Callable[[nn.Module], str]] = {
     KerasActivation: lambda m: f"{m.name!r}, {m.axis}",
     KerasPReLU: lambda m: f"{tuple(m.alpha.shape)!r}",
     own.Scale: lambda m: f"{m.scale!r}, {m.offset!r}",
-    own.KerasAttention: lambda m: f"{m.scale is not None!r}, {m.score_mode!r}",
+    own.KerasAttention: lambda m: f"{m.scale is not None!r}, {m.score_mode!r}, {m.dropout!r}",
     own.Einsum: lambda m: (f"{m.equation!r}, {_shape(m.kernel)}, "
                            f"{None if m.bias is None else _shape(m.bias)}"),
     own.ScaleShift: lambda m: f"{_shape(m.scale)}, {_shape(m.offset)}",
@@ -123,11 +123,12 @@ _ARGS: dict[type, Callable[[nn.Module], str]] = {
     noise.KerasGaussianNoise: lambda m: f"{m.layer!r}, {m.stddev!r}",
     noise.KerasGaussianDropout: lambda m: f"{m.layer!r}, {m.rate!r}",
     noise.KerasActivityRegularization: lambda m: f"{m.layer!r}, {m.l1!r}, {m.l2!r}",
+    noise.KerasTrainingRefusal: lambda m: f"{m.layer!r}, {m.why!r}",
     own.KerasMultiHeadAttention: lambda m: (
         f"{m.query.in_features}, {m.key.in_features}, {m.value.in_features}, {m.num_heads}, "
         f"{m.key_dim}, {m.value_dim}, {m.attention_output.out_features}, "
         f"{m.query.bias is not None!r}, {m.zero_masked!r}, {m.num_kv_heads}, "
-        f"{m.sliding_window!r}, {m.gate is not None!r}"),
+        f"{m.sliding_window!r}, {m.gate is not None!r}, {m.dropout!r}"),
 }
 for _cls in (tf_pool.TFMaxPool1d, tf_pool.TFMaxPool2d, tf_pool.TFMaxPool3d, tf_pool.TFAvgPool1d,
              tf_pool.TFAvgPool2d, tf_pool.TFAvgPool3d):

@@ -97,7 +97,8 @@ def _attention_module(ctx: Context, layer, heads: int, kv_heads: int, key_dim: i
         int(qd.kernel.shape[0]), int(kd.kernel.shape[0]), int(vd.kernel.shape[0]), heads,
         key_dim, value_dim, int(od.kernel.shape[-1]), bool(cfg["use_bias"]),
         zero_masked=float(cfg.get("dropout") or 0.0) > 0.0, num_kv_heads=kv_heads,
-        sliding_window=cfg.get("sliding_window"), use_gate=gate is not None)
+        sliding_window=cfg.get("sliding_window"), use_gate=gate is not None,
+        dropout=float(cfg.get("dropout") or 0.0))
     for linear, dense in ((module.query, qd), (module.key, kd), (module.value, vd),
                           (module.gate, gate)):
         if dense is not None:
@@ -146,7 +147,8 @@ def Attention(ctx: Context, layer, inputs, mask=None, use_causal_mask=False,
     ``mask`` is Keras' ``[query_mask, value_mask]`` (either may be None).
     """
     cfg = layer.get_config()
-    module = KerasAttention(bool(cfg["use_scale"]), cfg["score_mode"])
+    module = KerasAttention(bool(cfg["use_scale"]), cfg["score_mode"],
+                            float(cfg.get("dropout") or 0.0))
     _scalar(module.scale, layer.scale if cfg["use_scale"] else None)
     _scalar(module.concat_score_weight, getattr(layer, "concat_score_weight", None))
     query, value, *key = inputs
@@ -172,7 +174,8 @@ def AdditiveAttention(ctx: Context, layer, inputs, mask=None, use_causal_mask=Fa
     cfg = layer.get_config()
     query, value, *key = inputs
     dim = int(layer.scale.shape[0]) if cfg["use_scale"] else 0
-    module = KerasAdditiveAttention(dim, bool(cfg["use_scale"]))
+    module = KerasAdditiveAttention(dim, bool(cfg["use_scale"]),
+                                    float(cfg.get("dropout") or 0.0))
     if module.scale is not None:
         with torch.no_grad():
             module.scale.copy_(torch.from_numpy(np.asarray(layer.scale.numpy())))

@@ -19,6 +19,7 @@ from torch import nn
 
 from crossport.layout.policy import Policy
 from crossport.to_torch.context import Context
+from crossport.to_torch.noise import KerasTrainingRefusal
 from crossport.to_torch.ops.activation import layer_activation
 from crossport.to_torch.registry import register_layer
 from crossport.torch_layers import (
@@ -130,6 +131,7 @@ def Recurrent(ctx: Context, layer, inputs, initial_state=None, mask=None, **_cal
     layer shared by a masked and an unmasked tensor runs the twin in every call.
     """
     masked = mask is not None or ctx.masked_call(layer)  # (a shared layer's calls: one module)
+    inputs = _refuse_dropout_training(ctx, layer, inputs)
     return _recurrent(ctx, layer, inputs, initial_state, mask, masked)
 
 
@@ -162,6 +164,33 @@ def _recurrent(ctx: Context, layer, inputs, initial_state, mask, masked: bool,
     if not cfg["return_state"]:
         return out
     return [out, *_states(ctx, kind, ctx.call_function(operator.getitem, result, 1))]
+
+
+def _dropout_cells(layer) -> list:
+    """The cells whose dropout masks a layer (LSTM ..., RNN over cells, Bidirectional,
+    ConvLSTM) draws in training."""
+    if type(layer).__name__ == "Bidirectional":
+        return _dropout_cells(layer.forward_layer) + _dropout_cells(layer.backward_layer)
+    return _cells(layer)
+
+
+def _refuse_dropout_training(ctx: Context, layer, inputs):
+    """``inputs`` through a KerasTrainingRefusal if the layer has ``dropout`` or
+    ``recurrent_dropout > 0``: Keras then draws one input and one recurrent mask per sequence
+    in training, which the converted nn.LSTM / twins do not, so ``train()`` raises instead of
+    training silently without them (eval, Keras' inference, is unaffected)."""
+    rates = [(type(c).__name__, name, float(getattr(c, name, 0.0) or 0.0))
+             for c in _dropout_cells(layer) for name in ("dropout", "recurrent_dropout")]
+    rates = [r for r in rates if r[2] > 0.0]
+    if not rates:
+        return inputs
+    what = ", ".join(f"{cell}({name}={rate})" for cell, name, rate in rates)
+    why = (f"{type(layer).__name__} with {what}: in training Keras draws one input / "
+           "recurrent dropout mask per sequence (the same at every step), which the converted "
+           "module does not do. For training, set these rates to 0 in Keras before "
+           "converting, or replace this submodule")
+    return ctx.call_module(KerasTrainingRefusal(layer.name, why), inputs,
+                           suffix="_train_guard")
 
 
 _CELL_LAYERS = {"LSTMCell": "LSTM", "GRUCell": "GRU", "SimpleRNNCell": "SimpleRNN"}
@@ -218,6 +247,7 @@ def RNN(ctx: Context, layer, inputs, initial_state=None, mask=None, **_call_kwar
     ``output, *states`` of every cell in order."""
     cfg, cells = layer.get_config(), _cells(layer)
     masked = mask is not None or ctx.masked_call(layer)
+    inputs = _refuse_dropout_training(ctx, layer, inputs)
     given = keras.tree.flatten(initial_state) if initial_state is not None else []
     x, states, used = inputs, [], 0
     for index, cell in enumerate(cells):
@@ -281,6 +311,7 @@ def Bidirectional(ctx: Context, layer, inputs, initial_state=None, mask=None, **
     ``return_sequences`` Keras takes each direction's last step = torch's ``h_n``. With a
     Keras mask: two torch_layers twins (torch's bidirectional RNN cannot skip steps).
     """
+    inputs = _refuse_dropout_training(ctx, layer, inputs)
     if mask is not None or ctx.masked_call(layer):  # (a shared layer's calls: one module)
         return _masked_bidirectional(ctx, layer, inputs, initial_state, mask)
     fwd, bwd = layer.forward_layer, layer.backward_layer
@@ -321,6 +352,7 @@ def _conv_lstm_supported(layer) -> str | None:
 def ConvLSTM(ctx: Context, layer, inputs, initial_state=None, **_call_kwargs):
     """keras.layers.ConvLSTM{1,2,3}D -> torch_layers.KerasConvLSTM (Keras' layout in and
     out; TF SAME padding of the input conv per step, at the run-time sizes)."""
+    inputs = _refuse_dropout_training(ctx, layer, inputs)
     module = KerasConvLSTM.from_keras(layer)
     args = (inputs,) if initial_state is None else (inputs, list(initial_state))
     result = ctx.call_module(module, *args)
