@@ -192,6 +192,21 @@ def aten__cdist_forward_default(ctx, x1, x2, p, compute_mode=None):
     """
     x1, x2 = (ops.convert_to_tensor(v) if isinstance(v, np.ndarray) else v for v in (x1, x2))
     d = ops.abs(ops.expand_dims(x1, -2) - ops.expand_dims(x2, -3))  # [..., r1, r2, m]
+    return _distance(d, p, _running_max_from_zero)
+
+
+def _running_max_from_zero(d):
+    """cdist's inf-norm: NaN skipped, 0 for no features (torch's running max from 0)."""
+    kept = ops.where(ops.not_equal(d, d), ops.zeros_like(d), d)
+    zero = [(0, 0)] * (len(d.shape) - 1) + [(0, 1)]
+    return ops.max(ops.pad(kept, zero), axis=-1)
+
+
+def _distance(d, p: float, inf_norm):
+    """The p-"norm" over the last dim of absolute differences ``d`` as torch's distance
+    kernels: p = 0 counts the non-zero ones (NaN stays NaN), 1 sums them, 2 is
+    ``sqrt(sum d²)``, inf is ``inf_norm(d)`` (cdist and pdist differ on NaN), others
+    ``(sum d^p)^(1/p)``."""
     if p == 0:
         return ops.sum(ops.where(ops.not_equal(d, d), d, ops.cast(ops.not_equal(d, 0.0),
                                                                    d.dtype)), axis=-1)
@@ -200,9 +215,7 @@ def aten__cdist_forward_default(ctx, x1, x2, p, compute_mode=None):
     if p == 2:
         return ops.sqrt(ops.sum(ops.square(d), axis=-1))
     if math.isinf(p):
-        kept = ops.where(ops.not_equal(d, d), ops.zeros_like(d), d)
-        zero = [(0, 0)] * (len(d.shape) - 1) + [(0, 1)]  # torch's running max starts at 0
-        return ops.max(ops.pad(kept, zero), axis=-1)
+        return inf_norm(d)
     return _power(ops.sum(_power(d, p), axis=-1), 1.0 / p)
 
 
@@ -239,13 +252,4 @@ def aten__pdist_forward_default(ctx, self, p=2.0):
                 - ops.take(x, second.astype("int32"), axis=0))
     if m == 0:
         return ops.sum(d, axis=-1)  # zeros
-    if p == 0:
-        return ops.sum(ops.where(ops.not_equal(d, d), d, ops.cast(ops.not_equal(d, 0.0),
-                                                                   d.dtype)), axis=-1)
-    if p == 1:
-        return ops.sum(d, axis=-1)
-    if p == 2:
-        return ops.sqrt(ops.sum(ops.square(d), axis=-1))
-    if math.isinf(p):
-        return nan_max(d, -1, False)
-    return _power(ops.sum(_power(d, p), axis=-1), 1.0 / p)
+    return _distance(d, p, lambda d: nan_max(d, -1, False))
