@@ -92,6 +92,10 @@ class KerasDropout(nn.Module):
         if not self.training or self.rate == 0.0:
             return x
         _float_input(self.layer, x)
+        return self._drop(x)
+
+    def _drop(self, x: torch.Tensor) -> torch.Tensor:
+        """The training output of a float ``x`` for ``0 < rate <= 1``."""
         if self.rate == 1.0:
             return torch.zeros_like(x)
         keep = _uniform(x, _noise_shape(self.layer, x, self.noise_shape)) >= self.rate
@@ -145,7 +149,7 @@ class KerasGaussianDropout(nn.Module):
         return x * (torch.randn(x.shape, dtype=x.dtype, device=x.device) * stddev + 1.0)
 
 
-class KerasAlphaDropout(nn.Module):
+class KerasAlphaDropout(KerasDropout):
     """``keras.layers.AlphaDropout``: the identity in eval; in train Keras' formula
     ``a * (x * kept + alpha' * (1 - kept)) + b`` with ``kept = U[0, 1) >= rate`` per
     ``noise_shape`` cell, ``alpha' = -alpha * scale`` (SELU's), ``a = ((1 - rate) * (1 + rate
@@ -158,15 +162,7 @@ class KerasAlphaDropout(nn.Module):
         tensor([2.])
     """
 
-    def __init__(self, layer: str, rate: float, noise_shape: tuple | None = None) -> None:
-        super().__init__()
-        self.layer, self.rate = layer, float(rate)
-        self.noise_shape = None if noise_shape is None else tuple(noise_shape)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if not self.training or self.rate == 0.0:
-            return x
-        _float_input(self.layer, x)
+    def _drop(self, x: torch.Tensor) -> torch.Tensor:
         if self.rate == 1.0:
             raise _cannot_train(self.layer, "AlphaDropout(rate=1) divides by zero in Keras' "
                                             "training call")
