@@ -196,16 +196,49 @@ def test_matrix_exp_of_nan_and_inf_matrices_stays_in_its_matrix():
     assert not compare_outputs(want, got).mismatches
 
 
-def test_qr_of_nan_matrices_spreads_nan_further():
-    """A difference left (parity.md): where torch's Q keeps the columns before a NaN's
-    column finite (LAPACK applies each reflector only where it acts), TF's Q is NaN
-    throughout; both are NaN wherever torch's is."""
-    a = torch.randn(2, 4, 3)
-    a[0, 1, 1] = NAN
-    want, got = _run_both(lambda m: tuple(torch.linalg.qr(m)), a, a)
-    q_torch, q_keras = want[0].numpy(), np.asarray(got[0])
-    assert np.isnan(q_keras[0]).all() and np.isfinite(q_torch[0][:, 0]).all()
-    assert not compare_outputs([want[0][1], want[1][1]], [q_keras[1], got[1][1]]).mismatches
+def _qr_of_nan_matrices(m: int, n: int, dtype=torch.float32) -> torch.Tensor:
+    """NaN in each column (first, middle, last, the last row's), two NaN columns, a NaN
+    only at ``a[0, 0]`` (torch keeps R[0, 0] finite), and one clean matrix."""
+    a = torch.randn(8, m, n, dtype=dtype)
+    a[0, m - 1, 0] = NAN
+    a[1, 0, n // 2] = NAN
+    a[2, m // 2, n - 1] = NAN
+    a[3, 0, min(m, n) - 1] = NAN
+    a[4, 1, 1], a[4, 0, n - 1] = NAN, NAN
+    a[5, 0, 0] = NAN
+    a[6, :, min(n - 1, 2)] = NAN
+    return a
+
+
+@pytest.mark.parametrize("m, n, dtype", [(5, 4, torch.float32), (4, 4, torch.float32),
+                                         (3, 6, torch.float32), (6, 2, torch.float64),
+                                         (32, 32, torch.float32), (40, 24, torch.float64)],
+                         ids=["tall", "square", "wide", "tall-f64", "32", "40x24-f64"])
+def test_qr_of_nan_matrices_is_nan_where_torchs_is(m, n, dtype):
+    """torch's Q keeps the columns before the first NaN column finite and R the rows
+    above it (LAPACK's reflector j reads columns <= j); TF's QR alone made Q NaN
+    throughout. All modes, batched."""
+    def fn(a):
+        return (*torch.linalg.qr(a), *torch.linalg.qr(a, mode="complete"),
+                torch.linalg.qr(a, mode="r").R)
+    a = _qr_of_nan_matrices(m, n, dtype)
+    want, got = _run_both(fn, torch.randn(8, m, n, dtype=dtype), a)
+    assert torch.isfinite(want[0][1][:, 0]).all() and torch.isnan(want[0][0]).all()
+    comparison = compare_outputs(want, got)
+    assert not comparison.mismatches, comparison.mismatches
+
+
+def test_qr_r_of_large_nan_matrices_is_nan_where_torchs_is():
+    """R's pattern holds past MKL's blocked size too (Q's is refused there)."""
+    a = _qr_of_nan_matrices(70, 64)
+    want, got = _run_both(lambda m: (torch.linalg.qr(m, mode="r").R,), torch.randn(8, 70, 64), a)
+    comparison = compare_outputs(want, got)
+    assert not comparison.mismatches, comparison.mismatches
+
+
+def test_qr_q_past_32_reflectors_is_refused():
+    with pytest.raises(crossport.UnsupportedOpError, match="33x40 matrices.*mode='r'"):
+        crossport.convert(Fn(lambda a: torch.linalg.qr(a).Q).eval(), (torch.randn(2, 33, 40),))
 
 
 def test_qr_mode_r_q_is_refused():

@@ -14,8 +14,18 @@ the diagonal when ``unitriangular``). Measured (tests/ops/test_factor.py):
   so its ``info`` (the first pivot ``<= 0`` or NaN) and its partial factor are torch's.
 - A zero on a triangular matrix's diagonal gives the same inf/NaN in both.
 - Eigenvectors (``linalg.eigh``) are refused: TF's differ from LAPACK's in sign. QR's
-  Householder reflectors take LAPACK's signs in TF too; a NaN makes TF's Q NaN
-  throughout, where torch's keeps the columns before the NaN's column finite.
+  Householder reflectors take LAPACK's signs in TF too. A NaN is placed where LAPACK's
+  is (``_nan_like_lapack``): Q NaN from the first non-finite column on, R from that row
+  on and in every non-finite column. Q is refused past 32 rows and columns, where MKL's
+  blocked orgqr spreads the NaN back into its block. **Left**: an inf (torch's reflector
+  then has exact zeros and LAPACK skips the rows after its last non-zero, so its ±inf/NaN
+  pattern depends on the inf's row) and matrices with exact-zero column tails (triangular
+  ones: LAPACK skips those reflections) can differ in which entries are NaN, as can a NaN
+  only at ``a[0, 0]`` up to 20 rows with 18 to 20 columns (MKL's R[0, 0] varies by shape).
+- ``matrix_exp`` of a finite matrix whose exponential overflows float32: both give
+  non-finite entries, in the same ±inf/NaN positions in 427 of 481 measured matrices; in
+  the other 54 torch's Taylor squaring made NaN (inf - inf) where TF's Padé gives ±inf.
+  No rule from the output reproduces that without torch's algorithm: **left**.
 
 TFLite has no builtin for these kernels: the export refuses, naming the torch op;
 ``cholesky_ex`` (keras.ops arithmetic only) exports.
@@ -345,12 +355,25 @@ def aten_linalg_matrix_exp_default(ctx, self):
 
 # --- QR ----------------------------------------------------------------------------------
 
+# MKL's unblocked orgqr up to this many reflectors (measured, float32 and float64): past it,
+# its blocked one spreads a NaN reflector's NaN to earlier columns of Q in its block.
+_QR_UNBLOCKED = 32
+
+
 def _qr_supports(node, A, mode="reduced"):
     reason = _float_matrices("A")(node, A=A)
     if reason:
         return reason
-    if mode == "r" and 0 in _read_outputs(node):
+    read = _read_outputs(node)
+    if mode == "r" and 0 in read:
         return "linalg.qr(mode='r')'s Q output (an empty tensor) is used"
+    m, n = node.args[0].meta["val"].shape[-2:]
+    if mode != "r" and 0 in read and isinstance(m, int) and isinstance(n, int) \
+            and min(m, n) > _QR_UNBLOCKED:
+        return (f"linalg.qr's Q of {m}x{n} matrices is used: past {_QR_UNBLOCKED} "
+                "reflectors torch's LAPACK (MKL's blocked orgqr) spreads a NaN to earlier "
+                "columns of Q in a way that is not reproduced; use mode='r' (R matches at "
+                "every size) or matrices with at most 32 rows or columns")
     return None
 
 
@@ -363,10 +386,47 @@ def aten_linalg_qr_default(ctx, A, mode="reduced"):
     TF's Householder QR (Eigen) chooses each reflector as LAPACK's geqrf does (``beta =
     -sign(alpha) * norm``, no reflection for a zero tail), so Q and R carry torch's signs,
     not just a valid factorization (measured equal within rounding on random matrices,
-    tall, wide, square). 'complete' gives the square Q, 'r' only R.
+    tall, wide, square). 'complete' gives the square Q, 'r' only R. A NaN is placed
+    where torch's is (``_nan_like_lapack``) on the QR of the matrix with its non-finite
+    columns zeroed (which leaves the entries that stay finite unchanged).
     """
     x = _matrices(ctx, A)
-    q, r = ops.qr(x, mode="complete" if mode == "complete" else "reduced")
+    bad = ops.logical_not(ops.all(ops.isfinite(x), axis=-2))  # (..., n) non-finite columns
+    q, r = ops.qr(ops.where(ops.expand_dims(bad, -2), ops.zeros_like(x), x),
+                  mode="complete" if mode == "complete" else "reduced")
+    q, r = _nan_like_lapack(x, bad, q, r)
     rank = len(x.shape)
     ctx.out_layout = (canonical(rank), canonical(rank))
     return (None if mode == "r" else q), r
+
+
+def _nan_like_lapack(x, bad, q, r):
+    """torch's NaN pattern (LAPACK geqrf/orgqr, measured up to 32 reflectors for Q, 200
+    for R). Reflector ``j`` reads only columns ``<= j``, so the first non-finite column
+    ``c`` makes reflectors ``c..`` NaN (none when ``c >= m - 1``: the last row's reflector
+    is the identity): Q's columns from ``c`` and R's rows from ``c`` are NaN, and so is
+    every non-finite column of R. One exception: up to 20x17, a NaN only at ``a[0, 0]`` (a
+    finite, non-zero rest of column 0) leaves ``R[0, 0] = sqrt(2) |a[1:, 0]|`` (MKL's
+    small-matrix dlapy2 skips the NaN; past 20 rows or columns it is NaN)."""
+    m, n = int(x.shape[-2]), int(x.shape[-1])
+    columns = ops.arange(n, dtype="int32")
+    none = max(m, n)  # past every column of Q and R
+    first = ops.min(ops.where(bad, columns, none), axis=-1)
+    first_nan = ops.expand_dims(ops.expand_dims(
+        ops.where(ops.less(first, m - 1), first, none), -1), -1)  # (..., 1, 1)
+    nan_q = ops.greater_equal(ops.arange(q.shape[-1], dtype="int32"), first_nan)
+    q = ops.where(nan_q, ops.full_like(q, float("nan")), q)
+    rows = ops.expand_dims(ops.arange(r.shape[-2], dtype="int32"), -1)
+    nan_r = ops.logical_and(ops.greater_equal(columns, rows), ops.logical_or(
+        ops.greater_equal(rows, first_nan), ops.expand_dims(bad, -2)))
+    r = ops.where(nan_r, ops.full_like(r, float("nan")), r)
+    if m == 1 or m > 20 or n > 17:  # MKL's small-matrix path only (measured)
+        return q, r
+    tail = x[..., 1:, 0]
+    tail_norm = ops.sqrt(ops.sum(ops.square(tail), axis=-1))
+    quirk = ops.logical_and(ops.logical_and(isnan(x[..., 0, 0]), ops.all(
+        ops.isfinite(tail), axis=-1)), ops.greater(tail_norm, 0))
+    is_00 = ops.logical_and(ops.equal(rows, 0), ops.equal(columns, 0))
+    quirk_00 = ops.logical_and(is_00, ops.expand_dims(ops.expand_dims(quirk, -1), -1))
+    value = ops.expand_dims(ops.expand_dims(tail_norm * np.sqrt(2.0), -1), -1)
+    return q, ops.where(quirk_00, ops.cast(value, r.dtype), r)
