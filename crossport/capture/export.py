@@ -59,7 +59,8 @@ def unwrap_module(module):
         raise InputError(
             f"{type(module).__name__} is a TorchScript module (torch.jit.script/trace), "
             "which torch.export cannot capture: pass the nn.Module you scripted or traced")
-    quantized = _first_quantized_submodule(module)
+    quantized = (_first_quantized_submodule(module)
+                 if isinstance(module, torch.nn.Module) else None)  # else refused after
     if quantized is not None:
         path, kind = quantized
         raise InputError(
