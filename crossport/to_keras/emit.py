@@ -34,6 +34,7 @@ from crossport.to_keras.context import LayerNames, NodeContext
 from crossport.to_keras.dynamic_dims import input_symbols, is_dynamic_size
 from crossport.to_keras.fold import as_numpy, evaluate, input_dependent, mark_constants
 from crossport.to_keras.origins import operation_origins
+from crossport.to_keras.refusal_reasons import no_converter, with_way_out
 from crossport.to_keras.registry import (
     Policy,
     bind_arguments,
@@ -531,71 +532,6 @@ def _dtype_reason(node: torch.fx.Node, complex_ok: bool = False) -> str | None:
     return next((r for r in reasons if r), None)
 
 
-# Ops a known model setting avoids: the way out, in the error when they are refused
-_WAY_OUT = {
-    "transformers.grouped_mm_fallback.default": "HF mixture-of-experts",
-}
-_MOE_WAY_OUT = "build it with experts_implementation='batched_mm' in its config, which converts"
-
-
-def _with_way_out(node: torch.fx.Node, reason: str) -> str:
-    what = _WAY_OUT.get(str(node.target))
-    return f"{reason} ({what}: {_MOE_WAY_OUT})" if what else reason
-
-
-# Ops whose output size is a value of the data (torch.export gives it an unbacked size):
-# a Keras graph fixes output sizes when it is built. What to write instead, per op.
-_DATA_SIZED = {
-    "aten.nonzero.default": "torch.nonzero_static(x, size=k) (padded to k rows, converted), "
-                            "or keep the mask and use torch.where(mask, x, other)",
-    "aten.masked_select.default": "torch.where(mask, x, fill) keeps the shape (converted)",
-    "aten._unique2.default": "compare sorted neighbours (torch.sort, then x[1:] != x[:-1]) "
-                             "and keep the shape",
-    "aten.unique_dim.default": "compare sorted neighbours and keep the shape",
-    "aten.unique_consecutive.default": "mark the run starts (x[1:] != x[:-1]) and keep the "
-                                      "shape",
-    "aten.bincount.default": "count into a fixed number of bins k: torch.zeros(k)."
-                             "scatter_add(0, x, torch.ones_like(x)) (converted)",
-}
-
-
-def _data_sized(node: torch.fx.Node) -> str | None:
-    """Why ``node`` has no converter when its output size depends on the data, or None."""
-    instead = _DATA_SIZED.get(str(node.target))
-    if instead is None:
-        return None
-    return ("no converter: its output size depends on the data (the values, not the "
-            f"shapes), which a Keras graph fixes when it is built; instead: {instead}")
-
-
-def _reads_unbacked(node: torch.fx.Node) -> bool:
-    """A size, or a check on sizes (``u0 >= 0``, a view's storage offset), that torch.export
-    derives from a data-dependent value."""
-    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
-
-    val = node.meta.get("val")
-    return isinstance(val, (torch.SymInt, torch.SymBool)) and bool(free_unbacked_symbols(val))
-
-
-def _no_converter(node: torch.fx.Node) -> str:
-    """"no converter", with why no converter can exist for ops of a known kind."""
-    if (reason := _data_sized(node)) is not None:
-        return reason
-    if node.target is torch.ops.aten._local_scalar_dense.default:
-        return ("no converter: a tensor's value read as a Python number (.item(), .tolist(), "
-                "int(t)) and used to compute the graph (a size, a slice bound, a branch): a "
-                "Keras graph fixes those when it is built; compute it from shapes, or keep "
-                "the value a tensor")
-    if torch.Tag.nondeterministic_seeded in getattr(node.target, "tags", ()):
-        return ("no converter: random numbers drawn in forward (torch's generator has no "
-                "Keras twin, and the outputs could not be compared); pass them in as an "
-                "input of forward")
-    if _reads_unbacked(node):
-        return ("a size or a check torch.export derives from a data-dependent value (the op "
-                "making that value is listed too): converted with it, or not at all")
-    return _with_way_out(node, "no converter")
-
-
 def check_supported(graph: torch.fx.Graph, skip=frozenset(), user_inputs=None) -> None:
     """The pre-flight check: one error listing every unsupported op, count and locations.
 
@@ -614,10 +550,10 @@ def check_supported(graph: torch.fx.Graph, skip=frozenset(), user_inputs=None) -
         converter = converter_for(node)
         touches_complex = reads_or_makes_complex(node)
         if converter is None:
-            reason = complex_refusal(node) if touches_complex else _no_converter(node)
+            reason = complex_refusal(node) if touches_complex else no_converter(node)
         else:
             reason = converter.unsupported_reason(node)
-            reason = reason and _with_way_out(node, reason)
+            reason = reason and with_way_out(node, reason)
         reason = reason or _dtype_reason(node, complex_ok=touches_complex)
         if reason:
             problems.setdefault((str(node.target), reason), []).append(describe(node))
