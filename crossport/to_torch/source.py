@@ -62,7 +62,9 @@ def _tf_conv_t(m) -> str:
 
 def _keras_rnn(m) -> str:
     extra = f", reset_after={m.reset_after!r}" if hasattr(m, "reset_after") else ""
-    return (f"{m.input_size}, {m.units}, {m.activation!r}, {m.recurrent_activation!r}, "
+    # KerasSimpleRNN takes no recurrent_activation
+    rec = "" if isinstance(m, tf_rnn.KerasSimpleRNN) else f"{m.recurrent_activation!r}, "
+    return (f"{m.input_size}, {m.units}, {m.activation!r}, {rec}"
             f"{m.bias is not None!r}, {m.return_sequences!r}, {m.return_state!r}, "
             f"{m.go_backwards!r}{extra}")
 
