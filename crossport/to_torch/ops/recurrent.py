@@ -5,7 +5,9 @@ Keras gates LSTM ``(i, f, c, o)`` with one bias = torch's ``(i, f, g, o)`` (the 
 ``bias_ih``, ``bias_hh`` is zero); GRU ``reset_after=True`` is torch's GRU with gates
 ``(z, r, h)`` -> ``(r, z, n)`` (pitfall 13); ``reset_after=False`` and non-default activations
 use torch_layers' Keras twins. ``go_backwards`` flips the input and returns the reversed
-sequence as Keras does. Inputs are ``[N, T, F]`` (``batch_first``).
+sequence as Keras does. Inputs are ``[N, T, F]`` (``batch_first``). With ``dropout`` /
+``recurrent_dropout`` the modules draw Keras' masks in ``train()`` (the fused ones become
+torch_layers.recurrent_dropout's subclasses); what cannot be reproduced raises there.
 """
 
 from __future__ import annotations
