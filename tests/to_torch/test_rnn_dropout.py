@@ -117,6 +117,9 @@ CASES = {
                                            L.GRUCell(3, dropout=0.3, recurrent_dropout=0.2),
                                            L.SimpleRNNCell(2, recurrent_dropout=0.5)],
                                           return_sequences=True)),
+    "rnn-stacked-backwards": ((6, 3), lambda: L.RNN(
+        [L.LSTMCell(4, dropout=0.3), L.GRUCell(3, recurrent_dropout=0.4)], go_backwards=True,
+        return_sequences=True)),
     "bidirectional-lstm": ((6, 3), lambda: L.Bidirectional(
         L.LSTM(4, dropout=0.3, recurrent_dropout=0.2, return_sequences=True))),
     "bidirectional-gru-last": ((6, 3), lambda: L.Bidirectional(L.GRU(4, dropout=0.4))),
@@ -244,18 +247,25 @@ def test_unreproducible_dropout_refuses_train_mode(case):
     module.eval()(x)
 
 
-def test_masked_sequence_trains_with_keras_masks():
-    """A Keras mask (mask_zero) runs the twin: masked steps hold the state, the dropout
-    masks still come from the one draw."""
-    emb = L.Embedding(12, 3, mask_zero=True)
-    lstm = L.LSTM(4, dropout=0.2, recurrent_dropout=0.3, return_sequences=True)
-    model = chain((6,), emb, lstm, dtype="int32")
+MASKED = {
+    "lstm": lambda: L.LSTM(4, dropout=0.2, recurrent_dropout=0.3, return_sequences=True),
+    "bidirectional-gru": lambda: L.Bidirectional(
+        L.GRU(4, dropout=0.3, recurrent_dropout=0.2, return_sequences=True)),
+}
+
+
+@pytest.mark.parametrize("make", MASKED.values(), ids=MASKED.keys())
+def test_masked_sequence_trains_with_keras_masks(make):
+    """A Keras mask (mask_zero) runs the twins: masked steps hold the state, the dropout
+    masks still come from the one draw per call (and direction)."""
+    emb, rnn = L.Embedding(12, 3, mask_zero=True), make()
+    model = chain((6,), emb, rnn, dtype="int32")
     x = np.array([[3, 5, 0, 0, 7, 1], [2, 0, 9, 4, 4, 0]], "int32")
     module = crossport.to_torch(model, (torch.from_numpy(x),))
     torch.manual_seed(3)
     with recorded_masks() as drawn, torch.no_grad():
         got = module.train()(torch.from_numpy(x))
-    _give_keras([lstm.cell], drawn)
+    _give_keras(_cells(rnn), drawn)
     np.testing.assert_allclose(got.numpy(), _flat(model(x, training=True))[0], atol=1e-5)
 
 
