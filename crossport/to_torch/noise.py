@@ -200,8 +200,8 @@ class KerasActivityRegularization(nn.Module):
 
 class KerasTrainingRefusal(nn.Module):
     """The identity in eval; raises in train with ``why``: put in front of a converted layer
-    whose Keras training call draws randomness the module does not (an RNN's ``dropout`` /
-    ``recurrent_dropout`` masks), so training with it is never silently different.
+    whose Keras training call draws randomness the module cannot reproduce (e.g. an LSTM
+    layer's device-dependent ``dropout=1``), so training with it is never silently different.
 
     Example:
         >>> import torch

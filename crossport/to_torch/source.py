@@ -27,6 +27,7 @@ from crossport.torch_layers import conv_recurrent as tf_conv_rnn
 from crossport.torch_layers import normalization as tf_norm
 from crossport.torch_layers import pooling as tf_pool
 from crossport.torch_layers import recurrent as tf_rnn
+from crossport.torch_layers import recurrent_dropout as tf_rnn_drop
 from crossport.torch_layers import resize as tf_resize
 from crossport.torch_layers.activation import KerasActivation, KerasPReLU
 
@@ -60,11 +61,29 @@ def _tf_conv_t(m) -> str:
             f"{m.bias is not None!r}, {m.activation!r}")
 
 
+def _dropout_kwargs(dropout: float, recurrent_dropout: float, per_gate: bool | None) -> str:
+    """The Keras dropout keywords of a recurrent module (none without dropout)."""
+    if not (dropout or recurrent_dropout):
+        return ""
+    gate = "" if per_gate is None else f", per_gate={per_gate!r}"
+    return f", dropout={dropout!r}, recurrent_dropout={recurrent_dropout!r}{gate}"
+
+
 def _keras_rnn(m) -> str:
     extra = f", reset_after={m.reset_after!r}" if hasattr(m, "reset_after") else ""
-    return (f"{m.input_size}, {m.units}, {m.activation!r}, {m.recurrent_activation!r}, "
+    gate = None if isinstance(m, tf_rnn.KerasSimpleRNN) else m.per_gate
+    # KerasSimpleRNN takes no recurrent_activation
+    rec = "" if isinstance(m, tf_rnn.KerasSimpleRNN) else f"{m.recurrent_activation!r}, "
+    return (f"{m.input_size}, {m.units}, {m.activation!r}, {rec}"
             f"{m.bias is not None!r}, {m.return_sequences!r}, {m.return_state!r}, "
-            f"{m.go_backwards!r}{extra}")
+            f"{m.go_backwards!r}{extra}"
+            + _dropout_kwargs(m.dropout, m.recurrent_dropout, gate))
+
+
+def _keras_dropout_rnn(m) -> str:
+    act = f", {m.nonlinearity!r}" if isinstance(m, nn.RNN) else ""
+    return (f"{m.input_size}, {m.hidden_size}{act}, {m.bidirectional!r}"
+            + _dropout_kwargs(m.keras_dropout, m.keras_recurrent_dropout, m.per_gate))
 
 
 def _bn(m) -> str:
@@ -100,8 +119,11 @@ _ARGS: dict[type, Callable[[nn.Module], str]] = {
         f"{m.rank}, {m.kernel.shape[-2]}, {m.filters}, {m.kernel_size!r}, {m.strides!r}, "
         f"{m.padding!r}, {m.dilation_rate!r}, {m.activation!r}, {m.recurrent_activation!r}, "
         f"{m.bias is not None!r}, {m.return_sequences!r}, {m.return_state!r}, "
-        f"{m.go_backwards!r}, {m.channels_last!r}"),
+        f"{m.go_backwards!r}, {m.channels_last!r}"
+        + _dropout_kwargs(m.dropout, m.recurrent_dropout, None)),
     tf_rnn.KerasLSTM: _keras_rnn, tf_rnn.KerasGRU: _keras_rnn, tf_rnn.KerasSimpleRNN: _keras_rnn,
+    tf_rnn_drop.KerasDropoutLSTM: _keras_dropout_rnn, tf_rnn_drop.KerasDropoutGRU: _keras_dropout_rnn,
+    tf_rnn_drop.KerasDropoutRNN: _keras_dropout_rnn,
     tf_resize.TFResize: lambda m: (f"{m.size!r}, {m.method!r}, {m.antialias!r}, "
                                    f"{m.crop_to_aspect_ratio!r}, {m.pad_to_aspect_ratio!r}, "
                                    f"{m.fill_value!r}"),

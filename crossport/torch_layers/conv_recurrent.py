@@ -16,6 +16,7 @@ from crossport.errors import InputError
 from crossport.torch_layers.activation import activation_name, keras_activation
 from crossport.torch_layers.keras_weights import keras_array
 from crossport.torch_layers.padding import same_paddings
+from crossport.torch_layers.recurrent import keras_dropout_masks
 
 __all__ = ["KerasConvLSTM"]
 
@@ -35,8 +36,11 @@ class KerasConvLSTM(nn.Module):
                  padding: str, dilation_rate, activation: str = "tanh",
                  recurrent_activation: str = "sigmoid", use_bias: bool = True,
                  return_sequences: bool = False, return_state: bool = False,
-                 go_backwards: bool = False, channels_last: bool = True) -> None:
+                 go_backwards: bool = False, channels_last: bool = True, *,
+                 dropout: float = 0.0, recurrent_dropout: float = 0.0) -> None:
         super().__init__()
+        # Keras' ConvLSTMCell in training: 4 masks each (one per gate), drawn once per call
+        self.dropout, self.recurrent_dropout = float(dropout), float(recurrent_dropout)
         self.rank, self.filters = rank, filters
         self.kernel_size, self.strides = tuple(kernel_size), tuple(strides)
         self.padding, self.dilation_rate = padding, tuple(dilation_rate)
@@ -60,6 +64,11 @@ class KerasConvLSTM(nn.Module):
             x = F.pad(x, same_paddings(x.shape[2:], self.kernel_size, strides, dilation))
         return _CONV[self.rank](x, weight, None, strides, 0, dilation)
 
+    def _gate_convs(self, inputs, weight, strides, padding, dilation):
+        """Each gate's conv of its own (dropped) input, concatenated along the filters."""
+        return torch.cat([self._conv(x, w, strides, padding, dilation)
+                          for x, w in zip(inputs, weight.chunk(4, dim=0))], dim=1)
+
     def forward(self, x: torch.Tensor, initial_state: list[torch.Tensor] | None = None):
         if x.ndim != self.rank + 3:
             raise InputError(f"expected a rank-{self.rank + 3} sequence, got {tuple(x.shape)}")
@@ -71,15 +80,28 @@ class KerasConvLSTM(nn.Module):
         ones = (1,) * self.rank
         states = None if initial_state is None else [
             s.movedim(-1, 1) if self.channels_last else s for s in initial_state]
+        drops = self.training and (0.0 < self.dropout < 1.0 or 0.0 < self.recurrent_dropout < 1.0)
+        in_masks = rec_masks = None
+        if drops and 0.0 < self.dropout < 1.0:  # (Keras' cell skips rate 1)
+            in_masks = keras_dropout_masks(x[:, 0], self.dropout, 4)
         outputs = []
         for t in range(x.shape[1]):
-            z = self._conv(x[:, t], w_in, self.strides, self.padding, self.dilation_rate)
+            if in_masks is None:
+                z = self._conv(x[:, t], w_in, self.strides, self.padding, self.dilation_rate)
+            else:
+                z = self._gate_convs([x[:, t] * m for m in in_masks], w_in, self.strides,
+                                     self.padding, self.dilation_rate)
             if self.bias is not None:
                 z = z + self.bias.reshape(1, -1, *ones)
             if states is None:
                 states = [z.new_zeros(z.shape[0], self.filters, *z.shape[2:])] * 2
             h, c = states
-            z = z + self._conv(h, w_rec, ones, "same", ones)
+            if drops and rec_masks is None and 0.0 < self.recurrent_dropout < 1.0:
+                rec_masks = keras_dropout_masks(h, self.recurrent_dropout, 4)
+            if rec_masks is None:
+                z = z + self._conv(h, w_rec, ones, "same", ones)
+            else:
+                z = z + self._gate_convs([h * m for m in rec_masks], w_rec, ones, "same", ones)
             z_i, z_f, z_c, z_o = torch.split(z, self.filters, dim=1)
             c = self._rec_act(z_f) * c + self._rec_act(z_i) * self._act(z_c)
             h = self._rec_act(z_o) * self._act(c)
@@ -102,7 +124,8 @@ class KerasConvLSTM(nn.Module):
                      cfg["strides"], cfg["padding"], cfg["dilation_rate"], cfg["activation"],
                      cfg["recurrent_activation"], cfg["use_bias"], cfg["return_sequences"],
                      cfg["return_state"], cfg["go_backwards"],
-                     cfg["data_format"] == "channels_last")
+                     cfg["data_format"] == "channels_last", dropout=float(cell.dropout),
+                     recurrent_dropout=float(cell.recurrent_dropout))
         with torch.no_grad():
             module.kernel.copy_(torch.from_numpy(keras_array(cell.kernel)))
             module.recurrent_kernel.copy_(torch.from_numpy(keras_array(cell.recurrent_kernel)))

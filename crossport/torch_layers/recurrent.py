@@ -19,7 +19,26 @@ from crossport.errors import InputError
 from crossport.torch_layers.activation import activation_name, keras_activation
 from crossport.torch_layers.keras_weights import keras_array
 
-__all__ = ["KerasGRU", "KerasLSTM", "KerasSimpleRNN"]
+__all__ = ["KerasGRU", "KerasLSTM", "KerasSimpleRNN", "keras_dropout_masks"]
+
+
+def keras_dropout_masks(like: torch.Tensor, rate: float, count: int) -> list[torch.Tensor]:
+    """Keras' ``DropoutRNNCell`` masks: ``count`` independent ``dropout(ones_like(like))``
+    draws (TF: ``float32(1 / (1 - rate))`` where ``U[0, 1) >= rate``, else 0; zeros at
+    ``rate=1``), drawn once per call and used at every time step."""
+    if rate >= 1.0:
+        return [torch.zeros_like(like) for _ in range(count)]
+    scale = torch.tensor(1.0 / (1.0 - rate), dtype=like.dtype, device=like.device)
+    zero = torch.zeros((), dtype=like.dtype, device=like.device)
+    return [torch.where(torch.rand(like.shape, dtype=like.dtype, device=like.device) >= rate,
+                        scale, zero) for _ in range(count)]
+
+
+def _masked_blocks(h: torch.Tensor, masks: list[torch.Tensor], kernel: torch.Tensor):
+    """``(h * mask_g) @ kernel_g`` for each gate's column block, concatenated (Keras'
+    ``implementation=1``: one mask per gate; one mask = the whole kernel)."""
+    blocks = kernel.chunk(len(masks), dim=1)
+    return torch.cat([(h * m) @ k for m, k in zip(masks, blocks)], dim=-1)
 
 
 class _KerasRNN(nn.Module):
@@ -37,9 +56,17 @@ class _KerasRNN(nn.Module):
         return_state: bool = False,
         go_backwards: bool = False,
         bias_shape: tuple[int, ...] | None = None,
+        *,
+        dropout: float = 0.0,
+        recurrent_dropout: float = 0.0,
+        per_gate: bool = False,
     ) -> None:
         super().__init__()
         g = self._gates
+        # Keras' cell dropout in train(): rates and whether each gate draws its own masks
+        # (``implementation=1``, forced by ``recurrent_dropout``)
+        self.dropout, self.recurrent_dropout = float(dropout), float(recurrent_dropout)
+        self.per_gate = bool(per_gate) or (g > 1 and self.recurrent_dropout != 0.0)
         self.input_size, self.units = input_size, units
         self.return_sequences, self.return_state, self.go_backwards = (
             return_sequences,
@@ -58,6 +85,41 @@ class _KerasRNN(nn.Module):
 
     def _step(self, x_t: torch.Tensor, states: list[torch.Tensor]) -> list[torch.Tensor]:
         raise NotImplementedError
+
+    def _masked_step(self, zx: torch.Tensor, states: list[torch.Tensor],
+                     masks: list[torch.Tensor]) -> list[torch.Tensor]:
+        """``_step`` with the previous output dropped by ``masks`` (recurrent dropout)."""
+        raise NotImplementedError
+
+    @staticmethod
+    def _applies(rate: float) -> bool:
+        """Whether the Keras cell drops at ``rate`` in training (LSTM/GRU cells: only
+        ``0 < rate < 1``; SimpleRNNCell overrides)."""
+        return 0.0 < rate < 1.0
+
+    def _input_bias(self) -> torch.Tensor | None:
+        return self.bias
+
+    def _mask_count(self) -> int:
+        return self._gates if self.per_gate else 1
+
+    def _dropout_run(self, x: torch.Tensor, states: list[torch.Tensor]):
+        """(projected inputs, step function) of a training call: Keras draws the masks once
+        per call from the first step's input and the initial state, the same at every step."""
+        step = self._step
+        if self._applies(self.dropout):
+            masks = keras_dropout_masks(x[:, 0], self.dropout, self._mask_count())
+            projected = _masked_blocks(x, [m.unsqueeze(1) for m in masks], self.kernel)
+            bias = self._input_bias()
+            projected = projected if bias is None else projected + bias
+        else:
+            projected = self._input_projection(x)
+        if self._applies(self.recurrent_dropout):
+            rec = keras_dropout_masks(states[0], self.recurrent_dropout, self._mask_count())
+
+            def step(zx, s):
+                return self._masked_step(zx, s, rec)
+        return projected, step
 
     def _input_projection(self, x: torch.Tensor) -> torch.Tensor:
         """``x @ kernel + bias`` for every time step at once (GRU splits its bias)."""
@@ -89,10 +151,14 @@ class _KerasRNN(nn.Module):
         if self.go_backwards:
             x = x.flip(1)
             mask = None if mask is None else mask.flip(1)
-        projected = self._input_projection(x)  # x @ kernel (+ input bias) for all steps at once
+        step = self._step
+        if self.training and (self.dropout or self.recurrent_dropout):
+            projected, step = self._dropout_run(x, states)
+        else:  # x @ kernel (+ input bias) for all steps at once
+            projected = self._input_projection(x)
         outputs = []
         for t in range(x.shape[1]):
-            new = self._step(projected[:, t], states)
+            new = step(projected[:, t], states)
             if mask is None:
                 states = new
                 outputs.append(states[0])
@@ -112,8 +178,10 @@ class _KerasRNN(nn.Module):
         cfg = layer.get_config()
         if cfg.get("stateful"):
             raise InputError(f"{layer.name}: stateful RNNs are not supported (pass initial_state)")
-        kernel = keras_array(layer.cell.kernel)
+        kernel, cell = keras_array(layer.cell.kernel), layer.cell
         return dict(
+            dropout=float(cell.dropout), recurrent_dropout=float(cell.recurrent_dropout),
+            per_gate=getattr(cell, "dropout_mask_count", None) is not None,
             input_size=kernel.shape[0],
             units=int(cfg["units"]),
             activation=cfg["activation"],
@@ -137,6 +205,8 @@ class _KerasRNN(nn.Module):
             f"{self.input_size}, {self.units}, activation={self.activation!r}, "
             f"return_sequences={self.return_sequences}, return_state={self.return_state}, "
             f"go_backwards={self.go_backwards}"
+            + (f", dropout={self.dropout}, recurrent_dropout={self.recurrent_dropout}, "
+               f"per_gate={self.per_gate}" if self.dropout or self.recurrent_dropout else "")
         )
 
 
@@ -172,6 +242,7 @@ class KerasLSTM(_KerasRNN):
         return_sequences: bool = False,
         return_state: bool = False,
         go_backwards: bool = False,
+        **dropout,
     ) -> None:
         super().__init__(
             input_size,
@@ -182,6 +253,7 @@ class KerasLSTM(_KerasRNN):
             return_sequences,
             return_state,
             go_backwards,
+            **dropout,
         )
 
     def _step(self, zx: torch.Tensor, states: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -191,6 +263,13 @@ class KerasLSTM(_KerasRNN):
         c = self._rec_act(f) * c + self._rec_act(i) * self._act(g)
         h = self._rec_act(o) * self._act(c)
         return [h, c]
+
+    def _masked_step(self, zx, states, masks):
+        h, c = states
+        z = zx + _masked_blocks(h, masks, self.recurrent_kernel)
+        i, f, g, o = z.chunk(4, dim=-1)
+        c = self._rec_act(f) * c + self._rec_act(i) * self._act(g)
+        return [self._rec_act(o) * self._act(c), c]
 
     @classmethod
     def from_keras(cls, layer) -> KerasLSTM:
@@ -238,6 +317,7 @@ class KerasGRU(_KerasRNN):
         return_state: bool = False,
         go_backwards: bool = False,
         reset_after: bool = True,
+        **dropout,
     ) -> None:
         self.reset_after = reset_after
         super().__init__(
@@ -250,6 +330,7 @@ class KerasGRU(_KerasRNN):
             return_state,
             go_backwards,
             bias_shape=(2, 3 * units) if reset_after else (3 * units,),
+            **dropout,
         )
 
     def _input_projection(self, x: torch.Tensor) -> torch.Tensor:
@@ -273,6 +354,30 @@ class KerasGRU(_KerasRNN):
             r_z, r_r = (h @ self.recurrent_kernel[:, : 2 * u]).split(u, dim=-1)
             z, r = self._rec_act(x_z + r_z), self._rec_act(x_r + r_r)
             hh = self._act(x_h + (r * h) @ self.recurrent_kernel[:, 2 * u :])
+        return [z * h + (1 - z) * hh]
+
+    def _input_bias(self):
+        if self.bias is None:
+            return None
+        return self.bias[0] if self.reset_after else self.bias
+
+    def _masked_step(self, zx, states, masks):
+        """Keras' ``implementation=1`` GRU step: gate ``g`` reads ``h * masks[g]``."""
+        (h,) = states
+        u = self.units
+        x_z, x_r, x_h = zx.split(u, dim=-1)
+        if self.reset_after:
+            inner = _masked_blocks(h, masks, self.recurrent_kernel)
+            if self.bias is not None:
+                inner = inner + self.bias[1]
+            r_z, r_r, r_h = inner.split(u, dim=-1)
+            z, r = self._rec_act(x_z + r_z), self._rec_act(x_r + r_r)
+            hh = self._act(x_h + r * r_h)
+        else:
+            r_z, r_r = _masked_blocks(h, masks[:2], self.recurrent_kernel[:, : 2 * u]).split(
+                u, dim=-1)
+            z, r = self._rec_act(x_z + r_z), self._rec_act(x_r + r_r)
+            hh = self._act(x_h + (r * (h * masks[2])) @ self.recurrent_kernel[:, 2 * u :])
         return [z * h + (1 - z) * hh]
 
     @classmethod
@@ -307,6 +412,7 @@ class KerasSimpleRNN(_KerasRNN):
         return_sequences: bool = False,
         return_state: bool = False,
         go_backwards: bool = False,
+        **dropout,
     ) -> None:
         super().__init__(
             input_size,
@@ -317,10 +423,18 @@ class KerasSimpleRNN(_KerasRNN):
             return_sequences,
             return_state,
             go_backwards,
+            **dropout,
         )
 
     def _step(self, zx: torch.Tensor, states: list[torch.Tensor]) -> list[torch.Tensor]:
         return [self._act(zx + states[0] @ self.recurrent_kernel)]
+
+    def _masked_step(self, zx, states, masks):
+        return [self._act(zx + (states[0] * masks[0]) @ self.recurrent_kernel)]
+
+    @staticmethod
+    def _applies(rate: float) -> bool:
+        return rate > 0.0  # SimpleRNNCell drops whenever it drew a mask (rate 1: zeros)
 
     @classmethod
     def from_keras(cls, layer) -> KerasSimpleRNN:

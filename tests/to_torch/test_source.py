@@ -29,6 +29,7 @@ def _text():
     x = L.Embedding(20, 8)(tokens)
     x = L.MultiHeadAttention(2, 4)(x, x, use_causal_mask=True)
     x = L.Bidirectional(L.GRU(3, return_sequences=True))(x)
+    x = L.SimpleRNN(3, activation="sigmoid", return_sequences=True)(x)  # (the twin)
     x = L.GRU(4, reset_after=False)(x)
     return keras.Model(tokens, L.Dense(2)(x))
 

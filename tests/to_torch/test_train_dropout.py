@@ -1,9 +1,9 @@
 """Layers whose Keras training call drops something inside them: attention layers' dropout
 (MultiHeadAttention, GroupedQueryAttention, Attention, AdditiveAttention) is drawn by the
 module in train(), checked against Keras' own training=True outputs (the dropped probabilities
-read off exactly, their share within binomial bounds); RNN layers' dropout /
-recurrent_dropout masks are not drawn, so train() raises TrainingModeError naming the layer
-and rate. eval() parity is checked for every model."""
+read off exactly, their share within binomial bounds). RNN layers' dropout /
+recurrent_dropout masks: tests/to_torch/test_rnn_dropout.py. eval() parity is checked for
+every model."""
 
 import keras
 import numpy as np
@@ -140,38 +140,6 @@ def test_luong_bahdanau_dropout_in_train_mode_is_keras(layer):
         np.testing.assert_allclose(weights[~dropped], plain[1][~dropped] * scale, rtol=1e-5)
         _assert_fraction(int(dropped.sum()), dropped.size, layer.dropout)
         np.testing.assert_allclose(train[0], weights @ x[1], atol=1e-4)
-
-
-RNNS = {
-    "lstm-dropout": ((6, 3), lambda: [L.LSTM(4, dropout=0.2, name="enc")], "dropout=0.2"),
-    "gru-recurrent": ((6, 3), lambda: [L.GRU(4, recurrent_dropout=0.3, name="enc")],
-                      "recurrent_dropout=0.3"),
-    "simple-rnn-twin": ((6, 3), lambda: [L.SimpleRNN(4, activation="sigmoid", dropout=0.1,
-                                                    name="enc")], "dropout=0.1"),
-    "rnn-stacked-cells": ((6, 3), lambda: [L.RNN([L.LSTMCell(4), L.GRUCell(3, dropout=0.25)],
-                                                 name="enc")], "dropout=0.25"),
-    "bidirectional": ((6, 3), lambda: [L.Bidirectional(L.LSTM(4, recurrent_dropout=0.4),
-                                                       name="enc")], "recurrent_dropout=0.4"),
-    "masked-lstm": ((6,), lambda: [L.Embedding(12, 3, mask_zero=True),
-                                   L.LSTM(4, dropout=0.2, name="enc")], "dropout=0.2"),
-    "conv-lstm": ((3, 5, 5, 2), lambda: [L.ConvLSTM2D(3, 3, padding="same",
-                                                      recurrent_dropout=0.2, name="enc")],
-                  "recurrent_dropout=0.2"),
-}
-
-
-@pytest.mark.parametrize("case", RNNS.values(), ids=RNNS.keys())
-def test_rnn_dropout_refuses_train_mode(case):
-    """Eval is Keras' inference; train() raises naming the layer and the rate (before: it
-    trained silently without Keras' per-sequence dropout masks)."""
-    shape, layers, rate = case
-    model = chain(shape, *layers(), dtype="int32" if len(shape) == 1 else "float32")
-    conversion = assert_to_torch(model)
-    module = conversion.module if hasattr(conversion, "module") else conversion
-    x = torch.randint(1, 9, (2, *shape)) if len(shape) == 1 else torch.rand(2, *shape)
-    with pytest.raises(crossport.TrainingModeError, match=rf"'enc'.*{rate}"):
-        module.train()(x)
-    module.eval()(x)
 
 
 def test_rnn_without_dropout_trains():

@@ -5,7 +5,9 @@ Keras gates LSTM ``(i, f, c, o)`` with one bias = torch's ``(i, f, g, o)`` (the 
 ``bias_ih``, ``bias_hh`` is zero); GRU ``reset_after=True`` is torch's GRU with gates
 ``(z, r, h)`` -> ``(r, z, n)`` (pitfall 13); ``reset_after=False`` and non-default activations
 use torch_layers' Keras twins. ``go_backwards`` flips the input and returns the reversed
-sequence as Keras does. Inputs are ``[N, T, F]`` (``batch_first``).
+sequence as Keras does. Inputs are ``[N, T, F]`` (``batch_first``). With ``dropout`` /
+``recurrent_dropout`` the modules draw Keras' masks in ``train()`` (the fused ones become
+torch_layers.recurrent_dropout's subclasses); what cannot be reproduced raises there.
 """
 
 from __future__ import annotations
@@ -29,6 +31,11 @@ from crossport.torch_layers import (
     KerasSimpleRNN,
     activation_name,
 )
+from crossport.torch_layers.recurrent_dropout import (
+    KerasDropoutGRU,
+    KerasDropoutLSTM,
+    KerasDropoutRNN,
+)
 from crossport.weights import (
     gru_weights_from_keras,
     lstm_weights_from_keras,
@@ -36,6 +43,9 @@ from crossport.weights import (
 )
 
 _PLAIN = {"LSTM": nn.LSTM, "GRU": nn.GRU, "SimpleRNN": nn.RNN}
+# the same modules training with Keras' dropout masks (a layer with a rate > 0)
+_PLAIN_DROPOUT = {"LSTM": KerasDropoutLSTM, "GRU": KerasDropoutGRU,
+                  "SimpleRNN": KerasDropoutRNN}
 _TWIN = {"LSTM": KerasLSTM, "GRU": KerasGRU, "SimpleRNN": KerasSimpleRNN}
 _RULE = {"LSTM": lstm_weights_from_keras, "GRU": gru_weights_from_keras,
          "SimpleRNN": rnn_weights_from_keras}
@@ -75,13 +85,27 @@ def _load_plain(module: nn.RNNBase, layer, suffix: str = "") -> None:
             target.copy_(torch.from_numpy(np.ascontiguousarray(value)))
 
 
+def _dropout_spec(cell) -> dict:
+    """A Keras cell's dropout as the torch modules take it (``per_gate``: Keras'
+    ``implementation=1``, one mask per gate)."""
+    return {"dropout": float(cell.dropout), "recurrent_dropout": float(cell.recurrent_dropout),
+            "per_gate": getattr(cell, "dropout_mask_count", None) is not None}
+
+
 def _make_plain(layer, bidirectional: bool = False) -> nn.RNNBase:
+    """torch's RNN module for ``layer``; with dropout, its subclass that trains with Keras'
+    masks (the same module in eval)."""
     kind = type(layer).__name__
     cfg = layer.get_config()
-    kwargs = {"batch_first": True, "bidirectional": bidirectional}
-    if kind == "SimpleRNN":
-        kwargs["nonlinearity"] = activation_name(layer_activation(layer))
-    return _PLAIN[kind](int(layer.cell.kernel.shape[0]), int(cfg["units"]), **kwargs)
+    size, units = int(layer.cell.kernel.shape[0]), int(cfg["units"])
+    nonlinearity = {"nonlinearity": activation_name(layer_activation(layer))} \
+        if kind == "SimpleRNN" else {}
+    spec = _dropout_spec(layer.cell)
+    if spec["dropout"] or spec["recurrent_dropout"]:
+        return _PLAIN_DROPOUT[kind](size, units, bidirectional=bidirectional, **nonlinearity,
+                                    **spec)
+    return _PLAIN[kind](size, units, batch_first=True, bidirectional=bidirectional,
+                        **nonlinearity)
 
 
 def _initial(ctx: Context, kind: str, initial_state, bidirectional: bool = False):
@@ -131,7 +155,7 @@ def Recurrent(ctx: Context, layer, inputs, initial_state=None, mask=None, **_cal
     layer shared by a masked and an unmasked tensor runs the twin in every call.
     """
     masked = mask is not None or ctx.masked_call(layer)  # (a shared layer's calls: one module)
-    inputs = _refuse_dropout_training(ctx, layer, inputs)
+    inputs = _guard_dropout(ctx, layer, inputs)
     return _recurrent(ctx, layer, inputs, initial_state, mask, masked)
 
 
@@ -174,21 +198,40 @@ def _dropout_cells(layer) -> list:
     return _cells(layer)
 
 
-def _refuse_dropout_training(ctx: Context, layer, inputs):
-    """``inputs`` through a KerasTrainingRefusal if the layer has ``dropout`` or
-    ``recurrent_dropout > 0``: Keras then draws one input and one recurrent mask per sequence
-    in training, which the converted nn.LSTM / twins do not, so ``train()`` raises instead of
-    training silently without them (eval, Keras' inference, is unaffected)."""
-    rates = [(type(c).__name__, name, float(getattr(c, name, 0.0) or 0.0))
-             for c in _dropout_cells(layer) for name in ("dropout", "recurrent_dropout")]
-    rates = [r for r in rates if r[2] > 0.0]
-    if not rates:
+def _untrainable_dropout(layer) -> str | None:
+    """Why the converted module cannot train with this layer's Keras dropout (None: it
+    draws Keras' masks). Keras' LSTM / GRU layers (not their cells in ``RNN``) try the fused
+    cuDNN kernel first: at ``dropout=1`` it zeroes the inputs on a GPU while the cell (CPU)
+    skips a rate of 1, and with ``implementation=1`` and no recurrent dropout it fails."""
+    if type(layer).__name__ == "Bidirectional":
+        fwd, bwd = layer.forward_layer, layer.backward_layer
+        if _dropout_spec(fwd.cell) != _dropout_spec(bwd.cell):
+            return ("Bidirectional with different forward and backward dropout rates "
+                    "(the converted bidirectional module holds one pair)")
+        return _untrainable_dropout(fwd)
+    if type(layer).__name__ not in ("LSTM", "GRU"):
+        return None
+    cell, kind = layer.cell, type(layer).__name__
+    if cell.dropout >= 1.0:
+        return (f"{kind}(dropout=1): Keras' fused (cuDNN, GPU) path zeroes every input while "
+                "its cell path (CPU) skips a rate of 1, so the training result depends on "
+                "Keras' device")
+    if cell.dropout and not cell.recurrent_dropout and getattr(cell, "dropout_mask_count", None):
+        return (f"{kind}(implementation=1, dropout={cell.dropout}) without recurrent_dropout: "
+                "Keras' own training call fails (it broadcasts the per-gate masks to the "
+                "sequence)")
+    return None
+
+
+def _guard_dropout(ctx: Context, layer, inputs):
+    """``inputs`` through a KerasTrainingRefusal if the layer's Keras dropout cannot be
+    reproduced in training (see ``_untrainable_dropout``); eval, Keras' inference, is
+    unaffected. Reproducible dropout is drawn by the modules themselves."""
+    why = _untrainable_dropout(layer)
+    if why is None:
         return inputs
-    what = ", ".join(f"{cell}({name}={rate})" for cell, name, rate in rates)
-    why = (f"{type(layer).__name__} with {what}: in training Keras draws one input / "
-           "recurrent dropout mask per sequence (the same at every step), which the converted "
-           "module does not do. For training, set these rates to 0 in Keras before "
-           "converting, or replace this submodule")
+    why += ". For training, change these rates in Keras before converting, or replace " \
+           "this submodule"
     return ctx.call_module(KerasTrainingRefusal(layer.name, why), inputs,
                            suffix="_train_guard")
 
@@ -223,6 +266,9 @@ def _layer_of_cell(ctx: Context, layer, index: int, options: dict):
         twin = cls.from_config({**cell_cfg, **options, "name": f"{layer.name}_cell{index}"})
         twin.build((None, None, int(cell.kernel.shape[0])))
         twin.set_weights(cell.get_weights())
+        if getattr(cell, "dropout_mask_count", None):  # implementation=1 is not in the config
+            twin.cell.implementation = 1
+            twin.cell.dropout_mask_count = cell.dropout_mask_count
         ctx.memo[key] = twin
     return ctx.memo[key]
 
@@ -247,7 +293,7 @@ def RNN(ctx: Context, layer, inputs, initial_state=None, mask=None, **_call_kwar
     ``output, *states`` of every cell in order."""
     cfg, cells = layer.get_config(), _cells(layer)
     masked = mask is not None or ctx.masked_call(layer)
-    inputs = _refuse_dropout_training(ctx, layer, inputs)
+    inputs = _guard_dropout(ctx, layer, inputs)
     given = keras.tree.flatten(initial_state) if initial_state is not None else []
     x, states, used = inputs, [], 0
     for index, cell in enumerate(cells):
@@ -311,7 +357,7 @@ def Bidirectional(ctx: Context, layer, inputs, initial_state=None, mask=None, **
     ``return_sequences`` Keras takes each direction's last step = torch's ``h_n``. With a
     Keras mask: two torch_layers twins (torch's bidirectional RNN cannot skip steps).
     """
-    inputs = _refuse_dropout_training(ctx, layer, inputs)
+    inputs = _guard_dropout(ctx, layer, inputs)
     if mask is not None or ctx.masked_call(layer):  # (a shared layer's calls: one module)
         return _masked_bidirectional(ctx, layer, inputs, initial_state, mask)
     fwd, bwd = layer.forward_layer, layer.backward_layer
@@ -352,7 +398,7 @@ def _conv_lstm_supported(layer) -> str | None:
 def ConvLSTM(ctx: Context, layer, inputs, initial_state=None, **_call_kwargs):
     """keras.layers.ConvLSTM{1,2,3}D -> torch_layers.KerasConvLSTM (Keras' layout in and
     out; TF SAME padding of the input conv per step, at the run-time sizes)."""
-    inputs = _refuse_dropout_training(ctx, layer, inputs)
+    inputs = _guard_dropout(ctx, layer, inputs)
     module = KerasConvLSTM.from_keras(layer)
     args = (inputs,) if initial_state is None else (inputs, list(initial_state))
     result = ctx.call_module(module, *args)
