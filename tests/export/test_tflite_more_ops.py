@@ -387,12 +387,13 @@ def test_cholesky_ex_matches_torch_on_litert(tmp_path):
         np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6)
 
 
-def test_lu_factor_ex_and_linalg_lu_match_torch_on_litert(tmp_path):
+def test_lu_factor_ex_linalg_lu_and_lu_unpack_match_torch_on_litert(tmp_path):
     """The LU elimination is builtins (float32 throughout): on LiteRT the pivots, info
     and NaN/±inf positions of NaN, inf, singular and tied matrices are torch's."""
     from tests.ops.test_lu import _special_matrices
 
-    module = Fn(lambda a: (*torch.linalg.lu_factor_ex(a), *torch.linalg.lu(a)))
+    module = Fn(lambda a: (*torch.linalg.lu_factor_ex(a), *torch.linalg.lu(a),
+                           *torch.lu_unpack(*torch.linalg.lu_factor_ex(a.mT)[:2])))
     special = _special_matrices(4, 4, torch.float32)
     got = _export_and_run(module, (torch.randn(20, 4, 4),), (special,), tmp_path / "m.tflite")
     for g, w in zip(got, _torch_outputs(module, (special,)), strict=True):

@@ -23,6 +23,10 @@ exactly singular matrix may keep a rounding-sized pivot): those sizes are refuse
 
 ``linalg.lu_solve`` permutes ``B``'s rows as LAPACK's ``getrs`` does and runs TF's
 triangular solves (within rounding of LAPACK's ``trsm``).
+
+TFLite: the elimination, ``linalg.lu`` and ``lu_unpack`` are builtins (float32) and
+export; ``lu_solve`` (MatrixTriangularSolve) and the raising ``lu_factor`` (MatrixInverse)
+have no builtin and are refused at export, naming the torch op.
 """
 
 from __future__ import annotations
