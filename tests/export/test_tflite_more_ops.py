@@ -406,6 +406,21 @@ def test_lu_factor_ex_linalg_lu_and_lu_unpack_match_torch_on_litert(tmp_path):
         np.testing.assert_allclose(g[finite], w[finite], rtol=1e-5, atol=1e-6)
 
 
+def test_householder_product_matches_torch_on_litert(tmp_path):
+    """org2r step by step from builtins: LAPACK's NaN/±inf positions on LiteRT too."""
+    from tests.ops.test_factor import _householder_specials
+
+    module = Fn(torch.linalg.householder_product)
+    special = _householder_specials(6, 4, torch.float32)
+    got = _export_and_run(module, (torch.randn(13, 6, 4), torch.rand(13, 4)), special,
+                          tmp_path / "m.tflite")[0]
+    want = _torch_outputs(module, special)[0]
+    for test in (np.isnan, np.isposinf, np.isneginf):
+        np.testing.assert_array_equal(test(got), test(want))
+    finite = np.isfinite(want)
+    np.testing.assert_allclose(got[finite], want[finite], rtol=1e-5, atol=1e-5)
+
+
 def test_lgamma_matches_torch_on_litert(tmp_path):
     """The TFLite converter lowers TF's Lgamma to builtins (a Lanczos series: LOG, SIN,
     FLOOR, SELECT ...): the poles, +-inf and NaN give torch's values; finite values are
