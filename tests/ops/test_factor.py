@@ -320,8 +320,10 @@ def _every_dynamic_op(x):
 @pytest.mark.parametrize("module, shape, dims, others", [
     pytest.param(Fn(_every_dynamic_op), (2, 4, 4), {0: {1: "n", 2: "n"}},
                  [(3, 6, 6), (1, 2, 2)], id="batch-and-order"),
-    pytest.param(Fn(lambda x: (*torch.linalg.cholesky_ex(x), *torch.linalg.qr(x))),
-                 (2, 4, 4), {}, [(3, 4, 4), (1, 4, 4)], id="cholesky-ex-qr-batch"),
+    pytest.param(Fn(lambda x: (*torch.linalg.cholesky_ex(x), *torch.linalg.qr(x),
+                               torch.linalg.householder_product(
+                                   x, 2 / (1 + torch.tril(x, -1).square().sum(-2))))),
+                 (2, 4, 4), {}, [(3, 4, 4), (1, 4, 4)], id="cholesky-ex-qr-householder-batch"),
 ])
 def test_run_time_sizes(module, shape, dims, others):
     """Dynamic batch dims everywhere, a dynamic order where the kernel takes any."""
