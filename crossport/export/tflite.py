@@ -28,13 +28,14 @@ _ATENS_OF = {"Erf": ("erf", "erfinv"),  # erfinv's Newton steps (ops/special.py)
              "FloorDiv": ("floor_divide", "div", "lcm"),  # TFLite's FLOOR_DIV: no int64
              "Abs": ("abs", "lcm"),  # TFLite's ABS: no int64
              # TF's LU-based matrix kernels (ops/solve.py; expm solves a Padé system)
-             "MatrixInverse": ("linalg_inv_ex",),
+             "MatrixInverse": ("linalg_inv_ex", "linalg_lu_factor_ex"),  # ops/lu.py's raise
              "MatrixSolve": ("_linalg_solve_ex", "linalg_matrix_exp"),
              "MatrixDeterminant": ("_linalg_det",),
              "LogMatrixDeterminant": ("_linalg_slogdet",),
              # factorizations (ops/factor.py, ops/linalg.py; cholesky_ex is builtins)
              "Cholesky": ("linalg_cholesky_ex", "cholesky"),
-             "MatrixTriangularSolve": ("linalg_solve_triangular", "triangular_solve"),
+             "MatrixTriangularSolve": ("linalg_solve_triangular", "triangular_solve",
+                                       "linalg_lu_solve"),
              "SelfAdjointEigV2": ("_linalg_eigh", "linalg_pinv"),
              "Svd": ("_linalg_svd", "linalg_pinv"), "Qr": ("linalg_qr",),
              # TF's special-function kernels (ops/bessel.py, ops/special.py)

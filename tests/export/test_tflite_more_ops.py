@@ -359,8 +359,11 @@ def test_logcumsumexp_kthvalue_and_searchsorted_match_torch_on_litert(tmp_path):
      "linalg_pinv"),
     (torch.matrix_exp, "MatrixSolve", "linalg_matrix_exp"),
     (lambda a: torch.linalg.qr(a).Q, "Qr", "linalg_qr"),
+    (lambda a: torch.linalg.lu_factor(a).LU, "MatrixInverse", "linalg_lu_factor_ex"),
+    (lambda a: torch.linalg.lu_solve(*torch.linalg.lu_factor_ex(a)[:2], a),
+     "MatrixTriangularSolve", "linalg_lu_solve"),
 ], ids=["inv", "solve", "det", "slogdet", "inv-ex-info", "cholesky", "torch-cholesky", "solve-triangular", "triangular-solve", "eigvalsh", "pinv",
-        "pinv-hermitian", "matrix-exp", "qr"])
+        "pinv-hermitian", "matrix-exp", "qr", "lu-factor-raising", "lu-solve"])
 def test_matrix_kernels_are_refused_at_export(fn, tf_op, aten, tmp_path):
     """TFLite has no builtin for TF's LU-based matrix kernels, Cholesky, triangular solves,
     eigensolvers or SVD: an ExportError naming the torch op and its line, no file."""
@@ -382,6 +385,40 @@ def test_cholesky_ex_matches_torch_on_litert(tmp_path):
     for g, w in zip(got[::2], want[::2], strict=True):
         np.testing.assert_array_equal(np.isnan(g), np.isnan(w))
         np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6)
+
+
+def test_lu_factor_ex_linalg_lu_and_lu_unpack_match_torch_on_litert(tmp_path):
+    """The LU elimination is builtins (float32 throughout): on LiteRT the pivots, info
+    and NaN/±inf positions of NaN, inf, singular and tied matrices are torch's."""
+    from tests.ops.test_lu import _special_matrices
+
+    module = Fn(lambda a: (*torch.linalg.lu_factor_ex(a), *torch.linalg.lu(a),
+                           *torch.lu_unpack(*torch.linalg.lu_factor_ex(a.mT)[:2])))
+    special = _special_matrices(4, 4, torch.float32)
+    got = _export_and_run(module, (torch.randn(20, 4, 4),), (special,), tmp_path / "m.tflite")
+    for g, w in zip(got, _torch_outputs(module, (special,)), strict=True):
+        if w.dtype.kind != "f":
+            np.testing.assert_array_equal(g, w)
+            continue
+        for test in (np.isnan, np.isposinf, np.isneginf):
+            np.testing.assert_array_equal(test(g), test(w))
+        finite = np.isfinite(w)
+        np.testing.assert_allclose(g[finite], w[finite], rtol=1e-5, atol=1e-6)
+
+
+def test_householder_product_matches_torch_on_litert(tmp_path):
+    """org2r step by step from builtins: LAPACK's NaN/±inf positions on LiteRT too."""
+    from tests.ops.test_factor import _householder_specials
+
+    module = Fn(torch.linalg.householder_product)
+    special = _householder_specials(6, 4, torch.float32)
+    got = _export_and_run(module, (torch.randn(13, 6, 4), torch.rand(13, 4)), special,
+                          tmp_path / "m.tflite")[0]
+    want = _torch_outputs(module, special)[0]
+    for test in (np.isnan, np.isposinf, np.isneginf):
+        np.testing.assert_array_equal(test(got), test(want))
+    finite = np.isfinite(want)
+    np.testing.assert_allclose(got[finite], want[finite], rtol=1e-5, atol=1e-5)
 
 
 def test_lgamma_matches_torch_on_litert(tmp_path):

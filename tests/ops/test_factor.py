@@ -1,7 +1,7 @@
 """linalg.cholesky / cholesky_ex / cholesky, linalg.solve_triangular / triangular_solve,
-linalg.eigvalsh, linalg.pinv / pinverse and matrix_exp against torch: batched, float64,
-on matrices whose unread triangle holds other values, NaN, and matrices that are not
-positive-definite (cholesky_ex's info) or singular.
+linalg.eigvalsh, linalg.pinv / pinverse, matrix_exp, linalg.qr and linalg.householder_product
+against torch: batched, float64, on matrices whose unread triangle holds other values, NaN,
+and matrices that are not positive-definite (cholesky_ex's info) or singular.
 
 All were "no converter" in the OpInfo sweep (docs/parity.md).
 """
@@ -28,6 +28,7 @@ EIGH = ("aten__linalg_eigh_default",)
 PINV = ("aten_linalg_pinv_atol_rtol_tensor",)
 MATRIX_EXP = ("aten_linalg_matrix_exp_default",)
 QR = ("aten_linalg_qr_default",)
+HOUSEHOLDER = ("aten_linalg_householder_product_default",)
 NAN = float("nan")
 
 
@@ -101,6 +102,12 @@ CASES = [
         torch.linalg.qr(a, mode="r").R, *torch.linalg.qr(w), *torch.linalg.qr(w[0, :3, :3]),
         *torch.linalg.qr(a.double()))),
          [(2, 6, 4), (2, 3, 5)], expect_converters=QR),
+    # orthogonal reflectors (tau = 2 / |v|^2) and random ones, fewer reflectors than columns
+    case("householder-product-shapes", Fn(lambda a, t: (
+        torch.linalg.householder_product(a, 2 / (1 + torch.tril(a, -1).square().sum(-2))),
+        torch.linalg.householder_product(a, t), torch.linalg.householder_product(a, t[:, :2]),
+        torch.linalg.householder_product(a.double(), t.double()))),
+         [(2, 6, 4), (2, 4)], expect_converters=HOUSEHOLDER),
 ]
 
 
@@ -236,6 +243,51 @@ def test_qr_r_of_large_nan_matrices_is_nan_where_torchs_is():
     assert not comparison.mismatches, comparison.mismatches
 
 
+def _householder_specials(m: int, n: int, dtype):
+    """NaN/inf below the diagonal (the reflectors), NaN above it (unread), a NaN tau, a
+    zero tau with a NaN or inf reflector (LAPACK skips it), zero reflector tails, an
+    exactly zero last row and an exactly zero last column of Q with an inf reflector
+    (LAPACK's reflection stops at its last non-zero row and column)."""
+    torch.manual_seed(7)
+    a, tau = torch.randn(13, m, n, dtype=dtype), torch.rand(13, n, dtype=dtype) + 0.5
+    a[1, m - 1, 0] = NAN
+    a[2, m // 2, n - 1] = NAN
+    tau[3, 0], a[3, 2, 0] = 0.0, NAN
+    tau[4, n - 1] = NAN
+    a[5, m - 1, 0] = float("inf")
+    a[6, 1:, 0] = 0.0
+    a[7, 0, n - 1] = NAN
+    tau[8] = 0.0
+    a[9, :, 0] = NAN
+    a[10, m - 1, :], a[10, m - 1, 0] = 0.0, float("inf")
+    tau[11, 0], a[11, 1:, 0] = 0.0, float("inf")
+    tau[12, n - 1], a[12, n:, n - 1], a[12, m - 1, 0] = 1.0, 0.0, float("inf")
+    return a, tau
+
+
+@pytest.mark.parametrize("m, n, dtype", [(4, 4, torch.float32), (5, 3, torch.float64),
+                                         (8, 8, torch.float32), (20, 10, torch.float64),
+                                         (32, 32, torch.float64)])
+def test_householder_product_of_special_reflectors_matches_torch(m, n, dtype):
+    """LAPACK org2r's NaN/±inf positions (MKL's orgqr up to 32 columns, measured)."""
+    a, tau = _householder_specials(m, n, dtype)
+    module = Fn(torch.linalg.householder_product).eval()
+    model = crossport.convert(module, (torch.randn(2, m, n, dtype=dtype),
+                                       torch.rand(2, n, dtype=dtype)), check=False)
+    want = [torch.linalg.householder_product(a, tau)]
+    got = run_keras(model, (a, tau), False, like=want)
+    for test in (np.isnan, np.isposinf, np.isneginf):
+        np.testing.assert_array_equal(test(np.asarray(got[0])), test(want[0].numpy()))
+    comparison = compare_outputs(want, got)
+    assert not comparison.mismatches, comparison.mismatches
+
+
+def test_householder_product_past_32_columns_is_refused():
+    with pytest.raises(crossport.UnsupportedOpError, match="40x33 matrices.*32 columns"):
+        crossport.convert(Fn(torch.linalg.householder_product).eval(),
+                          (torch.randn(40, 33), torch.rand(33)))
+
+
 def test_qr_q_past_32_reflectors_is_refused():
     with pytest.raises(crossport.UnsupportedOpError, match="33x40 matrices.*mode='r'"):
         crossport.convert(Fn(lambda a: torch.linalg.qr(a).Q).eval(), (torch.randn(2, 33, 40),))
@@ -268,8 +320,10 @@ def _every_dynamic_op(x):
 @pytest.mark.parametrize("module, shape, dims, others", [
     pytest.param(Fn(_every_dynamic_op), (2, 4, 4), {0: {1: "n", 2: "n"}},
                  [(3, 6, 6), (1, 2, 2)], id="batch-and-order"),
-    pytest.param(Fn(lambda x: (*torch.linalg.cholesky_ex(x), *torch.linalg.qr(x))),
-                 (2, 4, 4), {}, [(3, 4, 4), (1, 4, 4)], id="cholesky-ex-qr-batch"),
+    pytest.param(Fn(lambda x: (*torch.linalg.cholesky_ex(x), *torch.linalg.qr(x),
+                               torch.linalg.householder_product(
+                                   x, 2 / (1 + torch.tril(x, -1).square().sum(-2))))),
+                 (2, 4, 4), {}, [(3, 4, 4), (1, 4, 4)], id="cholesky-ex-qr-householder-batch"),
 ])
 def test_run_time_sizes(module, shape, dims, others):
     """Dynamic batch dims everywhere, a dynamic order where the kernel takes any."""

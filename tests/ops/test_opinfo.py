@@ -179,6 +179,9 @@ CONVERTED = [
     'linalg.pinv.hermitian', 'linalg.pinv.singular', 'pinverse', 'matrix_exp',
     'linalg.solve_triangular', 'triangular_solve', 'linalg.matrix_rank.hermitian', 'linalg.qr',
     'qr',
+    # session 17 (tests/ops/test_lu.py, test_factor.py)
+    'linalg.lu_factor', 'linalg.lu_factor_ex', 'linalg.lu', 'lu', 'lu_unpack',
+    'linalg.lu_solve', 'lu_solve', 'linalg.householder_product',
     # session 16 (tests/ops/test_bessel.py, test_special_functions.py)
     'i0', 'special.i0e', 'special.i1', 'special.i1e', 'special.modified_bessel_i0', 'special.modified_bessel_i1',
     'special.modified_bessel_k0', 'special.modified_bessel_k1',

@@ -20,6 +20,7 @@ from crossport.to_keras.ops import (  # noqa: F401
     integer_math,
     linalg,
     linear,
+    lu,
     misc,
     norm,
     order_stats,

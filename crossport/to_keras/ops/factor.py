@@ -1,7 +1,7 @@
 """Cholesky factors, triangular solves, symmetric eigenvalues, the pseudo-inverse and the
 matrix exponential (``linalg.cholesky``/``cholesky_ex``/``cholesky``,
 ``linalg.solve_triangular``/``triangular_solve``, ``linalg.eigvalsh``, ``linalg.pinv``/
-``pinverse``, ``matrix_exp``, ``linalg.qr``) by TF's kernels.
+``pinverse``, ``matrix_exp``, ``linalg.qr``) by TF's kernels, and ``linalg.householder_product``.
 
 What each reads is torch's: a Cholesky factor only the lower triangle (the upper one for
 ``upper=True``), eigvalsh the ``UPLO`` triangle, a triangular solve its triangle (and not
@@ -27,8 +27,11 @@ the diagonal when ``unitriangular``). Measured (tests/ops/test_factor.py):
   the other 54 torch's Taylor squaring made NaN (inf - inf) where TF's Padé gives ±inf.
   No rule from the output reproduces that without torch's algorithm: **left**.
 
+``linalg.householder_product`` runs LAPACK's org2r step by step (MKL's orgqr up to 32
+columns, measured; more are refused), so its NaN/inf positions are torch's.
+
 TFLite has no builtin for these kernels: the export refuses, naming the torch op;
-``cholesky_ex`` (keras.ops arithmetic only) exports.
+``cholesky_ex`` and ``householder_product`` (keras.ops arithmetic only) export.
 """
 
 from __future__ import annotations
@@ -430,3 +433,75 @@ def _nan_like_lapack(x, bad, q, r):
     quirk_00 = ops.logical_and(is_00, ops.expand_dims(ops.expand_dims(quirk, -1), -1))
     value = ops.expand_dims(ops.expand_dims(tail_norm * np.sqrt(2.0), -1), -1)
     return q, ops.where(quirk_00, ops.cast(value, r.dtype), r)
+
+
+# --- Householder product ------------------------------------------------------------------
+
+def _householder_supports(node, input, tau):
+    reason = _float_matrices("input", "tau")(node, input=input, tau=tau)
+    if reason:
+        return reason
+    m, n = input.meta["val"].shape[-2:]
+    if isinstance(n, int) and n > _QR_UNBLOCKED:
+        return (f"linalg.householder_product of {m}x{n} matrices: past {_QR_UNBLOCKED} "
+                "columns torch's LAPACK (MKL's blocked orgqr) spreads a NaN differently, "
+                f"which is not reproduced; it converts up to {_QR_UNBLOCKED} columns")
+    return None
+
+
+@register(aten.linalg_householder_product.default, policy=Policy.CUSTOM,
+          supports=_householder_supports,
+          dynamic=static_dims("input", lambda n: [-2, -1],
+                              "householder_product's reflector-by-reflector product"))
+def aten_linalg_householder_product_default(ctx, input, tau):
+    """linalg_householder_product(Tensor input, Tensor tau) -> Tensor
+
+    LAPACK's org2r (MKL's orgqr up to 32 columns), step by step, so a NaN/inf or a zero
+    ``tau`` leaves torch's NaN positions: the reflectors from the last to the first, each
+    applied to the trailing block only (dlarf: none when ``tau == 0``, only up to the
+    reflector's last non-zero row and the block's last non-zero column), then its column
+    ``-tau v`` with ``1 - tau`` on the diagonal and zeros above.
+    """
+    a, t = _matrices(ctx, input), _matrices(ctx, tau)
+    ctx.out_layout = canonical(len(ctx.out_shape))
+    return _org2r(a, t)
+
+
+def _last_index(mask, axis: int):
+    """The last index along ``axis`` where ``mask`` holds (-1 where none)."""
+    size = int(mask.shape[axis])
+    positions = ops.reshape(ops.arange(size, dtype="int32"),
+                            [size] + [1] * (-axis - 1))
+    return ops.max(ops.where(mask, positions, -1), axis=axis)
+
+
+def _org2r(a, tau):
+    m, n, k = int(a.shape[-2]), int(a.shape[-1]), int(tau.shape[-1])
+    rows = ops.expand_dims(ops.arange(m, dtype="int32"), -1)  # [m, 1]
+    columns = ops.arange(n, dtype="int32")  # [n]
+    eye = ops.eye(m, n, dtype=a.dtype)
+    q = ops.where(ops.greater_equal(columns, k), eye, a)
+    for i in range(k - 1, -1, -1):
+        t = ops.expand_dims(ops.expand_dims(tau[..., i], -1), -1)  # [..., 1, 1]
+        if i < n - 1:
+            q = _reflect_trailing(q, t, rows, columns, i)
+        below = ops.greater(rows, i)
+        column = ops.where(below, -t * q, ops.where(ops.equal(rows, i), 1 - t,
+                                                    ops.zeros_like(q)))
+        q = ops.where(ops.equal(columns, i), column, q)
+    return q
+
+
+def _reflect_trailing(q, t, rows, columns, i: int):
+    """dlarf('Left') of reflector ``i`` (``v = [1, q[i+1:, i]]``) on ``q[i:, i+1:]``."""
+    v = ops.where(ops.equal(rows, i), ops.ones_like(q[..., :, i:i + 1]), q[..., :, i:i + 1])
+    in_v = ops.greater_equal(rows, i)
+    last_row = _last_index(ops.logical_and(in_v, ops.not_equal(v, 0)), -2)  # [..., 1]
+    in_v = ops.logical_and(in_v, ops.less_equal(rows, ops.expand_dims(last_row, -1)))
+    block = ops.logical_and(in_v, ops.greater(columns, i))
+    non_zero = ops.any(ops.logical_and(block, ops.not_equal(q, 0)), axis=-2)  # [..., n]
+    last_column = ops.expand_dims(_last_index(non_zero, -1), -1)  # [..., 1]
+    block = ops.logical_and(block, ops.expand_dims(ops.less_equal(columns, last_column), -2))
+    w = ops.sum(ops.where(block, v * q, ops.zeros_like(q)), axis=-2, keepdims=True)
+    updated = q - v * (t * w)
+    return ops.where(ops.logical_and(block, ops.not_equal(t, 0)), updated, q)

@@ -12,7 +12,7 @@ except ``slogdet``'s sign of a NaN matrix (torch 0: the sign of a NaN pivot; TF 
 right). ``inv_ex``/``solve_ex``'s ``info`` is 0 wherever the Keras model returns: LAPACK's
 info is the first exactly-zero pivot, and on such a matrix the Keras model raises where
 torch returns inf/NaN and a positive info (TF's LU kernels have no non-raising mode).
-Their LU and pivots outputs are refused. TFLite has no builtin for any of these: the
+Their LU and pivots outputs are refused (``linalg.lu_factor`` converts: ops/lu.py). TFLite has no builtin for any of these: the
 export refuses, naming the torch op.
 """
 
@@ -49,9 +49,10 @@ def _only(*allowed: int, names: tuple[str, ...]):
                     "and float64 matrices)")
         extra = sorted(_used_outputs(node) - set(allowed))
         if extra:
-            return (f"its {', '.join(names[i] for i in extra)} output(s) are used: LAPACK's "
-                    "LU factors and pivots have no Keras twin; only "
-                    f"{', '.join(names[i] for i in allowed)} converts")
+            return (f"its {', '.join(names[i] for i in extra)} output(s) are used: TF's "
+                    "kernel does not return LAPACK's LU factors and pivots; only "
+                    f"{', '.join(names[i] for i in allowed)} converts (torch.linalg.lu_factor "
+                    "gives the factors and pivots, up to 16x16)")
         return None
     return supports
 
