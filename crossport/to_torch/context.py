@@ -20,6 +20,7 @@ from torch import nn
 from crossport.errors import UnsupportedLayerError
 from crossport.layout import FlatOrder, Layout, canonical, physical_axis, transpose_between
 from crossport.parity.compare import from_numpy
+from crossport.to_torch.trainable import carry_trainable
 
 
 @dataclass(frozen=True)
@@ -82,10 +83,12 @@ class Context:
                     "that handles it", [(self.path, type(self.layer).__name__, "shared call")])
             variants = self._variants.setdefault(key, [])
             path = f"{self._modules[key]}_call{len(variants) + 1}"
+            carry_trainable(self.layer, module)
             self._register(path, module)
             variants.append(path)
             return path
         path = self.path + suffix
+        carry_trainable(self.layer, module)
         self._register(path, module)
         self._modules[key] = path
         return path

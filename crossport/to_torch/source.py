@@ -204,7 +204,23 @@ def source(module: torch.fx.GraphModule) -> str:
         '    """The model with the converted weights, in eval mode."""',
         "    model = KerasModel()",
         "    model.load_state_dict(torch.load(weights), strict=True)",
+        *_frozen_lines(module),
         "    return model.eval()", ""])
+
+
+def _frozen(module: nn.Module) -> set[str]:
+    return {name for name, param in module.named_parameters() if not param.requires_grad}
+
+
+def _frozen_lines(module: nn.Module) -> list[str]:
+    """``build_model`` lines freezing the parameters Keras does not train (a state_dict
+    does not carry ``requires_grad``)."""
+    names = sorted(_frozen(module))
+    if not names:
+        return []
+    return ["    for name in (  # weights Keras does not train",
+            *[f"            {name!r}," for name in names],
+            "    ):", "        model.get_parameter(name).requires_grad_(False)"]
 
 
 def to_torch_source(conversion_or_module, path, example_args: tuple | None = None, *,
@@ -276,6 +292,9 @@ def _recheck(path: Path, module: nn.Module, args: tuple, target: Path) -> None:
     written = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(written)
     rebuilt = written.build_model()
+    if _frozen(rebuilt) != _frozen(module):
+        raise ExportError(f"{target}: the rebuilt module trains other parameters than the "
+                          f"conversion ({sorted(_frozen(rebuilt) ^ _frozen(module))})")
     with torch.no_grad():
         for want, got in zip(torch.utils._pytree.tree_leaves(module(*args)),
                              torch.utils._pytree.tree_leaves(rebuilt(*args))):

@@ -33,7 +33,7 @@ def _grads(model, module, x):
     xs = torch.from_numpy(x).requires_grad_(True)
     module.zero_grad()
     (module(xs) ** 2).sum().backward()
-    torch_grads = {n: p.grad.numpy() for n, p in module.named_parameters()}
+    torch_grads = {n: p.grad.numpy() for n, p in module.named_parameters() if p.requires_grad}
     return keras_grads, keras_dx, torch_grads, xs.grad.numpy()
 
 
@@ -75,9 +75,9 @@ def test_lstm_gradients_match_gradient_tape():
     _close(kdx, tdx)
     _close(kg["lstm/lstm_cell/kernel"].T, tg["lstm.weight_ih_l0"])
     _close(kg["lstm/lstm_cell/recurrent_kernel"].T, tg["lstm.weight_hh_l0"])
-    # Keras' one bias feeds both torch biases: each gets the same gradient
+    # Keras' one bias is bias_ih; bias_hh is torch's zero stand-in, frozen (not trained)
     _close(kg["lstm/lstm_cell/bias"], tg["lstm.bias_ih_l0"])
-    _close(kg["lstm/lstm_cell/bias"], tg["lstm.bias_hh_l0"])
+    assert "lstm.bias_hh_l0" not in tg
 
 
 def _keras_sgd_step(model, x, lr):
@@ -130,3 +130,35 @@ def test_batchnorm_training_step_matches_keras(rank, momentum):
     module.eval()
     with torch.no_grad():
         _close(np.asarray(model(x, training=False)), module(torch.from_numpy(x)).numpy())
+
+
+def _after_step_close(model, module, x, lr=0.05):
+    """One SGD step in each framework, then both run inference on x: same outputs."""
+    keras_loss = _keras_sgd_step(model, x, lr)
+    torch_loss = _torch_sgd_step(module, x, lr)
+    assert abs(keras_loss - torch_loss) <= 1e-4 * max(1.0, abs(keras_loss))
+    module.eval()
+    with torch.no_grad():
+        _close(np.asarray(model(x, training=False)), module(torch.from_numpy(x)).numpy())
+
+
+def _trainable_count(module) -> int:
+    return sum(p.numel() for p in module.parameters() if p.requires_grad)
+
+
+@pytest.mark.parametrize("rnn", [lambda: L.LSTM(4, name="rnn"),
+                                 lambda: L.SimpleRNN(4, name="rnn"),
+                                 lambda: L.GRU(4, name="rnn"),
+                                 lambda: L.Bidirectional(L.LSTM(3), name="rnn")],
+                         ids=["lstm", "simple_rnn", "gru", "bidirectional_lstm"])
+def test_rnn_training_step_matches_keras(rnn):
+    """Keras' LSTM/SimpleRNN have one bias; torch's nn.LSTM/nn.RNN add bias_hh, converted as
+    zero. Both get the same gradient, so an optimizer stepping both moved the Keras bias
+    twice (found by an adversarial audit: one SGD step, then outputs 1e-2 apart). bias_hh is
+    frozen: the trainable count is Keras' and one step lands on Keras' weights."""
+    model = keras.Sequential([keras.Input((5, 3)), rnn(), L.Dense(2)])
+    make_live(model)
+    x = np.random.default_rng(4).standard_normal((3, 5, 3)).astype("float32")
+    module = crossport.to_torch(model, (torch.from_numpy(x),))
+    assert _trainable_count(module) == sum(int(np.prod(w.shape)) for w in model.trainable_weights)
+    _after_step_close(model, module, x)

@@ -1,0 +1,24 @@
+"""Which torch parameters train: Keras' own ``trainable`` answer, carried to ``requires_grad``.
+
+A torch optimizer steps every parameter with a gradient, so a parameter Keras would not train
+has to come back with ``requires_grad=False``: the stand-in zero bias torch's
+``nn.LSTM``/``nn.RNN`` carry where Keras has one bias (it gets the same gradient as
+``bias_ih``, so training both would step Keras' bias twice).
+"""
+
+from __future__ import annotations
+
+from torch import nn
+
+# torch layers whose recurrent bias is a zero the Keras layer does not have (GRU's is Keras'
+# recurrent bias: reset_after=True)
+_ONE_KERAS_BIAS = (nn.LSTM, nn.RNN)
+
+
+def carry_trainable(layer, module: nn.Module) -> None:
+    """Set ``requires_grad`` on ``module`` (converted from ``layer``) as Keras trains it."""
+    for sub in module.modules():
+        if type(sub) in _ONE_KERAS_BIAS:
+            for name, param in sub.named_parameters(recurse=False):
+                if name.startswith("bias_hh"):
+                    param.requires_grad_(False)
