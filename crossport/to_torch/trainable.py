@@ -1,13 +1,15 @@
 """Which torch parameters train: Keras' own ``trainable`` answer, carried to ``requires_grad``.
 
 A torch optimizer steps every parameter with a gradient, so a parameter Keras would not train
-has to come back with ``requires_grad=False``: the stand-in zero bias torch's
+has to come back with ``requires_grad=False``: the weights of a layer the user froze
+(``layer.trainable = False``, or a frozen nested model), and the stand-in zero bias torch's
 ``nn.LSTM``/``nn.RNN`` carry where Keras has one bias (it gets the same gradient as
 ``bias_ih``, so training both would step Keras' bias twice).
 """
 
 from __future__ import annotations
 
+import keras
 from torch import nn
 
 # torch layers whose recurrent bias is a zero the Keras layer does not have (GRU's is Keras'
@@ -15,8 +17,16 @@ from torch import nn
 _ONE_KERAS_BIAS = (nn.LSTM, nn.RNN)
 
 
+def frozen(layer) -> bool:
+    """Whether Keras trains none of ``layer``'s weights (it has some)."""
+    return (isinstance(layer, keras.layers.Layer) and bool(layer.weights)
+            and not layer.trainable_weights)
+
+
 def carry_trainable(layer, module: nn.Module) -> None:
     """Set ``requires_grad`` on ``module`` (converted from ``layer``) as Keras trains it."""
+    if frozen(layer):
+        module.requires_grad_(False)
     for sub in module.modules():
         if type(sub) in _ONE_KERAS_BIAS:
             for name, param in sub.named_parameters(recurse=False):

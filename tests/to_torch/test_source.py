@@ -60,7 +60,9 @@ def _frames():
 
 def _recurrent():
     inp = keras.Input((5, 3))
-    x = L.LSTM(4, return_sequences=True)(inp)  # torch's bias_hh: a frozen zero
+    frozen = L.Dense(3)
+    x = L.LSTM(4, return_sequences=True)(frozen(inp))  # torch's bias_hh: a frozen zero
+    frozen.trainable = False
     return keras.Model(inp, L.SimpleRNN(3)(x))
 
 

@@ -162,3 +162,40 @@ def test_rnn_training_step_matches_keras(rnn):
     module = crossport.to_torch(model, (torch.from_numpy(x),))
     assert _trainable_count(module) == sum(int(np.prod(w.shape)) for w in model.trainable_weights)
     _after_step_close(model, module, x)
+
+
+def _frozen_dense():
+    model = keras.Sequential([keras.Input((5,)), L.Dense(6, name="frozen"), L.Dense(2)])
+    model.get_layer("frozen").trainable = False
+    return model, (4, 5)
+
+
+def _frozen_nested():
+    inner = keras.Sequential([keras.Input((6, 6, 3)), L.Conv2D(4, 3), L.Conv2D(4, 1)],
+                             name="backbone")
+    inner.trainable = False  # the fine-tuning idiom: a frozen backbone under a new head
+    inp = keras.Input((6, 6, 3))
+    return keras.Model(inp, L.Dense(2)(L.Flatten()(inner(inp)))), (3, 6, 6, 3)
+
+
+def _frozen_wrapped():
+    inp = keras.Input((4, 5))
+    wrapped = L.TimeDistributed(L.Dense(3))
+    out = L.LSTM(2)(wrapped(inp))
+    wrapped.trainable = False
+    return keras.Model(inp, out), (3, 4, 5)
+
+
+@pytest.mark.parametrize("build", [_frozen_dense, _frozen_nested, _frozen_wrapped],
+                         ids=["dense", "nested_model", "time_distributed"])
+def test_frozen_layers_are_not_trained(build):
+    """A layer with trainable=False (or inside a frozen nested model) has no trainable
+    weights in Keras; its torch parameters came back with requires_grad=True, so an
+    optimizer trained what Keras keeps fixed (found by the adversarial audit: one SGD step,
+    then outputs 0.8 apart). They are frozen: Keras' trainable count, Keras' step."""
+    model, shape = build()
+    make_live(model)
+    x = np.random.default_rng(5).standard_normal(shape).astype("float32")
+    module = crossport.to_torch(model, (torch.from_numpy(x),))
+    assert _trainable_count(module) == sum(int(np.prod(w.shape)) for w in model.trainable_weights)
+    _after_step_close(model, module, x)
