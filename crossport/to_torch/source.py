@@ -68,7 +68,8 @@ def _keras_rnn(m) -> str:
 
 
 def _bn(m) -> str:
-    return f"{m.num_features}, eps={m.eps!r}, momentum={m.momentum!r}"
+    frozen = ", frozen=True" if m.frozen else ""
+    return f"{m.num_features}, eps={m.eps!r}, momentum={m.momentum!r}{frozen}"
 
 
 def _shape(t: torch.Tensor) -> str:
@@ -88,14 +89,14 @@ _ARGS: dict[type, Callable[[nn.Module], str]] = {
     tf_conv.TFConv3dTranspose: _tf_conv_t,
     tf_norm.KerasBatchNorm: lambda m: (f"{m.num_features}, {m.eps!r}, {m.momentum!r}, "
                                        f"{m.bias is not None!r}, {m.weight is not None!r}, "
-                                       f"{m.axis}"),
+                                       f"{m.axis}, {m.frozen!r}"),
     tf_norm.KerasBatchNorm1d: _bn, tf_norm.KerasBatchNorm2d: _bn, tf_norm.KerasBatchNorm3d: _bn,
     tf_norm.KerasLayerNorm: lambda m: (f"{m.normalized_shape!r}, {m.axis!r}, {m.eps!r}, "
                                        f"{m.bias is not None!r}, {m.weight is not None!r}, "
                                        f"{m.rms_scaling!r}"),
     tf_norm.KerasGroupNorm: lambda m: (f"{m.groups}, {m.num_channels}, {m.eps!r}, "
                                        f"{m.bias is not None!r}, {m.weight is not None!r}, "
-                                       f"{m.axis}"),
+                                       f"{m.axis}, {m.frozen!r}"),
     tf_conv_rnn.KerasConvLSTM: lambda m: (
         f"{m.rank}, {m.kernel.shape[-2]}, {m.filters}, {m.kernel_size!r}, {m.strides!r}, "
         f"{m.padding!r}, {m.dilation_rate!r}, {m.activation!r}, {m.recurrent_activation!r}, "

@@ -60,9 +60,9 @@ def _frames():
 
 def _recurrent():
     inp = keras.Input((5, 3))
-    frozen = L.Dense(3)
-    x = L.LSTM(4, return_sequences=True)(frozen(inp))  # torch's bias_hh: a frozen zero
-    frozen.trainable = False
+    frozen, frozen_bn = L.Dense(3), L.BatchNormalization()
+    x = L.LSTM(4, return_sequences=True)(frozen_bn(frozen(inp)))  # bias_hh: a frozen zero
+    frozen.trainable = frozen_bn.trainable = False
     return keras.Model(inp, L.SimpleRNN(3)(x))
 
 
@@ -84,6 +84,8 @@ def test_source_rebuilds_the_module(build, tmp_path):
     # what a state_dict does not carry: which parameters train
     assert ({n: p.requires_grad for n, p in rebuilt.named_parameters()}
             == {n: p.requires_grad for n, p in conv.module.named_parameters()})
+    assert ({n: m.frozen for n, m in rebuilt.named_modules() if hasattr(m, "frozen")}
+            == {n: m.frozen for n, m in conv.module.named_modules() if hasattr(m, "frozen")})
     # what eval() does not show: the train-mode settings (dropout rates, noise shapes ...)
     written_modules, noise = dict(rebuilt.named_modules()), 0
     for name, want in conv.module.named_modules():

@@ -199,3 +199,26 @@ def test_frozen_layers_are_not_trained(build):
     module = crossport.to_torch(model, (torch.from_numpy(x),))
     assert _trainable_count(module) == sum(int(np.prod(w.shape)) for w in model.trainable_weights)
     _after_step_close(model, module, x)
+
+
+@pytest.mark.parametrize("rank", [2, 4])
+@pytest.mark.parametrize("center", [True, False])
+def test_frozen_batchnorm_normalizes_with_moving_statistics_in_training(rank, center):
+    """Keras' BatchNormalization with trainable=False normalizes with its moving statistics
+    even when called with training=True (the fine-tuning rule) and leaves them; the torch
+    module used the batch's statistics in train() and updated its running ones (found by the
+    adversarial audit: one SGD step, losses 2.04 vs 2.30). center=False is the
+    torch_layers.KerasBatchNorm path."""
+    keras.utils.set_random_seed(0)
+    first = L.Conv2D(3, 1, name="first") if rank == 4 else L.Dense(3, name="first")
+    shape = (4, 4, 2) if rank == 4 else (5,)
+    bn = L.BatchNormalization(center=center, name="bn")
+    model = keras.Sequential([keras.Input(shape), first, bn, L.Flatten(), L.Dense(2)])
+    bn.trainable = False
+    make_live(model)
+    x = np.random.default_rng(6).standard_normal((3, *shape)).astype("float32") * 2 + 1
+    module = crossport.to_torch(model, (torch.from_numpy(x),))
+    assert _trainable_count(module) == sum(int(np.prod(w.shape)) for w in model.trainable_weights)
+    _after_step_close(model, module, x)
+    _close(np.asarray(bn.moving_mean.numpy()), module.bn.running_mean.numpy())
+    _close(np.asarray(bn.moving_variance.numpy()), module.bn.running_var.numpy())
