@@ -67,6 +67,11 @@ def _example(example_args) -> tuple:
         example_args = (example_args,)
     out = []
     for a in example_args:
+        if isinstance(a, np.ndarray) and a.dtype.kind in "USO":  # torch has no such tensors
+            raise InputError(f"example input {len(out)} is a numpy array of {a.dtype} "
+                             "(strings or objects), which torch has no tensors for; keep the "
+                             "string preprocessing (StringLookup, TextVectorization, Hashing) "
+                             "in Keras or tf.data and convert the model that takes its ids")
         if isinstance(a, np.ndarray):
             a = from_numpy(a)
         if not isinstance(a, torch.Tensor):

@@ -163,3 +163,19 @@ def test_wide_unsigned_values_are_refused_by_name(dtype):
         crossport.to_torch(model, (np.arange(6, dtype="int32").reshape(2, 3),))
     with pytest.raises(crossport.InputError, match=rf"example input 0 is torch\.{dtype}"):
         crossport.to_torch(model, (np.arange(6, dtype=dtype).reshape(2, 3),))
+
+
+@pytest.mark.parametrize("example", [np.array([["a b"], ["c"]]), np.array([[b"a"]]),
+                                     np.array([[{"a": 1}]], dtype=object)],
+                         ids=["str", "bytes", "object"])
+def test_string_examples_are_an_input_error(example):
+    """A model taking strings (TextVectorization in front) given its numpy strings as the
+    example: torch.from_numpy raised a raw TypeError (found by the adversarial audit). One
+    InputError says torch has no string tensors and what to convert instead."""
+    vectorize = L.TextVectorization(max_tokens=10, output_sequence_length=4)
+    vectorize.adapt(["a b c", "b c d"])
+    text = keras.Input((1,), dtype="string")
+    model = keras.Model(text, L.Embedding(10, 2)(vectorize(text)))
+    with pytest.raises(crossport.InputError, match=r"example input 0 is a numpy array of "
+                                                   r".*torch has no tensors for"):
+        crossport.to_torch(model, (example,))
