@@ -86,7 +86,8 @@ def BatchNormalization(ctx: Context, layer, inputs: Held, **_call_kwargs) -> Hel
     eps, momentum = float(cfg["epsilon"]), 1.0 - float(cfg["momentum"])
     frozen = not layer.trainable  # Keras: moving statistics in training mode too
     if cfg["center"] and cfg["scale"] and held_axis == 1 and inputs.rank in _BN:
-        module = _BN[inputs.rank](mean.shape[0], eps=eps, momentum=momentum, frozen=frozen)
+        module = _BN[inputs.rank](mean.shape[0], eps=eps, momentum=momentum,
+                                  **({"frozen": True} if frozen else {}))
     else:
         module = KerasBatchNorm(mean.shape[0], eps, momentum, bool(cfg["center"]),
                                 bool(cfg["scale"]), held_axis, frozen)
