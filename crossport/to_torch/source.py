@@ -177,8 +177,10 @@ def _init_lines(module: nn.Module) -> tuple[list[str], set[str]]:
         lines.append(f"        self.{path} = {call}")
     for name, buffer in module.named_buffers(recurse=False):  # keras.ops constants (ctx.constant)
         dtype = str(buffer.dtype).replace("torch.", "")
+        persistent = "" if name not in module._non_persistent_buffers_set else \
+            ", persistent=False"  # (float_dtype: the dtype the float inputs are cast to)
         lines.append(f"        self.register_buffer({name!r}, torch.empty("
-                     f"{tuple(buffer.shape)!r}, dtype=torch.{dtype}))")
+                     f"{tuple(buffer.shape)!r}, dtype=torch.{dtype}){persistent})")
     return lines, imports
 
 
@@ -186,7 +188,7 @@ def source(module: torch.fx.GraphModule) -> str:
     """The Python source of ``module`` (see the module docstring)."""
     code = module.graph.python_code(root_module="self")
     unknown = set(code.globals) - {"inf", "nan", "NoneType", "torch", "device", "fx_pytree",
-                                   "pytree", "operator"}
+                                   "pytree", "operator", "getattr"}
     if unknown:
         raise ExportError(f"to_torch_source cannot write functions {sorted(unknown)}; save the "
                           "module with torch.export (.pt2) instead")
