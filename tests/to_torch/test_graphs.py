@@ -569,3 +569,35 @@ def test_merge_layer_expands_a_lower_rank_input_after_the_batch(merge):
     model = keras.Model([img, vec, seq], [merge()([x, vec]), merge()([vec, seq]),
                                           merge()([x, seq])])
     assert_to_torch(model)
+
+
+def test_dict_examples_are_taken_by_input_name():
+    """A dict-input model (every keras_hub backbone) flattens its inputs in sorted key order,
+    which is the module's positional order; the dict a user passes to Keras was refused with
+    'example inputs must be torch tensors or numpy arrays, got str' (found by the adversarial
+    audit on a BERT backbone). A dict keyed by the input keys is taken by name, whatever its
+    order; wrong keys are an InputError naming the model's inputs in positional order."""
+    tokens = keras.Input((4,), dtype="int32", name="tokens")
+    scale = keras.Input((1,), name="scale")
+    model = keras.Model({"tokens": tokens, "scale": scale},
+                        L.Dense(2)(L.Flatten()(L.Embedding(9, 3)(tokens))) * scale)
+    example = {"tokens": torch.randint(0, 9, (2, 4), dtype=torch.int32),
+               "scale": torch.rand(2, 1) + 1}
+    net = crossport.to_torch(model, example)
+    assert [n.target for n in net.graph.nodes if n.op == "placeholder"] == ["scale", "tokens"]
+    with torch.no_grad():
+        got = net(example["scale"], example["tokens"])
+    want = model({k: v.numpy() for k, v in example.items()})
+    np.testing.assert_allclose(got.numpy(), np.asarray(want), rtol=1e-5, atol=1e-6)
+    with pytest.raises(crossport.InputError, match=r"inputs are \['scale', 'tokens'\]"):
+        crossport.to_torch(model, {"tokens": example["tokens"]})
+
+
+def test_dict_examples_of_a_list_input_model_are_keyed_by_input_name():
+    first, second = keras.Input((3,), name="first"), keras.Input((2,), name="second")
+    model = keras.Model([first, second], L.Concatenate()([first, second * 2.0]))
+    example = {"second": torch.randn(2, 2), "first": torch.randn(2, 3)}
+    net = crossport.to_torch(model, example)
+    with torch.no_grad():
+        got = net(example["first"], example["second"])
+    torch.testing.assert_close(got[:, 3:], example["second"] * 2)
