@@ -84,12 +84,12 @@ class Context:
                     "that handles it", [(self.path, type(self.layer).__name__, "shared call")])
             variants = self._variants.setdefault(key, [])
             path = f"{self._modules[key]}_call{len(variants) + 1}"
-            carry_trainable(self.layer, module)
+            carry_trainable(self.layer, module, suffix)
             self._register(path, module)
             variants.append(path)
             return path
         path = self.path + suffix
-        carry_trainable(self.layer, module)
+        carry_trainable(self.layer, module, suffix)
         self._register(path, module)
         self._modules[key] = path
         return path

@@ -23,12 +23,33 @@ def frozen(layer) -> bool:
             and not layer.trainable_weights)
 
 
-def carry_trainable(layer, module: nn.Module) -> None:
-    """Set ``requires_grad`` on ``module`` (converted from ``layer``) as Keras trains it."""
+def carry_trainable(layer, module: nn.Module, suffix: str = "") -> None:
+    """Set ``requires_grad`` on ``module`` (converted from ``layer``, registered with
+    ``suffix``) as Keras trains it."""
     if frozen(layer):
         module.requires_grad_(False)
+    elif isinstance(layer, keras.layers.Bidirectional):
+        _freeze_direction(layer, module, suffix)
     for sub in module.modules():
         if type(sub) in _ONE_KERAS_BIAS:
             for name, param in sub.named_parameters(recurse=False):
                 if name.startswith("bias_hh"):
                     param.requires_grad_(False)
+
+
+def _freeze_direction(layer, module: nn.Module, suffix: str) -> None:
+    """A Bidirectional with one direction frozen: that direction's half of torch's
+    bidirectional RNN (``*_l0`` / ``*_l0_reverse``), or its masked twin (``_forward`` /
+    ``_backward``)."""
+    for direction, twin, ending in ((layer.forward_layer, "_forward", "_l0"),
+                                    (layer.backward_layer, "_backward", "_l0_reverse")):
+        if not frozen(direction):
+            continue
+        if suffix == twin:
+            module.requires_grad_(False)
+        elif not suffix:
+            for sub in module.modules():
+                if isinstance(sub, nn.RNNBase):
+                    for name, param in sub.named_parameters(recurse=False):
+                        if name.endswith(ending):
+                            param.requires_grad_(False)
