@@ -67,6 +67,11 @@ def _example(example_args) -> tuple:
         example_args = (example_args,)
     out = []
     for a in example_args:
+        if isinstance(a, np.ndarray) and a.dtype.kind in "USO":  # torch has no such tensors
+            raise InputError(f"example input {len(out)} is a numpy array of {a.dtype} "
+                             "(strings or objects), which torch has no tensors for; keep the "
+                             "string preprocessing (StringLookup, TextVectorization, Hashing) "
+                             "in Keras or tf.data and convert the model that takes its ids")
         if isinstance(a, np.ndarray):
             a = from_numpy(a)
         if not isinstance(a, torch.Tensor):
@@ -78,6 +83,24 @@ def _example(example_args) -> tuple:
                              "int32 / int64 input instead")
         out.append(a)
     return tuple(out)
+
+
+def _by_input_name(kmodel, example: dict) -> tuple:
+    """A dict of example inputs as the module's positional arguments (``kmodel.inputs``
+    order): keyed as the model's dict inputs are (Keras flattens them in sorted key order,
+    not the order written), else by the ``Input`` names."""
+    import keras
+
+    structure = getattr(kmodel, "_inputs_struct", None)
+    if isinstance(structure, dict):
+        names = keras.tree.flatten({key: key for key in structure})
+    else:
+        names = [tensor.name for tensor in kmodel.inputs]
+    if set(example) != set(names):
+        raise InputError(f"example inputs are keyed {sorted(map(str, example))}; the model's "
+                         f"inputs are {names} (the module takes them positionally in this "
+                         "order)")
+    return tuple(example[name] for name in names)
 
 
 def _keras_shape(arg: torch.Tensor, channels_first_io: bool) -> tuple:
@@ -96,7 +119,9 @@ def to_torch_with_report(kmodel_or_path, example_args, *, channels_first_io: boo
     Args:
         kmodel_or_path: a ``keras.Model`` or a path Keras loads (``.keras``, ``.h5``).
         example_args: input tensors (torch or numpy) in the Keras layout (NHWC), or NCHW with
-            ``channels_first_io=True``.
+            ``channels_first_io=True``: in ``kmodel.inputs`` order (a dict-input model's in
+            sorted key order, the module's positional order), or a dict keyed by the model's
+            input dict keys / ``Input`` names.
         channels_first_io: the module takes and returns rank>=3 tensors channels-first.
         check: compare against Keras on the example and ``check_inputs`` fresh inputs;
             raise ``ParityError`` past ``atol``.
@@ -123,6 +148,8 @@ def to_torch_with_report(kmodel_or_path, example_args, *, channels_first_io: boo
     seconds: dict[str, float] = {}
     start = time.perf_counter()
     kmodel = _load(kmodel_or_path)
+    if isinstance(example_args, dict):
+        example_args = _by_input_name(kmodel, example_args)
     with graph_kept(kmodel):  # tracing custom layers records nodes on the user's layers
         args = _example(example_args)
         graph = capture(kmodel, [_keras_shape(a, channels_first_io) for a in args])

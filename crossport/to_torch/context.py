@@ -20,6 +20,7 @@ from torch import nn
 from crossport.errors import UnsupportedLayerError
 from crossport.layout import FlatOrder, Layout, canonical, physical_axis, transpose_between
 from crossport.parity.compare import from_numpy
+from crossport.to_torch.trainable import carry_trainable
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,7 @@ class Context:
         self.memo: dict = {}      # what a converter keeps across a shared layer's calls
         self.held: dict[int, Held] = {}   # id(KerasTensor) -> Held, as emitted so far
         self.size_nodes: dict[int, tuple] = {}  # id(RunSize) -> (it, its fx node)
+        self._float_dtype: torch.fx.Node | None = None
 
     # -- modules and nodes ----------------------------------------------------------------
     def add_module(self, module: nn.Module, suffix: str = "") -> str:
@@ -82,10 +84,12 @@ class Context:
                     "that handles it", [(self.path, type(self.layer).__name__, "shared call")])
             variants = self._variants.setdefault(key, [])
             path = f"{self._modules[key]}_call{len(variants) + 1}"
+            carry_trainable(self.layer, module, suffix)
             self._register(path, module)
             variants.append(path)
             return path
         path = self.path + suffix
+        carry_trainable(self.layer, module, suffix)
         self._register(path, module)
         self._modules[key] = path
         return path
@@ -136,6 +140,21 @@ class Context:
                 self.root.register_buffer(name, tensor)
             self._variables[id(variable)] = name
         return Held(self._tag(self.graph.get_attr(name)), canonical(array.ndim), array.shape)
+
+    def as_float32(self, node: torch.fx.Node) -> torch.fx.Node:
+        """``node`` cast to float32, Keras' compute dtype, or to the module's float dtype once
+        the user moves it (``.double()``, ``.half()``): the dtype of the root's empty
+        non-persistent buffer ``float_dtype``, which ``Module.to`` converts with the weights.
+        """
+        if self._float_dtype is None:
+            self.root.register_buffer("float_dtype", torch.empty(0), persistent=False)
+            self._float_dtype = self.graph.call_function(
+                getattr, (self.graph.get_attr("float_dtype"), "dtype"))
+        return self.call_method("to", node, self._float_dtype)
+
+    @property
+    def float_dtype_used(self) -> bool:
+        return self._float_dtype is not None
 
     def call_module(self, module: nn.Module, *args, suffix: str = "", **kwargs) -> torch.fx.Node:
         target = self.add_module(module, suffix)

@@ -46,8 +46,11 @@ def emit(graph: KGraph, channels_first_io: bool = False) -> EmittedModule:
         shape = tuple(tensor.shape)
         node = ctx.graph.placeholder(input_name(tensor))
         dtype = getattr(torch, str(tensor.dtype), None)
-        if isinstance(dtype, torch.dtype):  # Keras casts each input to its Input's dtype
-            node = ctx.graph.call_method("to", (node, dtype))  # (int64 ids for int32: int32)
+        if dtype == torch.float32:  # Keras casts each input to its Input's dtype
+            node = ctx.as_float32(node)  # (follows the module's .double() / .half())
+            node.meta["keras_input_cast"] = True
+        elif isinstance(dtype, torch.dtype):  # (int64 ids for int32: int32)
+            node = ctx.graph.call_method("to", (node, dtype))
             node.meta["keras_input_cast"] = True
         rank = len(shape)
         given = channels_first(rank) if channels_first_io else canonical(rank)
@@ -81,6 +84,8 @@ def emit(graph: KGraph, channels_first_io: bool = False) -> EmittedModule:
 
     ctx.graph.output(keras.tree.map_structure(finish, graph.outputs))
     module = torch.fx.GraphModule(ctx.root, ctx.graph, class_name="KerasModel").eval()
+    if ctx.float_dtype_used:  # (GraphModule copies every buffer as persistent)
+        module._non_persistent_buffers_set.add("float_dtype")
     return EmittedModule(module, held, ctx.permutes, boundary)
 
 
@@ -222,8 +227,9 @@ def _as_layer_computes(ctx: Context, knode: KNode, tensor, value: Held, data: bo
                 and all(keras.backend.is_float_dtype(d) for d in ctx.output_dtypes))
     if not cast:
         return value
-    return Held(ctx.call_method("to", value.node, getattr(torch, want)), value.layout,
-                value.shape)
+    node = (ctx.as_float32(value.node) if want == "float32"
+            else ctx.call_method("to", value.node, getattr(torch, want)))
+    return Held(node, value.layout, value.shape)
 
 
 def apply_converter(ctx: Context, converter, operation, args, kwargs, shapes: list) -> list[Held]:

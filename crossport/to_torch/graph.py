@@ -445,6 +445,13 @@ HALF_ADVICE = ("TF's float16 / bfloat16 arithmetic (its rounding, its reductions
                "result dtypes) is not reproduced: cast to float32 first (keras.ops.cast)")
 
 
+def _index_policy(op) -> bool:
+    """Whether ``op`` computes in a dtype that is not a float by design (Hashing: int64), so
+    rebuilding the model under a float32 policy is no advice for it."""
+    policy = getattr(op, "dtype_policy", None)
+    return policy is not None and not keras.backend.is_float_dtype(policy.compute_dtype)
+
+
 def _unsupported_reason(node: KNode) -> str | None:
     op = node.operation
     if node.refusal:
@@ -455,9 +462,9 @@ def _unsupported_reason(node: KNode) -> str | None:
         return "subclassed model without a functional graph"
     precision = (precision_refusal(op, traced=False) or _half_precision_reason(node)
                  or _wide_unsigned_reason(node))
-    if precision:
+    if precision and not (node.converter is None and _index_policy(op)):
         return precision
-    if node.converter is None:
+    if node.converter is None:  # (Hashing's int64 policy: no converter, not a precision case)
         kind = "layer" if isinstance(op, keras.layers.Layer) else "keras.ops op"
         return f"no converter for this {kind}"
     held_sizes = run_sizes(node)

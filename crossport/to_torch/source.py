@@ -87,7 +87,8 @@ def _keras_dropout_rnn(m) -> str:
 
 
 def _bn(m) -> str:
-    return f"{m.num_features}, eps={m.eps!r}, momentum={m.momentum!r}"
+    frozen = ", frozen=True" if m.frozen else ""
+    return f"{m.num_features}, eps={m.eps!r}, momentum={m.momentum!r}{frozen}"
 
 
 def _shape(t: torch.Tensor) -> str:
@@ -107,14 +108,14 @@ _ARGS: dict[type, Callable[[nn.Module], str]] = {
     tf_conv.TFConv3dTranspose: _tf_conv_t,
     tf_norm.KerasBatchNorm: lambda m: (f"{m.num_features}, {m.eps!r}, {m.momentum!r}, "
                                        f"{m.bias is not None!r}, {m.weight is not None!r}, "
-                                       f"{m.axis}"),
+                                       f"{m.axis}, {m.frozen!r}"),
     tf_norm.KerasBatchNorm1d: _bn, tf_norm.KerasBatchNorm2d: _bn, tf_norm.KerasBatchNorm3d: _bn,
     tf_norm.KerasLayerNorm: lambda m: (f"{m.normalized_shape!r}, {m.axis!r}, {m.eps!r}, "
                                        f"{m.bias is not None!r}, {m.weight is not None!r}, "
                                        f"{m.rms_scaling!r}"),
     tf_norm.KerasGroupNorm: lambda m: (f"{m.groups}, {m.num_channels}, {m.eps!r}, "
                                        f"{m.bias is not None!r}, {m.weight is not None!r}, "
-                                       f"{m.axis}"),
+                                       f"{m.axis}, {m.frozen!r}"),
     tf_conv_rnn.KerasConvLSTM: lambda m: (
         f"{m.rank}, {m.kernel.shape[-2]}, {m.filters}, {m.kernel_size!r}, {m.strides!r}, "
         f"{m.padding!r}, {m.dilation_rate!r}, {m.activation!r}, {m.recurrent_activation!r}, "
@@ -198,8 +199,10 @@ def _init_lines(module: nn.Module) -> tuple[list[str], set[str]]:
         lines.append(f"        self.{path} = {call}")
     for name, buffer in module.named_buffers(recurse=False):  # keras.ops constants (ctx.constant)
         dtype = str(buffer.dtype).replace("torch.", "")
+        persistent = "" if name not in module._non_persistent_buffers_set else \
+            ", persistent=False"  # (float_dtype: the dtype the float inputs are cast to)
         lines.append(f"        self.register_buffer({name!r}, torch.empty("
-                     f"{tuple(buffer.shape)!r}, dtype=torch.{dtype}))")
+                     f"{tuple(buffer.shape)!r}, dtype=torch.{dtype}){persistent})")
     return lines, imports
 
 
@@ -207,7 +210,7 @@ def source(module: torch.fx.GraphModule) -> str:
     """The Python source of ``module`` (see the module docstring)."""
     code = module.graph.python_code(root_module="self")
     unknown = set(code.globals) - {"inf", "nan", "NoneType", "torch", "device", "fx_pytree",
-                                   "pytree", "operator"}
+                                   "pytree", "operator", "getattr"}
     if unknown:
         raise ExportError(f"to_torch_source cannot write functions {sorted(unknown)}; save the "
                           "module with torch.export (.pt2) instead")
@@ -226,7 +229,23 @@ def source(module: torch.fx.GraphModule) -> str:
         '    """The model with the converted weights, in eval mode."""',
         "    model = KerasModel()",
         "    model.load_state_dict(torch.load(weights), strict=True)",
+        *_frozen_lines(module),
         "    return model.eval()", ""])
+
+
+def _frozen(module: nn.Module) -> set[str]:
+    return {name for name, param in module.named_parameters() if not param.requires_grad}
+
+
+def _frozen_lines(module: nn.Module) -> list[str]:
+    """``build_model`` lines freezing the parameters Keras does not train (a state_dict
+    does not carry ``requires_grad``)."""
+    names = sorted(_frozen(module))
+    if not names:
+        return []
+    return ["    for name in (  # weights Keras does not train",
+            *[f"            {name!r}," for name in names],
+            "    ):", "        model.get_parameter(name).requires_grad_(False)"]
 
 
 def to_torch_source(conversion_or_module, path, example_args: tuple | None = None, *,
@@ -298,6 +317,9 @@ def _recheck(path: Path, module: nn.Module, args: tuple, target: Path) -> None:
     written = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(written)
     rebuilt = written.build_model()
+    if _frozen(rebuilt) != _frozen(module):
+        raise ExportError(f"{target}: the rebuilt module trains other parameters than the "
+                          f"conversion ({sorted(_frozen(rebuilt) ^ _frozen(module))})")
     with torch.no_grad():
         for want, got in zip(torch.utils._pytree.tree_leaves(module(*args)),
                              torch.utils._pytree.tree_leaves(rebuilt(*args))):

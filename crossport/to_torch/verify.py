@@ -214,10 +214,11 @@ def diagnose(report: ParityReport, kmodel, graph: KGraph, emitted: EmittedModule
 
 def as_float64(module: torch.fx.GraphModule) -> torch.fx.GraphModule:
     """A float64 copy of the module whose float inputs stay float64 (the module casts its
-    inputs to the Keras Input dtypes, float32)."""
+    inputs to the Keras Input dtypes; float32 ones follow ``.double()``)."""
     module64 = copy.deepcopy(module).double()
     for node in module64.graph.nodes:
-        if node.meta.get("keras_input_cast") and node.args[1].is_floating_point:
+        if (node.meta.get("keras_input_cast") and isinstance(node.args[1], torch.dtype)
+                and node.args[1].is_floating_point):
             node.args = (node.args[0], torch.float64)
         else:  # the model's own casts to float32 (ops.cast in a traced call) too
             node.args, node.kwargs = torch.fx.node.map_aggregate(

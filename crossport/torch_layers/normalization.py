@@ -114,6 +114,8 @@ class KerasBatchNorm(nn.Module):
         center: learn ``bias`` (Keras ``beta``).
         scale: learn ``weight`` (Keras ``gamma``).
         axis: torch dim of the features.
+        frozen: a Keras layer with ``trainable=False``, which normalizes with its moving
+            statistics (and leaves them) in training mode too.
 
     Example:
         >>> import torch
@@ -121,6 +123,8 @@ class KerasBatchNorm(nn.Module):
         >>> bn(torch.randn(2, 3, 4, 4)).shape
         torch.Size([2, 3, 4, 4])
     """
+
+    frozen = False  # (a class default: modules pickled before the flag existed load)
 
     def __init__(
         self,
@@ -130,9 +134,11 @@ class KerasBatchNorm(nn.Module):
         center: bool = True,
         scale: bool = True,
         axis: int = 1,
+        frozen: bool = False,
     ) -> None:
         super().__init__()
         self.num_features, self.eps, self.momentum, self.axis = num_features, eps, momentum, axis
+        self.frozen = frozen
         self.weight = nn.Parameter(torch.ones(num_features)) if scale else None
         self.bias = nn.Parameter(torch.zeros(num_features)) if center else None
         self.register_buffer("running_mean", torch.zeros(num_features))
@@ -142,7 +148,7 @@ class KerasBatchNorm(nn.Module):
         axis = self.axis % x.ndim
         shape = [1] * x.ndim
         shape[axis] = self.num_features
-        if self.training:
+        if self.training and not self.frozen:
             dims = [d for d in range(x.ndim) if d != axis]
             mean = x.mean(dims, keepdim=True)
             var = (x - mean).square().mean(dims, keepdim=True)  # biased, like tf.nn.moments
@@ -180,6 +186,7 @@ class KerasBatchNorm(nn.Module):
             bool(cfg["center"]),
             bool(cfg["scale"]),
             torch_axis,
+            not layer.trainable,
         )
         if module.weight is not None:
             copy_into(module.weight, keras_array(layer.gamma))
@@ -452,10 +459,22 @@ class _KerasMovingStatistics:
 
     Normalisation is torch's own (batch mean and biased batch variance, like Keras); only the
     running-variance update differs: Keras folds in the **biased** batch variance
-    (``moving = moving * m + var * (1 - m)``), torch the unbiased one.
+    (``moving = moving * m + var * (1 - m)``), torch the unbiased one. ``frozen=True`` is a
+    Keras layer with ``trainable=False``: it normalizes with the moving statistics (and leaves
+    them) in training mode too, as Keras does.
     """
 
+    frozen = False  # (a class default: modules pickled before the flag existed load)
+
+    def __init__(self, *args, frozen: bool = False, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.frozen = frozen
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.frozen and self.training:
+            self._check_input_dim(x)
+            return nn.functional.batch_norm(x, self.running_mean, self.running_var,
+                                            self.weight, self.bias, False, 0.0, self.eps)
         if not self.training or not self.track_running_stats:
             return super().forward(x)
         self._check_input_dim(x)

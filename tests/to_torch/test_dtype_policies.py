@@ -6,6 +6,8 @@ keras.ops on half-precision values are refused with one line per kind; bfloat16 
 cross the boundary (example inputs, casts) without a crash; uint16/32/64, which torch cannot
 compute on, are refused."""
 
+import copy
+
 import keras
 import numpy as np
 import pytest
@@ -13,7 +15,7 @@ import torch
 from keras import ops
 
 import crossport
-from tests.to_torch.harness import assert_to_torch
+from tests.to_torch.harness import assert_to_torch, make_live, random_inputs
 
 L = keras.layers
 
@@ -163,3 +165,63 @@ def test_wide_unsigned_values_are_refused_by_name(dtype):
         crossport.to_torch(model, (np.arange(6, dtype="int32").reshape(2, 3),))
     with pytest.raises(crossport.InputError, match=rf"example input 0 is torch\.{dtype}"):
         crossport.to_torch(model, (np.arange(6, dtype=dtype).reshape(2, 3),))
+
+
+@pytest.mark.parametrize("example", [np.array([["a b"], ["c"]]), np.array([[b"a"]]),
+                                     np.array([[{"a": 1}]], dtype=object)],
+                         ids=["str", "bytes", "object"])
+def test_string_examples_are_an_input_error(example):
+    """A model taking strings (TextVectorization in front) given its numpy strings as the
+    example: torch.from_numpy raised a raw TypeError (found by the adversarial audit). One
+    InputError says torch has no string tensors and what to convert instead."""
+    vectorize = L.TextVectorization(max_tokens=10, output_sequence_length=4)
+    vectorize.adapt(["a b c", "b c d"])
+    text = keras.Input((1,), dtype="string")
+    model = keras.Model(text, L.Embedding(10, 2)(vectorize(text)))
+    with pytest.raises(crossport.InputError, match=r"example input 0 is a numpy array of "
+                                                   r".*torch has no tensors for"):
+        crossport.to_torch(model, (example,))
+
+
+def _cnn():
+    x = keras.Input((8, 8, 3))
+    h = L.BatchNormalization()(L.Conv2D(4, 3, strides=2, padding="same")(x))
+    return keras.Model(x, L.Dense(2)(L.Flatten()(L.MaxPooling2D()(h))))
+
+
+def _sequence():
+    x = keras.Input((7, 4))
+    h = L.LSTM(5, return_sequences=True)(L.Conv1D(6, 3, padding="same")(x))
+    h = L.LayerNormalization()(L.MultiHeadAttention(2, 3)(h, h))
+    return keras.Model(x, L.Dense(2, activation="softmax")(L.GRU(3)(h)))
+
+
+def _ids_and_counts():
+    ids, counts = keras.Input((5,), dtype="int32"), keras.Input((3,), dtype="int32")
+    h = L.GlobalAveragePooling1D()(L.Embedding(10, 4)(ids))
+    return keras.Model([ids, counts], L.Dense(2)(L.Concatenate()([h, L.Dense(4)(counts)])))
+
+
+@pytest.mark.parametrize("build", [_cnn, _sequence, _ids_and_counts],
+                         ids=["cnn", "sequence", "ids_and_int_features"])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float16])
+def test_the_module_follows_double_and_half(build, dtype):
+    """net.double() / net.half(), the torch idioms for a float64 check or a float16 run,
+    failed with torch's 'Input type (float) and bias type (double)': the module cast every
+    float input (and an int tensor fed to a float layer) to float32, whatever its weights'
+    dtype (found by the adversarial audit). Those casts follow the module's float dtype now
+    (an empty non-persistent buffer .to() converts), so outputs are float64/float16 and
+    agree with Keras; the default module still casts to Keras' float32."""
+    model = make_live(build())
+    args = random_inputs(model, 3, 0)
+    module = crossport.to_torch(model, args)
+    want = keras.tree.flatten(model([a.numpy() for a in args]))
+    assert "float_dtype" not in module.state_dict()
+    moved = copy.deepcopy(module).to(dtype)
+    with torch.no_grad():
+        got = moved(*[a.to(dtype) if a.is_floating_point() else a for a in args])
+        got32 = module(*[a.double() if a.is_floating_point() else a for a in args])
+    assert got.dtype == dtype and got32.dtype == torch.float32
+    scale = max(1.0, float(np.abs(np.asarray(want[0])).max()))
+    atol = 1e-5 if dtype == torch.float64 else 2e-2
+    assert np.abs(got.float().numpy() - np.asarray(want[0])).max() / scale < atol

@@ -186,3 +186,15 @@ def test_category_encoding_at_run_time_lengths(mode, shape):
     example = torch.randint(0, 7, (2, 6, *shape[1:]), dtype=torch.int32)
     conv = crossport.to_torch_with_report(model, (example,))
     assert len(conv.report.shapes) == 2, conv.report.summary()  # a second length checked
+
+
+def test_an_int_policy_layer_without_converter_is_refused_as_such():
+    """Hashing computes in int64 by design; its refusal said 'computes in int64 (dtype policy
+    'int64') ... rebuild the model under keras.config.set_dtype_policy('float32')', advice
+    that cannot help (found by the adversarial audit). It is a layer with no converter."""
+    ids = keras.Input((2,), dtype="int64")
+    model = keras.Model(ids, keras.layers.Hashing(8, name="hash")(ids))
+    with pytest.raises(crossport.UnsupportedLayerError) as err:
+        crossport.to_torch(model, (torch.randint(0, 5, (2, 2)),))
+    assert "hash (Hashing): no converter for this layer" in str(err.value)
+    assert "set_dtype_policy" not in str(err.value)

@@ -59,8 +59,16 @@ def _frames():
     return keras.Model(inp, L.ConvLSTM2D(2, 2, go_backwards=True)(x))
 
 
-@pytest.mark.parametrize("build", [_cnn, _text, _augmented, _regularized, _frames],
-                         ids=["cnn", "text", "augmented", "regularized", "frames"])
+def _recurrent():
+    inp = keras.Input((5, 3))
+    frozen, frozen_bn = L.Dense(3), L.BatchNormalization()
+    x = L.LSTM(4, return_sequences=True)(frozen_bn(frozen(inp)))  # bias_hh: a frozen zero
+    frozen.trainable = frozen_bn.trainable = False
+    return keras.Model(inp, L.SimpleRNN(3)(x))
+
+
+@pytest.mark.parametrize("build", [_cnn, _text, _augmented, _regularized, _frames, _recurrent],
+                         ids=["cnn", "text", "augmented", "regularized", "frames", "recurrent"])
 def test_source_rebuilds_the_module(build, tmp_path):
     model = make_live(build())
     args = random_inputs(model, 2, 0, int_high=20)
@@ -74,6 +82,11 @@ def test_source_rebuilds_the_module(build, tmp_path):
     fresh = random_inputs(model, 3, 5, int_high=20)
     with torch.no_grad():
         torch.testing.assert_close(rebuilt(*fresh), conv.module(*fresh), rtol=0, atol=0)
+    # what a state_dict does not carry: which parameters train
+    assert ({n: p.requires_grad for n, p in rebuilt.named_parameters()}
+            == {n: p.requires_grad for n, p in conv.module.named_parameters()})
+    assert ({n: m.frozen for n, m in rebuilt.named_modules() if hasattr(m, "frozen")}
+            == {n: m.frozen for n, m in conv.module.named_modules() if hasattr(m, "frozen")})
     # what eval() does not show: the train-mode settings (dropout rates, noise shapes ...)
     written_modules, noise = dict(rebuilt.named_modules()), 0
     for name, want in conv.module.named_modules():

@@ -33,7 +33,7 @@ def _grads(model, module, x):
     xs = torch.from_numpy(x).requires_grad_(True)
     module.zero_grad()
     (module(xs) ** 2).sum().backward()
-    torch_grads = {n: p.grad.numpy() for n, p in module.named_parameters()}
+    torch_grads = {n: p.grad.numpy() for n, p in module.named_parameters() if p.requires_grad}
     return keras_grads, keras_dx, torch_grads, xs.grad.numpy()
 
 
@@ -75,9 +75,9 @@ def test_lstm_gradients_match_gradient_tape():
     _close(kdx, tdx)
     _close(kg["lstm/lstm_cell/kernel"].T, tg["lstm.weight_ih_l0"])
     _close(kg["lstm/lstm_cell/recurrent_kernel"].T, tg["lstm.weight_hh_l0"])
-    # Keras' one bias feeds both torch biases: each gets the same gradient
+    # Keras' one bias is bias_ih; bias_hh is torch's zero stand-in, frozen (not trained)
     _close(kg["lstm/lstm_cell/bias"], tg["lstm.bias_ih_l0"])
-    _close(kg["lstm/lstm_cell/bias"], tg["lstm.bias_hh_l0"])
+    assert "lstm.bias_hh_l0" not in tg
 
 
 def _keras_sgd_step(model, x, lr):
@@ -87,7 +87,7 @@ def _keras_sgd_step(model, x, lr):
         loss = tf.reduce_sum(tf.square(model(tf.constant(x), training=True)))
     grads = tape.gradient(loss, model.trainable_weights)
     for var, grad in zip(model.trainable_weights, grads):
-        var.assign_sub(lr * grad)
+        var.assign_sub(lr * tf.convert_to_tensor(grad))  # (Embedding: IndexedSlices)
     return float(loss)
 
 
@@ -130,3 +130,115 @@ def test_batchnorm_training_step_matches_keras(rank, momentum):
     module.eval()
     with torch.no_grad():
         _close(np.asarray(model(x, training=False)), module(torch.from_numpy(x)).numpy())
+
+
+def _after_step_close(model, module, x, lr=0.05):
+    """One SGD step in each framework, then both run inference on x: same outputs."""
+    keras_loss = _keras_sgd_step(model, x, lr)
+    torch_loss = _torch_sgd_step(module, x, lr)
+    assert abs(keras_loss - torch_loss) <= 1e-4 * max(1.0, abs(keras_loss))
+    module.eval()
+    with torch.no_grad():
+        _close(np.asarray(model(x, training=False)), module(torch.from_numpy(x)).numpy())
+
+
+def _trainable_count(module) -> int:
+    return sum(p.numel() for p in module.parameters() if p.requires_grad)
+
+
+@pytest.mark.parametrize("rnn", [lambda: L.LSTM(4, name="rnn"),
+                                 lambda: L.SimpleRNN(4, name="rnn"),
+                                 lambda: L.GRU(4, name="rnn"),
+                                 lambda: L.Bidirectional(L.LSTM(3), name="rnn")],
+                         ids=["lstm", "simple_rnn", "gru", "bidirectional_lstm"])
+def test_rnn_training_step_matches_keras(rnn):
+    """Keras' LSTM/SimpleRNN have one bias; torch's nn.LSTM/nn.RNN add bias_hh, converted as
+    zero. Both get the same gradient, so an optimizer stepping both moved the Keras bias
+    twice (found by an adversarial audit: one SGD step, then outputs 1e-2 apart). bias_hh is
+    frozen: the trainable count is Keras' and one step lands on Keras' weights."""
+    model = keras.Sequential([keras.Input((5, 3)), rnn(), L.Dense(2)])
+    make_live(model)
+    x = np.random.default_rng(4).standard_normal((3, 5, 3)).astype("float32")
+    module = crossport.to_torch(model, (torch.from_numpy(x),))
+    assert _trainable_count(module) == sum(int(np.prod(w.shape)) for w in model.trainable_weights)
+    _after_step_close(model, module, x)
+
+
+def _frozen_dense():
+    model = keras.Sequential([keras.Input((5,)), L.Dense(6, name="frozen"), L.Dense(2)])
+    model.get_layer("frozen").trainable = False
+    return model, (4, 5)
+
+
+def _frozen_nested():
+    inner = keras.Sequential([keras.Input((6, 6, 3)), L.Conv2D(4, 3), L.Conv2D(4, 1)],
+                             name="backbone")
+    inner.trainable = False  # the fine-tuning idiom: a frozen backbone under a new head
+    inp = keras.Input((6, 6, 3))
+    return keras.Model(inp, L.Dense(2)(L.Flatten()(inner(inp)))), (3, 6, 6, 3)
+
+
+def _frozen_wrapped():
+    inp = keras.Input((4, 5))
+    wrapped = L.TimeDistributed(L.Dense(3))
+    out = L.LSTM(2)(wrapped(inp))
+    wrapped.trainable = False
+    return keras.Model(inp, out), (3, 4, 5)
+
+
+@pytest.mark.parametrize("build", [_frozen_dense, _frozen_nested, _frozen_wrapped],
+                         ids=["dense", "nested_model", "time_distributed"])
+def test_frozen_layers_are_not_trained(build):
+    """A layer with trainable=False (or inside a frozen nested model) has no trainable
+    weights in Keras; its torch parameters came back with requires_grad=True, so an
+    optimizer trained what Keras keeps fixed (found by the adversarial audit: one SGD step,
+    then outputs 0.8 apart). They are frozen: Keras' trainable count, Keras' step."""
+    model, shape = build()
+    make_live(model)
+    x = np.random.default_rng(5).standard_normal(shape).astype("float32")
+    module = crossport.to_torch(model, (torch.from_numpy(x),))
+    assert _trainable_count(module) == sum(int(np.prod(w.shape)) for w in model.trainable_weights)
+    _after_step_close(model, module, x)
+
+
+@pytest.mark.parametrize("rank", [2, 4])
+@pytest.mark.parametrize("center", [True, False])
+def test_frozen_batchnorm_normalizes_with_moving_statistics_in_training(rank, center):
+    """Keras' BatchNormalization with trainable=False normalizes with its moving statistics
+    even when called with training=True (the fine-tuning rule) and leaves them; the torch
+    module used the batch's statistics in train() and updated its running ones (found by the
+    adversarial audit: one SGD step, losses 2.04 vs 2.30). center=False is the
+    torch_layers.KerasBatchNorm path."""
+    keras.utils.set_random_seed(0)
+    first = L.Conv2D(3, 1, name="first") if rank == 4 else L.Dense(3, name="first")
+    shape = (4, 4, 2) if rank == 4 else (5,)
+    bn = L.BatchNormalization(center=center, name="bn")
+    model = keras.Sequential([keras.Input(shape), first, bn, L.Flatten(), L.Dense(2)])
+    bn.trainable = False
+    make_live(model)
+    x = np.random.default_rng(6).standard_normal((3, *shape)).astype("float32") * 2 + 1
+    module = crossport.to_torch(model, (torch.from_numpy(x),))
+    assert _trainable_count(module) == sum(int(np.prod(w.shape)) for w in model.trainable_weights)
+    _after_step_close(model, module, x)
+    _close(np.asarray(bn.moving_mean.numpy()), module.bn.running_mean.numpy())
+    _close(np.asarray(bn.moving_variance.numpy()), module.bn.running_var.numpy())
+
+
+@pytest.mark.parametrize("masked", [False, True], ids=["plain", "masked"])
+@pytest.mark.parametrize("direction", ["forward_layer", "backward_layer"])
+def test_a_frozen_direction_of_a_bidirectional_is_not_trained(direction, masked):
+    """Freezing one direction of a Bidirectional (layer.forward_layer.trainable = False)
+    left the whole torch RNN trainable: 168 trainable parameters for Keras' 84 (found by
+    the adversarial audit). That direction's half of torch's bidirectional RNN (or its
+    masked twin) is frozen."""
+    ids = keras.Input((6,), dtype="int32")
+    embedded = L.Embedding(10, 3, mask_zero=masked)(ids)
+    wrapper = L.Bidirectional(L.LSTM(3), name="rnn")
+    model = keras.Model(ids, L.Dense(2)(wrapper(embedded)))
+    getattr(wrapper, direction).trainable = False
+    make_live(model)
+    x = np.random.default_rng(7).integers(1, 10, (3, 6)).astype("int32")
+    x[0, 4:] = 0
+    module = crossport.to_torch(model, (torch.from_numpy(x),))
+    assert _trainable_count(module) == sum(int(np.prod(w.shape)) for w in model.trainable_weights)
+    _after_step_close(model, module, x)

@@ -542,23 +542,39 @@ def _argmax_supported(op) -> str | None:
     return None
 
 
+def _never_picked_as_infinity(ctx: Context, node, argmin: bool):
+    """NaN and the values at or past the dtype's extreme (TF's arg reducer's start) as the
+    infinity the reduction never prefers."""
+    extreme = torch.finfo(getattr(torch, ctx.input_dtype)).max
+    past = (ctx.call_function(torch.ge, node, extreme) if argmin
+            else ctx.call_function(torch.le, node, -extreme))
+    never = ctx.call_function(torch.logical_or, ctx.call_function(torch.isnan, node), past)
+    return ctx.call_function(torch.where, never, math.inf if argmin else -math.inf, node)
+
+
 @register_op("Argmax", "Argmin", policy=Policy.CUSTOM, supports=_argmax_supported)
 def Argmax(ctx: Context, op, x: Held) -> Held:
     """keras.ops.argmax / argmin(x, axis, keepdims): torch.argmax / argmin on the held dim,
     int32 as Keras.
 
     Keras' TF backend reads -0.0 as just below 0.0 (its flush-to-zero fix) and so does the
-    module; ties give the first index in both."""
+    module; ties give the first index in both. TF's kernel (Eigen's arg reducer) starts from
+    index 0 holding the dtype's lowest value (highest for argmin) and moves on a strictly
+    greater (smaller) value, so NaN is never picked, nor are -inf and the lowest value
+    itself: the module reads those as -inf, whose ties torch also breaks by the first
+    index (an all-NaN row is 0 in both)."""
     x = ctx.plain(x)
     axis = normalize_dim(int(op.axis), x.rank)
     node = x.node
+    argmin = type(op).__name__ == "Argmin"
     if "float" in ctx.input_dtype:
         zero = ctx.call_function(torch.eq, node, 0.0)
         negative_zero = ctx.call_function(torch.logical_and, zero,
                                           ctx.call_function(torch.signbit, node))
         tiny = -torch.finfo(torch.float32).tiny
         node = ctx.call_function(torch.where, negative_zero, tiny, node)
-    fn = torch.argmin if type(op).__name__ == "Argmin" else torch.argmax
+        node = _never_picked_as_infinity(ctx, node, argmin)
+    fn = torch.argmin if argmin else torch.argmax
     node = ctx.call_function(fn, node, physical_axis(x.layout, axis), keepdim=bool(op.keepdims))
     node = _as_output_dtype(ctx, node)
     layout = after_reduce(x.layout, [axis], bool(op.keepdims))

@@ -84,11 +84,13 @@ def BatchNormalization(ctx: Context, layer, inputs: Held, **_call_kwargs) -> Hel
     held_axis = physical_axis(inputs.layout, axis)
     mean = _arr(layer.moving_mean)
     eps, momentum = float(cfg["epsilon"]), 1.0 - float(cfg["momentum"])
+    frozen = not layer.trainable  # Keras: moving statistics in training mode too
     if cfg["center"] and cfg["scale"] and held_axis == 1 and inputs.rank in _BN:
-        module = _BN[inputs.rank](mean.shape[0], eps=eps, momentum=momentum)
+        module = _BN[inputs.rank](mean.shape[0], eps=eps, momentum=momentum,
+                                  **({"frozen": True} if frozen else {}))
     else:
         module = KerasBatchNorm(mean.shape[0], eps, momentum, bool(cfg["center"]),
-                                bool(cfg["scale"]), held_axis)
+                                bool(cfg["scale"]), held_axis, frozen)
     _copy(module.weight, _arr(layer.gamma) if cfg["scale"] else None)
     _copy(module.bias, _arr(layer.beta) if cfg["center"] else None)
     _copy(module.running_mean, mean)
