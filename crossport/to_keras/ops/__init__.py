@@ -24,6 +24,7 @@ from crossport.to_keras.ops import (  # noqa: F401
     norm,
     order_stats,
     pad,
+    polynomial,
     pool,
     recurrent,
     reduce,
