@@ -257,6 +257,22 @@ def _broadcast_shape(a: tuple, b: tuple) -> tuple:
                  for m, n in zip(a, b))
 
 
+_TRACED: dict = {}  # signature -> polynomial as a tf.function (module-level: no layer
+# tracks it)
+
+
+def _traced(kind: str, x: Any, n: Any):
+    """``polynomial(kind, ...)`` as one TF graph, traced once per kind, ranks and dtypes
+    (every dim ``None``: one trace serves every size)."""
+    import tensorflow as tf
+
+    specs = tuple(tf.TensorSpec([None] * len(v.shape), v.dtype) for v in (x, n))
+    key = (kind, *((s.shape.rank, s.dtype) for s in specs))
+    if key not in _TRACED:
+        _TRACED[key] = tf.function(lambda x, n: polynomial(kind, x, n), input_signature=specs)
+    return _TRACED[key]
+
+
 @keras.saving.register_keras_serializable(package="crossport")
 class OrthogonalPolynomial(keras.layers.Layer):
     """``torch.special.<kind>(x, n)``: ``kind`` is one of :data:`KINDS`
@@ -279,6 +295,11 @@ class OrthogonalPolynomial(keras.layers.Layer):
 
     def call(self, inputs):
         x, n = inputs
+        if keras.backend.backend() == "tensorflow":
+            import tensorflow as tf
+
+            if tf.executing_eagerly():  # an eager while loop dispatches each op: 12x slower
+                return _traced(self.kind, x, n)(x, n)
         return polynomial(self.kind, x, n)
 
     def compute_output_spec(self, inputs):
