@@ -39,6 +39,7 @@ from crossport.layers.normalization import (
     LayerNorm,
 )
 from crossport.layers.padding import Pad
+from crossport.layers.polynomial import OrthogonalPolynomial
 from crossport.layers.pooling import (
     AvgPool1d,
     AvgPool2d,
@@ -94,6 +95,7 @@ __all__ = [
     "MaxPool1d",
     "MaxPool2d",
     "MaxPool3d",
+    "OrthogonalPolynomial",
     "Pad",
     "PixelShuffle",
     "PixelUnshuffle",

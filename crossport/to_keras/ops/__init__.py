@@ -25,6 +25,7 @@ from crossport.to_keras.ops import (  # noqa: F401
     norm,
     order_stats,
     pad,
+    polynomial,
     pool,
     recurrent,
     reduce,
