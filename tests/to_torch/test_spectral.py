@@ -273,3 +273,21 @@ def test_unsupported_window_is_refused():
     model = chain((1000,), _mel(window="blackman"))
     with pytest.raises(crossport.UnsupportedLayerError, match="blackman"):
         crossport.to_torch(model, torch.from_numpy(_audio((2, 1000), 0)))
+
+
+@pytest.mark.parametrize("window", ["hann", "hamming", None])
+def test_ops_stft_istft_float64(window):
+    """Keras' TF stft computes in the signal's dtype (its window too): float64 stays float64
+    (the module cast it to float32 before, and failed its own dtype check)."""
+    x = keras.Input((None,), dtype="float64")
+    spectrum = keras.ops.stft(x, 100, 25, 128, window=window)
+    model = keras.Model(x, [*spectrum, keras.ops.istft(spectrum, 100, 25, 128, window=window)])
+    assert_lengths(model, [(2, 600), (2, 901)], atol=1e-6,
+                   inputs=lambda shape, seed: _audio(shape, seed).astype("float64"))
+
+
+def test_ops_stft_of_ints_is_refused():
+    x = keras.Input((None,), dtype="int32")
+    model = keras.Model(x, keras.ops.stft(x, 64, 16, 64)[0])
+    with pytest.raises(crossport.UnsupportedLayerError, match="float32 or float64"):
+        crossport.to_torch(model, torch.zeros((2, 300), dtype=torch.int32))

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from crossport.errors import UnsupportedLayerError
 from crossport.layout.policy import Policy
 from crossport.to_torch.context import Context
 from crossport.to_torch.registry import channels_first_layer, register_layer, register_op
@@ -37,27 +38,39 @@ def _window_unsupported(window) -> str | None:
     return None
 
 
-def tf_window(window, sequence_length: int) -> np.ndarray | None:
-    """The window Keras' TF ``stft`` applies (periodic ``tf.signal`` Hann/Hamming, or the
-    array cast to float32), before its zero padding to ``fft_length``."""
+def tf_window(window, sequence_length: int, dtype: str = "float32") -> np.ndarray | None:
+    """The window Keras' TF ``stft`` applies (periodic ``tf.signal`` Hann/Hamming computed
+    in the signal's dtype, or the array cast to it), before its zero padding to
+    ``fft_length``."""
     import tensorflow as tf
 
     if window is None:
         return None
     if isinstance(window, str) and window == "hann":
-        return tf.signal.hann_window(sequence_length, periodic=True).numpy()
+        return tf.signal.hann_window(sequence_length, True, tf.as_dtype(dtype)).numpy()
     if isinstance(window, str) and window == "hamming":
-        return tf.signal.hamming_window(sequence_length, periodic=True).numpy()
-    return np.asarray(keras.ops.convert_to_numpy(window), dtype=np.float32)
+        return tf.signal.hamming_window(sequence_length, True, tf.as_dtype(dtype)).numpy()
+    return np.asarray(keras.ops.convert_to_numpy(window), dtype=dtype)
 
 
-def padded_window(window, sequence_length: int, fft_length: int) -> torch.Tensor | None:
+def padded_window(window, sequence_length: int, fft_length: int,
+                  dtype: str = "float32") -> torch.Tensor | None:
     """``tf_window`` zero-padded to ``fft_length`` as Keras pads it (the odd zero after)."""
-    array = tf_window(window, sequence_length)
+    array = tf_window(window, sequence_length, dtype)
     if array is None:
         return None
     left = (fft_length - sequence_length) // 2
     return torch.from_numpy(np.pad(array, (left, fft_length - sequence_length - left)))
+
+
+def _signal_dtype(ctx: Context, name: str) -> str:
+    """The float dtype Keras' TF stft/istft computes in (the input's); others raise there."""
+    if ctx.input_dtype not in ("float32", "float64"):
+        raise UnsupportedLayerError(
+            f"keras.ops.{name.lower()} {ctx.path!r} on a {ctx.input_dtype} tensor: Keras' TF "
+            "backend takes float32 or float64 only (its call raises); cast the signal first",
+            [(ctx.path, name, f"{ctx.input_dtype} input")])
+    return ctx.input_dtype
 
 
 def _pair(ctx: Context, node) -> list:
@@ -69,13 +82,14 @@ def STFT(ctx: Context, op, x) -> list:
     """keras.ops.stft(x, sequence_length, sequence_stride, fft_length, window, center):
     ``(real, imag)`` over the last axis (reflect pad when ``center``; no frame when the
     signal is shorter than ``fft_length``, as tf.signal.frame)."""
-    window = padded_window(op.window, op.sequence_length, op.fft_length)
+    dtype = _signal_dtype(ctx, "STFT")
+    window = padded_window(op.window, op.sequence_length, op.fft_length, dtype)
     module = KerasSTFT(op.fft_length, op.sequence_stride, window, bool(op.center))
-    return _pair(ctx, ctx.call_module(module, ctx.call_method("float", x)))
+    return _pair(ctx, ctx.call_module(module, x))
 
 
-def inverse_window(window, sequence_length: int, fft_length: int,
-                   step: int) -> torch.Tensor | None:
+def inverse_window(window, sequence_length: int, fft_length: int, step: int,
+                   dtype: str) -> torch.Tensor | None:
     """The window Keras' TF ``istft`` multiplies each frame by:
     ``tf.signal.inverse_stft_window_fn(step)`` of its zero-padded forward window. Unlike
     its ``stft``, Keras' ``istft`` takes any string but ``'hann'`` as ``'hamming'``."""
@@ -83,12 +97,12 @@ def inverse_window(window, sequence_length: int, fft_length: int,
 
     if isinstance(window, str) and window != "hann":
         window = "hamming"
-    forward = padded_window(window, sequence_length, fft_length)
+    forward = padded_window(window, sequence_length, fft_length, dtype)
     if forward is None:
         return None
     window_fn = tf.signal.inverse_stft_window_fn(
         step, lambda frame_step, dtype: tf.constant(forward.numpy()))
-    return torch.from_numpy(window_fn(fft_length, tf.float32).numpy())
+    return torch.from_numpy(window_fn(fft_length, tf.as_dtype(dtype)).numpy())
 
 
 @register_op(policy=Policy.CANONICAL)
@@ -96,7 +110,9 @@ def ISTFT(ctx: Context, op, x) -> object:
     """keras.ops.istft((real, imag), sequence_length, sequence_stride, fft_length, length,
     window, center): TF's inverse_stft (irfft, inverse window, overlap-add) and Keras'
     slice of the result."""
-    window = inverse_window(op.window, op.sequence_length, op.fft_length, op.sequence_stride)
+    dtype = _signal_dtype(ctx, "ISTFT")
+    window = inverse_window(op.window, op.sequence_length, op.fft_length, op.sequence_stride,
+                            dtype)
     length = None if op.length is None else int(op.length)
     module = KerasISTFT(op.fft_length, op.sequence_stride, op.fft_length, window, length,
                         bool(op.center))
