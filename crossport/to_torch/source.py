@@ -135,6 +135,7 @@ _ARGS: dict[type, Callable[[nn.Module], str]] = {
         f"{m.fft_length}, {m.sequence_stride}, {_maybe_shape(m.window)}, "
         f"{_shape(m.mel_matrix)}, {m.power_to_db!r}, {m.top_db!r}, {m.mag_exp!r}, "
         f"{m.min_power!r}, {m.ref_db!r}"),
+    spectral.KerasFrames: lambda m: f"{m.sequence_length}, {m.sequence_stride}",
     spectral.KerasSTFT: lambda m: (f"{m.fft_length}, {m.sequence_stride}, "
                                    f"{_maybe_shape(m.window)}, {m.center!r}"),
     spectral.KerasISTFT: lambda m: (f"{m.fft_length}, {m.sequence_stride}, {m.frame_length}, "

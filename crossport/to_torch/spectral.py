@@ -1,5 +1,5 @@
 """Keras' audio front ends as torch modules: ``STFTSpectrogram``, ``MelSpectrogram`` and
-``keras.ops.stft`` / ``istft``, computed as Keras' TF backend computes them.
+``keras.ops.stft`` / ``istft`` / ``extract_sequences``, computed as Keras' TF backend computes them.
 
 The constants Keras derives from its config (TF's periodic Hann/Hamming windows, the HTK
 mel filterbank, the inverse-STFT window) are computed by Keras/TF at conversion time and
@@ -35,6 +35,25 @@ def frames_of(x: torch.Tensor, length: int, step: int) -> torch.Tensor:
     if x.shape[-1] < length:
         return x.new_zeros((*x.shape[:-1], 0, length))
     return x.unfold(-1, length, step)
+
+
+class KerasFrames(nn.Module):
+    """``keras.ops.extract_sequences(x, sequence_length, sequence_stride)``: TF's
+    ``tf.signal.frame`` over the last axis, ``[..., frames, sequence_length]`` (no frame
+    when the signal is shorter than one).
+
+    Example:
+        >>> import torch
+        >>> KerasFrames(4, 2)(torch.arange(9.0)).shape
+        torch.Size([3, 4])
+    """
+
+    def __init__(self, sequence_length: int, sequence_stride: int) -> None:
+        super().__init__()
+        self.sequence_length, self.sequence_stride = sequence_length, sequence_stride
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return frames_of(x, self.sequence_length, self.sequence_stride)
 
 
 def keras_stft(x: torch.Tensor, window: torch.Tensor | None, step: int, fft_length: int,

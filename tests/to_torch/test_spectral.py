@@ -291,3 +291,15 @@ def test_ops_stft_of_ints_is_refused():
     model = keras.Model(x, keras.ops.stft(x, 64, 16, 64)[0])
     with pytest.raises(crossport.UnsupportedLayerError, match="float32 or float64"):
         crossport.to_torch(model, torch.zeros((2, 300), dtype=torch.int32))
+
+
+@pytest.mark.parametrize("length, stride", [(64, 16), (50, 50), (7, 3)])
+def test_ops_extract_sequences(length, stride, tmp_path):
+    """tf.signal.frame: frames at every length, none (an empty axis) below one frame."""
+    x = keras.Input((2, None))
+    model = keras.Model(x, keras.ops.extract_sequences(x, length, stride) * 2.0)
+    conv = assert_lengths(model, [(2, n) for n in (300, 301, length, length - 1, 1)],
+                          inputs=lambda shape, seed: _audio((shape[0], 2, shape[1]), seed))
+    written = load_written(crossport.to_torch_source(conv, tmp_path / "f.py")).build_model()
+    signal = torch.from_numpy(_audio((2, 2, 333), 4))
+    torch.testing.assert_close(written(signal), conv.module(signal), rtol=0, atol=0)

@@ -1,5 +1,6 @@
 """Keras' audio front ends: ``STFTSpectrogram``, ``MelSpectrogram``, ``keras.ops.stft`` and
-``keras.ops.istft`` -> ``crossport.to_torch.spectral`` modules.
+``keras.ops.istft`` (and ``extract_sequences``, their framing) -> ``crossport.to_torch.spectral``
+modules.
 
 Each module follows Keras' TF backend step by step (framing, reflect padding, TF ``SAME``,
 window, scaling and mode arithmetic); the constants Keras derives from the config (windows,
@@ -22,6 +23,7 @@ from crossport.layout.policy import Policy
 from crossport.to_torch.context import Context
 from crossport.to_torch.registry import channels_first_layer, register_layer, register_op
 from crossport.to_torch.spectral import (
+    KerasFrames,
     KerasISTFT,
     KerasMelSpectrogram,
     KerasSTFT,
@@ -86,6 +88,14 @@ def STFT(ctx: Context, op, x) -> list:
     window = padded_window(op.window, op.sequence_length, op.fft_length, dtype)
     module = KerasSTFT(op.fft_length, op.sequence_stride, window, bool(op.center))
     return _pair(ctx, ctx.call_module(module, x))
+
+
+@register_op(policy=Policy.CANONICAL)
+def ExtractSequences(ctx: Context, op, x) -> object:
+    """keras.ops.extract_sequences(x, sequence_length, sequence_stride): tf.signal.frame
+    over the last axis (an empty frame axis, not an error, for a shorter signal)."""
+    module = KerasFrames(int(op.sequence_length), int(op.sequence_stride))
+    return ctx.call_module(module, x)
 
 
 def inverse_window(window, sequence_length: int, fft_length: int, step: int,
