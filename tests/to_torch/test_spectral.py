@@ -303,3 +303,30 @@ def test_ops_extract_sequences(length, stride, tmp_path):
     written = load_written(crossport.to_torch_source(conv, tmp_path / "f.py")).build_model()
     signal = torch.from_numpy(_audio((2, 2, 333), 4))
     torch.testing.assert_close(written(signal), conv.module(signal), rtol=0, atol=0)
+
+
+def _with_nan_and_inf(shape, seed):
+    x = _audio(shape, seed)
+    x[0, shape[1] // 2] = np.nan
+    x[-1, shape[1] // 3] = np.inf
+    return x
+
+
+@pytest.mark.parametrize("layer", [_stft(mode=m) for m in ("log", "psd", "angle", "stft")] +
+                         [_mel(), _mel(power_to_db=False)],
+                         ids=["stft-log", "stft-psd", "stft-angle", "stft-pairs", "mel-db",
+                              "mel-linear"])
+def test_nan_and_inf_positions(layer):
+    """NaN/inf reach the frames holding them (inf - inf in the DFT: NaN); in dB the batch
+    maximum is NaN, so every value is (Keras' maximum propagates it, as torch's)."""
+    stft = isinstance(layer, L.STFTSpectrogram)
+    model = chain((None, 1) if stft else (None,), layer)
+
+    def inputs(shape, seed):
+        return _with_nan_and_inf(shape, seed)[..., None] if stft else \
+            _with_nan_and_inf(shape, seed)
+
+    conv = crossport.to_torch_with_report(model, torch.from_numpy(_audio((2, 600), 0)[
+        ..., None] if stft else _audio((2, 600), 0)))
+    for i, shape in enumerate([(2, 600), (3, 1000)]):
+        _compare(model, conv, inputs(shape, i), 1e-4)
