@@ -78,7 +78,7 @@ def _audio_model() -> keras.Model:
     return keras.Model(inp, L.Dense(2)(mel) + L.Dense(2)(spec) + L.Dense(2)(frames))
 
 
-def _assert_runs_without_keras(model: keras.Model, tmp_path: Path) -> None:
+def _assert_runs_without_keras(model: keras.Model, tmp_path: Path, rtol: float = 0.0) -> None:
     args = random_inputs(model, 2, 0)
     conv = crossport.to_torch_with_report(model, args)
     module_types = {type(m).__module__ for m in conv.module.modules()}
@@ -95,7 +95,8 @@ def _assert_runs_without_keras(model: keras.Model, tmp_path: Path) -> None:
     with torch.no_grad():
         want = conv.module(*args).numpy()
     for name, got in report["results"].items():
-        np.testing.assert_array_equal(np.asarray(got, dtype=np.float32), want, err_msg=name)
+        np.testing.assert_allclose(np.asarray(got, dtype=np.float32), want, rtol=rtol,
+                                   atol=rtol, err_msg=name)
 
 
 def test_converted_module_runs_without_keras(tmp_path: Path):
@@ -103,4 +104,6 @@ def test_converted_module_runs_without_keras(tmp_path: Path):
 
 
 def test_converted_audio_front_ends_run_without_keras(tmp_path: Path):
-    _assert_runs_without_keras(make_live(_audio_model()), tmp_path)
+    # the mel filterbank's 129-long sgemm may round differently in another process (MKL's
+    # results depend on buffer alignment); this test is about running without keras
+    _assert_runs_without_keras(make_live(_audio_model()), tmp_path, rtol=1e-6)
