@@ -20,7 +20,7 @@ from torch import nn
 
 from crossport.errors import ExportError, InputError
 from crossport.export.staging import Staging
-from crossport.to_torch import augment, noise
+from crossport.to_torch import augment, noise, spectral
 from crossport.to_torch import modules as own
 from crossport.torch_layers import conv as tf_conv
 from crossport.torch_layers import conv_recurrent as tf_conv_rnn
@@ -95,6 +95,10 @@ def _shape(t: torch.Tensor) -> str:
     return f"torch.zeros({tuple(t.shape)!r})"
 
 
+def _maybe_shape(t: torch.Tensor | None) -> str:
+    return "None" if t is None else _shape(t)
+
+
 # class -> constructor arguments (as source). Plain torch modules not listed use extra_repr,
 # which is their constructor call for the classes listed in _EXTRA_REPR_OK.
 _ARGS: dict[type, Callable[[nn.Module], str]] = {
@@ -147,6 +151,18 @@ _ARGS: dict[type, Callable[[nn.Module], str]] = {
     noise.KerasGaussianDropout: lambda m: f"{m.layer!r}, {m.rate!r}",
     noise.KerasActivityRegularization: lambda m: f"{m.layer!r}, {m.l1!r}, {m.l2!r}",
     noise.KerasTrainingRefusal: lambda m: f"{m.layer!r}, {m.why!r}",
+    spectral.KerasSTFTSpectrogram: lambda m: (
+        f"{m.mode!r}, {m.frame_length}, {m.frame_step}, {m.freq_bins}, {m.padding!r}, "
+        f"{m.expand_dims!r}, {m.channels_last!r}, {m.epsilon!r}"),
+    spectral.KerasMelSpectrogram: lambda m: (
+        f"{m.fft_length}, {m.sequence_stride}, {_maybe_shape(m.window)}, "
+        f"{_shape(m.mel_matrix)}, {m.power_to_db!r}, {m.top_db!r}, {m.mag_exp!r}, "
+        f"{m.min_power!r}, {m.ref_db!r}"),
+    spectral.KerasFrames: lambda m: f"{m.sequence_length}, {m.sequence_stride}",
+    spectral.KerasSTFT: lambda m: (f"{m.fft_length}, {m.sequence_stride}, "
+                                   f"{_maybe_shape(m.window)}, {m.center!r}"),
+    spectral.KerasISTFT: lambda m: (f"{m.fft_length}, {m.sequence_stride}, {m.frame_length}, "
+                                    f"{_maybe_shape(m.window)}, {m.length!r}, {m.center!r}"),
     own.KerasMultiHeadAttention: lambda m: (
         f"{m.query.in_features}, {m.key.in_features}, {m.value.in_features}, {m.num_heads}, "
         f"{m.key_dim}, {m.value_dim}, {m.attention_output.out_features}, "

@@ -6,7 +6,8 @@ import importlib
 import pytest
 
 MODULES = ["crossport.to_torch.api", "crossport.to_torch.modules", "crossport.to_torch.source",
-           "crossport.to_torch.augment", "crossport.to_torch.noise"]
+           "crossport.to_torch.augment", "crossport.to_torch.noise",
+           "crossport.to_torch.spectral"]
 
 
 @pytest.mark.parametrize("module", MODULES)

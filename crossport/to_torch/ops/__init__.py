@@ -23,6 +23,7 @@ from crossport.to_torch.ops import (  # noqa: F401  (registers on import)
     recurrent,
     segments,
     shape,
+    spectral,
     statistics,
     traced,
     wrappers,
