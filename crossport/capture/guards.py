@@ -129,14 +129,33 @@ def _compiled(guard: str):
         return None
 
 
+class _Scope(dict):
+    """Inputs by forward's parameter name; any other name is forward's ``*args`` (torch
+    writes its guards as ``L['a'][0].size()[1]`` for ``def forward(self, *a)``)."""
+
+    rest: list = []
+
+    def __missing__(self, key):
+        return self.rest
+
+
+def _varargs_start(names: list[str]) -> int:
+    """Where forward's ``*args`` begin: ``input_names`` numbers the inputs it has no
+    parameter name for (``input_1``, ... at their positions)."""
+    for i, name in enumerate(names):
+        if name == f"input_{i}":
+            return i
+    return len(names)
+
+
 def _holds(code, names: list[str], shapes: list[tuple]) -> bool | None:
     """The compiled guard at ``shapes`` (one per input); None if it cannot be evaluated
     here."""
     if code is None:
         return None
     sized = [_Sized(s) for s in shapes]
-    scope = dict(zip(names, sized))
-    scope["args"] = sized[len(names):] or sized
+    scope = _Scope(zip(names, sized))
+    scope.rest = sized[_varargs_start(names):]
     try:
         return bool(eval(code, _BUILTINS, {"L": scope}))
     except Exception:  # a guard form not handled here: no verdict

@@ -769,6 +769,22 @@ def test_a_branch_on_a_dynamic_size_is_refused():
         crossport.convert(PadIfOdd(), (torch.randn(2, 8),), dynamic_dims={"x": {1: "w"}})
 
 
+class ChunkVarargs(nn.Module):
+    """``chunk(3)`` makes 3 pieces at this size but 2 at a length of 4: torch.export keeps
+    the count as a guard written on forward's ``*inputs`` (``L['inputs'][0]``)."""
+
+    def forward(self, *inputs):
+        return torch.stack([c.sum(1) for c in inputs[0].chunk(3, dim=1)], 0)
+
+
+def test_a_guard_on_a_varargs_input_is_evaluated():
+    """Found by the s17 audit: the guard evaluator knew inputs by parameter name (and a
+    ``*args`` named ``args``) only, so a guard on ``*inputs`` had no verdict and the model
+    converted with 3 pieces at every length (wrong shapes at 1, 2 and 4)."""
+    with pytest.raises(DynamicDimError, match=r"inputs\[0\] dim 1"):
+        crossport.convert(ChunkVarargs(), (torch.randn(2, 10, 8),), dynamic_dims={0: {1: "s"}})
+
+
 class Threshold(nn.Module):
     """A branch on a size compared with a number: torch.export narrows the dim's range to
     the traced side (w <= 10) and keeps no guard in its guard list."""
