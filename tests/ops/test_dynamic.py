@@ -785,6 +785,24 @@ def test_a_guard_on_a_varargs_input_is_evaluated():
         crossport.convert(ChunkVarargs(), (torch.randn(2, 10, 8),), dynamic_dims={0: {1: "s"}})
 
 
+@pytest.mark.parametrize("squeeze", [lambda x: x.squeeze(1), lambda x: x.squeeze(),
+                                     lambda x: x.squeeze((0, 1))], ids=["dim", "all", "dims"])
+def test_a_squeeze_of_a_dynamic_dim_is_refused(squeeze):
+    """Found by the s17 audit (probes at sizes 1 of each dynamic dim): torch.export takes a
+    dynamic size to be at least 2, so ``squeeze(1)`` was traced as a no-op and converted;
+    at length 1 torch drops the dim and the Keras model returned (2, 1, 8) for (2, 8)."""
+    with pytest.raises(DynamicDimError, match="squeeze .*torch drops the dim"):
+        crossport.convert(Op(squeeze), (torch.randn(2, 10, 8),), dynamic_dims={0: {1: "s"}})
+
+
+def test_a_squeeze_of_a_static_dim_keeps_the_others_dynamic():
+    conversion = crossport.convert_with_report(Op(lambda x: x.squeeze(1) * 2),
+                                               (torch.randn(3, 1, 7),), dynamic_dims={0: {2: "s"}},
+                                               dynamic_batch=True)
+    assert_matches_at_sizes(Op(lambda x: x.squeeze(1) * 2), conversion,
+                            [((1, 1, 1),), ((5, 1, 2),)])
+
+
 class Threshold(nn.Module):
     """A branch on a size compared with a number: torch.export narrows the dim's range to
     the traced side (w <= 10) and keeps no guard in its guard list."""
