@@ -887,3 +887,15 @@ def test_resize_to_another_inputs_run_time_size():
                                                dynamic_dims=dims)
     assert_matches_at_sizes(ResizeToSkip().eval(), conversion,
                             [((1, 2, 3, 7), (1, 2, 8, 8)), ((1, 2, 6, 3), (1, 2, 5, 13))])
+
+
+@pytest.mark.parametrize("mode", ["nearest", "bilinear"])
+def test_resize_to_sizes_computed_from_run_time_sizes(mode):
+    """Found by the s17 audit: an output size of ``w * 2`` is ``keras.ops.multiply`` of a
+    size by 2, which Keras 3.15 flags sparse; the resize layer was then traced on a
+    SparseTensor placeholder and conversion failed (``ConversionError``)."""
+    module = Op(lambda x: F.interpolate(x, size=(x.shape[2] // 2 + 1, x.shape[3] * 2),
+                                        mode=mode))
+    conversion = crossport.convert_with_report(module, (torch.randn(1, 3, 16, 20),),
+                                               dynamic_dims={"x": {2: "h", 3: "w"}})
+    assert_matches_at_sizes(module, conversion, [(1, 3, 1, 2), (1, 3, 7, 13), (1, 3, 23, 5)])
