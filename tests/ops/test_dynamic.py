@@ -600,6 +600,20 @@ CASES = [
                                                   x.shape[1] // 2)),
                  (2, 6, 3), {0: {1: "s"}}, False, [(2, 1, 3), (2, 7, 3)],
                  id="slice-scatter-of-a-run-time-empty-slice"),
+    # found by the s17 audit: a fill value computed from a size was the example's number
+    # (ParityError at the check's second size), or left the model without a Keras output
+    # (ConversionError) when nothing else depended on the input
+    pytest.param(Op(lambda x: x.gather(1, torch.full((2, 1, 3), x.shape[1] - 1))),
+                 (2, 6, 3), {0: {1: "seq"}}, False, [(2, 1, 3), (2, 11, 3)],
+                 id="full-filled-with-a-run-time-size"),
+    pytest.param(Op(lambda x: x + torch.full((x.shape[1], 1), x.shape[1] / 3)),
+                 (2, 6, 3), {0: {1: "seq"}}, False, [(2, 1, 3), (2, 7, 3)],
+                 id="full-of-run-time-shape-filled-with-a-float-size"),
+    pytest.param(Op(lambda x: x.new_full((2, 3), x.shape[1])), (2, 6, 3), {0: {1: "seq"}},
+                 False, [(2, 1, 3), (2, 13, 3)], id="new-full-with-a-size-only"),
+    pytest.param(Op(lambda x: torch.full_like(x, x.shape[1] * 2) - x), (2, 6, 3),
+                 {0: {1: "seq"}}, False, [(2, 1, 3), (2, 5, 3)],
+                 id="full-like-filled-with-a-run-time-size"),
 ]
 
 REFUSED = [
