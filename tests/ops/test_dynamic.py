@@ -913,3 +913,14 @@ def test_resize_to_sizes_computed_from_run_time_sizes(mode):
     conversion = crossport.convert_with_report(module, (torch.randn(1, 3, 16, 20),),
                                                dynamic_dims={"x": {2: "h", 3: "w"}})
     assert_matches_at_sizes(module, conversion, [(1, 3, 1, 2), (1, 3, 7, 13), (1, 3, 23, 5)])
+
+
+def test_a_float_argument_fixed_from_a_dynamic_size_is_refused():
+    """Found by the s17 audit: ``scale=1 / seq_len`` is a float argument, which torch.export
+    fixes at the example's value under a guard written with ``torch.sym_float``; the guard
+    evaluator had no ``torch`` in scope, so no verdict, and the check's second size ended
+    in a ParityError calling it a semantic error (silently wrong with ``check=False``)."""
+    module = Op(lambda x: F.scaled_dot_product_attention(x, x, x, scale=1.0 / x.shape[1]))
+    with pytest.raises(DynamicDimError, match="float computed from a dynamic size"):
+        crossport.convert(module, (torch.randn(2, 10, 8),), dynamic_dims={"x": {1: "s"}},
+                          check=False)
