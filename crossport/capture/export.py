@@ -115,10 +115,21 @@ def requested_dynamic_dims(args: tuple, options: ConvertOptions,
     requested: dict[int, set[int]] = {}
     for i, arg in enumerate(args):
         dims = {0} if options.dynamic_batch and arg.ndim > 0 else set()
+        _check_dims_exist(arg, by_index.get(i, {}), (names or [])[i:i + 1] or [i])
         dims |= {d % arg.ndim for d in by_index.get(i, {})}
         if dims:
             requested[i] = dims
     return requested
+
+
+def _check_dims_exist(arg: torch.Tensor, dims, name: list) -> None:
+    """A dim past the input's rank is the user's mistake, not a dim to wrap around to
+    (dim 5 of a 2-D input was taken as dim 1; any dim of a 0-D input divided by zero)."""
+    missing = [d for d in dims if not -arg.ndim <= d < arg.ndim]
+    if missing:
+        raise InputError(f"dynamic_dims: input {name[0]!r} has shape {tuple(arg.shape)} "
+                         f"({arg.ndim} dims), so it has no dim {missing[0]} (dims count "
+                         f"from 0; -1 is the last)")
 
 
 def _dynamic_dims_by_index(args: tuple, options: ConvertOptions,
