@@ -304,6 +304,24 @@ def test_non_tensor_outputs_are_refused_clearly(extra):
         crossport.convert(Returns(extra).eval(), random_inputs((2, 3)))
 
 
+class ReturnsNothing(torch.nn.Module):
+    def __init__(self, empty):
+        super().__init__()
+        self.empty = empty
+
+    def forward(self, x):
+        return self.empty
+
+
+@pytest.mark.parametrize("empty", [(), [], {}], ids=["tuple", "list", "dict"])
+def test_a_forward_returning_no_tensors_is_refused_clearly(empty):
+    """Found by the s17 audit: ``return ()`` reached Keras' model constructor and came back
+    as a ConversionError ("outputs argument cannot be empty", a crossport bug by its own
+    words)."""
+    with pytest.raises(crossport.UnsupportedOpError, match="forward returns no tensors"):
+        crossport.convert(ReturnsNothing(empty).eval(), random_inputs((2, 3)))
+
+
 class CountsCalls(torch.nn.Module):
     def __init__(self):
         super().__init__()
