@@ -140,6 +140,22 @@ def test_example_args_of_wrong_type_are_an_input_error(bad):
         crossport.convert(torch.nn.ReLU(), bad)
 
 
+class KeywordOnly(torch.nn.Module):
+    def forward(self, *, x):
+        return x * 2
+
+
+@pytest.mark.parametrize("module, count", [(torch.nn.ReLU(), 0), (torch.nn.ReLU(), 2),
+                                           (KeywordOnly(), 1)],
+                         ids=["too-few", "too-many", "keyword-only"])
+def test_example_args_forward_cannot_take_are_an_input_error(module, count):
+    """Found by the s17 audit: a CaptureError pointing into inspect.py, and for too few
+    inputs one saying the module runs on the example inputs (it cannot)."""
+    with pytest.raises(crossport.InputError, match=r"forward\(.*\) cannot take the "
+                                                   rf"{count} example input"):
+        crossport.convert(module, tuple(random_inputs((1, 3)) * count))
+
+
 def test_not_a_module_is_an_input_error():
     with pytest.raises(crossport.InputError, match="torch.nn.Module"):
         crossport.convert(lambda x: x, random_inputs((1, 3)))

@@ -71,6 +71,24 @@ def unwrap_module(module):
     return module
 
 
+def _check_forward_takes(module: torch.nn.Module, args: tuple) -> None:
+    """The example inputs must bind to forward's positional parameters: a count that does
+    not fit, or a keyword-only input, was a CaptureError pointing into ``inspect.py``."""
+    try:
+        signature = inspect.signature(module.forward)
+    except (TypeError, ValueError):  # a builtin or C forward: torch.export will tell
+        return
+    try:
+        signature.bind(*args)
+    except TypeError as exc:
+        params = ", ".join(str(p) for p in signature.parameters.values())
+        raise InputError(
+            f"{type(module).__name__}.forward({params}) cannot take the {len(args)} example "
+            f"input(s) ({exc}): crossport passes example_args to forward in order, as "
+            "positional arguments. Give one tensor per positional parameter (keyword-only "
+            "ones: wrap the module in one whose forward takes them positionally).") from None
+
+
 def _first_quantized_submodule(module: torch.nn.Module) -> tuple[str, str] | None:
     """The path and class of the first ``torch.ao.nn.quantized`` (dynamic or static)
     submodule, or None."""
@@ -220,6 +238,7 @@ def capture(module: torch.nn.Module, args: tuple, options: ConvertOptions,
     """
     if not isinstance(module, torch.nn.Module):
         raise InputError(f"expected a torch.nn.Module, got {type(module).__name__}")
+    _check_forward_takes(module, args)
     args = _unaliased(args)
     dynamic = _dynamic_shapes(args, options, input_names(module, len(args)))
     if dynamic is not None:
