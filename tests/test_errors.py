@@ -156,6 +156,23 @@ def test_example_args_forward_cannot_take_are_an_input_error(module, count):
         crossport.convert(module, tuple(random_inputs((1, 3)) * count))
 
 
+class DropsInEval(torch.nn.Module):
+    def forward(self, x):
+        return torch.nn.functional.dropout(x, 0.5)  # training=True by default
+
+
+@pytest.mark.parametrize("module, match", [
+    (DropsInEval(), r"dropout with training=True in eval mode .*training=self.training"),
+    (torch.nn.BatchNorm1d(3, track_running_stats=False),
+     r"batch_norm with batch statistics in eval mode .*track_running_stats=False"),
+], ids=["functional-dropout-default", "batchnorm-without-running-stats"])
+def test_ops_that_train_in_eval_mode_are_refused_with_the_cause(module, match):
+    """Found by the s17 audit: these were refused as "in training mode (call module.eval()
+    before converting)" for a module already in eval mode, which eval() cannot fix."""
+    with pytest.raises(crossport.UnsupportedOpError, match=match):
+        crossport.convert(module.eval(), random_inputs((2, 3)))
+
+
 def test_not_a_module_is_an_input_error():
     with pytest.raises(crossport.InputError, match="torch.nn.Module"):
         crossport.convert(lambda x: x, random_inputs((1, 3)))

@@ -485,7 +485,9 @@ def aten_clone_default(ctx, self, *args, **kwargs):
 
 
 def _dropout_supports(node: torch.fx.Node, train=False, **_arguments) -> str | None:
-    return "dropout in training mode (call module.eval() before converting)" if train else None
+    # crossport captures in eval mode: this is code that drops whatever the module's mode
+    return ("dropout with training=True in eval mode (F.dropout(x, p) defaults to "
+            "training=True: pass training=self.training)") if train else None
 
 
 @register(aten.dropout.default, aten.feature_dropout.default, aten.alpha_dropout.default,
