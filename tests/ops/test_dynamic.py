@@ -924,3 +924,17 @@ def test_a_float_argument_fixed_from_a_dynamic_size_is_refused():
     with pytest.raises(DynamicDimError, match="float computed from a dynamic size"):
         crossport.convert(module, (torch.randn(2, 10, 8),), dynamic_dims={"x": {1: "s"}},
                           check=False)
+
+
+def test_a_parity_error_with_an_eager_intermediate_is_still_a_parity_error():
+    """Found by the s17 audit: a node a converter computed from constants alone is an eager
+    tensor, which the first-divergence diagnosis passed to ``keras.Model`` as an output:
+    the ParityError became a ConversionError ("All outputs values must be KerasTensors",
+    "a crossport bug"). Here a deliberately wrong ``full`` converter makes one."""
+    from crossport.to_keras.registry import replaced
+
+    full = torch.ops.aten.full.default
+    module = Op(lambda x: x * torch.full((), x.shape[1] / 4).abs())
+    with replaced(full, lambda ctx, size, fill_value, **kwargs: keras.ops.full((), 0.5)):
+        with pytest.raises(ParityError, match="does not match torch"):
+            crossport.convert(module, (torch.randn(2, 6, 3),), dynamic_dims={"x": {1: "s"}})
