@@ -478,6 +478,9 @@ def module_and_inputs(target: str, weights: Path | None, inputs: list[str] | Non
     import torch
 
     built = _call_builder(target)
+    if isinstance(built, tuple) and len(built) != 2:  # was a raw "too many values to unpack"
+        _fail(f"{target} returned a tuple of {len(built)}; expected an nn.Module or a "
+              "(module, example_args) pair")
     module, args = built if isinstance(built, tuple) else (built, None)
     if not isinstance(module, torch.nn.Module):
         _fail(f"{target} returned {type(module).__name__}, not a torch.nn.Module")

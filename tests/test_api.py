@@ -127,6 +127,23 @@ def test_unknown_option_is_an_input_error():
         crossport.convert(torch.nn.ReLU(), random_inputs((1, 3)), chanels_last_io=True)
 
 
+@pytest.mark.parametrize("dims, example", [
+    ({0: {5: "s"}}, (torch.randn(2, 4),)),                     # was taken as dim 1 (5 % 2)
+    ({1: {0: "s"}}, (torch.randn(2, 4), torch.tensor(2.0))),   # was a ZeroDivisionError
+], ids=["past-the-rank", "of-a-0-d-input"])
+def test_a_dynamic_dim_an_input_does_not_have_is_an_input_error(dims, example):
+    """Found by the s17 audit: dims were wrapped by the input's rank, so dim 5 of a 2-D
+    input made dim 1 dynamic (a CaptureError about a dim the user never named), and any dim
+    of a 0-D input crashed with a raw ZeroDivisionError."""
+
+    class Scale(torch.nn.Module):
+        def forward(self, x, s=None):
+            return x * 2 if s is None else x * s
+
+    with pytest.raises(crossport.InputError, match=r"has shape .* so it has no dim"):
+        crossport.convert(Scale(), example, dynamic_dims=dims)
+
+
 def test_transpose_count_matches_the_tf_graph(torchvision):
     from crossport.parity.graph import graph_transposes
 

@@ -24,6 +24,9 @@ MODEL_FILE = textwrap.dedent("""
     def not_a_module():
         return 42
 
+    def three_things():
+        return build(), (torch.randn(2, 3, 8, 8),), "extra"
+
     class Text(torch.nn.Module):
         def __init__(self):
             super().__init__()
@@ -132,6 +135,9 @@ BAD_INPUTS = {
     "missing-file": (["nope.py:build", "--input", "1x3x8x8"], "no such file"),
     "no-such-callable": (["my_model.py:nothing", "--input", "1x3x8x8"], "no attribute 'nothing'"),
     "not-a-module": (["my_model.py:not_a_module", "--input", "1x3x8x8"], "not a torch.nn.Module"),
+    # found by the s17 audit: "internal error: ValueError: too many values to unpack"
+    "returns-three-things": (["my_model.py:three_things", "--input", "1x3x8x8"],
+                             "returned a tuple of 3"),
     "malformed-input": (["my_model.py:build", "--input", "1by3"], "expected SHAPE"),
     "weights-not-state-dict": (["my_model.py:build", "--input", "1x3x8x8", "--weights",
                                 "my_model.py"], "not a loadable state_dict"),

@@ -140,6 +140,39 @@ def test_example_args_of_wrong_type_are_an_input_error(bad):
         crossport.convert(torch.nn.ReLU(), bad)
 
 
+class KeywordOnly(torch.nn.Module):
+    def forward(self, *, x):
+        return x * 2
+
+
+@pytest.mark.parametrize("module, count", [(torch.nn.ReLU(), 0), (torch.nn.ReLU(), 2),
+                                           (KeywordOnly(), 1)],
+                         ids=["too-few", "too-many", "keyword-only"])
+def test_example_args_forward_cannot_take_are_an_input_error(module, count):
+    """Found by the s17 audit: a CaptureError pointing into inspect.py, and for too few
+    inputs one saying the module runs on the example inputs (it cannot)."""
+    with pytest.raises(crossport.InputError, match=r"forward\(.*\) cannot take the "
+                                                   rf"{count} example input"):
+        crossport.convert(module, tuple(random_inputs((1, 3)) * count))
+
+
+class DropsInEval(torch.nn.Module):
+    def forward(self, x):
+        return torch.nn.functional.dropout(x, 0.5)  # training=True by default
+
+
+@pytest.mark.parametrize("module, match", [
+    (DropsInEval(), r"dropout with training=True in eval mode .*training=self.training"),
+    (torch.nn.BatchNorm1d(3, track_running_stats=False),
+     r"batch_norm with batch statistics in eval mode .*track_running_stats=False"),
+], ids=["functional-dropout-default", "batchnorm-without-running-stats"])
+def test_ops_that_train_in_eval_mode_are_refused_with_the_cause(module, match):
+    """Found by the s17 audit: these were refused as "in training mode (call module.eval()
+    before converting)" for a module already in eval mode, which eval() cannot fix."""
+    with pytest.raises(crossport.UnsupportedOpError, match=match):
+        crossport.convert(module.eval(), random_inputs((2, 3)))
+
+
 def test_not_a_module_is_an_input_error():
     with pytest.raises(crossport.InputError, match="torch.nn.Module"):
         crossport.convert(lambda x: x, random_inputs((1, 3)))
@@ -302,6 +335,24 @@ def test_non_tensor_outputs_are_refused_clearly(extra):
     with pytest.raises(crossport.UnsupportedOpError,
                        match="model output 1 is .*returns tensors only"):
         crossport.convert(Returns(extra).eval(), random_inputs((2, 3)))
+
+
+class ReturnsNothing(torch.nn.Module):
+    def __init__(self, empty):
+        super().__init__()
+        self.empty = empty
+
+    def forward(self, x):
+        return self.empty
+
+
+@pytest.mark.parametrize("empty", [(), [], {}], ids=["tuple", "list", "dict"])
+def test_a_forward_returning_no_tensors_is_refused_clearly(empty):
+    """Found by the s17 audit: ``return ()`` reached Keras' model constructor and came back
+    as a ConversionError ("outputs argument cannot be empty", a crossport bug by its own
+    words)."""
+    with pytest.raises(crossport.UnsupportedOpError, match="forward returns no tensors"):
+        crossport.convert(ReturnsNothing(empty).eval(), random_inputs((2, 3)))
 
 
 class CountsCalls(torch.nn.Module):

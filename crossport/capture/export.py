@@ -71,6 +71,24 @@ def unwrap_module(module):
     return module
 
 
+def _check_forward_takes(module: torch.nn.Module, args: tuple) -> None:
+    """The example inputs must bind to forward's positional parameters: a count that does
+    not fit, or a keyword-only input, was a CaptureError pointing into ``inspect.py``."""
+    try:
+        signature = inspect.signature(module.forward)
+    except (TypeError, ValueError):  # a builtin or C forward: torch.export will tell
+        return
+    try:
+        signature.bind(*args)
+    except TypeError as exc:
+        params = ", ".join(str(p) for p in signature.parameters.values())
+        raise InputError(
+            f"{type(module).__name__}.forward({params}) cannot take the {len(args)} example "
+            f"input(s) ({exc}): crossport passes example_args to forward in order, as "
+            "positional arguments. Give one tensor per positional parameter (keyword-only "
+            "ones: wrap the module in one whose forward takes them positionally).") from None
+
+
 def _first_quantized_submodule(module: torch.nn.Module) -> tuple[str, str] | None:
     """The path and class of the first ``torch.ao.nn.quantized`` (dynamic or static)
     submodule, or None."""
@@ -115,10 +133,21 @@ def requested_dynamic_dims(args: tuple, options: ConvertOptions,
     requested: dict[int, set[int]] = {}
     for i, arg in enumerate(args):
         dims = {0} if options.dynamic_batch and arg.ndim > 0 else set()
+        _check_dims_exist(arg, by_index.get(i, {}), (names or [])[i:i + 1] or [i])
         dims |= {d % arg.ndim for d in by_index.get(i, {})}
         if dims:
             requested[i] = dims
     return requested
+
+
+def _check_dims_exist(arg: torch.Tensor, dims, name: list) -> None:
+    """A dim past the input's rank is the user's mistake, not a dim to wrap around to
+    (dim 5 of a 2-D input was taken as dim 1; any dim of a 0-D input divided by zero)."""
+    missing = [d for d in dims if not -arg.ndim <= d < arg.ndim]
+    if missing:
+        raise InputError(f"dynamic_dims: input {name[0]!r} has shape {tuple(arg.shape)} "
+                         f"({arg.ndim} dims), so it has no dim {missing[0]} (dims count "
+                         f"from 0; -1 is the last)")
 
 
 def _dynamic_dims_by_index(args: tuple, options: ConvertOptions,
@@ -209,6 +238,7 @@ def capture(module: torch.nn.Module, args: tuple, options: ConvertOptions,
     """
     if not isinstance(module, torch.nn.Module):
         raise InputError(f"expected a torch.nn.Module, got {type(module).__name__}")
+    _check_forward_takes(module, args)
     args = _unaliased(args)
     dynamic = _dynamic_shapes(args, options, input_names(module, len(args)))
     if dynamic is not None:

@@ -21,6 +21,7 @@ Strides choose a memory layout, not values, and a Keras tensor has none.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterator
 
@@ -119,7 +120,10 @@ def readable(guard: str) -> str:
     return re.sub(r"L\['(\w+)'\]\[(\d+)\]\.size\(\)\[(\d+)\]", r"\1[\2] dim \3", guard)
 
 
-_BUILTINS = {"__builtins__": {"max": max, "min": min, "abs": abs}}
+# a float argument computed from a size (scale=1 / seq_len) is specialised to the example's
+# value under a guard written with torch.sym_float
+_BUILTINS = {"__builtins__": {"max": max, "min": min, "abs": abs}, "torch": torch,
+             "math": math}
 
 
 def _compiled(guard: str):
@@ -129,14 +133,33 @@ def _compiled(guard: str):
         return None
 
 
+class _Scope(dict):
+    """Inputs by forward's parameter name; any other name is forward's ``*args`` (torch
+    writes its guards as ``L['a'][0].size()[1]`` for ``def forward(self, *a)``)."""
+
+    rest: list = []
+
+    def __missing__(self, key):
+        return self.rest
+
+
+def _varargs_start(names: list[str]) -> int:
+    """Where forward's ``*args`` begin: ``input_names`` numbers the inputs it has no
+    parameter name for (``input_1``, ... at their positions)."""
+    for i, name in enumerate(names):
+        if name == f"input_{i}":
+            return i
+    return len(names)
+
+
 def _holds(code, names: list[str], shapes: list[tuple]) -> bool | None:
     """The compiled guard at ``shapes`` (one per input); None if it cannot be evaluated
     here."""
     if code is None:
         return None
     sized = [_Sized(s) for s in shapes]
-    scope = dict(zip(names, sized))
-    scope["args"] = sized[len(names):] or sized
+    scope = _Scope(zip(names, sized))
+    scope.rest = sized[_varargs_start(names):]
     try:
         return bool(eval(code, _BUILTINS, {"L": scope}))
     except Exception:  # a guard form not handled here: no verdict
@@ -252,10 +275,14 @@ def _unmet(failing: list[str], shapes: list[tuple]) -> DynamicDimError:
     shown = "; ".join(_short(readable(g)) for g in failing[:3])
     more = f" (and {len(failing) - 3} more)" if len(failing) > 3 else ""
     at = ", ".join("x".join(map(str, s)) for s in shapes)
+    cause = ("torch.export followed one side of a Python condition on a dynamic size (such "
+             "as `if w % 4 != 0: pad`)")
+    if any("sym_float" in g for g in failing):  # F.sdpa(..., scale=1 / seq_len)
+        cause = ("a float computed from a dynamic size (an op's float argument, such as "
+                 "`scale=1 / x.shape[1]`) was fixed at the example's value, or " + cause)
     return DynamicDimError(
         f"the captured graph holds only where {shown}{more}, and torch runs the model at "
-        f"input shapes {at} where it does not: torch.export followed one side of a Python "
-        "condition on a dynamic size (such as `if w % 4 != 0: pad`), so the converted "
+        f"input shapes {at} where it does not: {cause}, so the converted "
         "model would be wrong there. Convert with that dim static, or compute the size "
         "without a branch (pad by (4 - w % 4) % 4 always).",
         problems=[{"op": "size condition", "reason": readable(g), "where": at}

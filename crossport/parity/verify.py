@@ -270,7 +270,9 @@ def diagnose(report: ParityReport, module, exported, emitted, args: tuple, optio
     values later nodes still read, and each Keras intermediate is let go once compared, so
     the peak is about one forward per runtime (SwinUNETR at 96³ held > 21 GB at once).
     """
-    names = list(emitted.node_values)
+    # a node computed from constants alone is an eager tensor, not a graph value to compare
+    names = [n for n in emitted.node_values
+             if isinstance(emitted.node_values[n][0], keras.KerasTensor)]
     debug = keras.Model(emitted.model.inputs, [emitted.node_values[n][0] for n in names])
     arrays = to_keras_inputs(args, options.channels_last_io)
     outs = debug(arrays if len(arrays) > 1 else arrays[0], training=False)

@@ -250,6 +250,10 @@ class Emitter:
             before = self.transposes.count
             flat.append(self.transposes.to_layout(value, want))
             self.boundary += self.transposes.count - before
+        if not flat:  # Keras cannot build a model without outputs
+            raise UnsupportedOpError(
+                "forward returns no tensors (an empty tuple, list or dict); a Keras model "
+                "needs at least one output. Return the tensors the model computes.")
         return _plain_structure(pytree.tree_unflatten(flat, self.ep.call_spec.out_spec))
 
     def _constant_output(self, node: torch.fx.Node, array: np.ndarray) -> TensorValue:

@@ -49,6 +49,7 @@ class RuntimeSizes:
 
     def _build(self, expr):
         from crossport.layers.dynamic import SizeOf
+        from crossport.to_keras.ops.elementwise import keras_multiply
 
         if expr.is_Integer:
             return int(expr)
@@ -71,8 +72,8 @@ class RuntimeSizes:
             return ops.power(*args)
         if isinstance(expr, sympy.Add):
             return _fold(ops.add, args)
-        if isinstance(expr, sympy.Mul):
-            return _fold(ops.multiply, args)
+        if isinstance(expr, sympy.Mul):  # 2*s0: dense (see keras_multiply)
+            return _fold(keras_multiply, args)
         if isinstance(expr, symfn.FloorDiv):
             return ops.floor_divide(*args)
         if isinstance(expr, (symfn.Mod, symfn.PythonMod, sympy.Mod)):
@@ -90,7 +91,7 @@ class RuntimeSizes:
         if isinstance(expr, symfn.Min):
             return _fold(ops.minimum, args)
         if isinstance(expr, sympy.Pow) and expr.exp.is_Integer and int(expr.exp) > 0:
-            return _fold(ops.multiply, [args[0]] * int(expr.exp))
+            return _fold(keras_multiply, [args[0]] * int(expr.exp))
         raise NotImplementedError(f"run-time size expression {expr} ({type(expr).__name__})")
 
 

@@ -24,6 +24,7 @@ INTERNALS = re.compile(r"\.perm\b|\.flat\b|\bLayout\(|\.axis\(|\.axes\(|\.withou
 SPECIAL = {
     # a view merges/splits dims by size: reshape in held order, gather, flat layout or transpose
     "aten_view_default": "reshape",
+    "aten_squeeze_dim": "reshape",  # the same reshape rule, on static dims only
     # the flat feature order of flatten(1) -> Linear permutes the kernel rows (pitfall 9)
     "aten_linear_default": "aten_linear_default",
     # the same for LayerNorm's affine vectors after flatten(1)

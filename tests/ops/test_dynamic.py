@@ -600,6 +600,20 @@ CASES = [
                                                   x.shape[1] // 2)),
                  (2, 6, 3), {0: {1: "s"}}, False, [(2, 1, 3), (2, 7, 3)],
                  id="slice-scatter-of-a-run-time-empty-slice"),
+    # found by the s17 audit: a fill value computed from a size was the example's number
+    # (ParityError at the check's second size), or left the model without a Keras output
+    # (ConversionError) when nothing else depended on the input
+    pytest.param(Op(lambda x: x.gather(1, torch.full((2, 1, 3), x.shape[1] - 1))),
+                 (2, 6, 3), {0: {1: "seq"}}, False, [(2, 1, 3), (2, 11, 3)],
+                 id="full-filled-with-a-run-time-size"),
+    pytest.param(Op(lambda x: x + torch.full((x.shape[1], 1), x.shape[1] / 3)),
+                 (2, 6, 3), {0: {1: "seq"}}, False, [(2, 1, 3), (2, 7, 3)],
+                 id="full-of-run-time-shape-filled-with-a-float-size"),
+    pytest.param(Op(lambda x: x.new_full((2, 3), x.shape[1])), (2, 6, 3), {0: {1: "seq"}},
+                 False, [(2, 1, 3), (2, 13, 3)], id="new-full-with-a-size-only"),
+    pytest.param(Op(lambda x: torch.full_like(x, x.shape[1] * 2) - x), (2, 6, 3),
+                 {0: {1: "seq"}}, False, [(2, 1, 3), (2, 5, 3)],
+                 id="full-like-filled-with-a-run-time-size"),
 ]
 
 REFUSED = [
@@ -769,6 +783,40 @@ def test_a_branch_on_a_dynamic_size_is_refused():
         crossport.convert(PadIfOdd(), (torch.randn(2, 8),), dynamic_dims={"x": {1: "w"}})
 
 
+class ChunkVarargs(nn.Module):
+    """``chunk(3)`` makes 3 pieces at this size but 2 at a length of 4: torch.export keeps
+    the count as a guard written on forward's ``*inputs`` (``L['inputs'][0]``)."""
+
+    def forward(self, *inputs):
+        return torch.stack([c.sum(1) for c in inputs[0].chunk(3, dim=1)], 0)
+
+
+def test_a_guard_on_a_varargs_input_is_evaluated():
+    """Found by the s17 audit: the guard evaluator knew inputs by parameter name (and a
+    ``*args`` named ``args``) only, so a guard on ``*inputs`` had no verdict and the model
+    converted with 3 pieces at every length (wrong shapes at 1, 2 and 4)."""
+    with pytest.raises(DynamicDimError, match=r"inputs\[0\] dim 1"):
+        crossport.convert(ChunkVarargs(), (torch.randn(2, 10, 8),), dynamic_dims={0: {1: "s"}})
+
+
+@pytest.mark.parametrize("squeeze", [lambda x: x.squeeze(1), lambda x: x.squeeze(),
+                                     lambda x: x.squeeze((0, 1))], ids=["dim", "all", "dims"])
+def test_a_squeeze_of_a_dynamic_dim_is_refused(squeeze):
+    """Found by the s17 audit (probes at sizes 1 of each dynamic dim): torch.export takes a
+    dynamic size to be at least 2, so ``squeeze(1)`` was traced as a no-op and converted;
+    at length 1 torch drops the dim and the Keras model returned (2, 1, 8) for (2, 8)."""
+    with pytest.raises(DynamicDimError, match="squeeze .*torch drops the dim"):
+        crossport.convert(Op(squeeze), (torch.randn(2, 10, 8),), dynamic_dims={0: {1: "s"}})
+
+
+def test_a_squeeze_of_a_static_dim_keeps_the_others_dynamic():
+    conversion = crossport.convert_with_report(Op(lambda x: x.squeeze(1) * 2),
+                                               (torch.randn(3, 1, 7),), dynamic_dims={0: {2: "s"}},
+                                               dynamic_batch=True)
+    assert_matches_at_sizes(Op(lambda x: x.squeeze(1) * 2), conversion,
+                            [((1, 1, 1),), ((5, 1, 2),)])
+
+
 class Threshold(nn.Module):
     """A branch on a size compared with a number: torch.export narrows the dim's range to
     the traced side (w <= 10) and keeps no guard in its guard list."""
@@ -853,3 +901,40 @@ def test_resize_to_another_inputs_run_time_size():
                                                dynamic_dims=dims)
     assert_matches_at_sizes(ResizeToSkip().eval(), conversion,
                             [((1, 2, 3, 7), (1, 2, 8, 8)), ((1, 2, 6, 3), (1, 2, 5, 13))])
+
+
+@pytest.mark.parametrize("mode", ["nearest", "bilinear"])
+def test_resize_to_sizes_computed_from_run_time_sizes(mode):
+    """Found by the s17 audit: an output size of ``w * 2`` is ``keras.ops.multiply`` of a
+    size by 2, which Keras 3.15 flags sparse; the resize layer was then traced on a
+    SparseTensor placeholder and conversion failed (``ConversionError``)."""
+    module = Op(lambda x: F.interpolate(x, size=(x.shape[2] // 2 + 1, x.shape[3] * 2),
+                                        mode=mode))
+    conversion = crossport.convert_with_report(module, (torch.randn(1, 3, 16, 20),),
+                                               dynamic_dims={"x": {2: "h", 3: "w"}})
+    assert_matches_at_sizes(module, conversion, [(1, 3, 1, 2), (1, 3, 7, 13), (1, 3, 23, 5)])
+
+
+def test_a_float_argument_fixed_from_a_dynamic_size_is_refused():
+    """Found by the s17 audit: ``scale=1 / seq_len`` is a float argument, which torch.export
+    fixes at the example's value under a guard written with ``torch.sym_float``; the guard
+    evaluator had no ``torch`` in scope, so no verdict, and the check's second size ended
+    in a ParityError calling it a semantic error (silently wrong with ``check=False``)."""
+    module = Op(lambda x: F.scaled_dot_product_attention(x, x, x, scale=1.0 / x.shape[1]))
+    with pytest.raises(DynamicDimError, match="float computed from a dynamic size"):
+        crossport.convert(module, (torch.randn(2, 10, 8),), dynamic_dims={"x": {1: "s"}},
+                          check=False)
+
+
+def test_a_parity_error_with_an_eager_intermediate_is_still_a_parity_error():
+    """Found by the s17 audit: a node a converter computed from constants alone is an eager
+    tensor, which the first-divergence diagnosis passed to ``keras.Model`` as an output:
+    the ParityError became a ConversionError ("All outputs values must be KerasTensors",
+    "a crossport bug"). Here a deliberately wrong ``full`` converter makes one."""
+    from crossport.to_keras.registry import replaced
+
+    full = torch.ops.aten.full.default
+    module = Op(lambda x: x * torch.full((), x.shape[1] / 4).abs())
+    with replaced(full, lambda ctx, size, fill_value, **kwargs: keras.ops.full((), 0.5)):
+        with pytest.raises(ParityError, match="does not match torch"):
+            crossport.convert(module, (torch.randn(2, 6, 3),), dynamic_dims={"x": {1: "s"}})

@@ -125,6 +125,8 @@ CASES = [
          expect_converters=("aten_cat_default_per_part", "aten_view_default_per_part",
                             "aten_permute_default_per_part", "aten_slice_tensor_per_part",
                             "aten_flip_default_per_part")),
+    case("complex-squeeze", Fn(lambda x: torch.view_as_real(fft.rfft(x)[:, :1].squeeze(1))),
+         (2, 3, 10), expect_converters=("aten_squeeze_dim_per_part",)),
     case("complex-scalars", Fn(lambda x: torch.view_as_real(fft.rfft(x) * 1j + 2j - 0.5)),
          (2, 10), expect_converters=("aten_mul_complex", "aten_add_complex")),
     case("complex-broadcast-parts", Fn(lambda x: torch.view_as_real(

@@ -95,6 +95,13 @@ CASES = [
     case("log-softmax-of-ints-with-dtype", Fn(
         lambda x: torch.log_softmax((x * 3).long(), -1, dtype=torch.float32)), (2, 5),
          expect_converters=("aten_log_softmax_int",)),
+    # found by the s17 audit: mean's dtype= was ignored (float32 out for float64, from ints
+    # and from float32 alike)
+    case("mean-of-ints-with-dtype-float64",
+         Fn(lambda x: (x * 3).long().mean(1, dtype=torch.float64)), (2, 5),
+         expect_converters=("aten_mean_dim",)),
+    case("mean-of-float32-in-float64", Fn(lambda x: x.mean(dtype=torch.float64)), (2, 5),
+         expect_converters=("aten_mean_dim",)),
     case("softmax-dim0", nn.Softmax(0), (3, 4), kernel_transposes=True,
          expect_converters=("aten_softmax_int",)),
     case("softmax-dim1-after-conv", after_conv(lambda x: torch.softmax(x, 1)), (1, 3, 6, 7), expect_converters=("aten_conv_nd", "aten_softmax_int")),

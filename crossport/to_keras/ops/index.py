@@ -70,7 +70,17 @@ def aten_full_like_default(ctx, self, fill_value=0, dtype=None, layout=None, dev
     if ctx.node.target is aten.ones_like.default:
         fill_value = 1
     ctx.out_layout = value.layout
-    return ops.full_like(value.tensor, fill_value, dtype=keras_dtype(ctx.out_dtype))
+    out_dtype = keras_dtype(ctx.out_dtype)
+    if ctx.is_dynamic(fill_value):  # full_like(x, x.shape[1]): the size at run time
+        return ops.add(ops.zeros_like(value.tensor, dtype=out_dtype),
+                       _run_time_fill(ctx, fill_value, out_dtype))
+    return ops.full_like(value.tensor, fill_value, dtype=out_dtype)
+
+
+def _run_time_fill(ctx, fill_value, dtype: str):
+    """A fill value computed from run-time sizes (``full(..., x.shape[1] - 1)``), as a
+    Keras scalar of ``dtype`` (float sizes round to ``dtype`` as torch's fill does)."""
+    return ops.cast(ctx.size(fill_value), dtype)
 
 
 def _cumulative(ctx, self, dim, fn):
@@ -354,13 +364,19 @@ def aten_full_default(ctx, size, fill_value=0, dtype=None, layout=None, device=N
     elif ctx.node.target is not aten.full.default:
         fill_value = 0
     out_dtype = keras_dtype(ctx.out_dtype)
+    run_time_fill = ctx.is_dynamic(fill_value)
     if not any(ctx.is_dynamic(s) for s in size):
-        return np.full([int(s) for s in size], fill_value, dtype=out_dtype)
+        shape = [int(s) for s in size]
+        if run_time_fill:  # a Keras tensor, so the model computes it (and has an output)
+            return ops.broadcast_to(_run_time_fill(ctx, fill_value, out_dtype), shape)
+        return np.full(shape, fill_value, dtype=out_dtype)
     from crossport.layers.dynamic import DynamicFull
 
     target = [None if ctx.is_dynamic(s) else int(s) for s in size]
     scalars = [ctx.size(s) for s in size if ctx.is_dynamic(s)]
-    return DynamicFull(target, fill_value, out_dtype, name=ctx.name("full"))(*scalars)
+    full = DynamicFull(target, 0 if run_time_fill else fill_value, out_dtype,
+                       name=ctx.name("full"))(*scalars)
+    return ops.add(full, _run_time_fill(ctx, fill_value, out_dtype)) if run_time_fill else full
 
 
 @register(aten.scalar_tensor.default, policy=Policy.CUSTOM, dynamic=True)

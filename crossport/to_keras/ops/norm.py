@@ -25,7 +25,10 @@ def _batch_norm_supports(node: torch.fx.Node) -> str | None:
     args = list(node.args) + [None] * 9
     weight, bias, mean, var, training = args[1], args[2], args[3], args[4], args[5]
     if node.target is aten.batch_norm.default and training:
-        return "batch_norm in training mode (call module.eval() before converting)"
+        # crossport captures in eval mode: this is code that asks for batch statistics
+        return ("batch_norm with batch statistics in eval mode (a BatchNorm with "
+                "track_running_stats=False, or F.batch_norm(..., training=True), normalises "
+                "each batch by its own statistics): give it running statistics")
     if mean is None or var is None:
         return "batch_norm without running statistics (track_running_stats=False)"
     if not all(_is_param(a) for a in (weight, bias, mean, var)):

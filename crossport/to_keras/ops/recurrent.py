@@ -38,7 +38,8 @@ def _rnn_supports(node):
     if not all(is_constant(p) for p in params):
         return "recurrent weights computed in the graph"
     if args[6] and args[5]:
-        return "recurrent dropout in training mode (call module.eval() before converting)"
+        return ("recurrent dropout with train=True in eval mode (the call asks for it "
+                "whatever the module's mode: pass train=self.training)")
     if node.args[0].meta["val"].dim() != 3:
         return "unbatched (2-D) recurrent input; add a batch dim"
     return None

@@ -88,8 +88,12 @@ def _cast_out(ctx, y):
 
 @register(aten.mean.dim, aten.mean.default, policy=Policy.CUSTOM, dynamic=True)
 def aten_mean_dim(ctx, self, dim=None, keepdim=False, dtype=None):
-    """mean.dim(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None)"""
-    return _reduce(ctx, self, dim, keepdim, stable_mean)  # torch-like accuracy (pairwise)
+    """mean.dim(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None)
+
+    ``dtype=`` casts first, as torch does (an int tensor's mean in float64).
+    """
+    # torch-like accuracy (pairwise)
+    return _reduce(ctx, _accumulating(ctx, self), dim, keepdim, stable_mean)
 
 
 @register(aten.sum.dim_IntList, aten.sum.default, policy=Policy.CUSTOM, dynamic=True)

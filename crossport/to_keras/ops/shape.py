@@ -140,14 +140,32 @@ def _reshapable_layout(layout: Layout, in_shape, out_shape) -> Layout | None:
 
 
 @register(aten.view.default, aten._unsafe_view.default, aten.reshape.default,
-          aten.view_copy.default, aten.flatten.using_ints, aten.unflatten.int, aten.squeeze.dim,
-          aten.squeeze.dims, aten.squeeze.default, aten.unsqueeze.default, policy=Policy.CUSTOM, dynamic=True)
+          aten.view_copy.default, aten.flatten.using_ints, aten.unflatten.int,
+          aten.unsqueeze.default, policy=Policy.CUSTOM, dynamic=True)
 def aten_view_default(ctx, self, *args, **kwargs):
-    """view(Tensor(a) self, SymInt[] size) and flatten/squeeze/unsqueeze: one reshape rule.
+    """view(Tensor(a) self, SymInt[] size) and flatten/unsqueeze: one reshape rule.
 
     flatten(1) of an NHWC block orders features H,W,C: the result is marked flat-permuted
     and the next Linear permutes its kernel rows instead (pitfalls.md item 9).
     """
+    return reshape(ctx, self)
+
+
+def _squeezed_dims(node: torch.fx.Node) -> list[int]:
+    if node.target is aten.squeeze.default:
+        return list(range(node.args[0].meta["val"].ndim))
+    dims = node.args[1]
+    return list(dims) if isinstance(dims, (list, tuple)) else [dims]
+
+
+# torch.export assumes a dynamic size is at least 2, so a squeeze of a dynamic dim is traced
+# as a no-op; at size 1 torch drops the dim, a rank the Keras graph cannot change at run time
+@register(aten.squeeze.dim, aten.squeeze.dims, aten.squeeze.default, policy=Policy.CUSTOM,
+          dynamic=static_dims("self", _squeezed_dims,
+                              "squeeze (torch drops the dim when its size is 1; squeeze a "
+                              "static dim, or make this one static)"))
+def aten_squeeze_dim(ctx, self, *args, **kwargs):
+    """squeeze(Tensor(a) self, int[]? dim): the reshape rule, on static dims only."""
     return reshape(ctx, self)
 
 
@@ -467,7 +485,9 @@ def aten_clone_default(ctx, self, *args, **kwargs):
 
 
 def _dropout_supports(node: torch.fx.Node, train=False, **_arguments) -> str | None:
-    return "dropout in training mode (call module.eval() before converting)" if train else None
+    # crossport captures in eval mode: this is code that drops whatever the module's mode
+    return ("dropout with training=True in eval mode (F.dropout(x, p) defaults to "
+            "training=True: pass training=self.training)") if train else None
 
 
 @register(aten.dropout.default, aten.feature_dropout.default, aten.alpha_dropout.default,
