@@ -27,7 +27,7 @@ class ConvertOptions:
             Keras model, for deployment; default is PyTorch layout (NCHW).
         dynamic_batch: the batch dim (dim 0 of every input) is ``None`` in the Keras model.
         dynamic_dims: more dynamic dims, ``{input_name_or_index: {dim: name}}``; dims that
-            share a name must be equal (for example a sequence length).
+            share a name must be equal (for example a sequence length). ``None`` is ``{}``.
         check_inputs: how many fresh random inputs the check runs besides the examples.
         seed: seed for the fresh random inputs.
         strict_export: passed to ``torch.export.export(strict=...)``.
@@ -42,6 +42,10 @@ class ConvertOptions:
     check_inputs: int = 2
     seed: int = 0
     strict_export: bool = False
+
+    def __post_init__(self) -> None:
+        if self.dynamic_dims is None:  # the usual "no value" spelling means no dynamic dims
+            self.dynamic_dims = {}
 
     def validate(self) -> ConvertOptions:
         """Raise ``InputError`` naming the first option of the wrong type or range.

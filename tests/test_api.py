@@ -127,6 +127,13 @@ def test_unknown_option_is_an_input_error():
         crossport.convert(torch.nn.ReLU(), random_inputs((1, 3)), chanels_last_io=True)
 
 
+def test_dynamic_dims_none_means_no_dynamic_dims():
+    """Found by the s17 audit: ``dynamic_dims=None`` (the usual "no value") was refused
+    as not a dict."""
+    model = crossport.convert(torch.nn.ReLU(), random_inputs((2, 3)), dynamic_dims=None)
+    assert tuple(model.inputs[0].shape) == (2, 3)
+
+
 @pytest.mark.parametrize("dims, example", [
     ({0: {5: "s"}}, (torch.randn(2, 4),)),                     # was taken as dim 1 (5 % 2)
     ({1: {0: "s"}}, (torch.randn(2, 4), torch.tensor(2.0))),   # was a ZeroDivisionError
