@@ -156,14 +156,22 @@ def _example_args(inputs: list[str]):
     import torch
 
     args = []
-    for dtype, shape, high in (parse_input_spec(s) for s in inputs):
-        if dtype == "float32":
-            args.append(torch.randn(shape))
-        elif dtype == "bool":
-            args.append(torch.rand(shape) > 0.5)
-        else:
-            args.append(torch.randint(0, high, shape, dtype=getattr(torch, dtype)))
+    for spec in inputs:
+        dtype, shape, high = parse_input_spec(spec)
+        try:
+            args.append(_random_example(torch, dtype, shape, high))
+        except (RuntimeError, MemoryError) as exc:  # overflowing or out-of-memory sizes
+            _fail(f"--input {spec}: cannot make an example tensor of that size "
+                  f"({str(exc).splitlines()[0]}); give the shape of one real input")
     return tuple(args)
+
+
+def _random_example(torch, dtype: str, shape: tuple[int, ...], high: int):
+    if dtype == "float32":
+        return torch.randn(shape)
+    if dtype == "bool":
+        return torch.rand(shape) > 0.5
+    return torch.randint(0, high, shape, dtype=getattr(torch, dtype))
 
 
 def _summary_table(conversion, exported) -> Table:

@@ -126,6 +126,9 @@ def test_convert_with_a_dynamic_sequence_dim(workdir):
 
 
 BAD_INPUTS = {
+    # found by the s17 audit: "internal error: RuntimeError: Storage size calculation overflowed"
+    "input-too-large": (["my_model.py:build", "--input", "100000000000x100000000000x3x8"],
+                        "cannot make an example tensor of that size"),
     "malformed-dynamic-dim": (["my_model.py:build", "--input", "1x3x8x8", "--dynamic-dim",
                                "x:height"], "expected INPUT:DIM[:NAME]"),
     "unknown-dynamic-input": (["my_model.py:text", "--input", "int64:2x7:20", "--input",
