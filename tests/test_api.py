@@ -1,5 +1,7 @@
 """The public API: structures in and out, options, the self-check and its diagnosis."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -198,3 +200,29 @@ def test_a_conversion_does_not_keep_a_dropped_keras_model_alive():
     conversion.model = None
     gc.collect()
     assert layer() is None
+
+
+@dataclasses.dataclass
+class _Pair:
+    doubled: torch.Tensor
+    shifted: torch.Tensor
+
+
+class _ReturnsPair(torch.nn.Module):
+    def forward(self, x):
+        return _Pair(x * 2, x + 1)
+
+
+def test_a_dataclass_output_is_refused_with_what_to_do_until_registered():
+    """Found by the s17 audit: an unregistered dataclass output was torch's "register a
+    pytree" message with no crossport hint; registered, its conversion crashed in the output
+    node and the check (Keras takes no dataclass)."""
+    example = random_inputs((2, 3))
+    with pytest.raises(crossport.CaptureError, match=r"register_dataclass\(_Pair\)"):
+        crossport.convert(_ReturnsPair().eval(), example)
+    torch.export.register_dataclass(_Pair)
+    model = crossport.convert(_ReturnsPair().eval(), example)
+    got, want = model(example[0].numpy()), _ReturnsPair()(example[0])
+    assert set(got) == {"doubled", "shifted"}
+    for name in got:
+        np.testing.assert_allclose(np.asarray(got[name]), getattr(want, name).numpy(), atol=1e-6)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import re
 import traceback
 from collections.abc import Collection
 
@@ -329,6 +330,7 @@ def _reads_a_value(node) -> bool:
     return False
 
 
+_UNKNOWN_OUTPUT_TYPE = re.compile(r"Found <class '([\w.]+)'> in output, which is not a known type")
 _DATA_DEPENDENT = ("data-dependent", "data dependent", "dynamic control flow")
 
 
@@ -348,6 +350,12 @@ def _capture_message(module: torch.nn.Module, exc: Exception, args: tuple = ()) 
         hint = ("crossport converts what torch.export captures: data-dependent Python "
                 "control flow (an `if` or loop on tensor values) must become torch.cond / "
                 "tensor ops, or be moved out of forward." + _eager_experts_hint(module))
+    elif (unknown := _UNKNOWN_OUTPUT_TYPE.search(first_line)) is not None:
+        kind = unknown.group(1).rsplit(".", 1)[-1]
+        hint = (f"forward returns a {kind}, which torch.export cannot flatten: return a "
+                f"tensor, tuple, list or dict of tensors, or register the class first "
+                f"(torch.export.register_dataclass({kind}) for a dataclass, "
+                "torch.utils._pytree.register_pytree_node otherwise).")
     elif args and _fails_eagerly(module, args):
         return (f"{name} raised {type(exc).__name__}: {first_line}{where} when run on the "
                 "example inputs (it fails without crossport too): give example inputs of "

@@ -11,6 +11,7 @@ verdict: rounding or semantic.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import keras
@@ -116,6 +117,8 @@ def flatten_like(ref, got) -> list:
     """
     if isinstance(ref, torch.Tensor) or ref is None:
         return [got]
+    if dataclasses.is_dataclass(ref):  # a registered dataclass: Keras has a dict of fields
+        ref = {f.name: getattr(ref, f.name) for f in dataclasses.fields(ref)}
     if isinstance(ref, dict):
         return [leaf for k in ref for leaf in flatten_like(ref[k], got[k])]
     if len(ref) == 1 and not isinstance(got, (list, tuple)):

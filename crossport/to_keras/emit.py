@@ -7,6 +7,7 @@ the arguments to the ATen schema by name and records what the converter returns.
 
 from __future__ import annotations
 
+import dataclasses
 import operator
 from collections import Counter
 from collections.abc import Iterator, Mapping
@@ -57,7 +58,10 @@ from crossport.to_keras.values import (
 
 def _plain_structure(outputs):
     """forward's output structure in containers Keras takes: a HF ``ModelOutput`` (a dict
-    subclass torch's pytree rebuilds) as a dict of its fields, a namedtuple as a tuple."""
+    subclass torch's pytree rebuilds) or a registered dataclass as a dict of its fields, a
+    namedtuple as a tuple."""
+    if dataclasses.is_dataclass(outputs) and not isinstance(outputs, type):
+        outputs = {f.name: getattr(outputs, f.name) for f in dataclasses.fields(outputs)}
     if isinstance(outputs, Mapping):
         return {key: _plain_structure(value) for key, value in outputs.items()}
     if isinstance(outputs, list):
