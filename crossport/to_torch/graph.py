@@ -14,6 +14,7 @@ from __future__ import annotations
 import inspect
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 import keras
 import torch
@@ -49,7 +50,7 @@ class KNode:
 @dataclass
 class KGraph:
     inputs: list              # KerasTensors of the outer model
-    outputs: list             # the outer model's output structure (KerasTensors inside)
+    outputs: Any              # the structure model(x) returns (KerasTensors inside)
     nodes: list[KNode] = field(default_factory=list)
     aliases: dict[int, object] = field(default_factory=dict)  # inner/outer tensor identities
     # The same identities in call order: (position in ``nodes``, alias, tensor). A nested
@@ -130,11 +131,19 @@ def capture(model, example_shapes: list | None = None) -> KGraph:
             "Rebuild it with keras.Input and the functional API.",
             [(model.name, type(model).__name__, "subclassed model")],
         )
-    graph = KGraph(list(functional.inputs), functional.output)
+    graph = KGraph(list(functional.inputs), _called_structure(functional.output))
     for tensor, shape in zip(graph.inputs, example_shapes or ()):
         graph.concrete[id(tensor)] = tuple(int(s) for s in shape)
     _walk(functional, "", graph)
     return graph
+
+
+def _called_structure(outputs):
+    """The output structure ``model(x)`` returns: Functional.call unpacks a top-level list
+    or tuple of one output (``keras.Model(inp, [out])(x)`` is the tensor), like predict."""
+    if isinstance(outputs, (list, tuple)) and len(outputs) == 1:
+        return outputs[0]
+    return outputs
 
 
 def _functional(model):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import torch
@@ -39,8 +38,13 @@ def same_padding(in_size: int, kernel: int, stride: int = 1, dilation: int = 1) 
         (0, 1)
     """
     effective = (kernel - 1) * dilation + 1
-    out = math.ceil(in_size / stride)
-    total = max((out - 1) * stride + effective - in_size, 0)
+    # = (ceil(in/s) - 1)*s + effective - in for in >= 1, in integer arithmetic whose padded
+    # size s*((in-1)//s) + effective torch.export can bound at a run-time size (a float
+    # ceil and a max it cannot: it refused small minimum sizes); the clamp is needed only
+    # when the window is shorter than the stride
+    total = stride * ((in_size - 1) // stride) + effective - in_size
+    if effective < stride:
+        total = torch.sym_max(total, 0)
     return total // 2, total - total // 2
 
 

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from crossport.errors import InputError
+from crossport.errors import ExportError, InputError
 
 __all__ = ["METHODS", "KerasUpSampling2D", "TFResize", "tf_resize"]
 
@@ -210,6 +210,54 @@ def _nearest_index(in_size: int, out_size: int) -> torch.Tensor:
     return torch.from_numpy(np.clip(src, 0, in_size - 1))
 
 
+def _symbolic_source(in_size, out_size: int, half_pixel_offset: bool) -> torch.Tensor:
+    """``_half_pixel_source`` (without the ``- 0.5``: nearest's ``(o + 0.5) * scale``) at a
+    run-time ``in_size`` (``torch.export``'s SymInt), in float32 op by op as numpy does it
+    (``in_size`` is exact in float32 below 2**24)."""
+    scale = torch.ones((), dtype=torch.float32) * in_size / out_size
+    src = (torch.arange(out_size, dtype=torch.float32) + 0.5) * scale
+    return src - 0.5 if half_pixel_offset else src
+
+
+def _symbolic_bilinear(in_size, out_size: int) -> torch.Tensor:
+    """``_bilinear``'s matrix at a run-time ``in_size``: the same two weights per row,
+    summed where they hit the same column (as ``np.add.at``)."""
+    src = _symbolic_source(in_size, out_size, True)
+    floor = torch.floor(src)
+    lower = torch.clamp(floor, min=0).long()
+    upper = torch.minimum(torch.ceil(src).long(), torch.full_like(lower, 1) * (in_size - 1))
+    lerp = src - floor
+    columns = torch.arange(in_size)[None, :]
+    return ((columns == lower[:, None]) * (1 - lerp)[:, None]
+            + (columns == upper[:, None]) * lerp[:, None])
+
+
+def _symbolic_nearest(in_size, out_size: int) -> torch.Tensor:
+    src = torch.floor(_symbolic_source(in_size, out_size, False)).long()
+    return torch.minimum(torch.clamp(src, min=0), torch.full_like(src, 1) * (in_size - 1))
+
+
+def _resize_symbolic(x: torch.Tensor, method: str, antialias: bool, out: tuple) -> torch.Tensor:
+    """``tf_resize`` with a run-time height or width (``torch.export`` with dynamic shapes):
+    ``nearest`` and ``bilinear`` build their indices / matrices in torch ops; the other
+    methods' matrices are built in Python per size, so the dim cannot stay dynamic."""
+    h, w = x.shape[-2], x.shape[-1]
+    if method == "nearest":
+        x = x.index_select(-2, _symbolic_nearest(h, out[0]).to(x.device))
+        return x.index_select(-1, _symbolic_nearest(w, out[1]).to(x.device))
+    if method != "bilinear" or antialias:
+        raise ExportError(
+            f"tf.image.resize / Resizing method {method!r}"
+            f"{' with antialias' if antialias else ''} at a run-time input height/width: its "
+            "weights are built per input size in Python, so torch.export cannot keep that "
+            "dim dynamic; export with that dim static (Dim.STATIC / no dynamic_shapes entry) "
+            "or use interpolation 'bilinear' or 'nearest'")
+    dtype = x.dtype if x.is_floating_point() else torch.float32
+    wh = _symbolic_bilinear(h, out[0]).to(device=x.device, dtype=dtype)
+    ww = _symbolic_bilinear(w, out[1]).to(device=x.device, dtype=dtype)
+    return torch.matmul(torch.matmul(wh, x.to(dtype)), ww.T)
+
+
 def tf_resize(
     x: torch.Tensor, size: Sequence[int], method: str = "bilinear", antialias: bool = False
 ) -> torch.Tensor:
@@ -234,6 +282,8 @@ def tf_resize(
     if method not in METHODS:
         raise InputError(f"method must be one of {METHODS}, got {method!r}")
     (h, w), (oh, ow) = x.shape[-2:], (int(size[0]), int(size[1]))
+    if not (isinstance(h, int) and isinstance(w, int)):  # torch.export's SymInt
+        return _resize_symbolic(x, method, antialias, (oh, ow))
     if method == "nearest":
         x = x.index_select(-2, _nearest_index(h, oh).to(x.device))
         return x.index_select(-1, _nearest_index(w, ow).to(x.device))
@@ -294,13 +344,21 @@ class TFResize(nn.Module):
         h, w = x.shape[-2], x.shape[-1]
         th, tw = self.size
         want_h, want_w = _f32_quotient(w * th, tw), _f32_quotient(h * tw, th)
+        # torch.sym_min / sym_max: builtin min / max would make torch.export guard on the
+        # example's comparison (plain ints: the same as min / max)
         if self.crop_to_aspect_ratio:
-            ch, cw = max(min(h, want_h), 1), max(min(w, want_w), 1)
+            ch = torch.sym_max(torch.sym_min(h, want_h), 1)
+            cw = torch.sym_max(torch.sym_min(w, want_w), 1)
             top, left = _f32_quotient(h - ch, 2), _f32_quotient(w - cw, 2)
-            return x[..., top:top + ch, left:left + cw]
-        top = _f32_quotient(max(h, want_h) - h, 2)
-        left = _f32_quotient(max(w, want_w) - w, 2)
-        if not top and not left:
+            if isinstance(ch, int) and isinstance(cw, int):
+                return x[..., top:top + ch, left:left + cw]
+            # at run-time sizes (torch.export), gathered rows and columns: a slice's view
+            # makes export guard on the example's strides (whether the crop is whole)
+            x = x.index_select(-2, torch.arange(ch, device=x.device) + top)
+            return x.index_select(-1, torch.arange(cw, device=x.device) + left)
+        top = _f32_quotient(torch.sym_max(h, want_h) - h, 2)
+        left = _f32_quotient(torch.sym_max(w, want_w) - w, 2)
+        if isinstance(top, int) and isinstance(left, int) and not top and not left:
             return x
         return nn.functional.pad(x, (left, left, top, top), value=self.fill_value)
 

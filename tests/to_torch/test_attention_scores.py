@@ -4,6 +4,7 @@ Embedding(mask_zero=True) with padded, interior and fully masked rows)."""
 
 
 import keras
+import numpy as np
 import pytest
 import torch
 
@@ -99,3 +100,43 @@ def test_keras_attention_layers_return_scores(build):
     for var in layer.weights:  # scale / concat weight start at 1: not an identity
         var.assign(var.numpy() * 0 + 0.7)
     _assert_converts(model, _ids)
+
+
+CAUSAL_AT_RUN_TIME = {
+    "mha": lambda q, v: L.MultiHeadAttention(2, 4)(q, v, use_causal_mask=True,
+                                                   return_attention_scores=True),
+    "gqa": lambda q, v: _gqa(4, 2, 4)(q, v, use_causal_mask=True,
+                                      return_attention_scores=True),
+    "attention": lambda q, v: L.Attention()([q, v], use_causal_mask=True,
+                                            return_attention_scores=True),
+    "additive": lambda q, v: L.AdditiveAttention()([q, v], use_causal_mask=True,
+                                                   return_attention_scores=True),
+}
+
+
+@pytest.mark.parametrize("attend", CAUSAL_AT_RUN_TIME.values(), ids=CAUSAL_AT_RUN_TIME.keys())
+def test_causal_scores_at_run_time_lengths(attend):
+    """Causal attention with its scores, query and key lengths both run-time (None) and
+    unequal, padding masks on both: converted at one length, run at others (1 included)
+    against Keras. A regression row of the audit's probe (it passed before)."""
+    q_ids, v_ids = keras.Input((None,), dtype="int32"), keras.Input((None,), dtype="int32")
+    embed = L.Embedding(VOCAB, 8, mask_zero=True)
+    out = attend(embed(q_ids), embed(v_ids))
+    model = keras.Model([q_ids, v_ids], list(out))
+
+    def ids(length, seed):
+        rng = np.random.default_rng(seed)
+        x = rng.integers(1, VOCAB, (3, length)).astype("int32")
+        x[0, -1:] = 0   # padded
+        x[1, :] = 0     # fully masked
+        return x
+
+    conv = crossport.to_torch_with_report(model, (torch.from_numpy(ids(6, 0)),
+                                                  torch.from_numpy(ids(6, 1))))
+    for q_len, v_len in ((1, 1), (3, 5), (5, 3), (1, 4), (4, 1), (7, 7)):
+        q, v = ids(q_len, q_len), ids(v_len, 10 + v_len)
+        want = [np.asarray(w) for w in model([q, v])]
+        with torch.no_grad():
+            got = conv.module(torch.from_numpy(q), torch.from_numpy(v))
+        for w, g in zip(want, got, strict=True):
+            np.testing.assert_allclose(g.numpy(), w, rtol=1e-5, atol=1e-6)

@@ -46,6 +46,39 @@ def test_multi_input_multi_output_dict():
     assert_to_torch(model)
 
 
+def _nesting(out):
+    """An output structure with each tensor replaced by its shape (list and tuple alike,
+    dicts by key): what a caller indexes into."""
+    if isinstance(out, dict):
+        return {k: _nesting(v) for k, v in out.items()}
+    if isinstance(out, (list, tuple)):
+        return [_nesting(o) for o in out]
+    return tuple(out.shape)
+
+
+OUTPUT_STRUCTURES = {
+    "list-of-one": lambda o, p: [o],         # Keras' model(x): the tensor (unpack_singleton)
+    "tuple-of-one": lambda o, p: (o,),
+    "list-of-a-list-of-one": lambda o, p: [[o]],   # only the top level is unpacked
+    "dict-of-one": lambda o, p: {"out": o},
+    "list-of-two": lambda o, p: [o, p],
+    "bare": lambda o, p: o,
+}
+
+
+@pytest.mark.parametrize("structure", OUTPUT_STRUCTURES.values(), ids=OUTPUT_STRUCTURES.keys())
+def test_output_structure_is_what_keras_model_call_returns(structure):
+    """Before: keras.Model(inp, [out]) gave a list of one in torch, the bare tensor in Keras."""
+    inp = keras.Input((5,))
+    hidden = L.Dense(4)(inp)
+    model = keras.Model(inp, structure(L.Dense(3)(hidden), hidden))
+    conv = assert_to_torch(model)
+    x = np.random.default_rng(0).standard_normal((2, 5)).astype("float32")
+    with torch.no_grad():
+        got = conv.module(torch.from_numpy(x))
+    assert _nesting(got) == _nesting(model(x)) == _nesting(model.predict(x, verbose=0))
+
+
 def test_nested_models_and_shared_layers():
     inner = keras.Sequential([keras.Input((8, 8, 4)), L.Conv2D(4, 3, padding="same"),
                               L.BatchNormalization(), L.ReLU()], name="block")

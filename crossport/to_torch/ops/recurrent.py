@@ -315,8 +315,9 @@ def _bidirectional_supported(layer) -> str | None:
     inner, backward = layer.forward_layer, layer.backward_layer
     if type(inner).__name__ not in _PLAIN:
         return f"Bidirectional({type(inner).__name__}): only LSTM, GRU and SimpleRNN"
-    if layer.get_config()["merge_mode"] != "concat":
-        return f"Bidirectional merge_mode={layer.get_config()['merge_mode']!r}: only 'concat'"
+    if layer.get_config()["merge_mode"] not in _MERGES:
+        return (f"Bidirectional merge_mode={layer.get_config()['merge_mode']!r}: only "
+                "'concat', 'sum', 'mul', 'ave' and None")
     if type(inner).__name__ not in _PLAIN or not (_plain(inner) and _plain(backward)):
         return "Bidirectional over a layer torch's bidirectional RNNs do not compute exactly"
     if type(inner) is not type(backward):
@@ -328,6 +329,28 @@ def _bidirectional_supported(layer) -> str | None:
     if fwd["units"] != bwd["units"] or fwd["activation"] != bwd["activation"]:
         return "Bidirectional with different forward/backward layers is not converted"
     return None
+
+
+# Keras' merge of the two directions (Bidirectional.call); None keeps them apart
+_MERGES = {
+    "concat": lambda ctx, y, y_rev: y if y_rev is None else ctx.call_function(
+        torch.cat, [y, y_rev], dim=-1),
+    "sum": lambda ctx, y, y_rev: ctx.call_function(operator.add, y, y_rev),
+    "mul": lambda ctx, y, y_rev: ctx.call_function(operator.mul, y, y_rev),
+    "ave": lambda ctx, y, y_rev: ctx.call_function(
+        operator.truediv, ctx.call_function(operator.add, y, y_rev), 2),
+    None: lambda ctx, y, y_rev: [y, y_rev],
+}
+
+
+def _merged(ctx: Context, layer, y, y_rev, states: list):
+    """Keras' outputs from the forward and backward outputs (``y_rev`` already in input
+    time order): merged as ``merge_mode`` says, then the states if returned (merge_mode
+    None: the two outputs first, flat)."""
+    merged = _MERGES[layer.get_config()["merge_mode"]](ctx, y, y_rev)
+    if not layer.forward_layer.get_config()["return_state"]:
+        return merged
+    return [*merged, *states] if isinstance(merged, list) else [merged, *states]
 
 
 def _masked_bidirectional(ctx: Context, layer, inputs, initial_state, mask):
@@ -343,19 +366,33 @@ def _masked_bidirectional(ctx: Context, layer, inputs, initial_state, mask):
     outs = [p[0] if cfg["return_state"] else p for p in parts]
     if cfg["return_sequences"]:  # the backward sequence is returned reversed in time
         outs[1] = ctx.call_function(torch.flip, outs[1], [1])
-    out = ctx.call_function(torch.cat, outs, dim=-1)
-    if not cfg["return_state"]:
-        return out
-    return [out, *parts[0][1:], *parts[1][1:]]
+    states = [*parts[0][1:], *parts[1][1:]] if cfg["return_state"] else []
+    return _merged(ctx, layer, outs[0], outs[1], states)
+
+
+def _directions(ctx: Context, layer, result, h_n):
+    """The forward and backward outputs of torch's bidirectional RNN as Keras has them
+    before merging (with ``return_sequences`` and 'concat': torch's output as it is)."""
+    cfg = layer.forward_layer.get_config()
+    if not cfg["return_sequences"]:  # each direction's last step
+        return tuple(ctx.call_function(operator.getitem, h_n, i) for i in (0, 1))
+    seq = ctx.call_function(operator.getitem, result, 0)  # [N, T, 2H], in input time order
+    if layer.get_config()["merge_mode"] == "concat":
+        return seq, None
+    units = int(cfg["units"])
+    return tuple(ctx.call_function(operator.getitem, seq, (Ellipsis, part))
+                 for part in (slice(None, units), slice(units, None)))
 
 
 @register_layer(policy=Policy.CANONICAL, supports=_bidirectional_supported, masks=True)
 def Bidirectional(ctx: Context, layer, inputs, initial_state=None, mask=None, **_call_kwargs):
-    """keras.layers.Bidirectional(LSTM|GRU|SimpleRNN, merge_mode='concat') -> bidirectional RNN.
+    """keras.layers.Bidirectional(LSTM|GRU|SimpleRNN) -> bidirectional RNN.
 
-    Keras flips the backward sequence back before concatenating = torch's output; without
-    ``return_sequences`` Keras takes each direction's last step = torch's ``h_n``. With a
-    Keras mask: two torch_layers twins (torch's bidirectional RNN cannot skip steps).
+    Keras flips the backward sequence back before merging = torch's output's second half;
+    without ``return_sequences`` Keras takes each direction's last step = torch's ``h_n``.
+    The halves are merged as ``merge_mode`` says ('concat' = torch's output; None: the two,
+    a list). With a Keras mask: two torch_layers twins (torch's bidirectional RNN cannot
+    skip steps).
     """
     inputs = _guard_dropout(ctx, layer, inputs)
     if mask is not None or ctx.masked_call(layer):  # (a shared layer's calls: one module)
@@ -371,19 +408,14 @@ def Bidirectional(ctx: Context, layer, inputs, initial_state=None, mask=None, **
         ctx.call_module(module, inputs, state0)
     hidden = ctx.call_function(operator.getitem, result, 1)
     h_n = ctx.call_function(operator.getitem, hidden, 0) if kind == "LSTM" else hidden
-    if cfg["return_sequences"]:
-        out = ctx.call_function(operator.getitem, result, 0)
-    else:
-        out = ctx.call_function(torch.cat, [ctx.call_function(operator.getitem, h_n, 0),
-                                            ctx.call_function(operator.getitem, h_n, 1)], dim=-1)
-    if not cfg["return_state"]:
-        return out
-    if kind == "LSTM":
+    y, y_rev = _directions(ctx, layer, result, h_n)
+    states = []
+    if cfg["return_state"] and kind == "LSTM":
         c_n = ctx.call_function(operator.getitem, hidden, 1)
         states = [ctx.call_function(operator.getitem, t, i) for i in (0, 1) for t in (h_n, c_n)]
-    else:
+    elif cfg["return_state"]:
         states = [ctx.call_function(operator.getitem, h_n, i) for i in (0, 1)]
-    return [out, *states]
+    return _merged(ctx, layer, y, y_rev, states)
 
 
 def _conv_lstm_supported(layer) -> str | None:
