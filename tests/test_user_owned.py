@@ -101,7 +101,7 @@ def test_a_failed_conversion_leaves_the_module_unchanged_and_runnable():
 def test_an_unsupported_op_failure_leaves_the_module_unchanged():
     class Cumulative(CachingHead):
         def forward(self, x):
-            return torch.special.airy_ai(super().forward(x))
+            return torch.geqrf(super().forward(x))[0]
 
     torch.manual_seed(0)
     net = Cumulative().eval()

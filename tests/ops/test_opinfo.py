@@ -189,6 +189,8 @@ CONVERTED = [
     'special.bessel_j0', 'special.bessel_j1', 'special.bessel_y0', 'special.bessel_y1',
     'special.spherical_bessel_j0', 'special.ndtri', 'special.log_ndtr', 'special.erfcx',
     'igamma', 'igammac', 'special.zeta', 'nextafter', 'frexp',
+    # session 17 (tests/ops/test_airy.py)
+    'special.airy_ai',
 ]
 
 

@@ -2,6 +2,7 @@
 
 from crossport.to_keras.ops import (  # noqa: F401
     activation,
+    airy,
     assign,
     attention,
     bessel,
