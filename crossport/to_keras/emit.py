@@ -75,9 +75,20 @@ def parameter_dtype(exported: torch.export.ExportedProgram) -> str:
     """The float dtype the module's layers compute in: float16 or float64 when every
     floating parameter has it (``module.half()``, ``module.double()``), else float32."""
     dtypes = {p.dtype for p in exported.parameters() if p.is_floating_point()}
+    if not dtypes:  # no float weights (F.leaky_relu of a float64 input): the inputs' dtype
+        dtypes = {value.dtype for value in _user_input_values(exported)
+                  if value.is_floating_point()}
     if len(dtypes) == 1 and dtypes <= {torch.float16, torch.float64}:
         return keras_dtype(dtypes.pop())
     return "float32"
+
+
+def _user_input_values(exported: torch.export.ExportedProgram) -> list[torch.Tensor]:
+    user = {spec.arg.name for spec in exported.graph_signature.input_specs
+            if spec.kind == torch.export.graph_signature.InputKind.USER_INPUT}
+    return [node.meta["val"] for node in exported.graph.nodes
+            if node.op == "placeholder" and node.name in user
+            and isinstance(node.meta.get("val"), torch.Tensor)]
 
 
 @contextmanager

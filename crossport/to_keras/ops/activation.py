@@ -54,7 +54,12 @@ def aten_hardtanh_default(ctx, self, min_val=-1.0, max_val=1.0):
 
 @register(aten.leaky_relu.default, aten.leaky_relu_.default, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_leaky_relu_default(ctx, self, negative_slope=0.01):
-    """leaky_relu(Tensor self, Scalar negative_slope=0.01) -> Tensor"""
+    """leaky_relu(Tensor self, Scalar negative_slope=0.01) -> Tensor
+
+    float64: ``x > 0 ? x : x * slope`` with the slope a double (TF's LeakyRelu holds its
+    alpha as a float32 attribute: 0.1 became 0.10000000149)."""
+    if ctx.out_dtype == torch.float64:
+        return ops.where(ops.greater(self, 0.0), self, ops.multiply(self, np.float64(negative_slope)))
     return keras.layers.LeakyReLU(negative_slope=negative_slope, name=ctx.name())(self)
 
 

@@ -244,7 +244,8 @@ def aten_floor_divide_default(ctx, self, other):
 @register(aten.remainder.Tensor, aten.remainder.Scalar, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_remainder_tensor(ctx, self, other):
     """remainder.Tensor(Tensor self, Tensor other) -> Tensor (sign of the divisor, like Python)"""
-    return _in_result_dtype(ctx, ops.mod(*_promoted(ctx, self, other)))
+    self, other = _promoted(ctx, self, other)
+    return _in_result_dtype(ctx, ops.mod(self, _exact_scalar(other, self)))
 
 
 @register(aten.fmod.Tensor, aten.fmod.Scalar, policy=Policy.AGNOSTIC, dynamic=True)
@@ -257,7 +258,7 @@ def aten_fmod_tensor(ctx, self, other):
     self, other = _promoted(ctx, self, other)
     if ctx.out_dtype.is_floating_point:
         self = self if _is_tensor(self) else ops.convert_to_tensor(self, keras_dtype(ctx.out_dtype))
-        return fmod_float(self, other)
+        return fmod_float(self, _exact_scalar(other, self))
     r = ops.mod(self, other)
     # signs compared with less-than, not Sign: TFLite has no int64 Sign kernel
     signs_differ = ops.not_equal(ops.less(r, 0), ops.less(self, 0))
@@ -400,7 +401,9 @@ def aten_clamp_max_default(ctx, self, max):
 def aten_where_self(ctx, condition, self, other):
     """where.self(Tensor condition, Tensor self, Tensor other) -> Tensor (in torch's
     promoted dtype: where(c, bool_tensor, 2) is int64, Keras made it int32)"""
-    return _in_result_dtype(ctx, ops.where(condition, *_promoted(ctx, self, other)))
+    self, other = _promoted(ctx, self, other)
+    self, other = _exact_scalar(self, other), _exact_scalar(other, self)
+    return _in_result_dtype(ctx, ops.where(condition, self, other))
 
 
 def _is_int(ctx) -> bool:
@@ -502,9 +505,21 @@ def _bool_as_int(x):
     return x
 
 
+def _exact_scalar(x, beside):
+    """A Python float beside a float64 tensor as ``np.float64``: Keras makes a Python float
+    a float32 constant before promoting, so ``x < 0.1`` on a float64 ``x`` compared with
+    0.1 rounded to float32 (torch keeps the double). Only for ``keras.ops`` calls: numpy
+    scalars on the left of an operator with a KerasTensor do not dispatch to Keras."""
+    if type(x) is float and _is_tensor(beside) and _dtype_name(beside) == "float64":
+        return np.float64(x)
+    return x
+
+
 def _register_table(table: dict, arity: int, supports=None) -> None:
     for op, fn in table.items():
         def convert(ctx, self, other=None, _fn=fn, _op=op):
+            if arity == 2:
+                self, other = _exact_scalar(self, other), _exact_scalar(other, self)
             if _op in _INTEGER_IDENTITY and not ctx.out_dtype.is_floating_point:
                 return self
             if _op in _ORDERING:
