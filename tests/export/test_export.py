@@ -223,3 +223,29 @@ def test_a_one_tuple_output_converts_and_exports(tmp_path, name):
     assert conversion.report.passed
     result = crossport.export(conversion, tmp_path / name)
     assert result.passed and result.max_error < 1e-5
+
+
+@pytest.fixture(scope="module")
+def embedding_bag():
+    """Offsets constrain each other (ascending, from 0): random ones are not valid bags, so
+    the conversion checks the example inputs only (check_inputs=0)."""
+    torch.manual_seed(0)
+    return crossport.convert_with_report(
+        torch.nn.EmbeddingBag(7, 3, mode="sum").eval(),
+        (torch.tensor([1, 2, 4, 5, 4, 3]), torch.tensor([0, 2, 4])), check_inputs=0)
+
+
+def test_export_rechecks_the_example_inputs_with_check_inputs_0(embedding_bag, tmp_path):
+    """Found by the layer round-trip table (tests/export/test_layer_configs.py): export's
+    re-check drew fresh inputs only and refused check_inputs=0, so a model whose inputs
+    random ones cannot stand in for (embedding_bag's offsets) could not be exported with a
+    re-check at all; it failed with torch's raw RuntimeError."""
+    result = crossport.export(embedding_bag, tmp_path / "bag.keras", check_inputs=0)
+    assert result.passed
+    assert [p.name for p in tmp_path.iterdir()] == ["bag.keras"]
+
+
+def test_export_names_the_input_set_torch_rejects(embedding_bag, tmp_path):
+    with pytest.raises(crossport.InputError, match=r"(?s)fresh input set 1 .*check_inputs=0"):
+        crossport.export(embedding_bag, tmp_path / "bag.keras")
+    assert list(tmp_path.iterdir()) == []
