@@ -269,8 +269,7 @@ def _loader(conversion, path: Path, format: str):
             staged.unlink(missing_ok=True)
     if format == "saved_model":
         return formats.load_saved_model(path)
-    names = [t.name.split(":")[0] for t in conversion.model.inputs]
-    return formats.load_tflite(path, names)
+    return formats.load_tflite(path, formats.signature_names(conversion.model))
 
 
 def _recheck(conversion, run, format: str, count: int, tolerance: float) -> Recheck:

@@ -50,11 +50,39 @@ def write_saved_model(model: keras.Model, path: Path) -> None:
 
 
 def static_input_signature(model: keras.Model) -> list:
-    """The Keras model's own input shapes as TensorSpecs, in ``model.export``'s structure."""
+    """The Keras model's own input shapes as TensorSpecs, in ``model.export``'s structure,
+    named by :func:`signature_names`."""
     import tensorflow as tf
 
-    specs = [tf.TensorSpec(tuple(t.shape), t.dtype, name=t.name) for t in model.inputs]
+    specs = [tf.TensorSpec(tuple(t.shape), t.dtype, name=name)
+             for t, name in zip(model.inputs, signature_names(model))]
     return [specs[0] if len(specs) == 1 else specs]
+
+
+def signature_names(model: keras.Model) -> list[str]:
+    """The SavedModel / TFLite signature's input names: forward's argument names, made
+    what TF accepts where they are not (ASCII letters, digits and ``_``, a letter first,
+    unique ignoring case): ``_mask`` -> ``arg_mask``, ``bild_ä`` -> ``bild__``, ``Img``
+    beside ``img`` -> ``Img_2``. TF refused the SavedModel otherwise.
+
+    Example:
+        >>> import keras
+        >>> inputs = [keras.Input((2,), name=n) for n in ("x", "_x", "X")]
+        >>> signature_names(keras.Model(inputs, inputs))
+        ['x', 'arg_x', 'X_2']
+    """
+    names, taken = [], set()
+    for tensor in model.inputs:
+        name = re.sub(r"[^A-Za-z0-9_]", "_", tensor.name.split(":")[0]) or "arg"
+        if not name[0].isalpha():
+            name = "arg" + ("" if name[0] == "_" else "_") + name
+        unique, count = name, 1
+        while unique.lower() in taken:
+            count += 1
+            unique = f"{name}_{count}"
+        taken.add(unique.lower())
+        names.append(unique)
+    return names
 
 
 def _is_nested(output) -> bool:

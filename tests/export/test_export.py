@@ -249,3 +249,25 @@ def test_export_names_the_input_set_torch_rejects(embedding_bag, tmp_path):
     with pytest.raises(crossport.InputError, match=r"(?s)fresh input set 1 .*check_inputs=0"):
         crossport.export(embedding_bag, tmp_path / "bag.keras")
     assert list(tmp_path.iterdir()) == []
+
+
+class OddArgumentNames(torch.nn.Module):
+    def forward(self, _mask, Img, img, bild_ä):  # noqa: N803  (the names are the point)
+        return _mask * Img + img - bild_ä
+
+
+@pytest.mark.parametrize("name", ["saved", "m.tflite"])
+def test_forward_names_tf_rejects_still_export(tmp_path, name):
+    """Found by probing signatures in the deploy audit: a leading '_', a non-ASCII letter or
+    two names equal but for case made TF refuse the signature ('Got non-flat/non-unique
+    argument names'), so SavedModel and TFLite exports failed. The names are sanitized."""
+    conversion = crossport.convert_with_report(OddArgumentNames().eval(),
+                                               random_inputs([(2, 3)] * 4))
+    result = crossport.export(conversion, tmp_path / name)
+    assert result.passed
+    if name == "saved":
+        import tensorflow as tf
+
+        signature = tf.saved_model.load(str(tmp_path / name)).signatures["serving_default"]
+        assert sorted(signature.structured_input_signature[1]) == sorted(
+            ["arg_mask", "Img", "img_2", "bild__"])
