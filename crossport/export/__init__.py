@@ -186,7 +186,7 @@ def stage_export(conversion, path: str | Path, format: str | None, staging: Stag
         raise InputError(f"check_inputs={check_inputs!r}: expected an int >= 0 (how many "
                          "fresh input sets the re-check runs besides the example inputs); "
                          "check=False skips the re-check")
-    path = Path(path)
+    path = Path(path).expanduser()  # "~/m.tflite" is the home folder, not a folder "~"
     format = resolve_format(path, format)
     _refuse_tflite_precision(conversion, format)
     if format.startswith("tflite"):

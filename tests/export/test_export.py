@@ -271,3 +271,17 @@ def test_forward_names_tf_rejects_still_export(tmp_path, name):
         signature = tf.saved_model.load(str(tmp_path / name)).signatures["serving_default"]
         assert sorted(signature.structured_input_signature[1]) == sorted(
             ["arg_mask", "Img", "img_2", "bild__"])
+
+
+def test_a_path_under_home_is_expanded(tmp_path, monkeypatch):
+    """Found by the deploy audit's path probes: "~/m.keras" created a folder named "~" in
+    the working directory (export makes missing parent folders) and wrote there."""
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir(), work.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(work)
+    conversion = crossport.convert_with_report(torch.nn.Linear(3, 2).eval(),
+                                               random_inputs((1, 3)))
+    result = crossport.export(conversion, "~/models/m.keras")
+    assert result.path == home / "models" / "m.keras" and result.path.is_file()
+    assert list(work.iterdir()) == []
