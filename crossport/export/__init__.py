@@ -269,7 +269,9 @@ def _loader(conversion, path: Path, format: str):
             staged.unlink(missing_ok=True)
     if format == "saved_model":
         return formats.load_saved_model(path)
-    return formats.load_tflite(path, formats.signature_names(conversion.model))
+    model = conversion.model
+    return formats.load_tflite(path, formats.signature_names(model),
+                               output_names=formats.output_names(model))
 
 
 def _recheck(conversion, run, format: str, count: int, tolerance: float) -> Recheck:

@@ -212,11 +212,14 @@ def timed(stages: dict, name: str):
         stages[name] = stages.get(name, 0.0) + time.perf_counter() - start
 
 
-def load_tflite(path: Path, input_names: list[str], num_threads: int = 2) -> Runner:
+def load_tflite(path: Path, input_names: list[str], num_threads: int = 2,
+                output_names: list[str] | None = None) -> Runner:
     """Runs the flatbuffer with the LiteRT interpreter (its own kernels, not TF's).
 
-    The signature's inputs are keyed by name (in no particular order), so arrays are
-    passed by the Keras model's input names.
+    The signature's inputs and outputs are keyed by name (in no particular order), so
+    arrays are passed by the Keras model's input names, and outputs returned in
+    ``output_names``' order (a dict output's keys, :func:`output_names`) or, without
+    them, by the index of ``output_<i>``.
     """
     from ai_edge_litert.interpreter import Interpreter
 
@@ -228,9 +231,20 @@ def load_tflite(path: Path, input_names: list[str], num_threads: int = 2) -> Run
     def run(arrays):
         feed = {n: _quantize(a, inputs[n]) for n, a in zip(input_names, arrays)}
         got = runner(**feed)
-        return [_dequantize(got[k], outputs[k]) for k in sorted(got, key=_output_index)]
+        order = output_names if output_names is not None else sorted(got, key=_output_index)
+        return [_dequantize(got[k], outputs[k]) for k in order]
 
     return run
+
+
+def output_names(model: keras.Model) -> list[str] | None:
+    """The signature's output names in Keras' flat output order when they are a flat dict
+    output's keys (``{"b1": ..., "a2": ...}``: ``a2``, ``b1``); ``None`` for the
+    ``output_<i>`` names of other outputs."""
+    output = model.output
+    if not isinstance(output, dict) or _is_nested(output):
+        return None
+    return keras.tree.flatten({key: key for key in output})
 
 
 def _quantize(array: np.ndarray, detail: dict) -> np.ndarray:

@@ -285,3 +285,16 @@ def test_a_path_under_home_is_expanded(tmp_path, monkeypatch):
     result = crossport.export(conversion, "~/models/m.keras")
     assert result.path == home / "models" / "m.keras" and result.path.is_file()
     assert list(work.iterdir()) == []
+
+
+class DigitKeys(torch.nn.Module):
+    def forward(self, x):
+        return {"b1": x.mean(-1), "a2": x * 2, "c10": x[:, :2]}
+
+
+def test_tflite_dict_outputs_keyed_by_digits_export(tmp_path):
+    """Found by probing output names in the deploy audit: the TFLite loader ordered the
+    signature's outputs by their trailing number (meant for output_<i>), so dict keys such
+    as "b1", "a2" came back swapped and the export was refused as a shape mismatch."""
+    conversion = crossport.convert_with_report(DigitKeys().eval(), random_inputs((2, 5)))
+    assert crossport.export(conversion, tmp_path / "m.tflite").passed
