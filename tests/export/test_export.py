@@ -298,3 +298,31 @@ def test_tflite_dict_outputs_keyed_by_digits_export(tmp_path):
     as "b1", "a2" came back swapped and the export was refused as a shape mismatch."""
     conversion = crossport.convert_with_report(DigitKeys().eval(), random_inputs((2, 5)))
     assert crossport.export(conversion, tmp_path / "m.tflite").passed
+
+
+class LastDimOp(torch.nn.Module):
+    def __init__(self, op: str):
+        super().__init__()
+        self.op = op
+
+    def forward(self, x):
+        if self.op == "sort":
+            return torch.sort(x, stable=True).values
+        if self.op == "topk":
+            return torch.topk(x, 2).values
+        if self.op == "signbit":
+            return torch.signbit(x)
+        return torch.frexp(x).mantissa
+
+
+@pytest.mark.parametrize("op,name", [("sort", "saved"), ("sort", "m.tflite"),
+                                     ("topk", "m.tflite"), ("signbit", "saved"),
+                                     ("frexp", "m.tflite")])
+def test_bit_views_export_with_a_run_time_last_dim(tmp_path, op, name):
+    """Found by the deploy audit's SavedModel round trip of the layer table: keras' TF
+    ``view`` tests the last dim in Python, so tracing a run-time last dim raised
+    (OperatorNotAllowedInGraphError) and sort/topk/signbit/frexp models with one could be
+    converted and saved as .keras but not exported to SavedModel or TFLite."""
+    conversion = crossport.convert_with_report(LastDimOp(op).eval(), random_inputs((2, 6)),
+                                               dynamic_dims={0: {1: "L"}})
+    assert crossport.export(conversion, tmp_path / name).passed
