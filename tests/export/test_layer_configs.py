@@ -179,6 +179,8 @@ def test_keras_and_saved_model_reload_in_a_fresh_process(conversions, tmp_path):
                 want = keras.ops.convert_to_numpy(want)
                 if fmt == "keras":  # the same layers, eager: bit-equal
                     np.testing.assert_array_equal(got[f"arr_{i}"], want, err_msg=name)
-                else:  # a traced graph TF may fuse: 1 float32 ulp measured (row "special")
-                    np.testing.assert_allclose(got[f"arr_{i}"], want, rtol=1e-6, atol=1e-7,
+                else:  # a traced graph, which TF fuses and rounds differently (up to 1e-6
+                    # measured, rows "special" and "vision"): the conversion's tolerance
+                    np.testing.assert_allclose(got[f"arr_{i}"], want, rtol=0,
+                                               atol=conversion.options.atol,
                                                err_msg=f"{name} saved")
