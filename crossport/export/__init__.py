@@ -126,7 +126,9 @@ def export(conversion, path: str | Path, format: str | None = None, *, check: bo
             ``tflite-int8`` (dynamic range), ``tflite-int8-full``, ``tflite-int16x8``
             (full integer); inferred from ``path`` when omitted.
         check: re-load and compare with torch (``ExportError`` beyond the tolerance).
-        check_inputs: how many fresh input sets the re-check runs.
+        check_inputs: how many fresh input sets the re-check runs besides the example
+            inputs (``0``: the examples only, for inputs fresh random ones cannot stand in
+            for, such as ``embedding_bag`` offsets).
         overwrite: replace an existing artifact at ``path`` (a file by a file, a SavedModel
             by a SavedModel; atomically for files, and the old one is kept until the new one
             passed). Without it an existing ``path`` is an ``ExportError``; a directory that
@@ -180,11 +182,11 @@ def stage_export(conversion, path: str | Path, format: str | None, staging: Stag
         if not isinstance(value, bool):
             raise InputError(f"{name}={value!r}: expected True or False")
     if check and (isinstance(check_inputs, bool) or not isinstance(check_inputs, int)
-                  or check_inputs < 1):
-        # with no input set the re-check would compare nothing and report an error of 0
-        raise InputError(f"check_inputs={check_inputs!r}: expected an int >= 1 (how many "
-                         "fresh input sets the re-check runs); check=False skips the re-check")
-    path = Path(path)
+                  or check_inputs < 0):
+        raise InputError(f"check_inputs={check_inputs!r}: expected an int >= 0 (how many "
+                         "fresh input sets the re-check runs besides the example inputs); "
+                         "check=False skips the re-check")
+    path = Path(path).expanduser()  # "~/m.tflite" is the home folder, not a folder "~"
     format = resolve_format(path, format)
     _refuse_tflite_precision(conversion, format)
     if format.startswith("tflite"):
@@ -267,8 +269,9 @@ def _loader(conversion, path: Path, format: str):
             staged.unlink(missing_ok=True)
     if format == "saved_model":
         return formats.load_saved_model(path)
-    names = [t.name.split(":")[0] for t in conversion.model.inputs]
-    return formats.load_tflite(path, names)
+    model = conversion.model
+    return formats.load_tflite(path, formats.signature_names(model),
+                               output_names=formats.output_names(model))
 
 
 def _recheck(conversion, run, format: str, count: int, tolerance: float) -> Recheck:
@@ -279,10 +282,14 @@ def _recheck(conversion, run, format: str, count: int, tolerance: float) -> Rech
     """
     keras_leaves = _artifact_leaves(conversion, run)
     shape_sets = conversion.report.shape_sets if conversion.report is not None else None
-    input_sets = recheck_inputs(conversion.example_args, shape_sets,
-                                conversion.options.seed + 100, count)
+    # the example inputs first: always valid, and the only ones for inputs that constrain
+    # each other (embedding_bag's offsets), where check_inputs=0 leaves no fresh set
+    input_sets = [tuple(conversion.example_args),
+                  *recheck_inputs(conversion.example_args, shape_sets,
+                                  conversion.options.seed + 100, count)]
     rule = conversion.options.tolerance if FORMATS[format] is None else "atol"
-    return recheck(conversion.module, input_sets, keras_leaves, tolerance, rule)
+    return recheck(conversion.module, input_sets, keras_leaves, tolerance, rule,
+                   examples_first=True)
 
 
 def _artifact_leaves(conversion, run):
@@ -326,6 +333,7 @@ def _write_full_integer(conversion, path: Path, plan, check: bool, count: int,
     The gate is the output SQNR against torch fp32 (``quantize.MIN_SQNR_DB``): quantization
     changes the function on purpose, by an amount set by the data, not by rounding.
     """
+    count = max(count, 1)  # the re-check's inputs are calibration examples here
     if check:
         plan.hold_out(count)
     report = quantize.write_full_integer(conversion.model, path, plan, conversion, stages)

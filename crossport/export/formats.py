@@ -50,11 +50,39 @@ def write_saved_model(model: keras.Model, path: Path) -> None:
 
 
 def static_input_signature(model: keras.Model) -> list:
-    """The Keras model's own input shapes as TensorSpecs, in ``model.export``'s structure."""
+    """The Keras model's own input shapes as TensorSpecs, in ``model.export``'s structure,
+    named by :func:`signature_names`."""
     import tensorflow as tf
 
-    specs = [tf.TensorSpec(tuple(t.shape), t.dtype, name=t.name) for t in model.inputs]
+    specs = [tf.TensorSpec(tuple(t.shape), t.dtype, name=name)
+             for t, name in zip(model.inputs, signature_names(model))]
     return [specs[0] if len(specs) == 1 else specs]
+
+
+def signature_names(model: keras.Model) -> list[str]:
+    """The SavedModel / TFLite signature's input names: forward's argument names, made
+    what TF accepts where they are not (ASCII letters, digits and ``_``, a letter first,
+    unique ignoring case): ``_mask`` -> ``arg_mask``, ``bild_ä`` -> ``bild__``, ``Img``
+    beside ``img`` -> ``Img_2``. TF refused the SavedModel otherwise.
+
+    Example:
+        >>> import keras
+        >>> inputs = [keras.Input((2,), name=n) for n in ("x", "_x", "X")]
+        >>> signature_names(keras.Model(inputs, inputs))
+        ['x', 'arg_x', 'X_2']
+    """
+    names, taken = [], set()
+    for tensor in model.inputs:
+        name = re.sub(r"[^A-Za-z0-9_]", "_", tensor.name.split(":")[0]) or "arg"
+        if not name[0].isalpha():
+            name = "arg" + ("" if name[0] == "_" else "_") + name
+        unique, count = name, 1
+        while unique.lower() in taken:
+            count += 1
+            unique = f"{name}_{count}"
+        taken.add(unique.lower())
+        names.append(unique)
+    return names
 
 
 def _is_nested(output) -> bool:
@@ -184,11 +212,14 @@ def timed(stages: dict, name: str):
         stages[name] = stages.get(name, 0.0) + time.perf_counter() - start
 
 
-def load_tflite(path: Path, input_names: list[str], num_threads: int = 2) -> Runner:
+def load_tflite(path: Path, input_names: list[str], num_threads: int = 2,
+                output_names: list[str] | None = None) -> Runner:
     """Runs the flatbuffer with the LiteRT interpreter (its own kernels, not TF's).
 
-    The signature's inputs are keyed by name (in no particular order), so arrays are
-    passed by the Keras model's input names.
+    The signature's inputs and outputs are keyed by name (in no particular order), so
+    arrays are passed by the Keras model's input names, and outputs returned in
+    ``output_names``' order (a dict output's keys, :func:`output_names`) or, without
+    them, by the index of ``output_<i>``.
     """
     from ai_edge_litert.interpreter import Interpreter
 
@@ -200,9 +231,20 @@ def load_tflite(path: Path, input_names: list[str], num_threads: int = 2) -> Run
     def run(arrays):
         feed = {n: _quantize(a, inputs[n]) for n, a in zip(input_names, arrays)}
         got = runner(**feed)
-        return [_dequantize(got[k], outputs[k]) for k in sorted(got, key=_output_index)]
+        order = output_names if output_names is not None else sorted(got, key=_output_index)
+        return [_dequantize(got[k], outputs[k]) for k in order]
 
     return run
+
+
+def output_names(model: keras.Model) -> list[str] | None:
+    """The signature's output names in Keras' flat output order when they are a flat dict
+    output's keys (``{"b1": ..., "a2": ...}``: ``a2``, ``b1``); ``None`` for the
+    ``output_<i>`` names of other outputs."""
+    output = model.output
+    if not isinstance(output, dict) or _is_nested(output):
+        return None
+    return keras.tree.flatten({key: key for key in output})
 
 
 def _quantize(array: np.ndarray, detail: dict) -> np.ndarray:

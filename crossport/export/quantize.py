@@ -23,6 +23,7 @@ import torch
 
 from crossport.compat import quiet_tflite_interpreter
 from crossport.errors import CrossportError, ExportError, InputError
+from crossport.export import formats
 from crossport.export.images import ImageFolder
 from crossport.export.quant_report import (
     QuantizationReport,
@@ -99,7 +100,7 @@ def plan(conversion, format: str, calibration, int8_io: bool,
     _refuse_recurrent(conversion, format)
     samples = calibration_samples(conversion, calibration)
     torch_samples = [_to_torch(s, conversion) for s in samples]
-    names = [t.name for t in conversion.model.inputs]
+    names = formats.signature_names(conversion.model)  # the converter's dataset keys
     return FullIntegerPlan(format, samples, torch_samples, names, bool(int8_io), float_layers)
 
 

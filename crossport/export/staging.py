@@ -94,7 +94,7 @@ class Staging:
         ``optional``: the writer may leave the temporary path absent; then an existing
         ``target`` (a stale file, replaceable only with ``overwrite``) is removed at commit.
         """
-        target = Path(target)
+        target = Path(target).expanduser()
         check_target(target, kind, self.overwrite)
         if any(e.target.resolve() == target.resolve() for e in self._entries):
             raise ExportError(f"{target} is named twice as an output")

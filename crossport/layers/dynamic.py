@@ -281,7 +281,6 @@ class DynamicTopK(keras.layers.Layer):
         return {**super().get_config(), "largest": self.largest}
 
 
-@keras.saving.register_keras_serializable(package="crossport")
 def _is_bool(x) -> bool:
     return keras.backend.standardize_dtype(x.dtype) == "bool"
 
@@ -308,6 +307,7 @@ def add_scattered(x, coords, updates):
     return x + ops.scatter(coords, updates, ops.shape(x))
 
 
+@keras.saving.register_keras_serializable(package="crossport")
 class DynamicScatter(keras.layers.Layer):
     """torch's ``scatter`` / ``scatter_add`` along ``dim`` with run-time sizes.
 

@@ -15,6 +15,19 @@ from __future__ import annotations
 import keras
 from keras import ops
 
+
+def same_width_view(x, dtype: str):
+    """``keras.ops.view(x, dtype)`` for a dtype of the same width (float32 <-> int32,
+    float64 <-> int64): a bitcast at every size. Keras' TF ``view`` tests the last dim's
+    byte count in Python, which raised while tracing a run-time (``None``) last dim, so
+    SavedModel and TFLite exports of such models failed; then the view is of a size-1 axis
+    (a static last dim keeps the plain view: no RESHAPE pinning the size in a TFLite file).
+    """
+    if x.shape and x.shape[-1] is None:
+        return ops.squeeze(ops.view(ops.expand_dims(x, -1), dtype), -1)
+    return ops.view(x, dtype)
+
+
 # float dtype -> (integer dtype of the same width, bits below the sign bit)
 _KEY_WIDTH = {"float32": ("int32", 31), "float64": ("int64", 63)}
 
@@ -37,7 +50,8 @@ def order_key(x):
     if dtype not in _KEY_WIDTH:
         return x if dtype in ("int32", "int64") else ops.cast(x, "int32")
     int_dtype, shift = _KEY_WIDTH[dtype]
-    bits = ops.view(ops.where(ops.isnan(x), ops.cast(float("nan"), dtype), x), int_dtype)
+    bits = same_width_view(ops.where(ops.isnan(x), ops.cast(float("nan"), dtype), x),
+                           int_dtype)
     # -0.0 (the sign bit alone) -> +0.0, compared as bits: TF's CPU kernels flush subnormals
     # to zero in float comparisons, torch does not, so x == 0 would tie -1e-40 with 0
     zero = ops.zeros_like(bits)

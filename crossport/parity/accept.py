@@ -117,17 +117,19 @@ class Recheck:
 
 def recheck(module: torch.nn.Module, input_sets: Sequence[tuple],
             keras_leaves: Callable[[tuple, object], list], tolerance: float,
-            rule: str) -> Recheck:
+            rule: str, examples_first: bool = False) -> Recheck:
     """Compare torch with ``keras_leaves(args, torch_structure)`` on every input set.
 
     ``keras_leaves`` returns the artifact's outputs in torch's leaf order. Under
     ``rule="rounding"`` an error above ``tolerance`` gets the float64 evidence of the worst
-    input set.
+    input set. ``examples_first``: the first set is the example inputs (for the message
+    when torch rejects a set); torch rejecting a set is an ``InputError`` naming it.
     """
+    from crossport.parity.reference import torch_on_input_set
+
     worst = None
-    for args in input_sets:
-        with torch.no_grad():  # on copies: a forward that writes to its inputs leaves ours
-            structure = module(*(a.clone() for a in args))
+    for index, args in enumerate(input_sets, start=0 if examples_first else 1):
+        structure = torch_on_input_set(module, args, index)
         ref = [to_numpy(t) for t in pytree.tree_leaves(structure) if isinstance(t, torch.Tensor)]
         got = keras_leaves(args, structure)
         comparison = compare_outputs(ref, got)

@@ -49,7 +49,8 @@ def torch_on_input_set(module: torch.nn.Module, args: tuple, index: int):
             f"the torch module failed on the {which}: {type(exc).__name__}: {exc}. "
             "Give example inputs the model accepts (token ids below the vocabulary "
             "size, valid masks); fresh integer inputs are drawn within the example's "
-            "range.") from exc
+            "range" + ("" if index == 0 else "; check_inputs=0 checks on the example inputs "
+                       "only") + ".") from exc
 
 
 def can_run_beside(exported: torch.export.ExportedProgram) -> bool:

@@ -223,3 +223,106 @@ def test_a_one_tuple_output_converts_and_exports(tmp_path, name):
     assert conversion.report.passed
     result = crossport.export(conversion, tmp_path / name)
     assert result.passed and result.max_error < 1e-5
+
+
+@pytest.fixture(scope="module")
+def embedding_bag():
+    """Offsets constrain each other (ascending, from 0): random ones are not valid bags, so
+    the conversion checks the example inputs only (check_inputs=0)."""
+    torch.manual_seed(0)
+    return crossport.convert_with_report(
+        torch.nn.EmbeddingBag(7, 3, mode="sum").eval(),
+        (torch.tensor([1, 2, 4, 5, 4, 3]), torch.tensor([0, 2, 4])), check_inputs=0)
+
+
+def test_export_rechecks_the_example_inputs_with_check_inputs_0(embedding_bag, tmp_path):
+    """Found by the layer round-trip table (tests/export/test_layer_configs.py): export's
+    re-check drew fresh inputs only and refused check_inputs=0, so a model whose inputs
+    random ones cannot stand in for (embedding_bag's offsets) could not be exported with a
+    re-check at all; it failed with torch's raw RuntimeError."""
+    result = crossport.export(embedding_bag, tmp_path / "bag.keras", check_inputs=0)
+    assert result.passed
+    assert [p.name for p in tmp_path.iterdir()] == ["bag.keras"]
+
+
+def test_export_names_the_input_set_torch_rejects(embedding_bag, tmp_path):
+    with pytest.raises(crossport.InputError, match=r"(?s)fresh input set 1 .*check_inputs=0"):
+        crossport.export(embedding_bag, tmp_path / "bag.keras")
+    assert list(tmp_path.iterdir()) == []
+
+
+class OddArgumentNames(torch.nn.Module):
+    def forward(self, _mask, Img, img, bild_ä):  # noqa: N803  (the names are the point)
+        return _mask * Img + img - bild_ä
+
+
+@pytest.mark.parametrize("name", ["saved", "m.tflite"])
+def test_forward_names_tf_rejects_still_export(tmp_path, name):
+    """Found by probing signatures in the deploy audit: a leading '_', a non-ASCII letter or
+    two names equal but for case made TF refuse the signature ('Got non-flat/non-unique
+    argument names'), so SavedModel and TFLite exports failed. The names are sanitized."""
+    conversion = crossport.convert_with_report(OddArgumentNames().eval(),
+                                               random_inputs([(2, 3)] * 4))
+    result = crossport.export(conversion, tmp_path / name)
+    assert result.passed
+    if name == "saved":
+        import tensorflow as tf
+
+        signature = tf.saved_model.load(str(tmp_path / name)).signatures["serving_default"]
+        assert sorted(signature.structured_input_signature[1]) == sorted(
+            ["arg_mask", "Img", "img_2", "bild__"])
+
+
+def test_a_path_under_home_is_expanded(tmp_path, monkeypatch):
+    """Found by the deploy audit's path probes: "~/m.keras" created a folder named "~" in
+    the working directory (export makes missing parent folders) and wrote there."""
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir(), work.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(work)
+    conversion = crossport.convert_with_report(torch.nn.Linear(3, 2).eval(),
+                                               random_inputs((1, 3)))
+    result = crossport.export(conversion, "~/models/m.keras")
+    assert result.path == home / "models" / "m.keras" and result.path.is_file()
+    assert list(work.iterdir()) == []
+
+
+class DigitKeys(torch.nn.Module):
+    def forward(self, x):
+        return {"b1": x.mean(-1), "a2": x * 2, "c10": x[:, :2]}
+
+
+def test_tflite_dict_outputs_keyed_by_digits_export(tmp_path):
+    """Found by probing output names in the deploy audit: the TFLite loader ordered the
+    signature's outputs by their trailing number (meant for output_<i>), so dict keys such
+    as "b1", "a2" came back swapped and the export was refused as a shape mismatch."""
+    conversion = crossport.convert_with_report(DigitKeys().eval(), random_inputs((2, 5)))
+    assert crossport.export(conversion, tmp_path / "m.tflite").passed
+
+
+class LastDimOp(torch.nn.Module):
+    def __init__(self, op: str):
+        super().__init__()
+        self.op = op
+
+    def forward(self, x):
+        if self.op == "sort":
+            return torch.sort(x, stable=True).values
+        if self.op == "topk":
+            return torch.topk(x, 2).values
+        if self.op == "signbit":
+            return torch.signbit(x)
+        return torch.frexp(x).mantissa
+
+
+@pytest.mark.parametrize("op,name", [("sort", "saved"), ("sort", "m.tflite"),
+                                     ("topk", "m.tflite"), ("signbit", "saved"),
+                                     ("frexp", "m.tflite")])
+def test_bit_views_export_with_a_run_time_last_dim(tmp_path, op, name):
+    """Found by the deploy audit's SavedModel round trip of the layer table: keras' TF
+    ``view`` tests the last dim in Python, so tracing a run-time last dim raised
+    (OperatorNotAllowedInGraphError) and sort/topk/signbit/frexp models with one could be
+    converted and saved as .keras but not exported to SavedModel or TFLite."""
+    conversion = crossport.convert_with_report(LastDimOp(op).eval(), random_inputs((2, 6)),
+                                               dynamic_dims={0: {1: "L"}})
+    assert crossport.export(conversion, tmp_path / name).passed

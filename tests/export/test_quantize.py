@@ -229,8 +229,7 @@ def test_one_float_layer_given_as_a_string_is_that_module(outlier, tmp_path):
 
 
 @pytest.mark.parametrize("kwargs,match", [
-    ({"check_inputs": 0}, "check_inputs=0: expected an int >= 1"),  # re-checked nothing: 0.0
-    ({"check_inputs": -1}, "check_inputs=-1"),
+    ({"check_inputs": -1}, "check_inputs=-1: expected an int >= 0"),
     ({"check_inputs": 1.5}, "check_inputs=1.5"),
     ({"check": "no"}, "check='no': expected True or False"),
 ])

@@ -12,6 +12,7 @@ import keras
 import numpy as np
 import torch
 
+from crossport.layers.ordering import same_width_view
 from crossport.to_keras.ops.elementwise import (
     _float_operand,
     _promoted,
@@ -58,7 +59,7 @@ def sign_bit(x):
     dtype = keras.backend.standardize_dtype(x.dtype)
     if dtype not in _SAME_WIDTH_INT:  # integers (bfloat16 is refused at conversion)
         return ops.less(x, 0)
-    return ops.less(ops.view(x, _SAME_WIDTH_INT[dtype]), 0)
+    return ops.less(same_width_view(x, _SAME_WIDTH_INT[dtype]), 0)
 
 
 @register(aten.hypot.default, policy=Policy.AGNOSTIC, dynamic=True)
@@ -147,7 +148,7 @@ def _power_of_two(n, dtype: str):
     bias, mantissa, _part, _clip = _POWERS_OF_TWO[dtype]
     bits = _SAME_WIDTH_INT[dtype]
     biased = ops.cast(keras_add(n, bias), bits)
-    return ops.view(ops.multiply(biased, np.array(2 ** mantissa, bits)), dtype)
+    return same_width_view(ops.multiply(biased, np.array(2 ** mantissa, bits)), dtype)
 
 
 def scale_by_power_of_two(x, n, dtype: str):

@@ -28,6 +28,7 @@ import math
 import keras
 import torch
 
+from crossport.layers.ordering import same_width_view
 from crossport.layers.special import Digamma, LogGamma, TFSpecialFunction
 from crossport.to_keras.ops.elementwise import _float_operand
 from crossport.to_keras.ops.float_math import sign_bit
@@ -283,10 +284,10 @@ def aten_frexp_tensor(ctx, self):
     x = value.tensor
     dtype = keras.backend.standardize_dtype(x.dtype)
     integer, width, half = _FREXP_BITS[dtype]
-    bits = ops.view(ops.abs(x), integer)  # no sign bit: the shift needs no mask
+    bits = same_width_view(ops.abs(x), integer)  # no sign bit: the shift needs no mask
     biased = ops.right_shift(bits, ops.full_like(bits, width))
     scale = ops.full_like(bits, 1 << width)
-    magnitude = ops.view(bits - biased * scale + half * scale, dtype)  # exponent -> half
+    magnitude = same_width_view(bits - biased * scale + half * scale, dtype)  # exponent -> half
     mantissa = ops.where(ops.less(x, 0.0), -magnitude, magnitude)
     special = ops.logical_or(ops.equal(x, 0.0), ops.logical_not(ops.isfinite(x)))
     mantissa = ops.where(special, x, mantissa)
