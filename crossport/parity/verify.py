@@ -117,7 +117,7 @@ def flatten_like(ref, got) -> list:
     """
     if isinstance(ref, torch.Tensor) or ref is None:
         return [got]
-    if dataclasses.is_dataclass(ref):  # a registered dataclass: Keras has a dict of fields
+    if dataclasses.is_dataclass(ref) and not isinstance(ref, dict):  # Keras: a dict of fields
         ref = {f.name: getattr(ref, f.name) for f in dataclasses.fields(ref)}
     if isinstance(ref, dict):
         return [leaf for k in ref for leaf in flatten_like(ref[k], got[k])]

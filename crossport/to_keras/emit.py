@@ -60,7 +60,8 @@ def _plain_structure(outputs):
     """forward's output structure in containers Keras takes: a HF ``ModelOutput`` (a dict
     subclass torch's pytree rebuilds) or a registered dataclass as a dict of its fields, a
     namedtuple as a tuple."""
-    if dataclasses.is_dataclass(outputs) and not isinstance(outputs, type):
+    if (dataclasses.is_dataclass(outputs) and not isinstance(outputs, type)
+            and not isinstance(outputs, Mapping)):  # a ModelOutput: its set fields only
         outputs = {f.name: getattr(outputs, f.name) for f in dataclasses.fields(outputs)}
     if isinstance(outputs, Mapping):
         return {key: _plain_structure(value) for key, value in outputs.items()}

@@ -228,4 +228,6 @@ def test_diagonal_and_masked_scatter_and_put_export_to_tflite(tmp_path):
                               x.put(torch.tensor([3, -1, 3]), s[:3], accumulate=True))).eval()
     conversion = crossport.convert_with_report(module, inputs([(3, 4, 5), (70,)]))
     result = crossport.export(conversion, tmp_path / "scatter.tflite")
-    assert result.max_error == 0.0, result
+    # put's two accumulations into index 3 add in another order in TFLite (x + (s0 + s2)):
+    # one float32 rounding (9e-8 on the example inputs the re-check now runs first)
+    assert result.passed and result.max_error <= 1e-6, result
