@@ -2,6 +2,7 @@
 
 from crossport.capture.export import (
     capture,
+    dataclass_fields,
     input_names,
     normalize_example_args,
     requested_dim_groups,
@@ -11,6 +12,7 @@ from crossport.capture.export import (
 from crossport.capture.source import describe, module_path, module_type, source_line
 
 __all__ = [
+    "dataclass_fields",
     "capture",
     "describe",
     "input_names",

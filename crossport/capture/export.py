@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import os
 import re
@@ -328,6 +329,15 @@ def _reads_a_value(node) -> bool:
             continue  # a tensor or an input: not a scalar chain
         stack.extend(a for a in current.args if isinstance(a, torch.fx.Node))
     return False
+
+
+def dataclass_fields(value):
+    """A registered dataclass output as the dict of its fields (Keras takes no dataclass);
+    anything else, a ModelOutput (already a dict) included, unchanged."""
+    if (dataclasses.is_dataclass(value) and not isinstance(value, type)
+            and not isinstance(value, dict)):
+        return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+    return value
 
 
 _UNKNOWN_OUTPUT_TYPE = re.compile(r"Found <class '([\w.]+)'> in output, which is not a known type")

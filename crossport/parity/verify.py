@@ -11,7 +11,6 @@ verdict: rounding or semantic.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 import keras
@@ -20,6 +19,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from crossport.capture import (
+    dataclass_fields,
     input_names,
     module_path,
     requested_dim_groups,
@@ -117,8 +117,7 @@ def flatten_like(ref, got) -> list:
     """
     if isinstance(ref, torch.Tensor) or ref is None:
         return [got]
-    if dataclasses.is_dataclass(ref) and not isinstance(ref, dict):  # Keras: a dict of fields
-        ref = {f.name: getattr(ref, f.name) for f in dataclasses.fields(ref)}
+    ref = dataclass_fields(ref)  # Keras holds a registered dataclass as a dict
     if isinstance(ref, dict):
         return [leaf for k in ref for leaf in flatten_like(ref[k], got[k])]
     if len(ref) == 1 and not isinstance(got, (list, tuple)):

@@ -7,7 +7,6 @@ the arguments to the ATen schema by name and records what the converter returns.
 
 from __future__ import annotations
 
-import dataclasses
 import operator
 from collections import Counter
 from collections.abc import Iterator, Mapping
@@ -20,7 +19,7 @@ import torch
 from torch.export.graph_signature import OutputKind
 from torch.utils import _pytree as pytree
 
-from crossport.capture import describe
+from crossport.capture import dataclass_fields, describe
 from crossport.errors import ConversionError, CrossportError, DynamicDimError, UnsupportedOpError
 from crossport.layout import Layout, canonical, channels_last, io_layout
 from crossport.layout.assign import preferred_channels_last
@@ -60,9 +59,7 @@ def _plain_structure(outputs):
     """forward's output structure in containers Keras takes: a HF ``ModelOutput`` (a dict
     subclass torch's pytree rebuilds) or a registered dataclass as a dict of its fields, a
     namedtuple as a tuple."""
-    if (dataclasses.is_dataclass(outputs) and not isinstance(outputs, type)
-            and not isinstance(outputs, Mapping)):  # a ModelOutput: its set fields only
-        outputs = {f.name: getattr(outputs, f.name) for f in dataclasses.fields(outputs)}
+    outputs = dataclass_fields(outputs)
     if isinstance(outputs, Mapping):
         return {key: _plain_structure(value) for key, value in outputs.items()}
     if isinstance(outputs, list):
