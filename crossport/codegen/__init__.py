@@ -19,7 +19,7 @@ from crossport.capture.borrow import borrowed
 from crossport.codegen.configs import SourceError
 from crossport.codegen.emit_source import Source, generate
 from crossport.codegen.keras_graph import is_functional
-from crossport.errors import ExportError, InputError
+from crossport.errors import CrossportError, ExportError, InputError
 from crossport.export.staging import Staging
 from crossport.parity.accept import Recheck, recheck
 from crossport.parity.compare import compare_outputs
@@ -32,7 +32,7 @@ SAME_MODEL_TOLERANCE = 1e-6
 
 
 def to_source(conversion_or_model, path: str | Path, *, check: bool = True,
-              check_inputs: int = 2, overwrite: bool = False) -> Path:
+              check_inputs: int | None = None, overwrite: bool = False) -> Path:
     """Write the model as a Python module ``path`` with ``build_model()``, weights beside it.
 
     Writes ``path`` (``model_keras.py``), ``model_keras.weights.h5`` and, when the model has
@@ -41,9 +41,11 @@ def to_source(conversion_or_model, path: str | Path, *, check: bool = True,
     Args:
         conversion_or_model: a :class:`crossport.Conversion` or a Keras functional model.
         path: the ``.py`` file to write.
-        check: import the written module, rebuild the model and compare it on fresh inputs
-            with torch (a ``Conversion``, within its ``atol``) or with the given Keras model.
-        check_inputs: how many fresh input sets the check runs.
+        check: import the written module, rebuild the model and compare it with torch on
+            the example inputs and fresh ones (a ``Conversion``, by its tolerance rule) or
+            with the given Keras model on fresh inputs.
+        check_inputs: how many fresh input sets the check runs (besides a conversion's
+            example inputs); ``None``: a conversion's own ``check_inputs``, else 2.
         overwrite: replace existing files of those three names (a stale constants file
             included). Without it any of them existing is an ``ExportError``.
 
@@ -76,12 +78,14 @@ def source_files(path: str | Path) -> list[Path]:
 
 
 def stage_source(conversion_or_model, path: str | Path, staging: Staging, *,
-                 check: bool = True, check_inputs: int = 2) -> Path:
+                 check: bool = True, check_inputs: int | None = None) -> Path:
     """Write and check the source and its weights at temporary paths claimed in ``staging``.
 
     Nothing reaches ``path`` until ``staging.commit()``.
     """
     conversion, model = _unpack(conversion_or_model)
+    if check_inputs is None:
+        check_inputs = conversion.options.check_inputs if conversion is not None else 2
     path = Path(path)
     if path.suffix != ".py":
         raise InputError(f"{path}: the generated source must be a .py file")
@@ -100,7 +104,7 @@ def stage_source(conversion_or_model, path: str | Path, staging: Staging, *,
         _write(model, source, folder, names)
         if check:
             _check(conversion, model, folder / names["source"], check_inputs)
-    except ExportError:
+    except CrossportError:  # already says what and where (torch rejecting an input set)
         raise
     except Exception as exc:  # any writer/loader failure: report it, leave nothing behind
         raise ExportError(f"writing source to {path} failed: {type(exc).__name__}: {exc}") from exc
@@ -170,11 +174,14 @@ def _recheck_vs_torch(conversion, rebuilt: keras.Model, count: int) -> Recheck:
 
     options = conversion.options
     shape_sets = conversion.report.shape_sets if conversion.report is not None else None
-    input_sets = recheck_inputs(conversion.example_args, shape_sets, options.seed + 200, count)
+    # the example inputs first, as the export re-check: the only valid ones for inputs that
+    # constrain each other (embedding_bag's offsets), where check_inputs=0 adds no fresh set
+    input_sets = [tuple(conversion.example_args),
+                  *recheck_inputs(conversion.example_args, shape_sets, options.seed + 200, count)]
     return recheck(conversion.module, input_sets,
                    lambda args, structure: run_keras(rebuilt, args, options.channels_last_io,
                                                      like=structure),
-                   options.atol, options.tolerance)
+                   options.atol, options.tolerance, examples_first=True)
 
 
 def _recheck_vs_keras(model: keras.Model, rebuilt: keras.Model, count: int) -> Recheck:

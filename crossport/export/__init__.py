@@ -115,7 +115,7 @@ def resolve_format(path: Path, format: str | None) -> str:
 
 
 def export(conversion, path: str | Path, format: str | None = None, *, check: bool = True,
-           check_inputs: int = 2, overwrite: bool = False, calibration=None,
+           check_inputs: int | None = None, overwrite: bool = False, calibration=None,
            int8_io: bool = False, float_layers: list[str] | tuple[str, ...] = ()) -> ExportResult:
     """Write ``conversion.model`` to ``path`` and re-check parity of the written artifact.
 
@@ -128,7 +128,8 @@ def export(conversion, path: str | Path, format: str | None = None, *, check: bo
         check: re-load and compare with torch (``ExportError`` beyond the tolerance).
         check_inputs: how many fresh input sets the re-check runs besides the example
             inputs (``0``: the examples only, for inputs fresh random ones cannot stand in
-            for, such as ``embedding_bag`` offsets).
+            for, such as ``embedding_bag`` offsets); ``None``: as many as the conversion's
+            own check (``convert_with_report(check_inputs=...)``, 2 by default).
         overwrite: replace an existing artifact at ``path`` (a file by a file, a SavedModel
             by a SavedModel; atomically for files, and the old one is kept until the new one
             passed). Without it an existing ``path`` is an ``ExportError``; a directory that
@@ -165,7 +166,7 @@ def target_kind(path: Path, format: str | None) -> str:
 
 
 def stage_export(conversion, path: str | Path, format: str | None, staging: Staging, *,
-                 check: bool = True, check_inputs: int = 2, calibration=None,
+                 check: bool = True, check_inputs: int | None = None, calibration=None,
                  int8_io: bool = False, float_layers=()) -> ExportResult:
     """Write and re-check the artifact at a temporary path claimed in ``staging``.
 
@@ -181,6 +182,8 @@ def stage_export(conversion, path: str | Path, format: str | None, staging: Stag
     for name, value in (("check", check), ("int8_io", int8_io)):
         if not isinstance(value, bool):
             raise InputError(f"{name}={value!r}: expected True or False")
+    if check_inputs is None:
+        check_inputs = conversion.options.check_inputs
     if check and (isinstance(check_inputs, bool) or not isinstance(check_inputs, int)
                   or check_inputs < 0):
         raise InputError(f"check_inputs={check_inputs!r}: expected an int >= 0 (how many "

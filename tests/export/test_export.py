@@ -245,10 +245,26 @@ def test_export_rechecks_the_example_inputs_with_check_inputs_0(embedding_bag, t
     assert [p.name for p in tmp_path.iterdir()] == ["bag.keras"]
 
 
+def test_export_rechecks_as_many_inputs_as_the_conversion_by_default(embedding_bag, tmp_path):
+    """export drew 2 fresh sets whatever the conversion was told: a model converted with
+    check_inputs=0 failed its export unless the count was repeated there."""
+    assert crossport.export(embedding_bag, tmp_path / "bag.keras").passed
+
+
 def test_export_names_the_input_set_torch_rejects(embedding_bag, tmp_path):
     with pytest.raises(crossport.InputError, match=r"(?s)fresh input set 1 .*check_inputs=0"):
-        crossport.export(embedding_bag, tmp_path / "bag.keras")
+        crossport.export(embedding_bag, tmp_path / "bag.keras", check_inputs=2)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_generated_source_is_rechecked_on_the_example_inputs(embedding_bag, tmp_path):
+    """to_source's re-check drew fresh inputs only (2, whatever the conversion was told):
+    an embedding_bag model with offsets as an input could not be written with a check."""
+    path = crossport.to_source(embedding_bag, tmp_path / "bag_keras.py")
+    assert path.exists()
+    with pytest.raises(crossport.InputError, match=r"(?s)fresh input set 1 .*check_inputs=0"):
+        crossport.to_source(embedding_bag, tmp_path / "other_keras.py", check_inputs=1)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bag_keras.py", "bag_keras.weights.h5"]
 
 
 class OddArgumentNames(torch.nn.Module):
