@@ -190,14 +190,6 @@ def _recurrent(ctx: Context, layer, inputs, initial_state, mask, masked: bool,
     return [out, *_states(ctx, kind, ctx.call_function(operator.getitem, result, 1))]
 
 
-def _dropout_cells(layer) -> list:
-    """The cells whose dropout masks a layer (LSTM ..., RNN over cells, Bidirectional,
-    ConvLSTM) draws in training."""
-    if type(layer).__name__ == "Bidirectional":
-        return _dropout_cells(layer.forward_layer) + _dropout_cells(layer.backward_layer)
-    return _cells(layer)
-
-
 def _untrainable_dropout(layer) -> str | None:
     """Why the converted module cannot train with this layer's Keras dropout (None: it
     draws Keras' masks). Keras' LSTM / GRU layers (not their cells in ``RNN``) try the fused
