@@ -19,7 +19,7 @@ from crossport.errors import InputError
 from crossport.torch_layers.activation import activation_name, keras_activation
 from crossport.torch_layers.keras_weights import keras_array
 
-__all__ = ["KerasGRU", "KerasLSTM", "KerasSimpleRNN", "keras_dropout_masks"]
+__all__ = ["KerasGRU", "KerasLSTM", "KerasSimpleRNN", "keras_dropout_masks", "keras_dropout_spec"]
 
 
 def keras_dropout_masks(like: torch.Tensor, rate: float, count: int) -> list[torch.Tensor]:
@@ -32,6 +32,13 @@ def keras_dropout_masks(like: torch.Tensor, rate: float, count: int) -> list[tor
     zero = torch.zeros((), dtype=like.dtype, device=like.device)
     return [torch.where(torch.rand(like.shape, dtype=like.dtype, device=like.device) >= rate,
                         scale, zero) for _ in range(count)]
+
+
+def keras_dropout_spec(cell) -> dict:
+    """A Keras RNN cell's dropout as the torch modules take it (``per_gate``: Keras'
+    ``implementation=1``, one mask per gate, which the cell marks by ``dropout_mask_count``)."""
+    return {"dropout": float(cell.dropout), "recurrent_dropout": float(cell.recurrent_dropout),
+            "per_gate": getattr(cell, "dropout_mask_count", None) is not None}
 
 
 def _masked_blocks(h: torch.Tensor, masks: list[torch.Tensor], kernel: torch.Tensor):
@@ -185,8 +192,7 @@ class _KerasRNN(nn.Module):
             raise InputError(f"{layer.name}: stateful RNNs are not supported (pass initial_state)")
         kernel, cell = keras_array(layer.cell.kernel), layer.cell
         return dict(
-            dropout=float(cell.dropout), recurrent_dropout=float(cell.recurrent_dropout),
-            per_gate=getattr(cell, "dropout_mask_count", None) is not None,
+            **keras_dropout_spec(cell),
             input_size=kernel.shape[0],
             units=int(cfg["units"]),
             activation=cfg["activation"],
