@@ -23,9 +23,19 @@ def same_width_view(x, dtype: str):
     SavedModel and TFLite exports of such models failed; then the view is of a size-1 axis
     (a static last dim keeps the plain view: no RESHAPE pinning the size in a TFLite file).
     """
-    if x.shape and x.shape[-1] is None:
+    if _run_time_last_dim(x):
         return ops.squeeze(ops.view(ops.expand_dims(x, -1), dtype), -1)
     return ops.view(x, dtype)
+
+
+def _run_time_last_dim(x) -> bool:
+    """Whether ``x`` has a last dim and its size is unknown while tracing. ``x.shape`` is
+    a tuple for a KerasTensor or array but a TF ``TensorShape`` in a layer's call, and a 0-d
+    ``TensorShape`` is truthy, so the test must go by the rank (``x.shape and
+    x.shape[-1]`` raised IndexError on ldexp's 0-d OpInfo samples)."""
+    shape = x.shape
+    rank = len(shape) if isinstance(shape, tuple) else shape.rank
+    return bool(rank) and shape[-1] is None
 
 
 # float dtype -> (integer dtype of the same width, bits below the sign bit)

@@ -141,7 +141,7 @@ class Context:
             self._variables[id(variable)] = name
         return Held(self._tag(self.graph.get_attr(name)), canonical(array.ndim), array.shape)
 
-    def as_float32(self, node: torch.fx.Node) -> torch.fx.Node:
+    def as_module_float(self, node: torch.fx.Node) -> torch.fx.Node:
         """``node`` cast to float32, Keras' compute dtype, or to the module's float dtype once
         the user moves it (``.double()``, ``.half()``): the dtype of the root's empty
         non-persistent buffer ``float_dtype``, which ``Module.to`` converts with the weights.

@@ -47,7 +47,7 @@ def emit(graph: KGraph, channels_first_io: bool = False) -> EmittedModule:
         node = ctx.graph.placeholder(input_name(tensor))
         dtype = getattr(torch, str(tensor.dtype), None)
         if dtype == torch.float32:  # Keras casts each input to its Input's dtype
-            node = ctx.as_float32(node)  # (follows the module's .double() / .half())
+            node = ctx.as_module_float(node)  # (follows the module's .double() / .half())
             node.meta["keras_input_cast"] = True
         elif isinstance(dtype, torch.dtype):  # (int64 ids for int32: int32)
             node = ctx.graph.call_method("to", (node, dtype))
@@ -227,7 +227,7 @@ def _as_layer_computes(ctx: Context, knode: KNode, tensor, value: Held, data: bo
                 and all(keras.backend.is_float_dtype(d) for d in ctx.output_dtypes))
     if not cast:
         return value
-    node = (ctx.as_float32(value.node) if want == "float32"
+    node = (ctx.as_module_float(value.node) if want == "float32"
             else ctx.call_method("to", value.node, getattr(torch, want)))
     return Held(node, value.layout, value.shape)
 

@@ -119,7 +119,7 @@ _ARGS: dict[type, Callable[[nn.Module], str]] = {
                                        f"{m.rms_scaling!r}"),
     tf_norm.KerasGroupNorm: lambda m: (f"{m.groups}, {m.num_channels}, {m.eps!r}, "
                                        f"{m.bias is not None!r}, {m.weight is not None!r}, "
-                                       f"{m.axis}, {m.frozen!r}"),
+                                       f"{m.axis}"),  # (no statistics: nothing frozen)
     tf_conv_rnn.KerasConvLSTM: lambda m: (
         f"{m.rank}, {m.kernel.shape[-2]}, {m.filters}, {m.kernel_size!r}, {m.strides!r}, "
         f"{m.padding!r}, {m.dilation_rate!r}, {m.activation!r}, {m.recurrent_activation!r}, "

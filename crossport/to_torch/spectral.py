@@ -224,17 +224,33 @@ class KerasMelSpectrogram(nn.Module):
         self.register_buffer("window", window)
         self.register_buffer("mel_matrix", mel_matrix)
 
+    def _apply(self, fn, recurse=True):
+        """``Module.to`` / ``.half()`` move the window and filterbank but keep them float32
+        (or float64): Keras builds and applies them in float32 whatever the policy."""
+        kept = {name: b for name, b in self._buffers.items() if b is not None}
+        super()._apply(fn, recurse)
+        for name, old in kept.items():
+            new = self._buffers[name]
+            if new.dtype not in (torch.float32, torch.float64):
+                self._buffers[name] = old.to(new.device)
+        return self
+
     def _db(self, power: torch.Tensor) -> torch.Tensor:
         floor = torch.tensor(self.min_power, dtype=power.dtype)
         log_spec = 10.0 * (torch.log(torch.maximum(power, floor)) / _LN10) - self.ref_db
         return torch.maximum(log_spec, log_spec.max() - self.top_db)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        real, imag = keras_stft(x.float(), self.window, self.sequence_stride,
-                                self.fft_length, True)
+        # Keras computes the STFT in float32 unless its compute dtype is float32/float64,
+        # then casts to that dtype: after .half(), float32 inside and one rounding at the end
+        # (the constants stay float32: _apply)
+        dtype = x.dtype if x.dtype in (torch.float32, torch.float64) else torch.float32
+        window = None if self.window is None else self.window.to(dtype)
+        real, imag = keras_stft(x.to(dtype), window, self.sequence_stride, self.fft_length,
+                                True)
         spec = torch.pow(torch.sqrt(real.square() + imag.square()), self.mag_exp)
-        mel = torch.matmul(spec, self.mel_matrix)
+        mel = torch.matmul(spec, self.mel_matrix.to(dtype))
         if self.power_to_db:
             mel = self._db(mel)
-        return mel.transpose(-1, -2)
+        return mel.transpose(-1, -2).to(x.dtype if x.is_floating_point() else dtype)
 

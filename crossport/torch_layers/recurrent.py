@@ -19,7 +19,7 @@ from crossport.errors import InputError
 from crossport.torch_layers.activation import activation_name, keras_activation
 from crossport.torch_layers.keras_weights import keras_array
 
-__all__ = ["KerasGRU", "KerasLSTM", "KerasSimpleRNN", "keras_dropout_masks"]
+__all__ = ["KerasGRU", "KerasLSTM", "KerasSimpleRNN", "keras_dropout_masks", "keras_dropout_spec"]
 
 
 def keras_dropout_masks(like: torch.Tensor, rate: float, count: int) -> list[torch.Tensor]:
@@ -34,11 +34,25 @@ def keras_dropout_masks(like: torch.Tensor, rate: float, count: int) -> list[tor
                         scale, zero) for _ in range(count)]
 
 
+def keras_dropout_spec(cell) -> dict:
+    """A Keras RNN cell's dropout as the torch modules take it (``per_gate``: Keras'
+    ``implementation=1``, one mask per gate, which the cell marks by ``dropout_mask_count``)."""
+    return {"dropout": float(cell.dropout), "recurrent_dropout": float(cell.recurrent_dropout),
+            "per_gate": getattr(cell, "dropout_mask_count", None) is not None}
+
+
 def _masked_blocks(h: torch.Tensor, masks: list[torch.Tensor], kernel: torch.Tensor):
     """``(h * mask_g) @ kernel_g`` for each gate's column block, concatenated (Keras'
     ``implementation=1``: one mask per gate; one mask = the whole kernel)."""
     blocks = kernel.chunk(len(masks), dim=1)
     return torch.cat([(h * m) @ k for m, k in zip(masks, blocks)], dim=-1)
+
+
+def _recurrent_product(h: torch.Tensor, kernel: torch.Tensor,
+                       masks: list[torch.Tensor] | None) -> torch.Tensor:
+    """``h @ kernel``; with recurrent dropout ``masks``, each gate's block reads its own
+    dropped ``h`` (``_masked_blocks``)."""
+    return h @ kernel if masks is None else _masked_blocks(h, masks, kernel)
 
 
 class _KerasRNN(nn.Module):
@@ -83,12 +97,10 @@ class _KerasRNN(nn.Module):
         nn.init.xavier_uniform_(self.kernel)  # Keras: glorot_uniform / orthogonal / zeros
         nn.init.orthogonal_(self.recurrent_kernel)
 
-    def _step(self, x_t: torch.Tensor, states: list[torch.Tensor]) -> list[torch.Tensor]:
-        raise NotImplementedError
-
-    def _masked_step(self, zx: torch.Tensor, states: list[torch.Tensor],
-                     masks: list[torch.Tensor]) -> list[torch.Tensor]:
-        """``_step`` with the previous output dropped by ``masks`` (recurrent dropout)."""
+    def _step(self, zx: torch.Tensor, states: list[torch.Tensor],
+              masks: list[torch.Tensor] | None = None) -> list[torch.Tensor]:
+        """One time step from the projected input ``zx``; ``masks`` (recurrent dropout in
+        training, one per gate or one in all) drop the previous output where it is read."""
         raise NotImplementedError
 
     @staticmethod
@@ -118,7 +130,7 @@ class _KerasRNN(nn.Module):
             rec = keras_dropout_masks(states[0], self.recurrent_dropout, self._mask_count())
 
             def step(zx, s):
-                return self._masked_step(zx, s, rec)
+                return self._step(zx, s, rec)
         return projected, step
 
     def _input_projection(self, x: torch.Tensor) -> torch.Tensor:
@@ -180,8 +192,7 @@ class _KerasRNN(nn.Module):
             raise InputError(f"{layer.name}: stateful RNNs are not supported (pass initial_state)")
         kernel, cell = keras_array(layer.cell.kernel), layer.cell
         return dict(
-            dropout=float(cell.dropout), recurrent_dropout=float(cell.recurrent_dropout),
-            per_gate=getattr(cell, "dropout_mask_count", None) is not None,
+            **keras_dropout_spec(cell),
             input_size=kernel.shape[0],
             units=int(cfg["units"]),
             activation=cfg["activation"],
@@ -256,20 +267,14 @@ class KerasLSTM(_KerasRNN):
             **dropout,
         )
 
-    def _step(self, zx: torch.Tensor, states: list[torch.Tensor]) -> list[torch.Tensor]:
+    def _step(self, zx: torch.Tensor, states: list[torch.Tensor],
+              masks: list[torch.Tensor] | None = None) -> list[torch.Tensor]:
         h, c = states
-        z = zx + h @ self.recurrent_kernel
+        z = zx + _recurrent_product(h, self.recurrent_kernel, masks)
         i, f, g, o = z.chunk(4, dim=-1)
         c = self._rec_act(f) * c + self._rec_act(i) * self._act(g)
         h = self._rec_act(o) * self._act(c)
         return [h, c]
-
-    def _masked_step(self, zx, states, masks):
-        h, c = states
-        z = zx + _masked_blocks(h, masks, self.recurrent_kernel)
-        i, f, g, o = z.chunk(4, dim=-1)
-        c = self._rec_act(f) * c + self._rec_act(i) * self._act(g)
-        return [self._rec_act(o) * self._act(c), c]
 
     @classmethod
     def from_keras(cls, layer) -> KerasLSTM:
@@ -339,46 +344,32 @@ class KerasGRU(_KerasRNN):
             return z
         return z + (self.bias[0] if self.reset_after else self.bias)
 
-    def _step(self, zx: torch.Tensor, states: list[torch.Tensor]) -> list[torch.Tensor]:
+    def _step(self, zx: torch.Tensor, states: list[torch.Tensor],
+              masks: list[torch.Tensor] | None = None) -> list[torch.Tensor]:
+        """With ``masks`` (Keras' ``implementation=1``), gate ``g`` reads ``h * masks[g]``."""
         (h,) = states
         u = self.units
         x_z, x_r, x_h = zx.split(u, dim=-1)
         if self.reset_after:
-            inner = h @ self.recurrent_kernel
+            inner = _recurrent_product(h, self.recurrent_kernel, masks)
             if self.bias is not None:
                 inner = inner + self.bias[1]
             r_z, r_r, r_h = inner.split(u, dim=-1)
             z, r = self._rec_act(x_z + r_z), self._rec_act(x_r + r_r)
             hh = self._act(x_h + r * r_h)
         else:
-            r_z, r_r = (h @ self.recurrent_kernel[:, : 2 * u]).split(u, dim=-1)
+            gates = _recurrent_product(h, self.recurrent_kernel[:, : 2 * u],
+                                       None if masks is None else masks[:2])
+            r_z, r_r = gates.split(u, dim=-1)
             z, r = self._rec_act(x_z + r_z), self._rec_act(x_r + r_r)
-            hh = self._act(x_h + (r * h) @ self.recurrent_kernel[:, 2 * u :])
+            h_h = h if masks is None else h * masks[2]
+            hh = self._act(x_h + (r * h_h) @ self.recurrent_kernel[:, 2 * u :])
         return [z * h + (1 - z) * hh]
 
     def _input_bias(self):
         if self.bias is None:
             return None
         return self.bias[0] if self.reset_after else self.bias
-
-    def _masked_step(self, zx, states, masks):
-        """Keras' ``implementation=1`` GRU step: gate ``g`` reads ``h * masks[g]``."""
-        (h,) = states
-        u = self.units
-        x_z, x_r, x_h = zx.split(u, dim=-1)
-        if self.reset_after:
-            inner = _masked_blocks(h, masks, self.recurrent_kernel)
-            if self.bias is not None:
-                inner = inner + self.bias[1]
-            r_z, r_r, r_h = inner.split(u, dim=-1)
-            z, r = self._rec_act(x_z + r_z), self._rec_act(x_r + r_r)
-            hh = self._act(x_h + r * r_h)
-        else:
-            r_z, r_r = _masked_blocks(h, masks[:2], self.recurrent_kernel[:, : 2 * u]).split(
-                u, dim=-1)
-            z, r = self._rec_act(x_z + r_z), self._rec_act(x_r + r_r)
-            hh = self._act(x_h + (r * (h * masks[2])) @ self.recurrent_kernel[:, 2 * u :])
-        return [z * h + (1 - z) * hh]
 
     @classmethod
     def from_keras(cls, layer) -> KerasGRU:
@@ -426,11 +417,9 @@ class KerasSimpleRNN(_KerasRNN):
             **dropout,
         )
 
-    def _step(self, zx: torch.Tensor, states: list[torch.Tensor]) -> list[torch.Tensor]:
-        return [self._act(zx + states[0] @ self.recurrent_kernel)]
-
-    def _masked_step(self, zx, states, masks):
-        return [self._act(zx + (states[0] * masks[0]) @ self.recurrent_kernel)]
+    def _step(self, zx: torch.Tensor, states: list[torch.Tensor],
+              masks: list[torch.Tensor] | None = None) -> list[torch.Tensor]:
+        return [self._act(zx + _recurrent_product(states[0], self.recurrent_kernel, masks))]
 
     @staticmethod
     def _applies(rate: float) -> bool:

@@ -328,17 +328,22 @@ class LastDimOp(torch.nn.Module):
             return torch.topk(x, 2).values
         if self.op == "signbit":
             return torch.signbit(x)
+        if self.op == "ldexp":  # the powers of two are int bits viewed as floats
+            return torch.ldexp(x, (x * 40).int()), torch.ldexp(x, (x * 3).long())
         return torch.frexp(x).mantissa
 
 
 @pytest.mark.parametrize("op,name", [("sort", "saved"), ("sort", "m.tflite"),
                                      ("topk", "m.tflite"), ("signbit", "saved"),
-                                     ("frexp", "m.tflite")])
+                                     ("frexp", "m.tflite"), ("ldexp", "saved"),
+                                     ("ldexp", "m.tflite")])
 def test_bit_views_export_with_a_run_time_last_dim(tmp_path, op, name):
     """Found by the deploy audit's SavedModel round trip of the layer table: keras' TF
     ``view`` tests the last dim in Python, so tracing a run-time last dim raised
     (OperatorNotAllowedInGraphError) and sort/topk/signbit/frexp models with one could be
-    converted and saved as .keras but not exported to SavedModel or TFLite."""
+    converted and saved as .keras but not exported to SavedModel or TFLite. ldexp went
+    back to the plain view once (same_width_view raised on its 0-d samples), which these
+    rows would have caught."""
     conversion = crossport.convert_with_report(LastDimOp(op).eval(), random_inputs((2, 6)),
                                                dynamic_dims={0: {1: "L"}})
     assert crossport.export(conversion, tmp_path / name).passed

@@ -614,6 +614,14 @@ CASES = [
     pytest.param(Op(lambda x: torch.full_like(x, x.shape[1] * 2) - x), (2, 6, 3),
                  {0: {1: "seq"}}, False, [(2, 1, 3), (2, 5, 3)],
                  id="full-like-filled-with-a-run-time-size"),
+    # found by the s18 review: a bool full filled from a size added a bool fill to bool
+    # zeros (TF has no bool Add: ConversionError "please report it")
+    pytest.param(Op(lambda x: (torch.full((2, x.shape[1]), x.shape[1] - 1, dtype=torch.bool)
+                               & (x[..., 0] > 0),
+                               torch.full_like(x > 0, x.shape[1] - 3) | (x > 1),
+                               torch.full((2, 3), x.shape[1] - 2, dtype=torch.bool))),
+                 (2, 6, 3), {0: {1: "seq"}}, False, [(2, 1, 3), (2, 3, 3), (2, 4, 3)],
+                 id="bool-full-filled-with-a-run-time-size"),
 ]
 
 REFUSED = [

@@ -273,3 +273,23 @@ def test_ldexp_by_integers_is_exact(dtype):
     normal = ~((want != 0) & (np.abs(want) < tiny))
     bits = {np.float32: np.int32, np.float64: np.int64}[want.dtype.type]
     assert np.array_equal(got[normal].view(bits), want[normal].view(bits))
+
+
+# A 0-d constant (a buffer) reaches the bit views as an eager tensor, whose TF TensorShape
+# is truthy at rank 0: same_width_view indexed its last dim and raised IndexError (ldexp's
+# integer OpInfo samples: -8 scaled by a buffer exponent 6)
+ZERO_D_CONSTANT_CASES = [
+    case("ldexp-of-an-integer-by-a-0d-buffer-exponent",
+         Fn(lambda self, a: torch.ldexp(a, self.e), e=torch.tensor(6)),
+         lambda: (torch.tensor(-8),), expect_converters=("aten_ldexp_tensor",)),
+    case("ldexp-by-0d-buffer-exponents-int32-and-negative",
+         Fn(lambda self, a: (torch.ldexp(a, self.e), torch.ldexp(a, -2 * self.e.int())),
+            e=torch.tensor(130)),
+         lambda: (torch.tensor([-8.0, 1e-30, 3e38, 0.0]),),
+         expect_converters=("aten_ldexp_tensor",)),
+]
+
+
+@pytest.mark.parametrize("module, make_inputs, kwargs", ZERO_D_CONSTANT_CASES)
+def test_bit_views_of_0d_constants(module, make_inputs, kwargs):
+    assert_converts(module, make_inputs(), **kwargs)

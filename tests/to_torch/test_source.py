@@ -67,8 +67,20 @@ def _recurrent():
     return keras.Model(inp, L.SimpleRNN(3)(x))
 
 
-@pytest.mark.parametrize("build", [_cnn, _text, _augmented, _regularized, _frames, _recurrent],
-                         ids=["cnn", "text", "augmented", "regularized", "frames", "recurrent"])
+def _grouped():
+    """GroupNormalization over channels-last (torch_layers' KerasGroupNorm), one frozen: its
+    source line once asked the module for a ``frozen`` flag only the BN classes have."""
+    inp = keras.Input((6, 6, 4))
+    x = L.GroupNormalization(2, epsilon=1e-4)(L.Conv2D(4, 3)(inp))
+    frozen = L.GroupNormalization(-1, center=False)
+    frozen.trainable = False
+    return keras.Model(inp, frozen(L.Conv2D(4, 1)(x)))
+
+
+@pytest.mark.parametrize("build", [_cnn, _text, _augmented, _regularized, _frames, _recurrent,
+                                   _grouped],
+                         ids=["cnn", "text", "augmented", "regularized", "frames", "recurrent",
+                              "grouped"])
 def test_source_rebuilds_the_module(build, tmp_path):
     model = make_live(build())
     args = random_inputs(model, 2, 0, int_high=20)

@@ -330,3 +330,20 @@ def test_nan_and_inf_positions(layer):
         ..., None] if stft else _audio((2, 600), 0)))
     for i, shape in enumerate([(2, 600), (3, 1000)]):
         _compare(model, conv, inputs(shape, i), 1e-4)
+
+
+def test_mel_spectrogram_module_half_computes_in_float32_as_keras():
+    """Keras' MelSpectrogram computes its STFT in float32 unless its compute dtype is
+    float32/float64 and casts the result to that dtype. The converted module moved with
+    ``.half()`` (the converted modules follow ``.double()`` / ``.half()``) raised a dtype
+    mismatch (a float32 spectrum times the half mel matrix); it now runs Keras' float32
+    computation and rounds once to float16 at the end."""
+    model = chain((None,), _mel())
+    conv = crossport.to_torch_with_report(model, torch.from_numpy(_audio((2, 1000), 0)))
+    x = _audio((2, 1000), 1).astype("float16")
+    got = conv.module.half()(torch.from_numpy(x)).detach().numpy()
+    want = np.asarray(model(x.astype("float32"))).astype("float16")
+    assert got.dtype == np.float16
+    # the one rounding to float16 may land either side of the float32 value: one ulp
+    np.testing.assert_allclose(got.astype("float32"), want.astype("float32"),
+                               rtol=2.0 ** -10, atol=0)

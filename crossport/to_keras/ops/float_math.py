@@ -148,7 +148,7 @@ def _power_of_two(n, dtype: str):
     bias, mantissa, _part, _clip = _POWERS_OF_TWO[dtype]
     bits = _SAME_WIDTH_INT[dtype]
     biased = ops.cast(keras_add(n, bias), bits)
-    return ops.view(ops.multiply(biased, np.array(2 ** mantissa, bits)), dtype)
+    return same_width_view(ops.multiply(biased, np.array(2 ** mantissa, bits)), dtype)
 
 
 def scale_by_power_of_two(x, n, dtype: str):

@@ -72,8 +72,8 @@ def aten_full_like_default(ctx, self, fill_value=0, dtype=None, layout=None, dev
     ctx.out_layout = value.layout
     out_dtype = keras_dtype(ctx.out_dtype)
     if ctx.is_dynamic(fill_value):  # full_like(x, x.shape[1]): the size at run time
-        return ops.add(ops.zeros_like(value.tensor, dtype=out_dtype),
-                       _run_time_fill(ctx, fill_value, out_dtype))
+        return _filled_at_run_time(ctx, ops.zeros_like(value.tensor, dtype=out_dtype),
+                                   fill_value)
     return ops.full_like(value.tensor, fill_value, dtype=out_dtype)
 
 
@@ -81,6 +81,13 @@ def _run_time_fill(ctx, fill_value, dtype: str):
     """A fill value computed from run-time sizes (``full(..., x.shape[1] - 1)``), as a
     Keras scalar of ``dtype`` (float sizes round to ``dtype`` as torch's fill does)."""
     return ops.cast(ctx.size(fill_value), dtype)
+
+
+def _filled_at_run_time(ctx, like, fill_value):
+    """``like`` (a tensor of the result's shape and dtype) filled with a run-time size: a
+    select, not an add to zeros, which TF has no kernel for in bool."""
+    fill = _run_time_fill(ctx, fill_value, keras.backend.standardize_dtype(like.dtype))
+    return ops.where(ops.ones_like(like, dtype="bool"), fill, like)
 
 
 def _cumulative(ctx, self, dim, fn):
@@ -376,7 +383,7 @@ def aten_full_default(ctx, size, fill_value=0, dtype=None, layout=None, device=N
     scalars = [ctx.size(s) for s in size if ctx.is_dynamic(s)]
     full = DynamicFull(target, 0 if run_time_fill else fill_value, out_dtype,
                        name=ctx.name("full"))(*scalars)
-    return ops.add(full, _run_time_fill(ctx, fill_value, out_dtype)) if run_time_fill else full
+    return _filled_at_run_time(ctx, full, fill_value) if run_time_fill else full
 
 
 @register(aten.scalar_tensor.default, policy=Policy.CUSTOM, dynamic=True)

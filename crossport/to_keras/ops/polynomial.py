@@ -39,94 +39,37 @@ def _polynomial(ctx, kind: str, x, n):
     return layer([x, n])
 
 
-def _overloads(kind: str):
+# kind -> what the docs add to torch's schema line (ATen's special cases)
+_KINDS = {
+    "chebyshev_polynomial_t": "T_n(x); cos(n acos x) for |x| < 1 past n = 6.",
+    "chebyshev_polynomial_u": "U_n(x); its trigonometric form for |x| < 1 past n = 8.",
+    "chebyshev_polynomial_v": "V_n(x).",
+    "chebyshev_polynomial_w": "W_n(x).",
+    "shifted_chebyshev_polynomial_t": "T_n(2x - 1).",
+    "shifted_chebyshev_polynomial_u": "U_n(2x - 1).",
+    "shifted_chebyshev_polynomial_v": "V_n(2x - 1).",
+    "shifted_chebyshev_polynomial_w": "W_n(2x - 1).",
+    "hermite_polynomial_h": "the physicists' H_n(x); NaN past n = 128 (float32) / 512 "
+                            "(float64), as ATen.",
+    "hermite_polynomial_he": "the probabilists' He_n(x); NaN past n = 128 (float32) / 512 "
+                             "(float64).",
+    "laguerre_polynomial_l": "L_n(x), 1 at x = 0.",
+    "legendre_polynomial_p": "P_n(x), +-1 at x = +-1.",
+}
+
+
+def _register_kind(kind: str, note: str) -> None:
+    """One converter for the three overloads (tensor x and n, a Python x, a Python n)."""
     packet = getattr(aten, f"special_{kind}")
-    return packet.default, packet.x_scalar, packet.n_scalar
+
+    def convert(ctx, x, n):
+        return _polynomial(ctx, kind, x, n)
+
+    convert.__name__ = convert.__qualname__ = f"aten_special_{kind}_default"
+    convert.__doc__ = f"special_{kind}(Tensor x, Tensor n) -> Tensor: {note}"
+    register(packet.default, packet.x_scalar, packet.n_scalar, policy=Policy.AGNOSTIC,
+             supports=_floats_only, dynamic=True)(convert)
 
 
-@register(*_overloads("chebyshev_polynomial_t"), policy=Policy.AGNOSTIC,
-          supports=_floats_only, dynamic=True)
-def aten_special_chebyshev_polynomial_t_default(ctx, x, n):
-    """special_chebyshev_polynomial_t(Tensor x, Tensor n) -> Tensor: T_n(x); cos(n acos x)
-    for |x| < 1 past n = 6."""
-    return _polynomial(ctx, "chebyshev_polynomial_t", x, n)
-
-
-@register(*_overloads("chebyshev_polynomial_u"), policy=Policy.AGNOSTIC,
-          supports=_floats_only, dynamic=True)
-def aten_special_chebyshev_polynomial_u_default(ctx, x, n):
-    """special_chebyshev_polynomial_u(Tensor x, Tensor n) -> Tensor: U_n(x); its
-    trigonometric form for |x| < 1 past n = 8."""
-    return _polynomial(ctx, "chebyshev_polynomial_u", x, n)
-
-
-@register(*_overloads("chebyshev_polynomial_v"), policy=Policy.AGNOSTIC,
-          supports=_floats_only, dynamic=True)
-def aten_special_chebyshev_polynomial_v_default(ctx, x, n):
-    """special_chebyshev_polynomial_v(Tensor x, Tensor n) -> Tensor: V_n(x)."""
-    return _polynomial(ctx, "chebyshev_polynomial_v", x, n)
-
-
-@register(*_overloads("chebyshev_polynomial_w"), policy=Policy.AGNOSTIC,
-          supports=_floats_only, dynamic=True)
-def aten_special_chebyshev_polynomial_w_default(ctx, x, n):
-    """special_chebyshev_polynomial_w(Tensor x, Tensor n) -> Tensor: W_n(x)."""
-    return _polynomial(ctx, "chebyshev_polynomial_w", x, n)
-
-
-@register(*_overloads("shifted_chebyshev_polynomial_t"), policy=Policy.AGNOSTIC,
-          supports=_floats_only, dynamic=True)
-def aten_special_shifted_chebyshev_polynomial_t_default(ctx, x, n):
-    """special_shifted_chebyshev_polynomial_t(Tensor x, Tensor n) -> Tensor: T_n(2x - 1)."""
-    return _polynomial(ctx, "shifted_chebyshev_polynomial_t", x, n)
-
-
-@register(*_overloads("shifted_chebyshev_polynomial_u"), policy=Policy.AGNOSTIC,
-          supports=_floats_only, dynamic=True)
-def aten_special_shifted_chebyshev_polynomial_u_default(ctx, x, n):
-    """special_shifted_chebyshev_polynomial_u(Tensor x, Tensor n) -> Tensor: U_n(2x - 1)."""
-    return _polynomial(ctx, "shifted_chebyshev_polynomial_u", x, n)
-
-
-@register(*_overloads("shifted_chebyshev_polynomial_v"), policy=Policy.AGNOSTIC,
-          supports=_floats_only, dynamic=True)
-def aten_special_shifted_chebyshev_polynomial_v_default(ctx, x, n):
-    """special_shifted_chebyshev_polynomial_v(Tensor x, Tensor n) -> Tensor: V_n(2x - 1)."""
-    return _polynomial(ctx, "shifted_chebyshev_polynomial_v", x, n)
-
-
-@register(*_overloads("shifted_chebyshev_polynomial_w"), policy=Policy.AGNOSTIC,
-          supports=_floats_only, dynamic=True)
-def aten_special_shifted_chebyshev_polynomial_w_default(ctx, x, n):
-    """special_shifted_chebyshev_polynomial_w(Tensor x, Tensor n) -> Tensor: W_n(2x - 1)."""
-    return _polynomial(ctx, "shifted_chebyshev_polynomial_w", x, n)
-
-
-@register(*_overloads("hermite_polynomial_h"), policy=Policy.AGNOSTIC,
-          supports=_floats_only, dynamic=True)
-def aten_special_hermite_polynomial_h_default(ctx, x, n):
-    """special_hermite_polynomial_h(Tensor x, Tensor n) -> Tensor: the physicists' H_n(x);
-    NaN past n = 128 (float32) / 512 (float64), as ATen."""
-    return _polynomial(ctx, "hermite_polynomial_h", x, n)
-
-
-@register(*_overloads("hermite_polynomial_he"), policy=Policy.AGNOSTIC,
-          supports=_floats_only, dynamic=True)
-def aten_special_hermite_polynomial_he_default(ctx, x, n):
-    """special_hermite_polynomial_he(Tensor x, Tensor n) -> Tensor: the probabilists'
-    He_n(x); NaN past n = 128 (float32) / 512 (float64)."""
-    return _polynomial(ctx, "hermite_polynomial_he", x, n)
-
-
-@register(*_overloads("laguerre_polynomial_l"), policy=Policy.AGNOSTIC,
-          supports=_floats_only, dynamic=True)
-def aten_special_laguerre_polynomial_l_default(ctx, x, n):
-    """special_laguerre_polynomial_l(Tensor x, Tensor n) -> Tensor: L_n(x), 1 at x = 0."""
-    return _polynomial(ctx, "laguerre_polynomial_l", x, n)
-
-
-@register(*_overloads("legendre_polynomial_p"), policy=Policy.AGNOSTIC,
-          supports=_floats_only, dynamic=True)
-def aten_special_legendre_polynomial_p_default(ctx, x, n):
-    """special_legendre_polynomial_p(Tensor x, Tensor n) -> Tensor: P_n(x), +-1 at x = +-1."""
-    return _polynomial(ctx, "legendre_polynomial_p", x, n)
+for _kind, _note in _KINDS.items():
+    _register_kind(_kind, _note)

@@ -31,6 +31,7 @@ from crossport.torch_layers import (
     KerasSimpleRNN,
     activation_name,
 )
+from crossport.torch_layers.recurrent import keras_dropout_spec
 from crossport.torch_layers.recurrent_dropout import (
     KerasDropoutGRU,
     KerasDropoutLSTM,
@@ -85,13 +86,6 @@ def _load_plain(module: nn.RNNBase, layer, suffix: str = "") -> None:
             target.copy_(torch.from_numpy(np.ascontiguousarray(value)))
 
 
-def _dropout_spec(cell) -> dict:
-    """A Keras cell's dropout as the torch modules take it (``per_gate``: Keras'
-    ``implementation=1``, one mask per gate)."""
-    return {"dropout": float(cell.dropout), "recurrent_dropout": float(cell.recurrent_dropout),
-            "per_gate": getattr(cell, "dropout_mask_count", None) is not None}
-
-
 def _make_plain(layer, bidirectional: bool = False) -> nn.RNNBase:
     """torch's RNN module for ``layer``; with dropout, its subclass that trains with Keras'
     masks (the same module in eval)."""
@@ -100,7 +94,7 @@ def _make_plain(layer, bidirectional: bool = False) -> nn.RNNBase:
     size, units = int(layer.cell.kernel.shape[0]), int(cfg["units"])
     nonlinearity = {"nonlinearity": activation_name(layer_activation(layer))} \
         if kind == "SimpleRNN" else {}
-    spec = _dropout_spec(layer.cell)
+    spec = keras_dropout_spec(layer.cell)
     if spec["dropout"] or spec["recurrent_dropout"]:
         return _PLAIN_DROPOUT[kind](size, units, bidirectional=bidirectional, **nonlinearity,
                                     **spec)
@@ -190,14 +184,6 @@ def _recurrent(ctx: Context, layer, inputs, initial_state, mask, masked: bool,
     return [out, *_states(ctx, kind, ctx.call_function(operator.getitem, result, 1))]
 
 
-def _dropout_cells(layer) -> list:
-    """The cells whose dropout masks a layer (LSTM ..., RNN over cells, Bidirectional,
-    ConvLSTM) draws in training."""
-    if type(layer).__name__ == "Bidirectional":
-        return _dropout_cells(layer.forward_layer) + _dropout_cells(layer.backward_layer)
-    return _cells(layer)
-
-
 def _untrainable_dropout(layer) -> str | None:
     """Why the converted module cannot train with this layer's Keras dropout (None: it
     draws Keras' masks). Keras' LSTM / GRU layers (not their cells in ``RNN``) try the fused
@@ -205,7 +191,7 @@ def _untrainable_dropout(layer) -> str | None:
     skips a rate of 1, and with ``implementation=1`` and no recurrent dropout it fails."""
     if type(layer).__name__ == "Bidirectional":
         fwd, bwd = layer.forward_layer, layer.backward_layer
-        if _dropout_spec(fwd.cell) != _dropout_spec(bwd.cell):
+        if keras_dropout_spec(fwd.cell) != keras_dropout_spec(bwd.cell):
             return ("Bidirectional with different forward and backward dropout rates "
                     "(the converted bidirectional module holds one pair)")
         return _untrainable_dropout(fwd)
