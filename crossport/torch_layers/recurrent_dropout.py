@@ -44,9 +44,12 @@ class _KerasDropout:
 
     def _twin_module(self) -> nn.Module:
         if "twin" not in self._twins:
-            self._twins["twin"] = self._make_twin(
-                return_sequences=True, return_state=True, dropout=self.keras_dropout,
-                recurrent_dropout=self.keras_recurrent_dropout, per_gate=self.per_gate)
+            # its initializers' draws would shift the user's random stream once, at the
+            # first training call; its weights are never used (functional_call)
+            with torch.random.fork_rng(devices=[]):
+                self._twins["twin"] = self._make_twin(
+                    return_sequences=True, return_state=True, dropout=self.keras_dropout,
+                    recurrent_dropout=self.keras_recurrent_dropout, per_gate=self.per_gate)
         return self._twins["twin"].train()
 
     def _direction_states(self, hx, index: int):

@@ -225,6 +225,20 @@ def test_eval_is_the_module_without_dropout():
     assert grads and all(g is not None and g.abs().sum() > 0 for g in grads)
 
 
+
+def test_the_first_training_call_draws_only_the_masks():
+    """The module builds its Keras-math twin at the first training call; the twin's
+    initializers drew from torch's global generator, so the same seed gave other masks
+    on that call than on later ones (found by review)."""
+    x = torch.randn(3, 7, 3)
+    model = chain((7, 3), L.LSTM(5, dropout=0.3, recurrent_dropout=0.3))
+    fresh, warmed = crossport.to_torch(model, (x,)), crossport.to_torch(model, (x,))
+    warmed.train()(x)  # its twin exists now
+    torch.manual_seed(3)
+    first = fresh.train()(x)
+    torch.manual_seed(3)
+    assert torch.equal(first, warmed.train()(x))
+
 REFUSED = {
     "lstm-rate-1": (lambda: L.LSTM(4, dropout=1.0), r"dropout=1.*cuDNN"),
     "gru-implementation-1": (lambda: L.GRU(4, implementation=1, dropout=0.2),
