@@ -10,6 +10,7 @@
   variable exactly when it holds code ``k`` in the first pass and ``k + 2^23`` in the
   second, whatever permute, reshape, split or gate reorder the converter applied (a value
   the converter computes from several weights, or an unrelated weight, cannot match both).
+  More than 2^23 elements take more pairs of conversions, each coding a piece.
   The variables get their own values back bit for bit; the gather found must read each
   variable's real value from the real module exactly, or conversion refuses.
 
@@ -32,6 +33,7 @@ from crossport.to_torch.regularization import (
 )
 
 _SHIFT = 2 ** 23  # codes 1..n and SHIFT + 1..n stay exact integers in float32 (< 2^24)
+_CHUNK = _SHIFT  # elements coded per pair of conversions (a larger variable takes several)
 _NAME = "keras_weight_penalties"
 
 
@@ -137,16 +139,17 @@ def attach_weight_penalties(kmodel, graph, emitted, channels_first_io: bool) -> 
     def owner(v):
         return owners.get(id(v), (v.path, "Variable"))
 
-    specs = {id(v): penalty_spec(v.regularizer, *owner(v), len(v.shape)) for v in variables}
     module = emitted.module
-    params = dict(module.named_parameters())
-    entries, indices = [], []
+    names = [name for name, p in module.named_parameters() if p.is_floating_point()]
+    found = {id(v): _Found(v) for v in variables}
     for batch in _batches(variables):
-        located = _locate(batch, graph, channels_first_io, params, owner)
-        for variable, (names, index) in zip(batch, located):
-            entries.append((variable.path, specs[id(variable)], names,
-                            tuple(variable.shape)))
-            indices.append(index)
+        _locate(batch, graph, channels_first_io, names, found, owner)
+    entries, indices = [], []
+    for variable in variables:
+        params, index = found[id(variable)].gather(names, module, owner)
+        spec = penalty_spec(variable.regularizer, *owner(variable), len(variable.shape))
+        entries.append((variable.path, spec, params, tuple(variable.shape)))
+        indices.append(index)
     penalties = KerasWeightPenalties(entries)
     for i, index in enumerate(indices):
         getattr(penalties, f"index_{i}").copy_(torch.from_numpy(index))
@@ -154,92 +157,99 @@ def attach_weight_penalties(kmodel, graph, emitted, channels_first_io: bool) -> 
     module.add_module(_NAME, penalties)
 
 
-def _batches(variables: list) -> list[list]:
-    """Variables in groups of at most ``_SHIFT`` elements (one code per element)."""
+class _Found:
+    """Where each element of one Keras variable was found: parameter (index into the
+    module's parameter names) and position in it, -1 until found."""
+
+    def __init__(self, variable) -> None:
+        self.variable = variable
+        n = int(np.prod(variable.shape))
+        self.param = np.full(n, -1, dtype=np.int64)
+        self.position = np.full(n, -1, dtype=np.int64)
+
+    def gather(self, names: list, module, owner) -> tuple[tuple, np.ndarray]:
+        """(parameter names, index into their flattened concatenation giving the variable
+        in Keras order)."""
+        if np.any(self.param < 0):
+            raise _refuse(*owner(self.variable), (
+                f"its regularized weight {self.variable.path!r} is not held element for "
+                "element by a parameter of the converted module (computed from or folded "
+                "into another value), so crossport cannot compute its penalty; add it to your "
+                "torch loss"))
+        used = sorted(set(self.param.tolist()))
+        starts, start = np.zeros(len(names), dtype=np.int64), 0
+        for k in used:
+            starts[k] = start
+            start += module.get_parameter(names[k]).numel()
+        return tuple(names[k] for k in used), starts[self.param] + self.position
+
+
+def _batches(variables: list) -> list[list[tuple]]:
+    """Pieces ``(variable, start, stop)`` of the variables' flat elements in groups of at
+    most ``_CHUNK`` elements (one code per element; a larger variable spans groups)."""
     batches, current, size = [], [], 0
     for variable in variables:
-        n = int(np.prod(variable.shape))
-        if n > _SHIFT:
-            raise UnsupportedLayerError(
-                f"the regularized variable {variable.path!r} has {n} elements; crossport "
-                f"locates up to {_SHIFT} per variable: add its penalty to your torch loss")
-        if current and size + n > _SHIFT:
-            batches.append(current)
-            current, size = [], 0
-        current.append(variable)
-        size += n
+        n, start = int(np.prod(variable.shape)), 0
+        while start < n:
+            stop = min(n, start + _CHUNK - size)
+            current.append((variable, start, stop))
+            size += stop - start
+            start = stop
+            if size == _CHUNK:
+                batches.append(current)
+                current, size = [], 0
     return batches + [current] if current else batches
 
 
 def _coded_parameters(batch: list, graph, channels_first_io: bool, shift: int) -> dict:
-    """The parameters of the model converted with ``batch``'s values replaced by codes."""
+    """The parameters of the model converted with ``batch``'s pieces set to codes
+    ``shift + 1, shift + 2, ...`` in order (the rest of each variable as it was)."""
     from crossport.to_torch.emit import emit
 
-    originals = [np.array(keras.ops.convert_to_numpy(v)) for v in batch]
-    start = 1 + shift
+    variables = list({id(v): v for v, _, _ in batch}.values())
+    originals = {id(v): np.array(keras.ops.convert_to_numpy(v)) for v in variables}
+    coded = {id(v): originals[id(v)].reshape(-1).copy() for v in variables}
+    code = 1 + shift
+    for variable, start, stop in batch:
+        coded[id(variable)][start:stop] = np.arange(code, code + stop - start)
+        code += stop - start
     try:
-        for variable, value in zip(batch, originals):
-            codes = np.arange(start, start + value.size, dtype=np.float64)
-            variable.assign(codes.reshape(value.shape).astype(value.dtype))
-            start += value.size
-        coded = emit(graph, channels_first_io).module
+        for variable in variables:
+            variable.assign(coded[id(variable)].reshape(originals[id(variable)].shape))
+        module = emit(graph, channels_first_io).module
     finally:  # the user's variables get their values back bit for bit
-        for variable, value in zip(batch, originals):
-            variable.assign(value)
+        for variable in variables:
+            variable.assign(originals[id(variable)])
     return {name: p.detach().double().reshape(-1).numpy()
-            for name, p in coded.named_parameters() if p.is_floating_point()}
+            for name, p in module.named_parameters() if p.is_floating_point()}
 
 
-def _locate(batch: list, graph, channels_first_io: bool, params: dict, owner) -> list:
-    """Per variable of ``batch``: (parameter names, index into their flattened
-    concatenation giving the variable in Keras order)."""
+def _locate(batch: list, graph, channels_first_io: bool, names: list, found: dict,
+            owner) -> None:
+    """Record in ``found`` where the module holds each element of ``batch``'s pieces."""
     first = _coded_parameters(batch, graph, channels_first_io, 0)
     second = _coded_parameters(batch, graph, channels_first_io, _SHIFT)
-    total = sum(int(np.prod(v.shape)) for v in batch)
-    where_name = np.full(total, -1, dtype=np.int64)
-    where_pos = np.full(total, -1, dtype=np.int64)
-    names = [name for name in first if name in second and name in params]
+    sizes = np.array([stop - start for _, start, stop in batch], dtype=np.int64)
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    total = int(offsets[-1])
     for k, name in enumerate(names):
-        a, b = first[name], second[name]
-        if a.shape != b.shape:
+        a, b = first.get(name), second.get(name)
+        if a is None or b is None or a.shape != b.shape:
             continue
         hit = np.flatnonzero((b - a == _SHIFT) & (a >= 1) & (a <= total) & (a == np.round(a)))
         codes = a[hit].astype(np.int64) - 1
-        if np.any(where_name[codes] >= 0) or len(np.unique(codes)) != len(codes):
-            copied = batch[_variable_of(batch, int(codes[0]))]
-            raise _refuse(*owner(copied), (
-                f"its regularized weight {copied.path!r} is copied into more than one torch "
-                "parameter element, so its penalty has no single parameter to act on; add it "
-                "to your torch loss yourself"))
-        where_name[codes], where_pos[codes] = k, hit
-    located, offset = [], 0
-    for variable in batch:
-        n = int(np.prod(variable.shape))
-        name_idx, pos = where_name[offset:offset + n], where_pos[offset:offset + n]
-        offset += n
-        if np.any(name_idx < 0):
-            where, class_name = owner(variable)
-            raise _refuse(where, class_name, (
-                f"its regularized weight {variable.path!r} is not held element for element by "
-                "a parameter of the converted module (computed from or folded into another "
-                "value), so crossport cannot compute its penalty; add it to your torch loss"))
-        used = sorted(set(name_idx.tolist()))
-        starts, start = {}, 0
-        for k in used:
-            starts[k] = start
-            start += first[names[k]].size
-        index = np.array([starts[k] for k in name_idx.tolist()], dtype=np.int64) + pos
-        located.append((tuple(names[k] for k in used), index))
-    return located
-
-
-def _variable_of(batch: list, code: int) -> int:
-    offset = 0
-    for i, variable in enumerate(batch):
-        offset += int(np.prod(variable.shape))
-        if code < offset:
-            return i
-    return len(batch) - 1
+        pieces = np.searchsorted(offsets, codes, side="right") - 1
+        for piece in np.unique(pieces):
+            variable, start, _stop = batch[piece]
+            mine = pieces == piece
+            elements = start + codes[mine] - offsets[piece]
+            record = found[id(variable)]
+            if np.any(record.param[elements] >= 0) or len(np.unique(elements)) != len(elements):
+                raise _refuse(*owner(variable), (
+                    f"its regularized weight {variable.path!r} is copied into more than one "
+                    "torch parameter element, so its penalty has no single parameter to act "
+                    "on; add it to your torch loss yourself"))
+            record.param[elements], record.position[elements] = k, hit[mine]
 
 
 def _check_values(penalties: KerasWeightPenalties, module, variables: list, owner) -> None:

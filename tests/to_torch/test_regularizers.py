@@ -21,6 +21,7 @@ import torch
 
 import crossport
 from crossport.errors import UnsupportedLayerError
+from crossport.to_torch import penalties
 from tests.to_torch.harness import make_live, reloaded
 
 L, R = keras.layers, keras.regularizers
@@ -257,6 +258,27 @@ def test_regularization_loss_gradients_and_sgd_step_match_keras(row):
     for name, buffer in stepped.named_buffers():  # BN moving statistics, penalty indices
         if not name.endswith("num_batches_tracked"):  # (torch's count, not a Keras weight)
             _close(buffer, dict(net.named_buffers())[name], name)
+
+
+@pytest.mark.parametrize("row", ["lstm_recurrent_orthogonal", "separable_conv2d"])
+def test_variables_larger_than_one_coding_pass_are_located_in_pieces(row, monkeypatch):
+    """A variable of more elements than one pair of coded conversions takes (2^23) is coded
+    in pieces over several pairs: the same gathers as in one pass, the same loss."""
+    build, shape = ROWS[row]
+    model = make_live(build())
+    xs = tuple(torch.from_numpy(x) for x in _inputs(model, shape))
+    whole = crossport.to_torch(model, xs)
+    monkeypatch.setattr(penalties, "_CHUNK", 7)
+    pieces = crossport.to_torch(model, xs)
+    want = dict(whole.keras_weight_penalties.named_buffers())
+    assert want and len(want) == len(dict(pieces.keras_weight_penalties.named_buffers()))
+    for name, index in pieces.keras_weight_penalties.named_buffers():
+        assert torch.equal(index, want[name]), name
+    assert pieces.keras_weight_penalties.entries == whole.keras_weight_penalties.entries
+    model(_keras_args(_inputs(model, shape)), training=True)
+    pieces(*xs)
+    _close(float(keras.ops.sum(model.losses)), float(pieces.regularization_loss().detach()),
+           "loss", 1e-5)
 
 
 def test_activity_penalties_follow_the_last_forward_in_eval_too():
