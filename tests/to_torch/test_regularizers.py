@@ -161,6 +161,31 @@ def _frozen():
     return keras.Model(inp, L.Dense(3, kernel_regularizer=R.L2(0.1), name="fc")(x))
 
 
+class _Scale(L.Layer):
+    """A custom layer (traced: no converter) whose own weight has a regularizer."""
+
+    def build(self, shape):
+        self.w = self.add_weight(shape=(shape[-1], 3), regularizer=R.L1L2(0.05, 0.1),
+                                 name="w")
+
+    def call(self, x):
+        return keras.ops.matmul(x, self.w)
+
+
+def _custom_layer():
+    inp = keras.Input((6,))
+    return keras.Model(inp, _Scale(name="scale")(L.Dense(4, name="pre")(inp)))
+
+
+def _nested():
+    """A nested Sequential (dotted module paths) with regularized layers and activity."""
+    inner = keras.Sequential([keras.Input((6,)), L.Dense(5, kernel_regularizer=R.L2(0.2),
+                                                          activity_regularizer=R.L1(0.05),
+                                                          name="inner_dense")], name="inner")
+    inp = keras.Input((6,))
+    return keras.Model(inp, L.Dense(2, bias_regularizer=R.L1(0.3), name="head")(inner(inp)))
+
+
 ROWS = {
     "dense_l1_l2_l1l2": (_dense, (4, 6)),
     "dense_orthogonal_rows": (_orthogonal("rows"), (4, 6)),
@@ -179,6 +204,8 @@ ROWS = {
     "activity_tuple_output": (_activity_tuple_output, (3, 5, 3)),
     "activity_shared_layer": (_activity_shared, None),
     "frozen_layer": (_frozen, (4, 6)),
+    "custom_layer_weight": (_custom_layer, (4, 6)),
+    "nested_model": (_nested, (4, 6)),
 }
 
 
@@ -358,6 +385,9 @@ class _Custom(R.Regularizer):
     (lambda: keras.Sequential([keras.Input((4, 4, 2)), L.Conv2D(
         2, 3, kernel_regularizer=R.OrthogonalRegularizer(), name="orth_conv")]),
      "'orth_conv' \\(Conv2D\\): OrthogonalRegularizer on a rank-4"),
+    (lambda: keras.Sequential([keras.Input((3, 4)), L.TimeDistributed(L.Dense(
+        2, activity_regularizer=R.L2(0.1), name="inner"))]),
+     "'inner' \\(Dense\\): its activity_regularizer applies to a call crossport does not"),
 ])
 def test_regularizers_crossport_cannot_reproduce_are_refused(build, match):
     model = build()
