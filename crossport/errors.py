@@ -71,6 +71,6 @@ class UnsupportedLayerError(CrossportError):
 
 class TrainingModeError(CrossportError, RuntimeError):
     """A converted module was run in ``train()`` mode through a Keras layer whose training
-    behaviour it does not reproduce (random augmentation, ActivityRegularization's loss term,
-    a dropout Keras itself cannot train): call ``.eval()``, or augment in the data pipeline /
+    behaviour it does not reproduce (random augmentation, a dropout Keras itself cannot
+    train): call ``.eval()``, or augment in the data pipeline /
     replace the submodule as the message says."""

@@ -19,7 +19,9 @@ class TorchConversion:
     """A Keras model converted to a torch module, with its parity report.
 
     Attributes:
-        module: the ``torch.nn.Module`` (an ``fx.GraphModule`` of plain torch modules).
+        module: the ``torch.nn.Module`` (a ``KerasGraphModule``: an ``fx.GraphModule`` of
+            plain torch modules whose ``regularization_loss()`` is Keras' ``sum(model.losses)``
+            after its last forward).
         report: the parity report against Keras (``None`` when ``check=False``).
         permutes: permutes inside the module, not counting those at its inputs/outputs.
         boundary_permutes: permutes at the inputs and outputs (layout conversion).
@@ -139,6 +141,7 @@ def to_torch_with_report(kmodel_or_path, example_args, *, channels_first_io: boo
     from crossport.options import check_option
     from crossport.to_torch.emit import emit
     from crossport.to_torch.graph import capture, preflight
+    from crossport.to_torch.penalties import attach_weight_penalties, check_regularizers
     from crossport.to_torch.trace import graph_kept
     from crossport.to_torch.verify import verify
 
@@ -154,9 +157,11 @@ def to_torch_with_report(kmodel_or_path, example_args, *, channels_first_io: boo
         args = _example(example_args)
         graph = capture(kmodel, [_keras_shape(a, channels_first_io) for a in args])
         preflight(graph)
+        check_regularizers(kmodel, graph)
         seconds["capture"] = time.perf_counter() - start
         start = time.perf_counter()
         emitted = emit(graph, channels_first_io)
+        attach_weight_penalties(kmodel, graph, emitted, channels_first_io)
         seconds["convert"] = time.perf_counter() - start
         report = None
         if check:
@@ -175,7 +180,9 @@ def to_torch_with_report(kmodel_or_path, example_args, *, channels_first_io: boo
 def to_torch(kmodel_or_path, example_args, **options) -> torch.nn.Module:
     """Convert a Keras 3 model into a plain ``torch.nn.Module`` with proven parity.
 
-    Same arguments as :func:`to_torch_with_report`; returns only the module.
+    Same arguments as :func:`to_torch_with_report`; returns only the module. To train it
+    as Keras does with regularizers, add ``module.regularization_loss()`` (Keras'
+    ``sum(model.losses)`` after the module's last forward) to your loss.
 
     Example:
         >>> import keras, torch, crossport

@@ -24,12 +24,14 @@ from crossport.layout.policy import Policy
 from crossport.to_torch.context import Context, Held
 from crossport.to_torch.graph import KGraph, KNode, input_name
 from crossport.to_torch.ops import augment, noise
+from crossport.to_torch.penalties import add_activity_penalty
+from crossport.to_torch.regularization import KerasGraphModule
 from crossport.to_torch.sizes import RunSize, static_shape
 
 
 @dataclass
 class EmittedModule:
-    module: torch.fx.GraphModule
+    module: KerasGraphModule
     held: dict[int, Held] = field(default_factory=dict)  # id(KerasTensor) -> Held
     permutes: int = 0                 # permutes inside the module (boundary ones excluded)
     boundary_permutes: int = 0
@@ -71,6 +73,7 @@ def emit(graph: KGraph, channels_first_io: bool = False) -> EmittedModule:
             break
         with converting(knode):
             outputs = _convert(ctx, knode, held)
+            add_activity_penalty(ctx, knode, outputs)
         for tensor, value in zip(knode.outputs, outputs):
             held[id(tensor)] = value
 
@@ -83,7 +86,7 @@ def emit(graph: KGraph, channels_first_io: bool = False) -> EmittedModule:
         return ctx.to_layout(value, want, boundary=True).node
 
     ctx.graph.output(keras.tree.map_structure(finish, graph.outputs))
-    module = torch.fx.GraphModule(ctx.root, ctx.graph, class_name="KerasModel").eval()
+    module = KerasGraphModule(ctx.root, ctx.graph, class_name="KerasModel").eval()
     if ctx.float_dtype_used:  # (GraphModule copies every buffer as persistent)
         module._non_persistent_buffers_set.add("float_dtype")
     return EmittedModule(module, held, ctx.permutes, boundary)

@@ -1,5 +1,5 @@
 """Torch modules for Keras' dropout and noise layers (``Dropout``, ``SpatialDropout1D/2D/3D``,
-``GaussianDropout``, ``GaussianNoise``, ``AlphaDropout``, ``ActivityRegularization``),
+``GaussianDropout``, ``GaussianNoise``, ``AlphaDropout``),
 emitted by ``to_torch/ops/noise.py``.
 
 In ``eval()`` each is the identity, as Keras is at inference (an int tensor stays int). In
@@ -13,9 +13,10 @@ generator; TF's random stream itself (and a layer's ``seed``) cannot be replayed
   ``N(0, stddev)``; AlphaDropout is Keras' affine formula below.
 
 What Keras cannot train with either (an integer input, ``rate=1`` for the Gaussian and alpha
-dropouts, a ``noise_shape`` that does not broadcast) and ``ActivityRegularization`` (whose
-training effect is a loss term a module cannot add) raise
+dropouts, a ``noise_shape`` that does not broadcast) raises
 :class:`~crossport.errors.TrainingModeError` in ``train()``: never a silent difference.
+(``ActivityRegularization`` is the identity: its loss term is kept by
+``crossport.to_torch.regularization``.)
 """
 
 from __future__ import annotations
@@ -172,30 +173,6 @@ class KerasAlphaDropout(KerasDropout):
         shape = _noise_shape(self.layer, x, self.noise_shape)
         kept = (_uniform(x, shape) >= self.rate).to(x.dtype)
         return a * (x * kept + alpha_p * (1 - kept)) + b
-
-
-class KerasActivityRegularization(nn.Module):
-    """``keras.layers.ActivityRegularization``: the identity in eval (as in Keras); in train
-    it raises, since its training effect is the loss term ``(l1 * sum|x| + l2 * sum x^2) /
-    batch`` that Keras adds to the model's loss and a module cannot add to yours.
-
-    Example:
-        >>> import torch
-        >>> KerasActivityRegularization("reg", 0.01, 0.0).eval()(torch.tensor([2]))
-        tensor([2])
-    """
-
-    def __init__(self, layer: str, l1: float, l2: float) -> None:
-        super().__init__()
-        self.layer, self.l1, self.l2 = layer, float(l1), float(l2)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.training:
-            raise _cannot_train(self.layer, (
-                f"ActivityRegularization(l1={self.l1}, l2={self.l2}) adds (l1 * sum|x| + l2 "
-                "* sum x^2) / batch_size to the training loss, which a module cannot do; "
-                "add that term to your loss and replace this submodule by nn.Identity()"))
-        return x
 
 
 class KerasTrainingRefusal(nn.Module):

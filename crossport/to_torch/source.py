@@ -20,7 +20,7 @@ from torch import nn
 
 from crossport.errors import ExportError, InputError
 from crossport.export.staging import Staging
-from crossport.to_torch import augment, noise, spectral
+from crossport.to_torch import augment, noise, regularization, spectral
 from crossport.to_torch import modules as own
 from crossport.torch_layers import conv as tf_conv
 from crossport.torch_layers import conv_recurrent as tf_conv_rnn
@@ -149,7 +149,8 @@ _ARGS: dict[type, Callable[[nn.Module], str]] = {
     noise.KerasAlphaDropout: lambda m: f"{m.layer!r}, {m.rate!r}, {m.noise_shape!r}",
     noise.KerasGaussianNoise: lambda m: f"{m.layer!r}, {m.stddev!r}",
     noise.KerasGaussianDropout: lambda m: f"{m.layer!r}, {m.rate!r}",
-    noise.KerasActivityRegularization: lambda m: f"{m.layer!r}, {m.l1!r}, {m.l2!r}",
+    regularization.KerasActivityPenalty: lambda m: f"{m.layer!r}, {m.spec!r}, {m.batch_axes!r}",
+    regularization.KerasWeightPenalties: lambda m: f"{m.entries!r}",
     noise.KerasTrainingRefusal: lambda m: f"{m.layer!r}, {m.why!r}",
     spectral.KerasSTFTSpectrogram: lambda m: (
         f"{m.mode!r}, {m.frame_length}, {m.frame_step}, {m.freq_bins}, {m.padding!r}, "
@@ -222,6 +223,15 @@ def _init_lines(module: nn.Module) -> tuple[list[str], set[str]]:
     return lines, imports
 
 
+# the converted module's KerasGraphModule.regularization_loss, in the written class
+_REGULARIZATION_LOSS = [
+    "    def regularization_loss(self):",
+    '        """Keras\' sum(model.losses) after the last forward (weight penalties on the',
+    '        current parameters, activity penalties of that forward): add it to your loss."""',
+    "        from crossport.to_torch.regularization import regularization_loss",
+    "", "        return regularization_loss(self)", ""]
+
+
 def source(module: torch.fx.GraphModule) -> str:
     """The Python source of ``module`` (see the module docstring)."""
     code = module.graph.python_code(root_module="self")
@@ -240,7 +250,7 @@ def source(module: torch.fx.GraphModule) -> str:
         "from pathlib import Path",
         "", "import torch", "from torch import nn", *sorted(imports), "", "",
         "class KerasModel(nn.Module):", "    def __init__(self):", "        super().__init__()",
-        *init, "", body, "", "",
+        *init, "", body, "", *_REGULARIZATION_LOSS, "",
         "def build_model(weights=Path(__file__).with_suffix('.pt')):",
         '    """The model with the converted weights, in eval mode."""',
         "    model = KerasModel()",

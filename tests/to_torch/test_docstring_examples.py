@@ -7,7 +7,7 @@ import pytest
 
 MODULES = ["crossport.to_torch.api", "crossport.to_torch.modules", "crossport.to_torch.source",
            "crossport.to_torch.augment", "crossport.to_torch.noise",
-           "crossport.to_torch.spectral"]
+           "crossport.to_torch.spectral", "crossport.to_torch.regularization"]
 
 
 @pytest.mark.parametrize("module", MODULES)

@@ -237,15 +237,6 @@ def test_noise_shape_that_does_not_broadcast_refuses_train_mode():
         module(torch.from_numpy(x))
 
 
-def test_activity_regularization_in_train_mode_is_refused():
-    """Its training effect is a loss term (l1 * sum|x| + l2 * sum x^2) / batch the module
-    cannot add: train() says so and what to add to the loss."""
-    model = chain((4,), L.ActivityRegularization(0.1, 0.2))
-    module = crossport.to_torch(model, (torch.rand(2, 4),)).train()
-    with pytest.raises(crossport.TrainingModeError, match="l1=0.1, l2=0.2.*nn.Identity"):
-        module(torch.rand(2, 4))
-
-
 def test_called_with_training_true_is_refused():
     """Dropout(x, training=True) drops at inference too: Keras' predict is random."""
     inp = keras.Input((4,))

@@ -102,7 +102,8 @@ def test_source_rebuilds_the_module(build, tmp_path):
     # what eval() does not show: the train-mode settings (dropout rates, noise shapes ...)
     written_modules, noise = dict(rebuilt.named_modules()), 0
     for name, want in conv.module.named_modules():
-        if type(want).__module__ == "crossport.to_torch.noise":
+        if type(want).__module__ in ("crossport.to_torch.noise",
+                                     "crossport.to_torch.regularization"):
             assert type(written_modules[name]) is type(want), name
             assert _settings(written_modules[name]) == _settings(want), name
             noise += 1

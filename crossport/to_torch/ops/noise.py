@@ -14,7 +14,6 @@ from crossport.layout import physical_order
 from crossport.layout.policy import Policy
 from crossport.to_torch.context import Context, Held
 from crossport.to_torch.noise import (
-    KerasActivityRegularization,
     KerasAlphaDropout,
     KerasDropout,
     KerasGaussianDropout,
@@ -91,7 +90,7 @@ def GaussianDropout(ctx: Context, layer, inputs, **_call_kwargs):
 
 @register_layer(policy=Policy.AGNOSTIC)
 def ActivityRegularization(ctx: Context, layer, inputs, **_call_kwargs):
-    """keras.layers.ActivityRegularization -> KerasActivityRegularization: the identity in
-    eval; train() raises TrainingModeError (its loss term cannot be added by a module)."""
-    module = KerasActivityRegularization(layer.name, layer.l1, layer.l2)
-    return ctx.call_module(module, inputs)
+    """keras.layers.ActivityRegularization -> no module: the identity in both modes; its
+    loss term is the layer's activity_regularizer (``L1L2(l1, l2)``), kept by the
+    KerasActivityPenalty node emit puts after every such layer (module.regularization_loss())."""
+    return inputs
