@@ -104,10 +104,13 @@ def _elu(x, alpha, scale=1.0, input_scale=1.0):
     side is not scaled by ``input_scale``: it was, so ``aten.elu(x, 0.1, 0.3, 0.7)`` gave
     0.021 for 0.1 where torch gives 0.03); NaN at NaN in .tflite files too (:func:`exp`)."""
     dtype = dtype_name(x)
-    negative_coefficient = bound(alpha, dtype) * bound(scale, dtype)
-    xs = ops.minimum(ops.multiply(x, bound(input_scale, dtype)), 0.0)
-    negative = ops.multiply(exp(xs) - 1.0, negative_coefficient)
-    return ops.where(ops.greater(x, 0.0), ops.multiply(x, bound(scale, dtype)), negative)
+
+    def scaled(v, factor):  # factors of 1 add no op (elu's defaults)
+        return v if factor == 1 else ops.multiply(v, factor)
+
+    xs = ops.minimum(scaled(x, bound(input_scale, dtype)), 0.0)
+    negative = scaled(exp(xs) - 1.0, bound(alpha, dtype) * bound(scale, dtype))
+    return ops.where(ops.greater(x, 0.0), scaled(x, bound(scale, dtype)), negative)
 
 
 @register(aten.celu.default, policy=Policy.AGNOSTIC, dynamic=True)
