@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import keras
+import numpy as np
 from keras import ops
 
 from crossport.errors import InputError
@@ -37,7 +38,9 @@ class GELU(keras.layers.Layer):
 
     def call(self, inputs: Any) -> Any:
         x = ops.cast(inputs, keras.backend.result_type(inputs.dtype, "float32"))
-        if self.approximate == "tanh":
+        if self.approximate == "tanh" and keras.backend.standardize_dtype(x.dtype) == "float64":
+            y = _tanh_gelu_float64(x)
+        elif self.approximate == "tanh":
             y = ops.gelu(x, approximate=True)
         else:
             y = (x * 0.5) * (1.0 + ops.erf(x * SQRT1_2))
@@ -48,6 +51,14 @@ class GELU(keras.layers.Layer):
 
     def get_config(self) -> dict:
         return {**super().get_config(), "approximate": self.approximate}
+
+
+def _tanh_gelu_float64(x: Any) -> Any:
+    """torch's tanh approximation in float64 with double constants: TF's ``gelu`` casts
+    0.044715 to the input's dtype through a float32 tensor (1.2e-10 off at 2.05)."""
+    beta = np.float64(1.41421356237309504880 * 1.12837916709551257390 * 0.5)  # M_SQRT2 * M_2_SQRTPI / 2
+    inner = ops.multiply(beta, x + ops.multiply(np.float64(0.044715), x * x * x))
+    return (x * 0.5) * (1.0 + ops.tanh(inner))
 
 
 def _output_dtype(dtype: Any) -> str:

@@ -44,8 +44,11 @@ class Constant(keras.layers.Layer):
             array = np.zeros(shape, dtype=value_dtype)
         else:
             array = np.asarray(value)
-            if array.dtype == np.float64:
-                array = array.astype(np.float32)  # Keras' float default; torch params are float32
+            if array.dtype == np.float64 and self.compute_dtype != "float64":
+                # Keras' float default; torch params are float32. A float64 model (built
+                # under a float64 dtype policy) keeps its doubles: bucketize's float64
+                # boundaries [0.1, 0.3] were searched as 0.10000000149, 0.30000001192
+                array = array.astype(np.float32)
         self.value_shape = tuple(int(s) for s in array.shape)
         self.value_dtype = str(array.dtype)
         self.value = self.add_weight(

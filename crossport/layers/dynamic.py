@@ -16,6 +16,7 @@ import keras
 from keras import ops
 
 from crossport.layers.ordering import top_k_torch_order
+from crossport.layers.padding import fill_value
 
 
 def _fill(target, scalars) -> list:
@@ -177,7 +178,9 @@ class DynamicPad(keras.layers.Layer):
         shape = list(ops.shape(x))
         shape[axis] = amount if isinstance(amount, int) else ops.maximum(
             ops.cast(amount, "int32"), 0)
-        return ops.broadcast_to(ops.cast(self.value, x.dtype), shape)
+        # the fill in x's dtype as torch casts it (ops.cast of a Python float rounded it
+        # to float32 first: a float64 fill of 0.1 became 0.10000000149)
+        return ops.broadcast_to(fill_value(self.value, x.dtype), shape)
 
     def compute_output_spec(self, x, *scalars):
         shape = [None if s is None or None in pair else s + sum(pair)

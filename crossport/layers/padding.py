@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import keras
+import numpy as np
 from keras import ops
 
 from crossport.errors import InputError
@@ -66,8 +67,16 @@ def pad_axes(
                 x = _index_pad_axis(x, axis, int(before), int(after), mode)
         return x
     if any(b or a for b, a in pads):
-        x = ops.pad(x, pads, mode="constant", constant_values=value)
+        x = ops.pad(x, pads, mode="constant", constant_values=fill_value(value, x.dtype))
     return x
+
+
+def fill_value(value, dtype) -> Any:
+    """The fill value in the tensor's dtype, as torch casts it: an integer tensor's fill
+    wraps to its width and a float fill truncates (TF refused a Python float for an integer
+    tensor, so ``F.pad`` of an int64 tensor failed to convert); a float64 fill keeps its
+    double."""
+    return np.asarray(value).astype(keras.backend.standardize_dtype(dtype))[()]
 
 
 @keras.saving.register_keras_serializable(package="crossport")
@@ -117,7 +126,9 @@ class Pad(keras.layers.Layer):
         if mode != "constant" and value not in (None, 0, 0.0):
             raise InputError(f"Pad: value={value} is only meaningful in constant mode.")
         self.mode = mode
-        self.value = 0.0 if value is None else float(value)
+        # an integer fill stays an integer: a float holds int64 values only up to 2**53
+        self.value = 0.0 if value is None else (
+            int(value) if isinstance(value, (bool, int)) else float(value))
         self.perm = None if perm is None else tuple(int(p) for p in perm)
         resolve_perm(0, None, data_format)  # validates data_format
         self.data_format = data_format

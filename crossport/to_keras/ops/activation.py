@@ -11,6 +11,7 @@ from crossport.layers.special import Erf
 from crossport.to_keras.fold import is_constant
 from crossport.to_keras.ops.elementwise import exp, nan_kept
 from crossport.to_keras.registry import Policy, register
+from crossport.to_keras.scalars import bound, dtype_name, in_float32
 from crossport.to_keras.values import keras_dtype
 
 aten = torch.ops.aten
@@ -57,10 +58,12 @@ def aten_leaky_relu_default(ctx, self, negative_slope=0.01):
     """leaky_relu(Tensor self, Scalar negative_slope=0.01) -> Tensor
 
     float64: ``x > 0 ? x : x * slope`` with the slope a double (TF's LeakyRelu holds its
-    alpha as a float32 attribute: 0.1 became 0.10000000149)."""
-    if ctx.out_dtype == torch.float64:
-        return ops.where(ops.greater(self, 0.0), self, ops.multiply(self, np.float64(negative_slope)))
-    return keras.layers.LeakyReLU(negative_slope=negative_slope, name=ctx.name())(self)
+    alpha as a float32 attribute: 0.1 became 0.10000000149); float16: the same in float32,
+    rounded once, as torch's kernel computes it (TF's rounds the slope to float16)."""
+    if ctx.out_dtype == torch.float32:
+        return keras.layers.LeakyReLU(negative_slope=negative_slope, name=ctx.name())(self)
+    return in_float32(self, lambda x: ops.where(
+        ops.greater(x, 0.0), x, ops.multiply(x, bound(negative_slope, dtype_name(x)))))
 
 
 def _prelu_supports(node):
@@ -91,28 +94,38 @@ def aten_prelu_default(ctx, self, weight):
 @register(aten.elu.default, aten.elu_.default, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_elu_default(ctx, self, alpha=1.0, scale=1.0, input_scale=1.0):
     """elu(Tensor self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1) -> Tensor (also celu, selu)"""
-    return _activation(ctx, self, lambda x: _elu(x, alpha, scale, input_scale))
+    return _activation(ctx, self, lambda x: in_float32(x, lambda v: _elu(v, alpha, scale,
+                                                                          input_scale)))
 
 
 def _elu(x, alpha, scale=1.0, input_scale=1.0):
-    """``scale * (x' if x' > 0 else alpha * (e^x' - 1))`` for ``x' = x * input_scale``;
-    NaN at NaN in .tflite files too (:func:`exp`)."""
-    xs = x * input_scale
-    return scale * ops.where(xs > 0, xs, alpha * (exp(ops.minimum(xs, 0.0)) - 1.0))
+    """torch's kernel: ``x * scale`` where ``x > 0``, else ``(e^(x * input_scale) - 1) *
+    (alpha * scale)`` with the coefficient's product rounded in ``x``'s dtype (the positive
+    side is not scaled by ``input_scale``: it was, so ``aten.elu(x, 0.1, 0.3, 0.7)`` gave
+    0.021 for 0.1 where torch gives 0.03); NaN at NaN in .tflite files too (:func:`exp`)."""
+    dtype = dtype_name(x)
+
+    def scaled(v, factor):  # factors of 1 add no op (elu's defaults)
+        return v if factor == 1 else ops.multiply(v, factor)
+
+    xs = ops.minimum(scaled(x, bound(input_scale, dtype)), 0.0)
+    negative = scaled(exp(xs) - 1.0, bound(alpha, dtype) * bound(scale, dtype))
+    return ops.where(ops.greater(x, 0.0), scaled(x, bound(scale, dtype)), negative)
 
 
 @register(aten.celu.default, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_celu_default(ctx, self, alpha=1.0):
-    """celu(Tensor self, Scalar alpha=1.0) -> Tensor"""
-    return _activation(ctx, self, lambda x: ops.maximum(x, 0.0) + ops.minimum(
-        0.0, alpha * (exp(ops.minimum(x, 0.0) / alpha) - 1.0)))
+    """celu(Tensor self, Scalar alpha=1.0) -> Tensor (float16 in float32, as torch's kernel)"""
+    return _activation(ctx, self, lambda x: in_float32(x, lambda v: ops.maximum(v, 0.0) + ops.minimum(
+        0.0, alpha * (exp(ops.minimum(v, 0.0) / alpha) - 1.0))))
 
 
 @register(aten.selu.default, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_selu_default(ctx, self):
     """selu(Tensor self) -> Tensor: elu with torch's constants (Keras' selu lowers to an
     ``EXP`` that maps NaN to 0 in a .tflite file)"""
-    return _activation(ctx, self, lambda x: _elu(x, _SELU_ALPHA, _SELU_SCALE))
+    return _activation(ctx, self, lambda x: in_float32(x, lambda v: _elu(v, _SELU_ALPHA,
+                                                                          _SELU_SCALE)))
 
 
 _SELU_ALPHA, _SELU_SCALE = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
@@ -168,13 +181,16 @@ def aten_tanh_default(ctx, self):
 def aten_softplus_default(ctx, self, beta=1.0, threshold=20.0):
     """softplus(Tensor self, Scalar beta=1, Scalar threshold=20) -> Tensor
 
-    torch returns x unchanged where beta*x > threshold. TF's Softplus lowers to an ``EXP``
-    that maps NaN to 0 in a .tflite file: NaN is put back (:func:`nan_kept`).
+    torch returns x unchanged where beta*x > threshold (compared in the computation dtype:
+    a float64 model's threshold 0.33 is not 0.33000001311). TF's Softplus lowers to an
+    ``EXP`` that maps NaN to 0 in a .tflite file: NaN is put back (:func:`nan_kept`).
+    float16 is computed in float32, as torch's kernel does.
     """
     def softplus(x):
         bx = x * beta
-        return ops.where(bx > threshold, x, nan_kept(bx, ops.softplus(bx)) / beta)
-    return _activation(ctx, self, softplus)
+        above = ops.greater(bx, bound(threshold, dtype_name(x)))
+        return ops.where(above, x, nan_kept(bx, ops.softplus(bx)) / beta)
+    return _activation(ctx, self, lambda x: in_float32(x, softplus))
 
 
 @register(aten.erf.default, policy=Policy.AGNOSTIC, dynamic=True)

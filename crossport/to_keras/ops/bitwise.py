@@ -16,7 +16,7 @@ import keras
 import numpy as np
 import torch
 
-from crossport.to_keras.ops.elementwise import _promoted
+from crossport.to_keras.ops.elementwise import _promoted_bound
 from crossport.to_keras.registry import Policy, register
 from crossport.to_keras.values import keras_dtype
 
@@ -25,12 +25,10 @@ ops = keras.ops
 
 
 def _operands(ctx, self, other):
-    """Both operands in torch's result dtype; a Python number becomes a numpy scalar of it
-    (Keras would make it an int32 tensor and promote an int8 operand to int32)."""
-    want = keras_dtype(ctx.out_dtype)
-    self, other = _promoted(ctx, self, other)
-    return tuple(np.asarray(x, dtype=want) if isinstance(x, (bool, int)) else x
-                 for x in (self, other))
+    """Both operands in torch's result dtype; a Python number becomes a numpy scalar of it,
+    wrapped as torch casts it (``int8 & 300`` is ``& 44``; Keras would make it an int32
+    tensor and promote an int8 operand to int32, and numpy refused 300 as an int8)."""
+    return _promoted_bound(ctx, self, other)
 
 
 def _logical_or_bitwise(logical, bitwise):
@@ -98,10 +96,10 @@ def _shift(ctx, self, other, left: bool):
             return ops.zeros_like(x)
         return shift(x, np.asarray(bits - 1, dtype)) if signed else ops.zeros_like(x)
 
-    if isinstance(other, np.ndarray) and other.ndim == 0:  # a constant count: decided here
+    if isinstance(other, (np.ndarray, np.generic)) and np.ndim(other) == 0:  # constant count
         if 0 <= int(other) < bits:
             return shift(self, other)
-        if isinstance(self, np.ndarray):
+        if isinstance(self, (np.ndarray, np.generic)):
             return self << other if left else self >> other
         return out_of_range(self)
     valid = ops.logical_and(ops.greater_equal(other, 0), ops.less(other, bits))

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from crossport.to_keras.registry import Policy, register
+from crossport.to_keras.scalars import bound, bound_operands, in_float32, is_number
 from crossport.to_keras.values import keras_dtype
 
 aten = torch.ops.aten
@@ -92,6 +93,14 @@ def _promoted(ctx, *operands):
     return tuple(_as_dtype(x, want) for x in operands)
 
 
+def _promoted_bound(ctx, *operands):
+    """The operands in torch's result dtype, Python numbers too: numpy scalars of it
+    (:func:`crossport.to_keras.scalars.bound`), for ``keras.ops`` calls that would make a
+    number a float32/int32 tensor first (``mod``, ``where``, ``abs``)."""
+    want = keras_dtype(ctx.out_dtype)
+    return tuple(bound(x, want) for x in _promoted(ctx, *operands))
+
+
 def _as_dtype(x, want: str):
     if not _is_tensor(x) or _dtype_name(x) == want:
         return x
@@ -127,7 +136,23 @@ def aten_add_tensor(ctx, self, other, alpha=1):
     if ctx.out_dtype == torch.bool:
         return ops.logical_or(self, other) if alpha else ops.cast(self, "bool")
     self, other = _promoted(ctx, self, other)
+    if alpha != 1 and _is_half(ctx):
+        return _half_scaled_sum(ctx, self, other, alpha)
     return keras_add(self, _scaled(other, alpha))
+
+
+def _is_half(ctx) -> bool:
+    return ctx.out_dtype in (torch.float16, torch.bfloat16)
+
+
+def _half_scaled_sum(ctx, x, y, alpha):
+    """``x + alpha * y`` of half-precision operands as torch's CPU kernel computes it: in
+    float32, ``alpha`` rounded to the half type first, the sum rounded once (Keras rounded
+    ``alpha * y`` to float16 before adding)."""
+    want = keras_dtype(ctx.out_dtype)
+    x32, y32 = (ops.cast(v, "float32") if _is_tensor(v) else v for v in (x, y))
+    scale = np.float32(bound(alpha, want))
+    return ops.cast(keras_add(x32, keras_multiply(y32, scale)), want)
 
 
 @register(aten.sub.Tensor, aten.sub_.Tensor, aten.sub.Scalar, policy=Policy.AGNOSTIC, dynamic=True)
@@ -152,12 +177,19 @@ def aten_mul_tensor(ctx, self, other):
     """
     if ctx.out_dtype == torch.bool:
         return ops.logical_and(self, other)
-    return keras_multiply(*_promoted(ctx, self, other))
+    self, other = _promoted(ctx, self, other)
+    if is_number(other) or is_number(self):  # a half tensor times a number: in float32
+        tensor, number = (other, self) if is_number(self) else (self, other)
+        return in_float32(tensor, lambda t: keras_multiply(t, number))
+    return keras_multiply(self, other)
 
 
 @register(aten.div.Tensor, aten.div_.Tensor, aten.div.Scalar, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_div_tensor(ctx, self, other):
-    """div.Tensor(Tensor self, Tensor other) -> Tensor (true division, ints give float)"""
+    """div.Tensor(Tensor self, Tensor other) -> Tensor (true division, ints give float; a
+    half tensor divided by a number in float32, as torch's kernel does)"""
+    if is_number(other) and _is_tensor(self):
+        return in_float32(self, lambda t: ops.true_divide(t, other))
     return ops.true_divide(self, other)
 
 
@@ -196,10 +228,9 @@ def floor_divide_float(a, b):
 
 
 def _floor_divide(ctx, a, b):
-    a, b = _promoted(ctx, a, b)
+    a, b = _promoted_bound(ctx, a, b)
     if ctx.out_dtype.is_floating_point:
-        a = a if _is_tensor(a) else ops.convert_to_tensor(a, keras_dtype(ctx.out_dtype))
-        return floor_divide_float(a, b)
+        return _in_float32_for_half(ctx, floor_divide_float, ops.convert_to_tensor(a), b)
     return _in_result_dtype(ctx, ops.floor_divide(a, b))  # TF's integer FloorDiv is exact
 
 
@@ -244,8 +275,19 @@ def aten_floor_divide_default(ctx, self, other):
 @register(aten.remainder.Tensor, aten.remainder.Scalar, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_remainder_tensor(ctx, self, other):
     """remainder.Tensor(Tensor self, Tensor other) -> Tensor (sign of the divisor, like Python)"""
-    self, other = _promoted(ctx, self, other)
-    return _in_result_dtype(ctx, ops.mod(self, _exact_scalar(other, self)))
+    self, other = _promoted_bound(ctx, self, other)
+    if ctx.out_dtype.is_floating_point:
+        return _in_float32_for_half(ctx, ops.mod, self, other)
+    return _in_result_dtype(ctx, ops.mod(self, other))
+
+
+def _in_float32_for_half(ctx, fn, a, b):
+    """``fn(a, b)``; of half-precision operands computed in float32 and rounded once, as
+    torch's CPU kernels do (the number already rounded to the half type)."""
+    if not _is_half(ctx):
+        return fn(a, b)
+    a, b = (ops.cast(ops.convert_to_tensor(v), "float32") for v in (a, b))
+    return ops.cast(fn(a, b), keras_dtype(ctx.out_dtype))
 
 
 @register(aten.fmod.Tensor, aten.fmod.Scalar, policy=Policy.AGNOSTIC, dynamic=True)
@@ -255,10 +297,9 @@ def aten_fmod_tensor(ctx, self, other):
     Floats: ``fmod_float`` (exact). Integers: the floor modulo minus the divisor where
     their signs differ, exact in integer arithmetic.
     """
-    self, other = _promoted(ctx, self, other)
+    self, other = _promoted_bound(ctx, self, other)
     if ctx.out_dtype.is_floating_point:
-        self = self if _is_tensor(self) else ops.convert_to_tensor(self, keras_dtype(ctx.out_dtype))
-        return fmod_float(self, _exact_scalar(other, self))
+        return fmod_float(ops.convert_to_tensor(self), other)
     r = ops.mod(self, other)
     # signs compared with less-than, not Sign: TFLite has no int64 Sign kernel
     signs_differ = ops.not_equal(ops.less(r, 0), ops.less(self, 0))
@@ -273,6 +314,9 @@ def aten_pow_tensor_scalar(ctx, self, exponent):
         return _POWERS[exponent](self)
     if _is_int(ctx) and _is_tensor(exponent):
         return _int_power(ctx, *_promoted(ctx, self, exponent))
+    if _is_int(ctx):  # bool ** 2 is int64 in torch (Keras: int32); Keras computes int8 in int32
+        self, exponent = _promoted_bound(ctx, self, exponent)
+        return _in_result_dtype(ctx, ops.power(self, exponent))
     if (isinstance(exponent, (int, float)) and float(exponent).is_integer() and exponent > 1
             and _is_tensor(self) and ctx.out_dtype.is_floating_point):
         return unsaturated(ops.power(self, exponent))
@@ -401,8 +445,7 @@ def aten_clamp_max_default(ctx, self, max):
 def aten_where_self(ctx, condition, self, other):
     """where.self(Tensor condition, Tensor self, Tensor other) -> Tensor (in torch's
     promoted dtype: where(c, bool_tensor, 2) is int64, Keras made it int32)"""
-    self, other = _promoted(ctx, self, other)
-    self, other = _exact_scalar(self, other), _exact_scalar(other, self)
+    self, other = _promoted_bound(ctx, self, other)
     return _in_result_dtype(ctx, ops.where(condition, self, other))
 
 
@@ -505,21 +548,11 @@ def _bool_as_int(x):
     return x
 
 
-def _exact_scalar(x, beside):
-    """A Python float beside a float64 tensor as ``np.float64``: Keras makes a Python float
-    a float32 constant before promoting, so ``x < 0.1`` on a float64 ``x`` compared with
-    0.1 rounded to float32 (torch keeps the double). Only for ``keras.ops`` calls: numpy
-    scalars on the left of an operator with a KerasTensor do not dispatch to Keras."""
-    if type(x) is float and _is_tensor(beside) and _dtype_name(beside) == "float64":
-        return np.float64(x)
-    return x
-
-
 def _register_table(table: dict, arity: int, supports=None) -> None:
     for op, fn in table.items():
         def convert(ctx, self, other=None, _fn=fn, _op=op):
-            if arity == 2:
-                self, other = _exact_scalar(self, other), _exact_scalar(other, self)
+            if arity == 2:  # a number in torch's computation dtype (x < 0.1 of float64)
+                self, other = bound_operands(self, other)
             if _op in _INTEGER_IDENTITY and not ctx.out_dtype.is_floating_point:
                 return self
             if _op in _ORDERING:

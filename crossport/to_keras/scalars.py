@@ -1,0 +1,108 @@
+"""Python numbers beside tensors, applied as torch applies them.
+
+torch converts a Python number (a ``Scalar`` argument) to the op's computation dtype, the
+common dtype of its tensors and numbers (``torch.result_type``): a float is rounded once
+from its double, an integer is cast as C casts it (wrapping: ``int8_tensor % 300`` divides
+by 44, ``uint8_tensor == -1`` compares with 255). Keras makes a Python number a float32 or
+int32 tensor first wherever it converts it without a dtype (its comparisons, ``mod``,
+``abs``, ``where``, the bitwise ops), so a float64 model compared ``x < 0.1`` with
+0.10000000149 and an int8 one computed ``x % 300`` in int32.
+
+:func:`bound` gives the number as a numpy scalar of the computation dtype, which every
+``keras.ops`` call converts without rounding; :func:`bound_operands` does it for a binary
+op's operands and casts a tensor operand whose dtype differs (torch computes in the common
+dtype). Only for ``keras.ops`` arguments: a numpy scalar on the *left* of an operator with
+a KerasTensor does not dispatch to Keras (``np.float64(0.1) * x`` tries to make ``x`` an
+array), so converters write ``ops.multiply(s, x)`` there.
+
+Half precision: torch's CPU kernels of ``mul``, ``div`` and the activations with a scalar
+parameter (``elu``, ``celu``, ``leaky_relu``, ``softplus``) upcast a float16 tensor, apply
+the number as a float32 and round the result once (``x * 0.1`` multiplies by
+0.100000001, not by float16's 0.0999755859); :func:`in_float32` computes them that way.
+``add``, ``sub``, ``fmod``, ``remainder``, ``pow`` and comparisons round the number to
+float16 first, as :func:`bound` does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import keras
+import numpy as np
+import torch
+
+ops = keras.ops
+
+HALF = ("float16", "bfloat16")
+
+
+def is_number(x) -> bool:
+    """A Python ``bool``/``int``/``float`` (not a numpy scalar, which already has a dtype)."""
+    return isinstance(x, (bool, int, float)) and not isinstance(x, np.generic)
+
+
+def dtype_name(x) -> str:
+    """The Keras/numpy dtype name of a tensor, array or numpy scalar."""
+    dtype = x.dtype
+    return keras.backend.standardize_dtype(getattr(dtype, "name", None) or str(dtype))
+
+
+def bound(number, dtype: str):
+    """``number`` as a numpy scalar of ``dtype``, converted as torch converts a Scalar for a
+    kernel computing in ``dtype``: floats rounded once from the double, integers wrapped to
+    the width (two's complement), bools as truth values."""
+    if not is_number(number):
+        return number
+    if dtype == "bool":
+        return np.bool_(bool(number))
+    if dtype.startswith(("int", "uint")):
+        bits = np.iinfo(dtype).bits
+        unsigned = np.asarray(int(number) & ((1 << bits) - 1), dtype=f"uint{bits}")
+        return unsigned.view(dtype)[()]
+    if dtype == "bfloat16":
+        import ml_dtypes  # TF's own bfloat16 type; numpy has none
+
+        return np.asarray(number, dtype=ml_dtypes.bfloat16)[()]
+    return np.asarray(number, dtype=dtype)[()]
+
+
+def common_dtype(a, b) -> str:
+    """torch's computation dtype of two operands (tensors, arrays or Python numbers): a
+    0-dim tensor and a number count less than a tensor with dims (``torch.result_type``)."""
+    def stand_in(x):
+        if is_number(x):
+            return x
+        rank = len(tuple(x.shape))
+        return torch.empty((1,) * rank, dtype=getattr(torch, dtype_name(x)))
+
+    return str(torch.result_type(stand_in(a), stand_in(b))).removeprefix("torch.")
+
+
+def bound_operands(a, b):
+    """``a`` and ``b`` in torch's computation dtype when one is a Python number: the number
+    a numpy scalar of it (:func:`bound`), a tensor of another dtype cast to it (torch
+    computes ``int64_tensor > 0.5`` in float32). Two tensors or two numbers: unchanged."""
+    if is_number(a) == is_number(b):
+        return a, b
+    dtype = common_dtype(a, b)
+    return _in_dtype(a, dtype), _in_dtype(b, dtype)
+
+
+def _in_dtype(x, dtype: str):
+    if is_number(x):
+        return bound(x, dtype)
+    if dtype_name(x) == dtype:
+        return x
+    if isinstance(x, (np.ndarray, np.generic)):
+        return np.asarray(x).astype(dtype)
+    return ops.cast(x, dtype)
+
+
+def in_float32(x, fn: Callable):
+    """``fn(x)`` the way torch's CPU kernels compute a half-precision tensor with a Python
+    number: ``x`` upcast to float32, ``fn`` applied there (its numbers as float32s), the
+    result rounded once to ``x``'s dtype. Other dtypes: ``fn(x)`` itself."""
+    dtype = dtype_name(x)
+    if dtype not in HALF:
+        return fn(x)
+    return ops.cast(fn(ops.cast(x, "float32")), dtype)
