@@ -84,7 +84,21 @@ CASES = [
     case("leaky-relu-after-flatten", nn.Sequential(nn.Conv2d(3, 2, 3), nn.Flatten(),
                                                    nn.LeakyReLU(0.3), nn.Linear(18, 2)),
          (2, 3, 5, 5), expect_converters=("aten_conv_nd", "aten_leaky_relu_default", "aten_linear_default", "aten_view_default")),
+    # eval RReLU draws nothing: leaky_relu with the mean slope (was refused as random)
+    case("rrelu-eval-after-conv-zero-transposes", nn.Sequential(nn.Conv2d(3, 4, 3), nn.RReLU(0.1, 0.3)),
+         (2, 3, 6, 6), max_transposes=0, expect_converters=("aten_conv_nd", "aten_rrelu_default")),
+    case("rrelu-eval-default-bounds", nn.RReLU(), (3, 7), expect_converters=("aten_rrelu_default",)),
 ]
+
+
+class TrainingRReLU(nn.Module):
+    def forward(self, x):
+        return F.rrelu(x, training=True)
+
+
+def test_rrelu_in_training_is_refused_with_the_eval_way_out():
+    with pytest.raises(crossport.UnsupportedOpError, match=r"rrelu in training.*eval\(\)"):
+        crossport.convert(TrainingRReLU(), (torch.randn(2, 5),))
 
 
 @pytest.mark.parametrize("module, shapes, kwargs", CASES)

@@ -10,7 +10,7 @@ from crossport.layers.activation import GELU
 from crossport.layers.special import Erf
 from crossport.to_keras.fold import is_constant
 from crossport.to_keras.ops.elementwise import exp, nan_kept
-from crossport.to_keras.registry import Policy, register
+from crossport.to_keras.registry import Policy, bind_arguments, register
 from crossport.to_keras.scalars import bound, dtype_name, in_float32
 from crossport.to_keras.values import keras_dtype
 
@@ -65,6 +65,24 @@ def aten_leaky_relu_default(ctx, self, negative_slope=0.01):
     return in_float32(self, lambda x: ops.where(
         ops.greater(x, 0.0), x, ops.multiply(x, bound(negative_slope, dtype_name(x)))))
 
+
+
+def _rrelu_supports(node):
+    if bind_arguments(node).get("training"):
+        return ("rrelu in training draws a random slope per negative element (torch's "
+                "generator has no Keras twin); convert the module in eval(), where the "
+                "slope is (lower + upper) / 2")
+    return None
+
+
+@register(aten.rrelu.default, policy=Policy.AGNOSTIC, supports=_rrelu_supports, dynamic=True)
+def aten_rrelu_default(ctx, self, lower=0.125, upper=1.0 / 3.0, training=False, generator=None):
+    """rrelu(Tensor self, Scalar lower=0.125, Scalar upper=0.333, bool training=False,
+    Generator? generator=None) -> Tensor
+
+    In eval (``nn.RReLU().eval()``, ``F.rrelu(x)``) no random number is drawn: ATen's
+    ``leaky_relu`` with the mean slope, computed in double."""
+    return aten_leaky_relu_default(ctx, self, (float(lower) + float(upper)) / 2)
 
 def _prelu_supports(node):
     weight = node.args[1]
