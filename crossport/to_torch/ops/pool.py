@@ -2,7 +2,9 @@
 
 ``valid`` and size-independent symmetric ``same`` (stride 1, odd window) are plain
 ``nn.MaxPoolNd`` / ``nn.AvgPoolNd(count_include_pad=False)`` (TF averages only the real
-elements, pitfall 11); other ``same`` pools are the torch_layers twins that pad TF's way.
+elements, pitfall 11); other ``same`` pools are the torch_layers twins that pad TF's way, and
+so is a ``valid`` pool over a run-time size: shorter than the window, TF's result is empty
+where torch's pools raise.
 ``data_format='channels_first'`` layers take their tensors as Keras holds them.
 """
 
@@ -30,9 +32,12 @@ _TF_MAX = {1: TFMaxPool1d, 2: TFMaxPool2d, 3: TFMaxPool3d}
 _TF_AVG = {1: TFAvgPool1d, 2: TFAvgPool2d, 3: TFAvgPool3d}
 
 
-def _geometry(cfg: dict) -> tuple[tuple, tuple, tuple | None]:
+def _geometry(ctx: Context, cfg: dict) -> tuple[tuple, tuple, tuple | None]:
+    """Window, strides and torch's symmetric padding (None: the TF twin pools)."""
     size = tuple(cfg["pool_size"])
     strides = tuple(cfg["strides"] or size)
+    if cfg["padding"] == "valid" and None in ctx.input_shape[1:]:
+        return size, strides, None  # a run-time size may be shorter than the window
     padding = symmetric_padding({"kernel_size": size, "strides": strides,
                                  "dilation_rate": (1,) * len(size), "padding": cfg["padding"]})
     return size, strides, padding
@@ -42,7 +47,7 @@ def _geometry(cfg: dict) -> tuple[tuple, tuple, tuple | None]:
 def MaxPoolingND(ctx: Context, layer, inputs):
     """keras.layers.MaxPooling{1,2,3}D -> nn.MaxPoolNd (TF SAME pads -inf after: TFMaxPoolNd)."""
     cfg = layer.get_config()
-    size, strides, padding = _geometry(cfg)
+    size, strides, padding = _geometry(ctx, cfg)
     if padding is None:
         return ctx.call_module(_TF_MAX[len(size)](size, strides, cfg["padding"]), inputs)
     return ctx.call_module(_MAX[len(size)](size, strides, padding), inputs)
@@ -56,7 +61,7 @@ def AveragePoolingND(ctx: Context, layer, inputs):
     TF's SAME average divides by the real elements only (pitfall 11).
     """
     cfg = layer.get_config()
-    size, strides, padding = _geometry(cfg)
+    size, strides, padding = _geometry(ctx, cfg)
     if padding is None:
         return ctx.call_module(_TF_AVG[len(size)](size, strides, cfg["padding"]), inputs)
     return ctx.call_module(_AVG[len(size)](size, strides, padding, count_include_pad=False),
