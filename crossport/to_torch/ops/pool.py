@@ -10,6 +10,8 @@ where torch's pools raise.
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import nn
 
@@ -45,12 +47,22 @@ def _geometry(ctx: Context, cfg: dict) -> tuple[tuple, tuple, tuple | None]:
 
 @register_layer("MaxPooling1D", "MaxPooling2D", "MaxPooling3D", policy=Policy.CHANNELS_FIRST)
 def MaxPoolingND(ctx: Context, layer, inputs):
-    """keras.layers.MaxPooling{1,2,3}D -> nn.MaxPoolNd (TF SAME pads -inf after: TFMaxPoolNd)."""
+    """keras.layers.MaxPooling{1,2,3}D -> nn.MaxPoolNd (TF SAME pads -inf after: TFMaxPoolNd).
+
+    TF's kernel starts each window at the lowest finite value and takes a value only where
+    greater: NaN is skipped, and a window of NaN / -inf alone is -FLT_MAX (torch's pools
+    propagate NaN): NaN read as -inf before the pool, the result clamped below after.
+    """
     cfg = layer.get_config()
     size, strides, padding = _geometry(ctx, cfg)
+    inputs = ctx.call_function(torch.nan_to_num, inputs, nan=-math.inf, posinf=math.inf,
+                               neginf=-math.inf)
     if padding is None:
-        return ctx.call_module(_TF_MAX[len(size)](size, strides, cfg["padding"]), inputs)
-    return ctx.call_module(_MAX[len(size)](size, strides, padding), inputs)
+        pooled = ctx.call_module(_TF_MAX[len(size)](size, strides, cfg["padding"]), inputs)
+    else:
+        pooled = ctx.call_module(_MAX[len(size)](size, strides, padding), inputs)
+    lowest = torch.finfo(getattr(torch, layer.compute_dtype)).min
+    return ctx.call_function(torch.clamp_min, pooled, lowest)
 
 
 @register_layer("AveragePooling1D", "AveragePooling2D", "AveragePooling3D",
