@@ -28,8 +28,12 @@ import torch
 import crossport
 from crossport.parity.compare import REVERSE, compare_outputs
 from tests.to_torch import (
+    test_adaptive_pooling,
+    test_attention,
     test_attention_layers,
+    test_channels_first,
     test_conv,
+    test_graphs,
     test_keras_ops_elementwise,
     test_keras_ops_fft,
     test_keras_ops_indexing,
@@ -38,6 +42,7 @@ from tests.to_torch import (
     test_keras_ops_numeric,
     test_keras_ops_quantiles,
     test_layers,
+    test_masks,
     test_preprocessing,
     test_wrappers,
 )
@@ -75,6 +80,14 @@ NAN_DIVERGES: dict[str, str] = {
     "ops-more-ops-top-k-unsorted-all": _ORDER,
     "ops-more-ops-take-along-argsort": _ORDER,
     "ops-more-ops-take-along-transposed": _ORDER,
+    "channels-first-upsampling2d-bilinear": _RESIZE,
+    "channels-first-resizing-bilinear": _RESIZE,
+}
+# rows where Keras itself is wrong at a swept size (checked against its channels_last twin)
+KERAS_WRONG = {
+    "channels-first-conv2d-same-stride2": "TF's oneDNN NCHW conv adds the bias along the "
+    "width where the output width equals the filter count (5 at the uneven 11 x 10 size): "
+    "Keras' own channels_last twin differs by the bias there",
 }
 
 
@@ -86,7 +99,8 @@ class Case:
     dtype: str = "float32"
     int_high: int = 10
     live: bool = True
-    channel_last: bool = True   # keep each input's last dim fixed (channels, features)
+    channel_last: bool = True   # keep each input's last dim fixed, else its first (channels)
+    min_size: int = 1           # Keras' AdaptiveMaxPooling kills the process (SIGFPE) at 1
 
 
 def _fresh(layer):
@@ -102,14 +116,45 @@ def _chain(shape, layers, dtype="float32", **kw) -> Case:
     return Case([shape], lambda xs: build(xs[0]), dtype, **kw)
 
 
-def _fn(shape, fn, **kw) -> Case:
-    return Case([shape], lambda xs: fn(xs[0]), **kw)
+def _fn(shape, fn, dtype="float32", **kw) -> Case:
+    return Case([shape], lambda xs: fn(xs[0]), dtype, **kw)
 
 
 def _attention(layer, causal=False, key=False, tq=5, tv=7, dim=4) -> Case:
     def build(xs):
         return _fresh(layer)(list(xs), use_causal_mask=causal)
     return Case([(tq, dim), (tv, dim)] + ([(tv, dim)] if key else []), build)
+
+
+def _self_attention(layer, causal) -> Case:
+    return Case([(6, 8)], lambda xs: _fresh(layer)(xs[0], xs[0], use_causal_mask=causal))
+
+
+def _more_cases() -> dict[str, Case]:
+    """test_graphs' recurrent and op tables, MultiHeadAttention, adaptive and channels-first
+    pooling/conv rows, RNNs over mask_zero embeddings."""
+    g, cases = test_graphs, {}
+    for name, layer in {**g.RNN, **g.GENERIC_RNN}.items():
+        cases[f"graphs-rnn-{name}"] = _chain((7, 6), [layer])
+    for name, (shape, layer) in g.CONV_LSTM.items():
+        cases[f"graphs-conv-lstm-{name}"] = _chain(shape, [layer],
+                                                    channel_last="channels-first" not in name)
+    for name, (shape, dtype, fn) in g.MORE_OPS.items():
+        cases[f"graphs-ops-{name}"] = _fn(shape, fn, dtype=dtype)
+    for name, (layer, causal) in test_attention.CASES.items():
+        cases[f"mha-{name}"] = _self_attention(layer, causal)
+    for name, (shape, layer) in test_adaptive_pooling.ADAPTIVE.items():
+        cases[f"adaptive-{name}"] = _chain(shape, [layer],
+                                           channel_last="channels-first" not in name,
+                                           min_size=2 if name.startswith("max") else 1)
+    for name, (shape, layers) in test_channels_first.ROWS.items():
+        cases[f"channels-first-{name}"] = _chain(shape, layers, channel_last=False)
+    m = test_masks
+    for name, layers in m.RNNS.items():
+        cases[f"masks-{name}"] = _chain(
+            (m.T,), [keras.layers.Embedding(m.VOCAB, 5, mask_zero=True), *layers], "int32",
+            int_high=m.VOCAB)
+    return cases
 
 
 def _cases() -> dict[str, Case]:
@@ -160,7 +205,7 @@ def _cases() -> dict[str, Case]:
         cases[f"ops-numeric-{name}"] = _fn((5, 6), fn)
     for name, fn in test_keras_ops_quantiles.QUANTILES.items():
         cases[f"ops-quantiles-{name}"] = _fn((4, 6), fn)
-    return cases
+    return {**cases, **_more_cases()}
 
 
 CASES = _cases()
@@ -169,10 +214,12 @@ CASES = _cases()
 def _dynamic_masks(case: Case) -> list[list[list[bool]]]:
     """Which dims to make ``None``, per input, most dynamic first."""
     def mask(shape, pick):
-        keep = len(shape) - 1 if case.channel_last and len(shape) > 1 else len(shape)
-        return [pick(d, keep) for d in range(len(shape))]
-    picks = [lambda d, keep: d < keep, lambda d, keep: d == 0 and keep > 0,
-             lambda d, keep: False]
+        dims = list(range(len(shape)))
+        if len(shape) > 1:  # the channel dim stays fixed
+            dims.remove(len(shape) - 1 if case.channel_last else 0)
+        return [pick(d, dims) for d in range(len(shape))]
+    picks = [lambda d, dims: d in dims, lambda d, dims: dims[:1] == [d],
+             lambda d, dims: False]
     return [[mask(shape, pick) for shape in case.shapes] for pick in picks]
 
 
@@ -239,7 +286,7 @@ def _sweep(case: Case, model, masks, specials: bool) -> int | None:
         return None
     checked = 0
     for set_name, batch, size in SIZE_SETS:
-        shapes = [(batch, *[size(v, d) if m else v for d, (v, m) in
+        shapes = [(batch, *[max(case.min_size, size(v, d)) if m else v for d, (v, m) in
                             enumerate(zip(shape, mask))])
                   for shape, mask in zip(case.shapes, masks)]
         arrays = _inputs(case, shapes, 1 + checked, specials)
@@ -267,15 +314,18 @@ def _check_every_size(name: str, specials: bool):
     pytest.fail("no variant of the row converted and ran at a swept size")
 
 
-@pytest.mark.parametrize("name", CASES)
+def _params(known: dict) -> list:
+    return [pytest.param(n, marks=pytest.mark.xfail(reason=known[n], strict=True))
+            if n in known else n for n in CASES]
+
+
+@pytest.mark.parametrize("name", _params(KERAS_WRONG))
 def test_every_size_keras_accepts(name):
     """The most dynamic variant of the row that converts matches Keras at every swept size."""
     _check_every_size(name, specials=False)
 
 
-@pytest.mark.parametrize("name", [
-    pytest.param(n, marks=pytest.mark.xfail(reason=NAN_DIVERGES[n], strict=True))
-    if n in NAN_DIVERGES else n for n in CASES])
+@pytest.mark.parametrize("name", _params({**NAN_DIVERGES, **KERAS_WRONG}))
 def test_nan_and_inf_positions_at_every_size(name):
     """The same sizes with NaN and +-inf in the float inputs: positions must match."""
     if "int" in CASES[name].dtype:
