@@ -55,14 +55,19 @@ def MaxPoolingND(ctx: Context, layer, inputs):
     """
     cfg = layer.get_config()
     size, strides, padding = _geometry(ctx, cfg)
+    if padding is None:
+        return _skipping_nan(ctx, layer, _TF_MAX[len(size)](size, strides, cfg["padding"]),
+                             inputs)
+    return _skipping_nan(ctx, layer, _MAX[len(size)](size, strides, padding), inputs)
+
+
+def _skipping_nan(ctx: Context, layer, pool: nn.Module, inputs):
+    """``pool`` (a torch max pool) as TF's MaxPool: NaN read as -inf, the result at least
+    the dtype's lowest value (TF's start value)."""
     inputs = ctx.call_function(torch.nan_to_num, inputs, nan=-math.inf, posinf=math.inf,
                                neginf=-math.inf)
-    if padding is None:
-        pooled = ctx.call_module(_TF_MAX[len(size)](size, strides, cfg["padding"]), inputs)
-    else:
-        pooled = ctx.call_module(_MAX[len(size)](size, strides, padding), inputs)
     lowest = torch.finfo(getattr(torch, layer.compute_dtype)).min
-    return ctx.call_function(torch.clamp_min, pooled, lowest)
+    return ctx.call_function(torch.clamp_min, ctx.call_module(pool, inputs), lowest)
 
 
 @register_layer("AveragePooling1D", "AveragePooling2D", "AveragePooling3D",
@@ -133,8 +138,10 @@ def AdaptivePoolingND(ctx: Context, layer, inputs):
 
     Keras' TF kernel pools window ``i`` of an axis of length L over
     ``[floor(i*L/o), ceil((i+1)*L/o))`` (windows of ``ceil(L/o)`` or one more, gathered from
-    two stride-1 pools), torch's adaptive pools over the same windows, per axis.
+    two stride-1 pools), torch's adaptive pools over the same windows, per axis; the max
+    pools skip NaN as TF's MaxPool does (:func:`_skipping_nan`).
     """
     size = tuple(int(s) for s in layer.output_size)
-    table = _ADAPTIVE_AVG if "Average" in type(layer).__name__ else _ADAPTIVE_MAX
-    return ctx.call_module(table[len(size)](size), inputs)
+    if "Average" in type(layer).__name__:
+        return ctx.call_module(_ADAPTIVE_AVG[len(size)](size), inputs)
+    return _skipping_nan(ctx, layer, _ADAPTIVE_MAX[len(size)](size), inputs)
