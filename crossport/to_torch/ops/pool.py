@@ -56,18 +56,19 @@ def MaxPoolingND(ctx: Context, layer, inputs):
     cfg = layer.get_config()
     size, strides, padding = _geometry(ctx, cfg)
     if padding is None:
-        return _skipping_nan(ctx, layer, _TF_MAX[len(size)](size, strides, cfg["padding"]),
+        return _skipping_nan(ctx, _TF_MAX[len(size)](size, strides, cfg["padding"]),
                              inputs)
-    return _skipping_nan(ctx, layer, _MAX[len(size)](size, strides, padding), inputs)
+    return _skipping_nan(ctx, _MAX[len(size)](size, strides, padding), inputs)
 
 
-def _skipping_nan(ctx: Context, layer, pool: nn.Module, inputs):
-    """``pool`` (a torch max pool) as TF's MaxPool: NaN read as -inf, the result at least
-    the dtype's lowest value (TF's start value)."""
+def _skipping_nan(ctx: Context, pool: nn.Module, inputs):
+    """``pool`` (a torch max pool) as TF's MaxPool: NaN read as -inf before it, and -inf
+    after it the lowest finite value of the tensor's dtype at run time (TF's start value;
+    nan_to_num's default for -inf, so a module moved to float16 / float64 follows)."""
     inputs = ctx.call_function(torch.nan_to_num, inputs, nan=-math.inf, posinf=math.inf,
                                neginf=-math.inf)
-    lowest = torch.finfo(getattr(torch, layer.compute_dtype)).min
-    return ctx.call_function(torch.clamp_min, ctx.call_module(pool, inputs), lowest)
+    return ctx.call_function(torch.nan_to_num, ctx.call_module(pool, inputs),
+                             posinf=math.inf)
 
 
 @register_layer("AveragePooling1D", "AveragePooling2D", "AveragePooling3D",
@@ -144,4 +145,4 @@ def AdaptivePoolingND(ctx: Context, layer, inputs):
     size = tuple(int(s) for s in layer.output_size)
     if "Average" in type(layer).__name__:
         return ctx.call_module(_ADAPTIVE_AVG[len(size)](size), inputs)
-    return _skipping_nan(ctx, layer, _ADAPTIVE_MAX[len(size)](size), inputs)
+    return _skipping_nan(ctx, _ADAPTIVE_MAX[len(size)](size), inputs)
