@@ -36,6 +36,12 @@ def _tuple(value: int | Sequence[int], rank: int) -> tuple[int, ...]:
     return out
 
 
+def _empty_valid_pool(x: torch.Tensor, k: tuple, s: tuple) -> torch.Tensor:
+    """TF's VALID pool of an axis shorter than its window: an empty result (torch raises)."""
+    sizes = [max(0, (n - w) // st + 1) for n, w, st in zip(x.shape[2:], k, s)]
+    return x.new_empty((*x.shape[:2], *sizes))
+
+
 class _TFPoolNd(nn.Module):
     _rank = 2
     _max = True
@@ -58,6 +64,9 @@ class _TFPoolNd(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         k, s = self.pool_size, self.strides
         if self.padding == "valid":
+            if not torch.compiler.is_compiling() and any(
+                    n < w for n, w in zip(x.shape[2:], k)):
+                return _empty_valid_pool(x, k, s)
             pool = _MAX[self._rank] if self._max else _AVG[self._rank]
             return pool(x, k, s)
         pads = same_paddings(x.shape[2:], k, s, (1,) * self._rank)

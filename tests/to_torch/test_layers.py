@@ -2,8 +2,12 @@
 family through tests/to_torch/harness.py (pitfalls 2, 3, 5, 7, 9, 11, 12, 14)."""
 
 import keras
+import numpy as np
 import pytest
+import torch
 
+import crossport
+from crossport.parity.compare import REVERSE, compare_outputs
 from tests.to_torch.harness import assert_to_torch, chain, module_types
 
 L = keras.layers
@@ -185,3 +189,18 @@ def test_more_layers(case):
 def test_dot(axes, normalize, shapes):
     a, b = keras.Input(shapes[0]), keras.Input(shapes[1])
     assert_to_torch(keras.Model([a, b], L.Dot(axes, normalize=normalize)([a, b])))
+
+
+@pytest.mark.parametrize("padding", ["valid", "same"])
+def test_max_pooling_skips_nan_as_tf(padding):
+    """TF's max pool skips NaN and gives -FLT_MAX for a window of NaN / -inf alone (torch's
+    pools propagate NaN): NaN positions are parity."""
+    model = chain((5, 6, 2), L.MaxPooling2D(2, padding=padding))
+    x = np.random.default_rng(0).standard_normal((2, 5, 6, 2)).astype("float32")
+    x[0, :2, :2] = np.nan
+    x[0, 2:4, :2, 0], x[0, 2:4, :2, 1] = -np.inf, np.nan
+    x[1, ::2, 1::2] = np.nan
+    x[1, 4, :, 1] = np.inf
+    net = crossport.to_torch(model, (torch.from_numpy(x),))
+    got = net(torch.from_numpy(x)).detach().numpy()
+    assert compare_outputs([np.asarray(model(x))], [got], names=REVERSE).passed(0.0)

@@ -197,3 +197,14 @@ def test_same_pooling_of_negative_values(kind):
     keras_cls, port_cls = POOL[(kind, 2)]
     layer = keras_cls(3, strides=2, padding="same")
     assert _compare(layer, port_cls.from_keras(layer), x) < TOL
+
+
+@pytest.mark.parametrize("rank", [1, 2, 3])
+def test_valid_average_pool_shorter_than_its_window_is_empty(rank):
+    """TF returns an empty tensor where an axis is shorter than the window; torch raised."""
+    x = randn((2, *([1] * rank), 3), 5)
+    keras_cls, port_cls = POOL[("avg", rank)]
+    layer = keras_cls(2)
+    ref = layer(x).numpy()
+    got = to_cl(torch_run(port_cls.from_keras(layer), to_cf(x)))
+    assert got.shape == ref.shape == (2, *([0] * rank), 3)

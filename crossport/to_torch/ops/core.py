@@ -217,7 +217,7 @@ def _category_encoding_supported(layer) -> str | None:
 def CategoryEncoding(ctx: Context, layer, inputs, count_weights=None):
     """keras.layers.CategoryEncoding(num_tokens, output_mode) on integer ids.
 
-    ``one_hot`` (a trailing size-1 axis squeezed first, as Keras does) compares each id with
+    ``one_hot`` (a trailing axis of size 1 at run time squeezed first, as Keras does) compares each id with
     ``arange(num_tokens)``: an id out of range, negative included, is a zero row as in
     tf.one_hot. ``multi_hot`` / ``count`` reduce that one-hot over axis 1 (axis 0 of a
     rank-1 input: Keras' bincount and its rank-3 fallback alike; TF ignores ids
@@ -227,7 +227,9 @@ def CategoryEncoding(ctx: Context, layer, inputs, count_weights=None):
     depth = int(layer.num_tokens)
     rank = len(ctx.input_shape)
     ids = ctx.call_method("long", inputs)
-    if layer.output_mode == "one_hot" and rank > 1 and ctx.input_shape[-1] == 1:
+    if layer.output_mode == "one_hot" and rank > 1 and ctx.input_shape[-1] in (1, None):
+        # Keras squeezes the last axis where it is 1 at run time: squeeze(-1) does too, and
+        # leaves a run-time size other than 1 as it is
         ids, rank = ctx.call_method("squeeze", ids, -1), rank - 1
     classes = ctx.call_function(torch.arange, depth)
     hot = ctx.call_function(operator.eq, ctx.call_method("unsqueeze", ids, -1), classes)

@@ -261,7 +261,7 @@ def Roll(ctx: Context, op, x: Held) -> Held:
         x = ctx.canonical(x)
         flat = ctx.call_function(torch.roll, ctx.call_method("reshape", x.node, -1),
                                  int(op.shift), 0)
-        node = ctx.call_method("reshape", flat, *[-1 if s is None else s for s in x.shape])
+        node = ctx.call_method("reshape_as", flat, x.node)  # the run-time shape: any None dims
         return Held(node, x.layout, ctx.output_shapes[0])
     axes = op.axis if isinstance(op.axis, (list, tuple)) else [op.axis]
     shifts = op.shift if isinstance(op.shift, (list, tuple)) else [op.shift] * len(axes)

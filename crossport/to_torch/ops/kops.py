@@ -304,8 +304,8 @@ def Softmax(ctx: Context, op, x: Held) -> Held:
     if op.axis is None:
         x = ctx.canonical(x)
         flat = ctx.call_method("flatten", x.node, 0)
-        node = ctx.call_method("reshape", ctx.call_function(fn, flat, 0),
-                               *[-1 if s is None else s for s in x.shape])
+        # back to the input's own run-time shape: one -1 per None dim cannot say it
+        node = ctx.call_method("reshape_as", ctx.call_function(fn, flat, 0), x.node)
         return Held(node, x.layout, x.shape)
     return Held(ctx.call_function(fn, x.node, physical_axis(x.layout, op.axis)),
                 x.layout, x.shape)

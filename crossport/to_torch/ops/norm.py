@@ -196,6 +196,8 @@ def GroupNormalization(ctx: Context, layer, inputs: Held) -> Held:
 
     Groups are contiguous channel chunks in both frameworks; nn.GroupNorm needs the channel
     axis held at dim 1 (torch_layers.KerasGroupNorm otherwise, or without gamma/beta both).
+    F.group_norm raises where a group holds a single value (one channel per group over 1x1
+    spatial sizes; Keras gives beta there): KerasGroupNorm when a run-time size allows that.
     """
     cfg = layer.get_config()
     inputs = ctx.plain(inputs)
@@ -203,7 +205,8 @@ def GroupNormalization(ctx: Context, layer, inputs: Held) -> Held:
     held_axis = physical_axis(inputs.layout, axis)
     channels = inputs.shape[axis]
     groups = channels if cfg["groups"] == -1 else int(cfg["groups"])
-    if held_axis == 1 and cfg["center"] and cfg["scale"]:
+    if held_axis == 1 and cfg["center"] and cfg["scale"] and _groups_never_single(
+            inputs.shape, axis, channels // groups):
         module = nn.GroupNorm(groups, channels, eps=float(cfg["epsilon"]))
     else:
         module = KerasGroupNorm(groups, channels, float(cfg["epsilon"]), bool(cfg["center"]),
@@ -211,6 +214,12 @@ def GroupNormalization(ctx: Context, layer, inputs: Held) -> Held:
     _copy(module.weight, _arr(layer.gamma) if cfg["scale"] else None)
     _copy(module.bias, _arr(layer.beta) if cfg["center"] else None)
     return Held(ctx.call_module(module, inputs.node), inputs.layout, inputs.shape)
+
+
+def _groups_never_single(shape: tuple, axis: int, per_group: int) -> bool:
+    """Every group holds two or more values at every size Keras accepts."""
+    spatial = [s for d, s in enumerate(shape[1:], 1) if d != axis]
+    return per_group > 1 or (None not in spatial and int(np.prod(spatial)) > 1)
 
 
 @register_layer(policy=Policy.CUSTOM, keeps_layout=True)

@@ -2,11 +2,15 @@
 
 ``valid`` and size-independent symmetric ``same`` (stride 1, odd window) are plain
 ``nn.MaxPoolNd`` / ``nn.AvgPoolNd(count_include_pad=False)`` (TF averages only the real
-elements, pitfall 11); other ``same`` pools are the torch_layers twins that pad TF's way.
+elements, pitfall 11); other ``same`` pools are the torch_layers twins that pad TF's way, and
+so is a ``valid`` pool over a run-time size: shorter than the window, TF's result is empty
+where torch's pools raise.
 ``data_format='channels_first'`` layers take their tensors as Keras holds them.
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 from torch import nn
@@ -30,9 +34,12 @@ _TF_MAX = {1: TFMaxPool1d, 2: TFMaxPool2d, 3: TFMaxPool3d}
 _TF_AVG = {1: TFAvgPool1d, 2: TFAvgPool2d, 3: TFAvgPool3d}
 
 
-def _geometry(cfg: dict) -> tuple[tuple, tuple, tuple | None]:
+def _geometry(ctx: Context, cfg: dict) -> tuple[tuple, tuple, tuple | None]:
+    """Window, strides and torch's symmetric padding (None: the TF twin pools)."""
     size = tuple(cfg["pool_size"])
     strides = tuple(cfg["strides"] or size)
+    if cfg["padding"] == "valid" and None in ctx.input_shape[1:]:
+        return size, strides, None  # a run-time size may be shorter than the window
     padding = symmetric_padding({"kernel_size": size, "strides": strides,
                                  "dilation_rate": (1,) * len(size), "padding": cfg["padding"]})
     return size, strides, padding
@@ -40,12 +47,28 @@ def _geometry(cfg: dict) -> tuple[tuple, tuple, tuple | None]:
 
 @register_layer("MaxPooling1D", "MaxPooling2D", "MaxPooling3D", policy=Policy.CHANNELS_FIRST)
 def MaxPoolingND(ctx: Context, layer, inputs):
-    """keras.layers.MaxPooling{1,2,3}D -> nn.MaxPoolNd (TF SAME pads -inf after: TFMaxPoolNd)."""
+    """keras.layers.MaxPooling{1,2,3}D -> nn.MaxPoolNd (TF SAME pads -inf after: TFMaxPoolNd).
+
+    TF's kernel starts each window at the lowest finite value and takes a value only where
+    greater: NaN is skipped, and a window of NaN / -inf alone is -FLT_MAX (torch's pools
+    propagate NaN): NaN read as -inf before the pool, the result clamped below after.
+    """
     cfg = layer.get_config()
-    size, strides, padding = _geometry(cfg)
+    size, strides, padding = _geometry(ctx, cfg)
     if padding is None:
-        return ctx.call_module(_TF_MAX[len(size)](size, strides, cfg["padding"]), inputs)
-    return ctx.call_module(_MAX[len(size)](size, strides, padding), inputs)
+        return _skipping_nan(ctx, _TF_MAX[len(size)](size, strides, cfg["padding"]),
+                             inputs)
+    return _skipping_nan(ctx, _MAX[len(size)](size, strides, padding), inputs)
+
+
+def _skipping_nan(ctx: Context, pool: nn.Module, inputs):
+    """``pool`` (a torch max pool) as TF's MaxPool: NaN read as -inf before it, and -inf
+    after it the lowest finite value of the tensor's dtype at run time (TF's start value;
+    nan_to_num's default for -inf, so a module moved to float16 / float64 follows)."""
+    inputs = ctx.call_function(torch.nan_to_num, inputs, nan=-math.inf, posinf=math.inf,
+                               neginf=-math.inf)
+    return ctx.call_function(torch.nan_to_num, ctx.call_module(pool, inputs),
+                             posinf=math.inf)
 
 
 @register_layer("AveragePooling1D", "AveragePooling2D", "AveragePooling3D",
@@ -56,7 +79,7 @@ def AveragePoolingND(ctx: Context, layer, inputs):
     TF's SAME average divides by the real elements only (pitfall 11).
     """
     cfg = layer.get_config()
-    size, strides, padding = _geometry(cfg)
+    size, strides, padding = _geometry(ctx, cfg)
     if padding is None:
         return ctx.call_module(_TF_AVG[len(size)](size, strides, cfg["padding"]), inputs)
     return ctx.call_module(_AVG[len(size)](size, strides, padding, count_include_pad=False),
@@ -116,8 +139,10 @@ def AdaptivePoolingND(ctx: Context, layer, inputs):
 
     Keras' TF kernel pools window ``i`` of an axis of length L over
     ``[floor(i*L/o), ceil((i+1)*L/o))`` (windows of ``ceil(L/o)`` or one more, gathered from
-    two stride-1 pools), torch's adaptive pools over the same windows, per axis.
+    two stride-1 pools), torch's adaptive pools over the same windows, per axis; the max
+    pools skip NaN as TF's MaxPool does (:func:`_skipping_nan`).
     """
     size = tuple(int(s) for s in layer.output_size)
-    table = _ADAPTIVE_AVG if "Average" in type(layer).__name__ else _ADAPTIVE_MAX
-    return ctx.call_module(table[len(size)](size), inputs)
+    if "Average" in type(layer).__name__:
+        return ctx.call_module(_ADAPTIVE_AVG[len(size)](size), inputs)
+    return _skipping_nan(ctx, _ADAPTIVE_MAX[len(size)](size), inputs)
