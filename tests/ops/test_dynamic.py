@@ -373,6 +373,10 @@ CASES = [
     # found by the dynamic-dims sweep: GroupNorm reshaped to the example's C/G
     pytest.param(nn.GroupNorm(3, 6, affine=False), (2, 6, 5, 5), {0: {1: "c"}}, False,
                  [(2, 9, 5, 5), (2, 3, 5, 5)], id="groupnorm-dynamic-channels"),
+    # found by the dynamic-dims sweep: flatten(1) of NHWC kept the example's H*W*C order
+    pytest.param(nn.Sequential(nn.Conv2d(3, 4, 3), nn.Flatten(1), nn.Softmax(-1)),
+                 (2, 3, 5, 6), {0: {2: "h", 3: "w"}}, False, [(2, 3, 6, 7), (2, 3, 4, 9)],
+                 id="flatten-after-conv-dynamic-hw"),
     # found by the dynamic-dims sweep: a reshape with several dynamic dims cast float64 down
     pytest.param(Op(lambda x: x.double().unsqueeze(1) * 2), (3, 4), {0: {0: "a", 1: "b"}},
                  False, [(5, 6)], id="float64-in-a-float32-model-keeps-its-dtype"),
