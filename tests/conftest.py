@@ -40,3 +40,16 @@ def torchvision():
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Count the dynamic-dims sweep's outcomes (tests/ops/test_dynamic_sweep.py)."""
+    from collections import Counter
+
+    outcomes = Counter(value for reports in terminalreporter.stats.values() for report in reports
+                       if getattr(report, "when", None) == "call"
+                       for name, value in getattr(report, "user_properties", ())
+                       if name == "dynamic_sweep")
+    if outcomes:
+        terminalreporter.write_line("dynamic-dims sweep: " + ", ".join(
+            f"{count} {outcome}" for outcome, count in outcomes.most_common()))

@@ -36,6 +36,7 @@ class SizeOf(keras.layers.Layer):
     """
 
     def __init__(self, axis: int, **kwargs: Any):
+        kwargs.setdefault("autocast", False)  # only the shape is read: no cast
         super().__init__(**kwargs)
         self.axis = axis
 
@@ -53,6 +54,7 @@ class _Shaped(keras.layers.Layer):
     """Base: ``target`` sizes with ``None`` for the run-time ones (given as scalar inputs)."""
 
     def __init__(self, target, dtype_name: str | None = None, **kwargs: Any):
+        kwargs.setdefault("autocast", False)  # a float64 tensor stays float64 (as in torch)
         super().__init__(**kwargs)
         self.target = [None if s is None else int(s) for s in target]
         self.dtype_name = dtype_name
@@ -123,6 +125,7 @@ class DynamicPad(keras.layers.Layer):
     MODES = ("constant", "reflect", "replicate", "circular")
 
     def __init__(self, pads, value: float = 0.0, mode: str = "constant", **kwargs: Any):
+        kwargs.setdefault("autocast", False)  # a float64 tensor stays float64 (as in torch)
         super().__init__(**kwargs)
         if mode not in self.MODES:
             raise ValueError(f"DynamicPad mode {mode!r}: expected one of {self.MODES}")
@@ -239,6 +242,7 @@ class DynamicSlice(keras.layers.Layer):
     """
 
     def __init__(self, axis: int, start=0, end=None, step: int = 1, out_size=None, **kwargs):
+        kwargs.setdefault("autocast", False)  # a float64 tensor stays float64 (as in torch)
         super().__init__(**kwargs)
         self.axis, self.start, self.end, self.step = axis, start, end, step
         self.out_size = out_size
@@ -270,6 +274,7 @@ class DynamicTopK(keras.layers.Layer):
     """
 
     def __init__(self, largest: bool = True, **kwargs: Any):
+        kwargs.setdefault("autocast", False)  # a float64 tensor stays float64 (as in torch)
         super().__init__(**kwargs)
         self.largest = largest
 
@@ -327,6 +332,7 @@ class DynamicScatter(keras.layers.Layer):
     """
 
     def __init__(self, dim: int, add: bool = False, value: float | None = None, **kwargs: Any):
+        kwargs.setdefault("autocast", False)  # a float64 tensor stays float64 (as in torch)
         super().__init__(**kwargs)
         self.dim, self.add, self.value = dim, add, value
 
@@ -378,6 +384,7 @@ class DynamicIndexPut(keras.layers.Layer):
     """
 
     def __init__(self, first: int, accumulate: bool = False, **kwargs: Any):
+        kwargs.setdefault("autocast", False)  # a float64 tensor stays float64 (as in torch)
         super().__init__(**kwargs)
         self.first, self.accumulate = first, accumulate
 

@@ -202,9 +202,9 @@ class GroupNorm(SpatialLayer):
 
     def forward_channels_last(self, x: Any, training: bool | None = None) -> Any:
         shape = dynamic_shape(x)
-        # channel c = g * (C/G) + j in torch: split the last axis as (G, C/G)
-        grouped = ops.reshape(x, [*shape[:-1], self.num_groups, self.num_channels //
-                                  self.num_groups])
+        # channel c = g * (C/G) + j in torch: split the last axis as (G, C/G), C/G at run
+        # time (under a None channel dim the example's C/G reshaped other sizes wrongly)
+        grouped = ops.reshape(x, [*shape[:-1], self.num_groups, -1])
         rank = len(grouped.shape)
         axes = [*range(1, rank - 2), rank - 1]
         y, _, _ = _normalize(grouped, axes, self.eps)

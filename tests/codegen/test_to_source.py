@@ -25,6 +25,7 @@ import crossport
 from crossport.codegen import load_module
 from crossport.parity import normalized_error
 from crossport.parity.verify import fresh_inputs, leaves, run_keras, torch_outputs
+from tests.ops.opcases import op_cases
 
 SMALL_ATOL = 1e-5
 
@@ -280,30 +281,8 @@ def test_zoo_round_trip(torchvision, tmp_path, name, shape):
 _HARNESS_ONLY = {"atol", "expect_layers", "max_transposes", "kernel_transposes", "expect_converters"}
 
 
-def _op_cases():
-    """Every case of the op tables in tests/ops (known gaps, marked xfail there, left out).
-
-    test_dynamic's rows have their own shape (dynamic dims, run-time shapes); its generated
-    source is checked by ``test_dynamic_model_round_trips_through_source`` below.
-    """
-    import importlib
-    import pathlib
-
-    params = []
-    for file in sorted((pathlib.Path(__file__).parents[1] / "ops").glob("test_*.py")):
-        if file.stem == "test_dynamic":
-            continue
-        module = importlib.import_module(f"tests.ops.{file.stem}")
-        for table in ("CASES", "SHUFFLE_CASES"):
-            for param in getattr(module, table, []):
-                if any(mark.name in ("xfail", "skip") for mark in param.marks):
-                    continue
-                params.append(pytest.param(*param.values, id=f"{file.stem[5:]}-{param.id}"))
-    return params
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize(("module", "shapes", "kwargs"), _op_cases())
+@pytest.mark.parametrize(("module", "shapes", "kwargs"), op_cases())
 def test_op_case_round_trips(tmp_path, module, shapes, kwargs):
     from tests.ops.opcases import inputs
 

@@ -1,7 +1,10 @@
 """Small helpers shared by the op-table tests: a module around a function, a conv then a
-function, case ids."""
+function, case ids, and every table's cases (``op_cases``) for the tests that sweep them."""
 
 from __future__ import annotations
+
+import importlib
+import pathlib
 
 import pytest
 import torch
@@ -46,3 +49,23 @@ def case(case_id, module, shapes, *, marks=(), **kwargs):
 
 def inputs(shapes, seed: int = 0):
     return random_inputs(shapes, seed=seed)
+
+
+def op_cases() -> list:
+    """Every case of the op tables in tests/ops (``CASES`` and ``SHUFFLE_CASES``; known
+    gaps, marked xfail or skip there, left out), ids prefixed by their table's module.
+
+    test_dynamic's rows have their own shape (dynamic dims, run-time shapes) and are
+    checked at other sizes by their own tests.
+    """
+    params = []
+    for file in sorted(pathlib.Path(__file__).parent.glob("test_*.py")):
+        if file.stem == "test_dynamic":
+            continue
+        module = importlib.import_module(f"tests.ops.{file.stem}")
+        for table in ("CASES", "SHUFFLE_CASES"):
+            for param in getattr(module, table, []):
+                if any(mark.name in ("xfail", "skip") for mark in param.marks):
+                    continue
+                params.append(pytest.param(*param.values, id=f"{file.stem[5:]}-{param.id}"))
+    return params

@@ -366,6 +366,20 @@ CASES = [
                  id="size-in-float-arithmetic"),
     pytest.param(CausalMask(), (2, 5, 3), {0: {1: "seq"}}, False, [(2, 8, 3)],
                  id="causal-mask-from-arange"),
+    # found by the dynamic-dims sweep: the default scale 1/sqrt(E) was the example's E
+    pytest.param(Op(lambda x: F.scaled_dot_product_attention(x, x * 0.5, x)),
+                 (2, 5, 4), {0: {2: "e"}}, False, [(2, 5, 7), (2, 5, 3)],
+                 id="sdpa-dynamic-feature-dim"),
+    # found by the dynamic-dims sweep: GroupNorm reshaped to the example's C/G
+    pytest.param(nn.GroupNorm(3, 6, affine=False), (2, 6, 5, 5), {0: {1: "c"}}, False,
+                 [(2, 9, 5, 5), (2, 3, 5, 5)], id="groupnorm-dynamic-channels"),
+    # found by the dynamic-dims sweep: flatten(1) of NHWC kept the example's H*W*C order
+    pytest.param(nn.Sequential(nn.Conv2d(3, 4, 3), nn.Flatten(1), nn.Softmax(-1)),
+                 (2, 3, 5, 6), {0: {2: "h", 3: "w"}}, False, [(2, 3, 6, 7), (2, 3, 4, 9)],
+                 id="flatten-after-conv-dynamic-hw"),
+    # found by the dynamic-dims sweep: a reshape with several dynamic dims cast float64 down
+    pytest.param(Op(lambda x: x.double().unsqueeze(1) * 2), (3, 4), {0: {0: "a", 1: "b"}},
+                 False, [(5, 6)], id="float64-in-a-float32-model-keeps-its-dtype"),
     pytest.param(Op(lambda x: F.scaled_dot_product_attention(
         x.unsqueeze(1), x.unsqueeze(1) * 0.5, x.unsqueeze(1), is_causal=True)),
         (2, 6, 4), {0: {1: "seq"}}, True, [(3, 9, 4), (1, 2, 4)], id="sdpa-causal-dynamic-seq"),
@@ -637,6 +651,9 @@ REFUSED = [
     # found by audit: the Keras model failed to run at other sizes (a ConversionError
     # "please report it"), or was silently wrong with check=False
     pytest.param(TransposedToInputSize(), "output_padding", id="transposed-conv-output-size"),
+    # found by the dynamic-dims sweep: floor(in * scale) rows instead of the fixed size
+    pytest.param(lambda x: torch.ops.aten.upsample_nearest2d(x, [6, 7], 1.6, 1.8),
+                 "explicit scales", id="upsample-explicit-scales-to-a-fixed-size"),
     pytest.param(lambda x: x.kthvalue(x.shape[2] // 2 + 1, dim=2).values, "kthvalue with k",
                  id="kthvalue-at-a-run-time-k"),
     pytest.param(lambda x: F.interpolate(x, scale_factor=3, mode="area"),

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from crossport.layout import Layout, canonical, physical_order
+from crossport.to_keras.dynamic_dims import static_dims
 from crossport.to_keras.ops.elementwise import keras_multiply
 from crossport.to_keras.ops.shape import as_value
 from crossport.to_keras.registry import Policy, register
@@ -39,8 +40,21 @@ def _sdpa_supports(node):
     return None
 
 
+_GQA_HEADS = ("enable_gqa=True repeats each key/value head for a fixed number of query "
+              "heads")
+
+
+def _sdpa_dynamic(node, enable_gqa=False, **_arguments):
+    """Every size is read at run time (the default scale too), but GQA's head grouping:
+    how often each key/value head repeats is the example's head ratio."""
+    if not enable_gqa:
+        return None
+    return (static_dims("query", lambda _n: [-3], _GQA_HEADS)(node)
+            or static_dims("key", lambda _n: [-3], _GQA_HEADS)(node))
+
+
 @register(aten.scaled_dot_product_attention.default, policy=Policy.CUSTOM,
-          supports=_sdpa_supports, dynamic=True)
+          supports=_sdpa_supports, dynamic=_sdpa_dynamic)
 def aten_scaled_dot_product_attention_default(ctx, query, key, value, attn_mask=None,
                                               dropout_p=0.0, is_causal=False, scale=None,
                                               enable_gqa=False):
@@ -53,8 +67,7 @@ def aten_scaled_dot_product_attention_default(ctx, query, key, value, attn_mask=
     """
     q, k, v = (ctx.plain(as_value(ctx, t)) for t in (query, key, value))
     rank = q.rank
-    e = q.static_shape()[-1]
-    scale = 1.0 / math.sqrt(e) if scale is None else scale
+    scale = _default_scale(ctx, q) if scale is None else scale
     if enable_gqa and k.static_shape()[-3] != q.static_shape()[-3]:
         k, v = (_repeat_heads(ctx, t, q.static_shape()[-3] // t.static_shape()[-3]) for t in (k, v))
     batch = string.ascii_lowercase[:rank - 2]
@@ -93,6 +106,15 @@ def aten_scaled_dot_product_attention_default(ctx, query, key, value, attn_mask=
         out = ops.matmul(probs, v.tensor)
     ctx.out_layout = q.layout
     return out
+
+
+def _default_scale(ctx, q: TensorValue):
+    """``1/sqrt(E)``: a number for a static E, else computed from E at run time (a scale
+    baked from the example's E was silently wrong at every other feature size)."""
+    e = q.shape[-1]
+    if not ctx.is_dynamic(e):
+        return 1.0 / math.sqrt(concrete(e))
+    return ops.rsqrt(ops.cast(ctx.size(e), q.tensor.dtype))
 
 
 def _subscripts(letters: str, layout: Layout) -> str:

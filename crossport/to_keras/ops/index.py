@@ -11,7 +11,7 @@ import keras
 import numpy as np
 import torch
 
-from crossport.layers.dynamic import add_scattered
+from crossport.layers.dynamic import DynamicSlice, add_scattered
 from crossport.layers.ordering import top_k_torch_order
 from crossport.layout import (
     canonical,
@@ -20,13 +20,12 @@ from crossport.layout import (
     physical_array,
     physical_axes,
     physical_axis,
-    physical_order,
 )
 from crossport.to_keras.fold import is_constant
 from crossport.to_keras.initial import call_with_weights
 from crossport.to_keras.ops.reduce import _reduce, scalar_with_index
 from crossport.to_keras.ops.shape import as_value
-from crossport.to_keras.registry import Policy, register
+from crossport.to_keras.registry import Policy, bind_arguments, register
 from crossport.to_keras.values import TensorValue, keras_dtype
 
 aten = torch.ops.aten
@@ -139,15 +138,39 @@ def aten_gather_default(ctx, self, dim, index, sparse_grad=False):
         normalize_dim(dim, 1)
         ctx.out_layout = value.layout
         return x
-    index_shape = tuple(int(s) for s in (index.static_shape() if isinstance(index, TensorValue)
-                                         else np.shape(index)))
     dim = normalize_dim(dim, value.rank)
-    if any(index_shape[d] != value.static_shape()[d] for d in range(value.rank) if d != dim):
-        leading = [slice(None) if d == dim else slice(0, index_shape[d])
-                   for d in range(value.rank)]
-        x = x[physical_order(value.layout, leading)]
+    x = _leading_part(ctx, x, value, dim)
     ctx.out_layout = value.layout
     return ops.take_along_axis(x, idx, axis=physical_axis(value.layout, dim))
+
+
+def _leading_part(ctx, x, value: TensorValue, dim: int):
+    """``x`` cut to the index's sizes off ``dim`` (gather reads their leading part), at
+    run time where the index's size is dynamic: the example's sizes cut other index sizes
+    wrongly (a TakeAlongAxis that failed to broadcast)."""
+    self_shape = tuple(ctx.node.args[0].meta["val"].shape)
+    index_shape = tuple(bind_arguments(ctx.node)["index"].meta["val"].shape)
+    for d in range(value.rank):
+        size = index_shape[d]
+        if d == dim or _same_size(size, self_shape[d]):
+            continue
+        axis = physical_axis(value.layout, d)
+        if ctx.is_dynamic(size):
+            x = DynamicSlice(axis, 0, None, 1, out_size=None,
+                             name=ctx.name(f"lead{d}"))(x, ctx.size(size))
+        else:
+            cut = [slice(None)] * value.rank
+            cut[axis] = slice(0, int(size))
+            x = x[tuple(cut)]
+    return x
+
+
+def _same_size(a, b) -> bool:
+    """Whether two traced sizes are equal at every size (one symbol, or equal numbers)."""
+    if isinstance(a, torch.SymInt) or isinstance(b, torch.SymInt):
+        return (isinstance(a, torch.SymInt) and isinstance(b, torch.SymInt)
+                and a.node.expr == b.node.expr)
+    return int(a) == int(b)
 
 
 def _index_supports(node):

@@ -8,6 +8,7 @@ import torch
 
 from crossport.layers.fused_norm import FusedBatchNormalization, StableLayerNormalization
 from crossport.layout import after_reduce, physical_array, physical_axes
+from crossport.to_keras.dynamic_dims import static_dims
 from crossport.to_keras.fold import is_constant
 from crossport.to_keras.initial import call_with_weights
 from crossport.to_keras.ops.shape import as_value
@@ -180,8 +181,17 @@ def _instance_norm_supports(node: torch.fx.Node) -> str | None:
     return _affine_supports(node)
 
 
+def _instance_norm_dynamic(node, use_input_stats=True, **_arguments):
+    """Input statistics are a GroupNorm with one group per channel of the example: a
+    run-time channel count would keep the example's group count."""
+    if not use_input_stats:
+        return None
+    return static_dims("input", lambda _n: [1],
+                       "instance_norm's per-channel statistics (a group per channel)")(node)
+
+
 @register(aten.instance_norm.default, policy=Policy.CHANNELS_LAST,
-          supports=_instance_norm_supports, dynamic=True)
+          supports=_instance_norm_supports, dynamic=_instance_norm_dynamic)
 def aten_instance_norm_default(ctx, input, weight, bias, running_mean, running_var,
                                use_input_stats, momentum, eps, cudnn_enabled):
     """instance_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool use_input_stats, float momentum, float eps, bool cudnn_enabled) -> Tensor

@@ -18,7 +18,7 @@ import torch
 
 from crossport import layers as torch_semantics
 from crossport.to_keras.dynamic_dims import is_dynamic_size, static_dims
-from crossport.to_keras.registry import Policy, register
+from crossport.to_keras.registry import Policy, bind_arguments, register
 
 aten = torch.ops.aten
 ops = keras.ops
@@ -208,7 +208,7 @@ def _resize_dynamic(node: torch.fx.Node) -> str | None:
     """Taps are computed at run time for every mode but the antialiased filters, whose
     matrices are built for the example's sizes."""
     if "_aa" not in str(node.target):
-        return None
+        return _fixed_size_by_scale(node)
     shape_in = node.args[0].meta["val"].shape
     dynamic_out = [d for d, size in enumerate(node.meta["val"].shape) if is_dynamic_size(size)]
     if dynamic_out:  # a constant (a position table) resized to a run-time size
@@ -218,6 +218,26 @@ def _resize_dynamic(node: torch.fx.Node) -> str | None:
     return static_dims("input" if "input" in _argument_names(node) else "self",
                        lambda _node: range(2, len(shape_in)),
                        f"{node.target.__name__.split('.')[0]} (antialiased resampling)")(node)
+
+
+def _fixed_size_by_scale(node: torch.fx.Node) -> str | None:
+    """A static output size with explicit scales over a dynamic input dim (a direct
+    ``aten.upsample_*(x, [6, 7], 1.6, 1.8)``): torch keeps that size and samples at
+    ``i / scale``; the run-time layers take a size or a scale, not both (a scale-only
+    layer made ``floor(in * scale)`` rows at other input sizes)."""
+    arguments = bind_arguments(node)
+    scales = arguments.get("scale_factors") or [
+        arguments.get(k) for k in ("scales", "scales_d", "scales_h", "scales_w")]
+    if all(s is None for s in scales):
+        return None
+    shape_in, shape_out = node.args[0].meta["val"].shape, node.meta["val"].shape
+    fixed = [d for d in range(2, len(shape_in))
+             if is_dynamic_size(shape_in[d]) and not is_dynamic_size(shape_out[d])]
+    if not fixed:
+        return None
+    return (f"{node.target.__name__.split('.')[0]} with explicit scales to the fixed output "
+            f"size {int(shape_out[fixed[0]])} needs a static input size in dim {fixed[0]} "
+            f"({shape_in[fixed[0]]})")
 
 
 def _argument_names(node: torch.fx.Node) -> list[str]:

@@ -67,8 +67,9 @@ def reshape(ctx, value: TensorValue):
     value = as_value(ctx, value)
     target = _out_torch_shape(ctx)
     in_static, out_static = value.static_shape(), tuple(concrete(d) for d in target)
-    layout = (layout_after_reshape(value.layout, in_static, out_static)
-              or flat_layout(value.layout, in_static, out_static))
+    layout = layout_after_reshape(value.layout, in_static, out_static)
+    if layout is None and not _merges_dynamic_dims(ctx, value, in_static, out_static):
+        layout = flat_layout(value.layout, in_static, out_static)
     x = value.tensor
     if layout is None:
         merged = _merge_by_gather(ctx, value, in_static, out_static, target)
@@ -83,6 +84,18 @@ def reshape(ctx, value: TensorValue):
     sizes = permuted_shape(target, Layout(layout.perm))
     ctx.out_layout = layout
     return ctx.reshape(x, sizes)
+
+
+def _merges_dynamic_dims(ctx, value: TensorValue, in_shape, out_shape) -> bool:
+    """Whether the reshape merges or splits a dynamic dim: a flat-permuted layout's feature
+    order is built for the example's sizes (flatten(1) of NHWC with a dynamic H/W kept the
+    example's H*W*C and row order, silently wrong at other sizes), so such a reshape goes
+    through torch order instead."""
+    groups = reshape_groups(in_shape, out_shape)
+    if groups is None:
+        return any(ctx.is_dynamic(d) for d in value.shape)
+    return any(len(gi) > 1 or len(go) > 1 for gi, go in groups
+               for d in gi if ctx.is_dynamic(value.shape[d]))
 
 
 def _merge_by_gather(ctx, value: TensorValue, in_shape, out_shape, target):
