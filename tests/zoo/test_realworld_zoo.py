@@ -16,10 +16,7 @@ another torch); see the ``realworld`` extra in pyproject.toml for their small de
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -326,43 +323,23 @@ def test_yolo_exports_to_tflite(name, tmp_path):
 # failure diagnosis once held every intermediate in float32, float64 and Keras at once
 # (> 21 GB at this size). It streams now (about one more Keras forward on top of the
 # check), but a failing check at 96³ has not been measured under 20 GB, so one fresh input
-# is compared instead, with float64 evidence when past the tolerance. It runs in a child
-# process: a pytest worker that ran it in-process kept ~10.6 GB resident for the rest of
-# the suite (the allocators keep freed memory), beside the other worker's models.
-SWIN_UNETR_CHILD = (
-    "import json; from tests.zoo.test_realworld_zoo import swin_unetr_96_errors as run; "
-    "print(json.dumps(run()))")
-
-
-def swin_unetr_96_errors() -> dict:
-    """The 96³ SwinUNETR's error against torch (and float64 evidence when past atol)."""
+# is compared instead, with float64 evidence when past the tolerance.
+@pytest.mark.xdist_group("big-memory")  # never beside the 1.1B export (CI: --dist loadgroup)
+def test_swin_unetr_at_its_usual_size():
     module, example = _live(_swin_unetr(96))
     start = time.perf_counter()
     conversion = crossport.convert_with_report(module, example, check=False)
     inputs = fresh_inputs(example, 7)
     ref = run_torch(module, inputs)[0]
     got = run_keras(conversion.model, inputs, False)[0]
-    out = {"error": normalized_error(ref, got), "atol": conversion.options.atol}
-    if out["error"] > out["atol"]:
-        module64 = module.double()  # the module is not used after this
-        ref64 = run_torch(module64, tuple(a.double() for a in inputs))[0]
-        out.update(keras_vs64=normalized_error(ref64, got), torch_vs64=normalized_error(ref64, ref))
-    out["seconds"] = time.perf_counter() - start
-    return out
-
-
-@pytest.mark.xdist_group("big-memory")  # never beside the 1.1B export (CI: --dist loadgroup)
-def test_swin_unetr_at_its_usual_size():
-    root = Path(__file__).resolve().parents[2]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]))
-    done = subprocess.run([sys.executable, "-c", SWIN_UNETR_CHILD], capture_output=True,
-                          text=True, env=env, cwd=root, check=False)
-    assert done.returncode == 0, done.stderr[-3000:]
-    out = json.loads(done.stdout.strip().splitlines()[-1])
-    print(f"swin_unetr 96³: error {out['error']:.2e}, {out['seconds']:.1f}s")
-    if out["error"] <= out["atol"]:
+    error = normalized_error(ref, got)
+    print(f"swin_unetr 96³: error {error:.2e}, {time.perf_counter() - start:.1f}s")
+    if error <= conversion.options.atol:
         return
-    verdict = rounding_verdict(out["keras_vs64"], out["torch_vs64"])
-    assert verdict == "rounding", (f"error {out['error']:.2e}: Keras {out['keras_vs64']:.2e} "
-                                   f"from float64, torch fp32 {out['torch_vs64']:.2e}: {verdict}")
+    module64 = module.double()  # the module is not used after this
+    ref64 = run_torch(module64, tuple(a.double() for a in inputs))[0]
+    keras_vs64, torch_vs64 = normalized_error(ref64, got), normalized_error(ref64, ref)
+    verdict = rounding_verdict(keras_vs64, torch_vs64)
+    assert verdict == "rounding", (f"error {error:.2e}: Keras {keras_vs64:.2e} from float64, "
+                                   f"torch fp32 {torch_vs64:.2e}: {verdict}")
 
