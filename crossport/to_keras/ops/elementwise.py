@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from crossport.to_keras.registry import Policy, register
-from crossport.to_keras.scalars import bound, bound_operands, in_float32, is_number
+from crossport.to_keras.scalars import bound, bound_operands, dtype_name, in_float32, is_number
 from crossport.to_keras.values import keras_dtype
 
 aten = torch.ops.aten
@@ -102,7 +102,7 @@ def _promoted_bound(ctx, *operands):
 
 
 def _as_dtype(x, want: str):
-    if not _is_tensor(x) or _dtype_name(x) == want:
+    if not _is_tensor(x) or dtype_name(x) == want:
         return x
     if isinstance(x, np.ndarray):  # a constant stays numpy (the emitter's constant rules)
         return x.astype(want)
@@ -120,10 +120,6 @@ def _in_result_dtype(ctx, y):
 
 def _is_tensor(x) -> bool:
     return not isinstance(x, (bool, int, float)) and hasattr(x, "dtype")
-
-
-def _dtype_name(x) -> str:
-    return getattr(x.dtype, "name", None) or str(x.dtype)
 
 
 @register(aten.add.Tensor, aten.add_.Tensor, aten.add.Scalar, policy=Policy.AGNOSTIC, dynamic=True)
@@ -331,7 +327,7 @@ def unsaturated(y):
     everywhere else; MINIMUM/MAXIMUM/SUB/ABS/MUL/ADD, which XNNPACK keeps in its partition
     (a comparison and SELECT would split it). A power whose true value rounds to the
     largest float itself (a band of one ulp) comes out inf too."""
-    dtype = _dtype_name(y)
+    dtype = dtype_name(y)
     info = np.finfo(dtype)
     below = np.nextafter(info.max, np.asarray(0, dtype)).astype(dtype)
     excess = ops.abs(y - ops.minimum(ops.maximum(y, -below), below))
@@ -364,7 +360,7 @@ def _int_power(ctx, base, exponent):
     integers modulo 2**bits does not depend on the order of the multiplications). Keras
     computes uint8 powers in int32: the result is cast back, which wraps as torch does."""
     want = keras_dtype(ctx.out_dtype)
-    if _is_tensor(exponent) and _dtype_name(exponent).startswith("uint"):
+    if _is_tensor(exponent) and dtype_name(exponent).startswith("uint"):
         # never negative (and TF has no unsigned Neg); always cast: Keras' symbolic dtype of
         # a uint8 power says uint8 while TF's kernel returns int32
         return ops.cast(ops.power(base, exponent), want)
@@ -476,7 +472,7 @@ def isnan(x):
 def is_infinite(x):
     """``|x| > the largest finite value`` of a float tensor: not ``x == inf``, which is False
     at inf in a .tflite file (the converter saturates an infinite constant to that value)."""
-    dtype = _dtype_name(x)  # the bound in x's dtype: DBL_MAX as a Python float made the
+    dtype = dtype_name(x)  # the bound in x's dtype: DBL_MAX as a Python float made the
     return ops.greater(ops.abs(x), np.asarray(np.finfo(dtype).max, dtype))  # float64 fail
 
 
@@ -490,7 +486,7 @@ def _sign(x):
 def _negative(x):
     """``-x``; of unsigned integers ``0 - x``, which wraps as torch's does (TF has no
     unsigned Neg kernel: the converted model failed to run)."""
-    if _dtype_name(x).startswith("uint"):
+    if dtype_name(x).startswith("uint"):
         return ops.subtract(ops.zeros_like(x), x)
     return negated(x)
 
@@ -543,7 +539,7 @@ _ORDERING = (aten.lt.Tensor, aten.lt.Scalar, aten.le.Tensor, aten.le.Scalar,
 
 
 def _bool_as_int(x):
-    if _is_tensor(x) and _dtype_name(x) == "bool":
+    if _is_tensor(x) and dtype_name(x) == "bool":
         return x.astype("int32") if isinstance(x, np.ndarray) else ops.cast(x, "int32")
     return x
 
