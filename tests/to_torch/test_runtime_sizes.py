@@ -401,3 +401,31 @@ def test_tracing_leaves_the_users_layers_graph_as_it_was():
         assert _graph_state(model) == before
     with pytest.raises(AttributeError):  # as before: called only inside the block's call()
         model.get_layer("block").proj.output
+
+
+@pytest.mark.parametrize("axis, shape, weights", [
+    ([1, 2, 3], (6, 5, 4), True), ([1, 2], (5, 6), True), ([1, 2], (5, 6), False)],
+    ids=["image-three-axes", "sequence-two-axes", "no-gamma-no-beta"])
+def test_layer_norm_built_on_fixed_sizes_then_called_on_none_dims(axis, shape, weights):
+    """A LayerNormalization built on fixed sizes and reused in a model with None dims: its
+    gamma fixes the normalized sizes, so the module is right at those (any batch) and
+    refuses others rather than reinterpreting gamma as Keras' reshape would."""
+    layer = L.LayerNormalization(axis=axis, center=weights, scale=weights)
+    layer(keras.Input(shape))  # built here, at fixed sizes
+    if weights:
+        layer.set_weights([np.random.default_rng(1).standard_normal(w.shape) for w in
+                           layer.weights])
+    inp = keras.Input((None,) * (len(shape) - 1) + shape[-1:])
+    model = keras.Model(inp, layer(inp))
+    x = np.random.default_rng(0).standard_normal((3, *shape)).astype("float32")
+    module = crossport.to_torch(model, torch.from_numpy(x[:2]))
+    got = module(torch.from_numpy(x)).detach().numpy()
+    np.testing.assert_allclose(got, np.asarray(model(x)), atol=1e-5)
+    other = np.random.default_rng(2).standard_normal(
+        (1, *(s + 1 for s in shape[:-1]), shape[-1])).astype("float32")  # other None dims
+    if weights:
+        with pytest.raises(RuntimeError):
+            module(torch.from_numpy(other))
+    else:  # nothing fixes the sizes: right at every size
+        np.testing.assert_allclose(module(torch.from_numpy(other)).detach().numpy(),
+                                   np.asarray(model(other)), atol=1e-5)

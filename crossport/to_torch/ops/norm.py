@@ -114,7 +114,9 @@ def LayerNormalization(ctx: Context, layer, inputs: Held) -> Held:
     keras_axes = _axes(cfg["axis"], inputs.rank)
     sizes = tuple(inputs.shape[a] for a in keras_axes)
     weights = [w for w in (layer.gamma, layer.beta) if w is not None]
-    if weights and None not in sizes and math.prod(weights[0].shape) != math.prod(sizes):
+    if weights and None in sizes:
+        sizes = _sizes_of_built_weights(ctx, keras_axes, sizes, tuple(weights[0].shape))
+    if weights and math.prod(weights[0].shape) != math.prod(sizes):
         raise UnsupportedLayerError(  # a shared layer called on other sizes than it was built
             f"Keras layer {ctx.path!r} (LayerNormalization) is called on a tensor whose "
             f"normalized axes {keras_axes} have sizes {sizes}; its gamma/beta of shape "
@@ -145,6 +147,25 @@ def LayerNormalization(ctx: Context, layer, inputs: Held) -> Held:
     _copy(module.weight, gamma)
     _copy(module.bias, beta)
     return Held(ctx.call_module(module, inputs.node), inputs.layout, inputs.shape)
+
+
+def _sizes_of_built_weights(ctx: Context, keras_axes: list[int], sizes: tuple,
+                            built: tuple) -> tuple:
+    """The normalized sizes of a built LayerNormalization called with run-time dims there.
+
+    A layer built on fixed sizes and then called on ``None`` dims (reused in a new model)
+    runs in Keras only where its gamma/beta reshape to the call's sizes, so the module
+    normalizes the built sizes and refuses others, rather than Keras' reshape that would
+    reinterpret gamma at another split of the same element count.
+    """
+    fits = len(built) == len(sizes) and all(s in (None, b) for s, b in zip(sizes, built))
+    if not fits:
+        raise UnsupportedLayerError(
+            f"Keras layer {ctx.path!r} (LayerNormalization) normalizes axes {keras_axes} of "
+            f"sizes {sizes}, which do not match its gamma/beta built at {built}; build the "
+            "layer on the sizes it is called on",
+            [(ctx.path, "LayerNormalization", "gamma does not fit")])
+    return tuple(int(b) for b in built)
 
 
 def _normalized_last(ctx: Context, inputs: Held, keras_axes: list[int]) -> Held:
