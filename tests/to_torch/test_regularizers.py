@@ -94,8 +94,11 @@ def _embedding():
 
 
 def _lstm():
+    # not Keras' default orthogonal recurrent kernel: its rows' off-diagonal products are 0
+    # up to rounding, where the orthogonal penalty's |.| has no gradient (the sign is noise)
     inp = keras.Input((5, 3))
     x = L.LSTM(4, return_sequences=True, kernel_regularizer=R.L1(0.02),
+               recurrent_initializer="glorot_uniform",
                recurrent_regularizer=R.OrthogonalRegularizer(0.3, "rows"),
                bias_regularizer=R.L2(0.1), name="lstm")(inp)
     return keras.Model(inp, x)
