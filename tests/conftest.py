@@ -10,6 +10,8 @@ _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 os.environ["PYTHONPATH"] = os.pathsep.join(
     p for p in (_REPO, os.environ.get("PYTHONPATH")) if p)
 
+import sys
+
 import pytest
 import torch
 
@@ -39,7 +41,12 @@ def torchvision():
 
 @pytest.fixture(autouse=True)
 def _seed():
+    """Every test starts from the same random state, whatever ran before it on its worker:
+    Keras' unseeded initializers draw from Python's ``random``, which otherwise carries over
+    from the tests before (an order-dependent weight draw is an unreproducible failure)."""
     torch.manual_seed(0)
+    if "keras" in sys.modules:
+        sys.modules["keras"].utils.set_random_seed(0)
 
 
 def pytest_terminal_summary(terminalreporter):
