@@ -76,6 +76,8 @@ def fill_value(value, dtype) -> Any:
     wraps to its width and a float fill truncates (TF refused a Python float for an integer
     tensor, so ``F.pad`` of an int64 tensor failed to convert); a float64 fill keeps its
     double."""
+    # not crossport.to_keras.scalars.bound: layers import no torch (same values where torch
+    # accepts the fill)
     return np.asarray(value).astype(keras.backend.standardize_dtype(dtype))[()]
 
 

@@ -20,7 +20,11 @@ parameter (``elu``, ``celu``, ``leaky_relu``, ``softplus``) upcast a float16 ten
 the number as a float32 and round the result once (``x * 0.1`` multiplies by
 0.100000001, not by float16's 0.0999755859); :func:`in_float32` computes them that way.
 ``add``, ``sub``, ``fmod``, ``remainder``, ``pow`` and comparisons round the number to
-float16 first, as :func:`bound` does.
+float16 first, as :func:`bound` does (a bound operand passed to :func:`in_float32`: the
+sum or remainder then computed in float32 and rounded once).
+
+:func:`in_dtype` is the one cast of an operand to a dtype here: a number bound, a numpy
+constant cast by numpy (it stays a constant), a tensor cast unless it already has it.
 """
 
 from __future__ import annotations
@@ -85,10 +89,13 @@ def bound_operands(a, b):
     if is_number(a) == is_number(b):
         return a, b
     dtype = common_dtype(a, b)
-    return _in_dtype(a, dtype), _in_dtype(b, dtype)
+    return in_dtype(a, dtype), in_dtype(b, dtype)
 
 
-def _in_dtype(x, dtype: str):
+def in_dtype(x, dtype: str):
+    """``x`` in ``dtype``: a Python number as :func:`bound` gives it, a numpy array or scalar
+    cast by numpy (a constant stays a constant, as the emitter's constant rules want), a
+    tensor cast unless it already has the dtype."""
     if is_number(x):
         return bound(x, dtype)
     if dtype_name(x) == dtype:
@@ -98,11 +105,14 @@ def _in_dtype(x, dtype: str):
     return ops.cast(x, dtype)
 
 
-def in_float32(x, fn: Callable):
-    """``fn(x)`` the way torch's CPU kernels compute a half-precision tensor with a Python
-    number: ``x`` upcast to float32, ``fn`` applied there (its numbers as float32s), the
-    result rounded once to ``x``'s dtype. Other dtypes: ``fn(x)`` itself."""
+def in_float32(x, fn: Callable, *others):
+    """``fn(x, *others)`` the way torch's CPU kernels compute a half-precision tensor with a
+    Python number: ``x`` and the tensor/numpy ``others`` upcast to float32 (exactly),
+    ``fn`` applied there (a Python number it is given or closes over becomes a float32
+    beside them), the result rounded once to ``x``'s dtype. Other dtypes: ``fn(x,
+    *others)`` itself. A number that torch rounds to float16 first is bound before."""
     dtype = dtype_name(x)
     if dtype not in HALF:
-        return fn(x)
-    return ops.cast(fn(ops.cast(x, "float32")), dtype)
+        return fn(x, *others)
+    others = tuple(other if is_number(other) else in_dtype(other, "float32") for other in others)
+    return ops.cast(fn(ops.cast(x, "float32"), *others), dtype)

@@ -10,6 +10,7 @@ from crossport.to_keras.ops import (  # noqa: F401
     complex,
     conv,
     conv_transpose,
+    division,
     elementwise,
     factor,
     fft,

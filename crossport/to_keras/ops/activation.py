@@ -9,7 +9,7 @@ import torch
 from crossport.layers.activation import GELU
 from crossport.layers.special import Erf
 from crossport.to_keras.fold import is_constant
-from crossport.to_keras.ops.elementwise import exp, nan_kept
+from crossport.to_keras.ops.elementwise import _float_operand, exp, nan_kept
 from crossport.to_keras.registry import Policy, bind_arguments, register
 from crossport.to_keras.scalars import bound, dtype_name, in_float32
 from crossport.to_keras.values import keras_dtype
@@ -24,9 +24,8 @@ def _activation(ctx, x, fn):
     which ``.keras`` files keep.
     An integer input is cast to the float result dtype first (torch promotes
     ``sigmoid(int64)`` to float32; TF has no integer kernel)."""
-    want = keras_dtype(ctx.out_dtype)
-    if ctx.out_dtype.is_floating_point and not str(x.dtype).startswith(("float", "bfloat")):
-        x = ops.cast(x, want)
+    if ctx.out_dtype.is_floating_point:
+        x = _float_operand(x, keras_dtype(ctx.out_dtype))
     if isinstance(fn, str):
         return keras.layers.Activation(fn, name=ctx.name())(x)
     return fn(x)
@@ -46,7 +45,7 @@ def aten_hardtanh_default(ctx, self, min_val=-1.0, max_val=1.0):
     and ReLU reject integer tensors)."""
     if not ctx.out_dtype.is_floating_point:
         dtype = keras_dtype(ctx.out_dtype)
-        low, high = np.asarray(int(min_val), dtype), np.asarray(int(max_val), dtype)
+        low, high = bound(min_val, dtype), bound(max_val, dtype)
         return ops.minimum(ops.maximum(self, low), high)
     if min_val == 0.0 and max_val == 6.0:
         return keras.layers.ReLU(max_value=6.0, name=ctx.name())(self)

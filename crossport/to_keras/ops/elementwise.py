@@ -2,9 +2,8 @@
 
 All AGNOSTIC: the emitter hands every tensor and constant argument over in one layout
 (torch broadcasting pads leading dims, so constants are expanded before permuting).
-Integer semantics follow torch (pitfalls.md item 15): floor division rounds down,
-``remainder`` takes the divisor's sign, ``fmod`` the dividend's, ``trunc`` division
-rounds toward zero.
+Division, ``remainder`` and ``fmod`` (pitfalls.md item 15) are in ``division.py``; Python
+numbers are bound to the computation dtype by ``crossport/to_keras/scalars.py``.
 """
 
 from __future__ import annotations
@@ -14,7 +13,14 @@ import numpy as np
 import torch
 
 from crossport.to_keras.registry import Policy, register
-from crossport.to_keras.scalars import bound, bound_operands, dtype_name, in_float32, is_number
+from crossport.to_keras.scalars import (
+    bound,
+    bound_operands,
+    dtype_name,
+    in_dtype,
+    in_float32,
+    is_number,
+)
 from crossport.to_keras.values import keras_dtype
 
 aten = torch.ops.aten
@@ -90,27 +96,24 @@ def _promoted(ctx, *operands):
     if ctx.out_dtype == torch.bool:
         return operands
     want = keras_dtype(ctx.out_dtype)
-    return tuple(_as_dtype(x, want) for x in operands)
+    return tuple(in_dtype(x, want) if _is_tensor(x) else x for x in operands)
 
 
 def _promoted_bound(ctx, *operands):
     """The operands in torch's result dtype, Python numbers too: numpy scalars of it
     (:func:`crossport.to_keras.scalars.bound`), for ``keras.ops`` calls that would make a
-    number a float32/int32 tensor first (``mod``, ``where``, ``abs``)."""
+    number a float32/int32 tensor first (``mod``, ``where``, ``abs``).
+
+    Not :func:`~crossport.to_keras.scalars.bound_operands`: that one takes the computation
+    dtype from the operands (a comparison's, whose result is bool) and leaves two tensors
+    as they are; the ops here compute in their result dtype and TF needs both in it."""
     want = keras_dtype(ctx.out_dtype)
     return tuple(bound(x, want) for x in _promoted(ctx, *operands))
 
 
-def _as_dtype(x, want: str):
-    if not _is_tensor(x) or dtype_name(x) == want:
-        return x
-    if isinstance(x, np.ndarray):  # a constant stays numpy (the emitter's constant rules)
-        return x.astype(want)
-    return ops.cast(x, want)
-
-
 def _in_result_dtype(ctx, y):
-    """``y`` in torch's result dtype. Keras promotes a Python number with a narrow integer
+    """``y`` in torch's result dtype (not :func:`~crossport.to_keras.scalars.in_dtype`, which
+    trusts the symbolic dtype). Keras promotes a Python number with a narrow integer
     tensor to int32 (``int8 % -3`` came out int32); computing wider and casting back is
     exact for the integer ops here (their results fit the narrow type, or wrap as torch's
     do). Cast always: Keras' symbolic dtype says int8 there while TF's kernel returns int32
@@ -133,7 +136,7 @@ def aten_add_tensor(ctx, self, other, alpha=1):
         return ops.logical_or(self, other) if alpha else ops.cast(self, "bool")
     self, other = _promoted(ctx, self, other)
     if alpha != 1 and _is_half(ctx):
-        return _half_scaled_sum(ctx, self, other, alpha)
+        return _half_scaled_sum(self, other, alpha)
     return keras_add(self, _scaled(other, alpha))
 
 
@@ -141,14 +144,12 @@ def _is_half(ctx) -> bool:
     return ctx.out_dtype in (torch.float16, torch.bfloat16)
 
 
-def _half_scaled_sum(ctx, x, y, alpha):
+def _half_scaled_sum(x, y, alpha):
     """``x + alpha * y`` of half-precision operands as torch's CPU kernel computes it: in
     float32, ``alpha`` rounded to the half type first, the sum rounded once (Keras rounded
     ``alpha * y`` to float16 before adding)."""
-    want = keras_dtype(ctx.out_dtype)
-    x32, y32 = (ops.cast(v, "float32") if _is_tensor(v) else v for v in (x, y))
-    scale = np.float32(bound(alpha, want))
-    return ops.cast(keras_add(x32, keras_multiply(y32, scale)), want)
+    scale = np.float32(bound(alpha, dtype_name(x)))
+    return in_float32(x, lambda x32, y32: keras_add(x32, keras_multiply(y32, scale)), y)
 
 
 @register(aten.sub.Tensor, aten.sub_.Tensor, aten.sub.Scalar, policy=Policy.AGNOSTIC, dynamic=True)
@@ -178,128 +179,6 @@ def aten_mul_tensor(ctx, self, other):
         tensor, number = (other, self) if is_number(self) else (self, other)
         return in_float32(tensor, lambda t: keras_multiply(t, number))
     return keras_multiply(self, other)
-
-
-@register(aten.div.Tensor, aten.div_.Tensor, aten.div.Scalar, policy=Policy.AGNOSTIC, dynamic=True)
-def aten_div_tensor(ctx, self, other):
-    """div.Tensor(Tensor self, Tensor other) -> Tensor (true division, ints give float; a
-    half tensor divided by a number in float32, as torch's kernel does)"""
-    if is_number(other) and _is_tensor(self):
-        return in_float32(self, lambda t: ops.true_divide(t, other))
-    return ops.true_divide(self, other)
-
-
-def fmod_float(a, b):
-    """C's ``fmod`` (torch.fmod) of floats, exactly.
-
-    TF's FloorMod of two non-negative floats is C's fmod (its sign fix-up never fires), so
-    ``|a| mod |b|`` with the dividend's sign is fmod without rounding. Fixing up a floor
-    modulo instead (``r - b``) rounds: fmod(1e-30, -0.5) came out 0.0, and fmod(x, -inf)
-    NaN (torch: 1e-30 and x). A zero result keeps the dividend's sign, as fmod(-4., 2.) is
-    -0.0 (``a * 0``: exact, and NaN only where the result is NaN anyway).
-    """
-    m = ops.mod(ops.abs(a), ops.abs(b))
-    r = ops.where(ops.less(a, 0), ops.negative(m), m)
-    return ops.where(ops.equal(r, 0), keras_multiply(a, 0.0), r)
-
-
-def floor_divide_float(a, b):
-    """torch's float floor division (ATen ``div_floor_floating``), step for step.
-
-    TF's FloorDiv is ``floor(a / b)``: inf // 2 is inf where torch gives NaN (its quotient
-    goes through fmod(inf, 2), NaN), and -0.5 // inf is -0.0 where torch (and Python) give
-    -1. torch: ``mod = fmod(a, b)``, ``div = (a - mod) / b``, one less where mod's sign
-    differs from b's, then floor with a correction for the division's rounding; a zero
-    quotient takes the sign of ``a / b``; ``b == 0`` is plain IEEE ``a / b``.
-    """
-    mod = fmod_float(a, b)
-    div = ops.true_divide(ops.subtract(a, mod), b)
-    signs_differ = ops.not_equal(ops.less(b, 0), ops.less(mod, 0))
-    div = ops.where(ops.logical_and(ops.not_equal(mod, 0), signs_differ), div - 1.0, div)
-    floored = ops.floor(div)
-    floored = ops.where(ops.greater(div - floored, 0.5), floored + 1.0, floored)
-    quotient = ops.true_divide(a, b)
-    floored = ops.where(ops.not_equal(div, 0), floored, keras_multiply(quotient, 0.0))
-    return ops.where(ops.equal(b, 0), quotient, floored)
-
-
-def _floor_divide(ctx, a, b):
-    a, b = _promoted_bound(ctx, a, b)
-    if ctx.out_dtype.is_floating_point:
-        return _in_float32_for_half(ctx, floor_divide_float, ops.convert_to_tensor(a), b)
-    return _in_result_dtype(ctx, ops.floor_divide(a, b))  # TF's integer FloorDiv is exact
-
-
-def _trunc_divide_int(ctx, a, b):
-    """Integer division rounding toward zero, exactly: the floor quotient plus one where a
-    remainder is left and the signs differ. Through a float32 quotient, as before, int32
-    values past 2**24 came out wrong (-2**31 // -7 gave 306783392, torch 306783378), int64
-    ones past 2**24 too. Narrower integers run in int32 (exact, and TFLite's FloorDiv and
-    Add have int32 kernels, not int8 ones); int64 stays int64, which TFLite cannot run
-    (no int64 FloorDiv): its export refuses, as it does for an int64 ``//``."""
-    want = keras_dtype(ctx.out_dtype)
-    work = "int64" if want == "int64" else "int32"
-    a, b = (ops.cast(x, work) if _is_tensor(x) else x for x in (a, b))
-    quotient = ops.floor_divide(a, b)
-    inexact = ops.not_equal(ops.mod(a, b), 0)
-    signs_differ = ops.not_equal(ops.less(a, 0), ops.less(b, 0))
-    quotient = ops.where(ops.logical_and(inexact, signs_differ), quotient + 1, quotient)
-    return quotient if work == want else ops.cast(quotient, want)
-
-
-@register(aten.div.Tensor_mode, aten.div.Scalar_mode, policy=Policy.AGNOSTIC, dynamic=True)
-def aten_div_tensor_mode(ctx, self, other, rounding_mode=None):
-    """div.Tensor_mode(Tensor self, Tensor other, *, str? rounding_mode) -> Tensor
-
-    floor: torch's float algorithm (``floor_divide_float``); trunc of integers: exact
-    integer arithmetic (``_trunc_divide_int``), never through a float quotient.
-    """
-    if rounding_mode == "floor":
-        return _floor_divide(ctx, self, other)
-    if rounding_mode == "trunc" and _is_int(ctx):
-        return _trunc_divide_int(ctx, self, other)
-    quotient = ops.true_divide(self, other)
-    return quotient if rounding_mode is None else ops.trunc(quotient)
-
-
-@register(aten.floor_divide.default, policy=Policy.AGNOSTIC, dynamic=True)
-def aten_floor_divide_default(ctx, self, other):
-    """floor_divide(Tensor self, Tensor other) -> Tensor (div with rounding_mode='floor')"""
-    return _floor_divide(ctx, self, other)
-
-
-@register(aten.remainder.Tensor, aten.remainder.Scalar, policy=Policy.AGNOSTIC, dynamic=True)
-def aten_remainder_tensor(ctx, self, other):
-    """remainder.Tensor(Tensor self, Tensor other) -> Tensor (sign of the divisor, like Python)"""
-    self, other = _promoted_bound(ctx, self, other)
-    if ctx.out_dtype.is_floating_point:
-        return _in_float32_for_half(ctx, ops.mod, self, other)
-    return _in_result_dtype(ctx, ops.mod(self, other))
-
-
-def _in_float32_for_half(ctx, fn, a, b):
-    """``fn(a, b)``; of half-precision operands computed in float32 and rounded once, as
-    torch's CPU kernels do (the number already rounded to the half type)."""
-    if not _is_half(ctx):
-        return fn(a, b)
-    a, b = (ops.cast(ops.convert_to_tensor(v), "float32") for v in (a, b))
-    return ops.cast(fn(a, b), keras_dtype(ctx.out_dtype))
-
-
-@register(aten.fmod.Tensor, aten.fmod.Scalar, policy=Policy.AGNOSTIC, dynamic=True)
-def aten_fmod_tensor(ctx, self, other):
-    """fmod.Tensor(Tensor self, Tensor other) -> Tensor (sign of the dividend, like C)
-
-    Floats: ``fmod_float`` (exact). Integers: the floor modulo minus the divisor where
-    their signs differ, exact in integer arithmetic.
-    """
-    self, other = _promoted_bound(ctx, self, other)
-    if ctx.out_dtype.is_floating_point:
-        return fmod_float(ops.convert_to_tensor(self), other)
-    r = ops.mod(self, other)
-    # signs compared with less-than, not Sign: TFLite has no int64 Sign kernel
-    signs_differ = ops.not_equal(ops.less(r, 0), ops.less(self, 0))
-    return _in_result_dtype(ctx, ops.where(ops.logical_and(r != 0, signs_differ), r - other, r))
 
 
 @register(aten.pow.Tensor_Scalar, aten.pow.Tensor_Tensor, policy=Policy.AGNOSTIC, dynamic=True)
@@ -523,9 +402,8 @@ _BINARY = {
 def _float_operand(x, dtype: str):
     """An integer/bool operand of a float-valued op in the op's float dtype (torch promotes;
     TF has no float math kernels for integers, e.g. Reciprocal on int64)."""
-    kind = getattr(getattr(x, "dtype", None), "name", None) or str(getattr(x, "dtype", ""))
-    if kind and not kind.startswith(("float", "bfloat")):
-        return ops.cast(x, dtype)
+    if _is_tensor(x) and not dtype_name(x).startswith(("float", "bfloat")):
+        return in_dtype(x, dtype)
     return x
 
 
@@ -539,9 +417,7 @@ _ORDERING = (aten.lt.Tensor, aten.lt.Scalar, aten.le.Tensor, aten.le.Scalar,
 
 
 def _bool_as_int(x):
-    if _is_tensor(x) and dtype_name(x) == "bool":
-        return x.astype("int32") if isinstance(x, np.ndarray) else ops.cast(x, "int32")
-    return x
+    return in_dtype(x, "int32") if _is_tensor(x) and dtype_name(x) == "bool" else x
 
 
 def _register_table(table: dict, arity: int, supports=None) -> None:
@@ -556,7 +432,7 @@ def _register_table(table: dict, arity: int, supports=None) -> None:
             if ctx.out_dtype == torch.bool and _op in _BOOL_IDENTITY:
                 return self
             if arity == 1 and _is_int(ctx):  # square of bools is int64 in torch
-                self = _as_dtype(self, keras_dtype(ctx.out_dtype))
+                self = in_dtype(self, keras_dtype(ctx.out_dtype))
             if ctx.out_dtype.is_floating_point:  # sqrt/exp/reciprocal/atan2 of integers
                 want = keras_dtype(ctx.out_dtype)
                 self, other = _float_operand(self, want), _float_operand(other, want)

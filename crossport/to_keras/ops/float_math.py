@@ -23,6 +23,7 @@ from crossport.to_keras.ops.elementwise import (
     negated,
 )
 from crossport.to_keras.registry import Policy, register
+from crossport.to_keras.scalars import in_dtype
 from crossport.to_keras.values import keras_dtype
 
 aten = torch.ops.aten
@@ -115,7 +116,7 @@ def aten_angle_default(ctx, self):
     itself, ``pi`` where ``x < 0`` (-inf too), else +0 (-0.0 is not negative); integers and
     bools give torch's float result."""
     want = keras_dtype(ctx.out_dtype)
-    x = _in_dtype(self, want)
+    x = in_dtype(self, want)
     half_turn = ops.where(ops.less(x, 0), np.asarray(np.pi, want), np.asarray(0, want))
     return ops.where(isnan(x), x, half_turn)
 
@@ -171,11 +172,7 @@ def aten_ldexp_tensor(ctx, self, other):
     ``0 * 2**200`` is 0 and ``1e-30 * 2**200`` finite; a floating exponent multiplies by
     ``pow(2, other)`` (``1e-30 * 2**200.0`` is inf, as torch's)."""
     want = keras_dtype(ctx.out_dtype)
-    x = _in_dtype(self, want)  # an integer self rounds to the float first, as in torch
+    x = in_dtype(self, want)  # an integer self rounds to the float first, as in torch
     if keras.backend.is_float_dtype(keras.backend.standardize_dtype(other.dtype)):
-        return keras_multiply(x, ops.power(2.0, _in_dtype(other, want)))
+        return keras_multiply(x, ops.power(2.0, in_dtype(other, want)))
     return scale_by_power_of_two(x, ops.cast(other, "int32"), want)
-
-
-def _in_dtype(x, dtype: str):
-    return x if keras.backend.standardize_dtype(x.dtype) == dtype else ops.cast(x, dtype)

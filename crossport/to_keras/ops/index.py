@@ -26,6 +26,7 @@ from crossport.to_keras.initial import call_with_weights
 from crossport.to_keras.ops.reduce import _reduce, scalar_with_index
 from crossport.to_keras.ops.shape import as_value
 from crossport.to_keras.registry import Policy, bind_arguments, register
+from crossport.to_keras.scalars import bound
 from crossport.to_keras.values import TensorValue, keras_dtype
 
 aten = torch.ops.aten
@@ -343,16 +344,7 @@ def aten_masked_fill_scalar(ctx, self, mask, value):
     dtype = keras_dtype(ctx.out_dtype)
     if hasattr(value, "dtype"):
         return ops.where(mask, ops.cast(value, dtype), self)
-    return ops.where(mask, ops.convert_to_tensor(cast_scalar(value, ctx.out_dtype), dtype), self)
-
-
-def cast_scalar(value, dtype: torch.dtype):
-    """A Python scalar as torch casts it into a tensor of ``dtype`` (ints truncate to zero)."""
-    if dtype == torch.bool:
-        return bool(value)
-    if not dtype.is_floating_point and not dtype.is_complex:
-        return int(value)
-    return float(value)
+    return ops.where(mask, ops.convert_to_tensor(bound(value, dtype)), self)
 
 
 def _scalar(ctx, value):

@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from crossport.to_keras.registry import Policy, register
+from crossport.to_keras.scalars import in_dtype
 from crossport.to_keras.values import keras_dtype
 
 aten = torch.ops.aten
@@ -82,18 +83,15 @@ def torch_lcm(a, b, dtype: str):
     return ops.where(ops.equal(g, 0), ops.zeros_like(out), out)
 
 
-def _result(ctx, y):
-    want = keras_dtype(ctx.out_dtype)
-    return y if keras.backend.standardize_dtype(y.dtype) == want else ops.cast(y, want)
-
-
 @register(aten.gcd.default, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_gcd_default(ctx, self, other):
     """gcd(Tensor self, Tensor other) -> Tensor"""
-    return _result(ctx, torch_gcd(self, other, keras_dtype(ctx.out_dtype)))
+    want = keras_dtype(ctx.out_dtype)
+    return in_dtype(torch_gcd(self, other, want), want)
 
 
 @register(aten.lcm.default, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_lcm_default(ctx, self, other):
     """lcm(Tensor self, Tensor other) -> Tensor"""
-    return _result(ctx, torch_lcm(self, other, keras_dtype(ctx.out_dtype)))
+    want = keras_dtype(ctx.out_dtype)
+    return in_dtype(torch_lcm(self, other, want), want)

@@ -18,6 +18,7 @@ from crossport.layout import (
 from crossport.to_keras.ops.elementwise import isnan as is_nan
 from crossport.to_keras.ops.shape import as_value
 from crossport.to_keras.registry import Policy, register
+from crossport.to_keras.scalars import in_dtype
 from crossport.to_keras.values import TensorValue, keras_dtype
 
 aten = torch.ops.aten
@@ -82,8 +83,7 @@ def _accumulating(ctx, self):
 
 
 def _cast_out(ctx, y):
-    want = keras_dtype(ctx.out_dtype)
-    return y if y.dtype == want else ops.cast(y, want)
+    return in_dtype(y, keras_dtype(ctx.out_dtype))
 
 
 @register(aten.mean.dim, aten.mean.default, policy=Policy.CUSTOM, dynamic=True)

@@ -17,7 +17,7 @@ import torch
 
 from crossport.to_keras.ops.elementwise import keras_multiply
 from crossport.to_keras.registry import Policy, register
-from crossport.to_keras.values import keras_dtype
+from crossport.to_keras.scalars import in_float32
 
 aten = torch.ops.aten
 ops = keras.ops
@@ -51,12 +51,10 @@ def round_half_even_signed(x):
 def aten_round_decimals(ctx, self, decimals=0):
     """round.decimals(Tensor self, *, int decimals) -> Tensor: ATen's steps in its op math
     type (float32 for half), so an overflowing ``x * 10**n`` is inf as in torch."""
-    want = keras_dtype(ctx.out_dtype)
-    work = _opmath(ctx.out_dtype)
-    x = self if want == work else ops.cast(self, work)
     ten = _scale(ctx.out_dtype, decimals)
-    if decimals >= 0:
-        y = ops.divide(round_half_even_signed(keras_multiply(x, ten)), ten)
-    else:
-        y = keras_multiply(round_half_even_signed(ops.divide(x, ten)), ten)
-    return y if want == work else ops.cast(y, want)
+
+    def rounded(x):
+        if decimals >= 0:
+            return ops.divide(round_half_even_signed(keras_multiply(x, ten)), ten)
+        return keras_multiply(round_half_even_signed(ops.divide(x, ten)), ten)
+    return in_float32(self, rounded)

@@ -30,7 +30,8 @@ import keras
 import torch
 
 from crossport.layout import channels_last
-from crossport.to_keras.ops.elementwise import fmod_float, isnan
+from crossport.to_keras.ops.division import fmod_float
+from crossport.to_keras.ops.elementwise import isnan
 from crossport.to_keras.ops.sampling import _MODES, _PADDING, _Axis, _Image
 from crossport.to_keras.ops.shape import as_value
 from crossport.to_keras.registry import Policy, register

@@ -160,6 +160,7 @@ def _tf_special(ctx, function: str, *operands, dtype: str | None = None):
 def _tensor_operands(ctx, *operands):
     """Python numbers as tensors shaped like the tensor operand, all in the result dtype."""
     want = keras_dtype(ctx.out_dtype)
+    # not scalars.bound_operands: TF's special kernels want tensors of one shape, not scalars
     like = next(x for x in operands if not isinstance(x, (int, float)))
     return [ops.full_like(like, x, dtype=want) if isinstance(x, (int, float))
             else _float_operand(x, want) for x in operands]
