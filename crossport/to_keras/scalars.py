@@ -15,13 +15,14 @@ dtype). Only for ``keras.ops`` arguments: a numpy scalar on the *left* of an ope
 a KerasTensor does not dispatch to Keras (``np.float64(0.1) * x`` tries to make ``x`` an
 array), so converters write ``ops.multiply(s, x)`` there.
 
-Half precision: torch's CPU kernels of ``mul``, ``div`` and the activations with a scalar
-parameter (``elu``, ``celu``, ``leaky_relu``, ``softplus``) upcast a float16 tensor, apply
-the number as a float32 and round the result once (``x * 0.1`` multiplies by
-0.100000001, not by float16's 0.0999755859); :func:`in_float32` computes them that way.
-``add``, ``sub``, ``fmod``, ``remainder``, ``pow`` and comparisons round the number to
-float16 first, as :func:`bound` does (a bound operand passed to :func:`in_float32`: the
-sum or remainder then computed in float32 and rounded once).
+Half precision: torch's CPU kernels of ``mul``, ``div`` (every rounding mode, ``//`` too)
+and the activations with a scalar parameter (``elu``, ``celu``, ``leaky_relu``,
+``softplus``) upcast a float16 tensor, apply the number as a float32 and round the result
+once (``x * 0.1`` multiplies by 0.100000001, not by float16's 0.0999755859);
+:func:`in_float32` computes them that way. ``add``/``sub``/``rsub``, ``fmod``,
+``remainder``, ``pow`` and comparisons round the number to float16 first, as :func:`bound`
+does (with ``alpha``, and in ``remainder``, the bound operands are then combined in float32
+and rounded once: :func:`in_float32` with the bound number as an operand).
 
 :func:`in_dtype` is the one cast of an operand to a dtype here: a number bound, a numpy
 constant cast by numpy (it stays a constant), a tensor cast unless it already has it.

@@ -51,6 +51,20 @@ def _half():
     return ((torch.linspace(-3, 3, 64) + 0.0123).half(),)
 
 
+def _half_tenths():
+    """float16 multiples of 0.1: each quotient by 0.1 sits next to an integer, on the side
+    that float32's 0.1 (torch's divisor) and float16's 0.0999755859 disagree about."""
+    return ((torch.arange(-64, 64) * 0.1).half(),)
+
+
+def _half_pairs():
+    """Every 7th finite float16 of each sign, divided by the same shuffled: quotients past
+    2048, where float16's integers are 2 apart and each rounded step can move the floor."""
+    grid = torch.arange(0, 0x7C00, 7, dtype=torch.int16).view(torch.float16)
+    x = torch.cat([grid, -grid])
+    return x, x[torch.randperm(len(x), generator=torch.Generator().manual_seed(0))]
+
+
 F64, EXACT = 1e-13, 0.0
 
 CASES = [
@@ -119,6 +133,36 @@ CASES = [
          atol=EXACT, expect_converters=("aten_celu_default", "aten_selu_default")),
     case("f16-softplus", Fn(lambda x: F.softplus(x, beta=0.3)), _half, atol=EXACT),
     case("f16-fmod-remainder", Fn(lambda x: (torch.fmod(x, 0.1), x % 0.1)), _half, atol=EXACT),
+    # every rounding mode divides a float16 tensor by the number as a float32, rounded once
+    # (trunc and None computed in float16, floor divided by float16's 0.0999755859: 8 vs 9)
+    case("f16-div-number-modes", Fn(lambda x: (torch.div(x, 0.1, rounding_mode=None),
+                                               torch.div(x, 0.1, rounding_mode="trunc"),
+                                               torch.div(x, 0.1, rounding_mode="floor"),
+                                               x // 0.3)),
+         _half_tenths, atol=EXACT, expect_converters=("aten_div_tensor_mode",)),
+    # two float16 tensors: torch's floor division rounds each step to float16 (a divisor of
+    # one element takes the number's float32 path); computed in float32 it was 1 off past 1024
+    case("f16-floor-divide-tensors", Fn(lambda x, y: (torch.div(x, y, rounding_mode="floor"),
+                                                      x // torch.tensor(0.0999, dtype=torch.float16))),
+         _half_pairs, atol=EXACT, expect_converters=("aten_div_tensor_mode",)),
+    # sub and rsub are torch's add kernel with -alpha: in float32, alpha rounded to float16
+    # first, rounded once (they rounded alpha * y to float16 before subtracting)
+    case("f16-sub-rsub-alpha", Fn(lambda x: (torch.sub(x, x.flip(0), alpha=0.3),
+                                             torch.rsub(x, x.flip(0), alpha=0.3))), _half,
+         atol=EXACT, expect_converters=("aten_sub_tensor", "aten_rsub_scalar")),
+    # a number times alpha in the computation dtype (Keras made 0.7 * 0.3 a float32 and
+    # 100 * 3 an int32 tensor: float64 8e-9 off, int8 came out int32 unwrapped, float16
+    # x - 0.7 * 0.3 came out float32)
+    case("f64-number-alpha", Fn(lambda x: (torch.add(x, 0.7, alpha=0.3),
+                                           torch.sub(x, 0.7, alpha=0.3))),
+         _float64_edges, atol=F64, expect_converters=("aten_add_tensor", "aten_sub_tensor")),
+    case("i8-number-alpha", Fn(lambda x: (torch.add(x, 100, alpha=3), torch.sub(x, 7, alpha=3))),
+         _int8),
+    case("f16-number-alpha", Fn(lambda x: (torch.add(x, 0.7, alpha=0.3),
+                                           torch.sub(x, 0.7, alpha=0.3),
+                                           torch.rsub(x, 0.7, alpha=0.3))), _half, atol=EXACT),
+    case("i8-trunc-divide-wrapped", Fn(lambda x: torch.div(x, 300, rounding_mode="trunc")),
+         _int8),
     # float16 regression rows: the number rounded to float16 first, as torch's kernels do
     case("f16-add-sub-compare", Fn(lambda x: (x + 0.1, x - 0.1, 0.1 - x, x < 0.1,
                                               torch.where(x > 0.2, x, 0.1),

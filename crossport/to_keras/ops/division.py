@@ -5,7 +5,9 @@ Integer semantics follow torch (pitfalls.md item 15): floor division rounds down
 division rounds toward zero, exactly (never through a float quotient). Float floor division
 and fmod follow ATen's algorithms step for step (TF's FloorDiv/FloorMod differ at inf,
 -0.0 and tiny values). Python numbers are bound as torch binds them
-(:mod:`crossport.to_keras.scalars`).
+(:mod:`crossport.to_keras.scalars`): float16 ``div`` in every rounding mode applies the
+number as a float32, ``remainder`` and ``fmod`` round it to float16 first; float16 floor
+division of two tensors rounds each step to float16, as torch's kernel does.
 """
 
 from __future__ import annotations
@@ -17,11 +19,12 @@ from crossport.to_keras.ops.elementwise import (
     _in_result_dtype,
     _is_int,
     _is_tensor,
+    _promoted,
     _promoted_bound,
     keras_multiply,
 )
 from crossport.to_keras.registry import Policy, register
-from crossport.to_keras.scalars import in_dtype, in_float32, is_number
+from crossport.to_keras.scalars import bound, dtype_name, in_dtype, in_float32, is_number
 from crossport.to_keras.values import keras_dtype
 
 aten = torch.ops.aten
@@ -30,11 +33,17 @@ ops = keras.ops
 
 @register(aten.div.Tensor, aten.div_.Tensor, aten.div.Scalar, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_div_tensor(ctx, self, other):
-    """div.Tensor(Tensor self, Tensor other) -> Tensor (true division, ints give float; a
-    half tensor divided by a number in float32, as torch's kernel does)"""
-    if is_number(other) and _is_tensor(self):
-        return in_float32(self, lambda t: ops.true_divide(t, other))
-    return ops.true_divide(self, other)
+    """div.Tensor(Tensor self, Tensor other) -> Tensor (true division, ints give float)"""
+    return _divided(self, other)
+
+
+def _divided(x, y, rounded=None):
+    """``x / y``, then ``rounded`` (trunc); a half tensor by a Python number in float32 with
+    the number a float32, rounded once, as torch's kernels (``div`` in every mode)."""
+    def divide(a, b):
+        quotient = ops.true_divide(a, b)
+        return quotient if rounded is None else rounded(quotient)
+    return in_float32(x, divide, y) if is_number(y) and _is_tensor(x) else divide(x, y)
 
 
 def fmod_float(a, b):
@@ -72,10 +81,19 @@ def floor_divide_float(a, b):
 
 
 def _floor_divide(ctx, a, b):
+    """``a // b`` in torch's result dtype. Half by a number, or by one element (a static
+    shape of ones): in float32 with the number a float32, rounded once (torch's scalar
+    kernel; by float16's 0.0999755859 ``0.9 // 0.1`` was 9, torch 8); by a tensor: each
+    step rounded to half, as torch's kernel does (in float32 it was 1 off past 1024)."""
+    if ctx.out_dtype.is_floating_point and is_number(b):
+        return in_float32(ops.convert_to_tensor(_promoted(ctx, a)[0]),
+                          lambda x: floor_divide_float(x, bound(b, dtype_name(x))))
     a, b = _promoted_bound(ctx, a, b)
-    if ctx.out_dtype.is_floating_point:  # half: in float32, the number bound to half first
-        return in_float32(ops.convert_to_tensor(a), floor_divide_float, b)
-    return _in_result_dtype(ctx, ops.floor_divide(a, b))  # TF's integer FloorDiv is exact
+    if not ctx.out_dtype.is_floating_point:
+        return _in_result_dtype(ctx, ops.floor_divide(a, b))  # TF's integer FloorDiv is exact
+    a = ops.convert_to_tensor(a)
+    one_element = all(d == 1 for d in tuple(getattr(b, "shape", ())))
+    return in_float32(a, floor_divide_float, b) if one_element else floor_divide_float(a, b)
 
 
 def _trunc_divide_int(ctx, a, b):
@@ -87,7 +105,7 @@ def _trunc_divide_int(ctx, a, b):
     (no int64 FloorDiv): its export refuses, as it does for an int64 ``//``."""
     want = keras_dtype(ctx.out_dtype)
     work = "int64" if want == "int64" else "int32"
-    a, b = (in_dtype(x, work) if _is_tensor(x) else x for x in (a, b))
+    a, b = (in_dtype(x, work) for x in _promoted_bound(ctx, a, b))  # int8 // 300 is // 44
     quotient = ops.floor_divide(a, b)
     inexact = ops.not_equal(ops.mod(a, b), 0)
     signs_differ = ops.not_equal(ops.less(a, 0), ops.less(b, 0))
@@ -106,8 +124,7 @@ def aten_div_tensor_mode(ctx, self, other, rounding_mode=None):
         return _floor_divide(ctx, self, other)
     if rounding_mode == "trunc" and _is_int(ctx):
         return _trunc_divide_int(ctx, self, other)
-    quotient = ops.true_divide(self, other)
-    return quotient if rounding_mode is None else ops.trunc(quotient)
+    return _divided(self, other, None if rounding_mode is None else ops.trunc)
 
 
 @register(aten.floor_divide.default, policy=Policy.AGNOSTIC, dynamic=True)

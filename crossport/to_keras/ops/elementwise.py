@@ -83,8 +83,12 @@ def keras_multiply(x, y):
     return out
 
 
-def _scaled(other, alpha):
-    return other if alpha == 1 else keras_multiply(other, alpha)
+def _scaled(other, alpha, dtype: str):
+    """``alpha * other``; of a Python number, the product bound to ``dtype`` (Keras made
+    ``0.7 * 0.3`` a float32 and ``100 * 3`` an int32 tensor: int8 results came out int32)."""
+    if alpha == 1:
+        return other
+    return bound(other * alpha, dtype) if is_number(other) else keras_multiply(other, alpha)
 
 
 def _promoted(ctx, *operands):
@@ -137,7 +141,7 @@ def aten_add_tensor(ctx, self, other, alpha=1):
     self, other = _promoted(ctx, self, other)
     if alpha != 1 and _is_half(ctx):
         return _half_scaled_sum(self, other, alpha)
-    return keras_add(self, _scaled(other, alpha))
+    return keras_add(self, _scaled(other, alpha, keras_dtype(ctx.out_dtype)))
 
 
 def _is_half(ctx) -> bool:
@@ -145,10 +149,11 @@ def _is_half(ctx) -> bool:
 
 
 def _half_scaled_sum(x, y, alpha):
-    """``x + alpha * y`` of half-precision operands as torch's CPU kernel computes it: in
-    float32, ``alpha`` rounded to the half type first, the sum rounded once (Keras rounded
-    ``alpha * y`` to float16 before adding)."""
-    scale = np.float32(bound(alpha, dtype_name(x)))
+    """``x + alpha * y`` of half-precision operands as torch's CPU kernel computes it (sub
+    and rsub are that kernel with ``-alpha``): in float32, ``alpha`` and a number rounded to
+    the half type first, the sum rounded once (Keras rounded ``alpha * y`` to float16)."""
+    dtype = dtype_name(y if is_number(x) else x)
+    x, y, scale = bound(x, dtype), bound(y, dtype), np.float32(bound(alpha, dtype))
     return in_float32(x, lambda x32, y32: keras_add(x32, keras_multiply(y32, scale)), y)
 
 
@@ -156,14 +161,18 @@ def _half_scaled_sum(x, y, alpha):
 def aten_sub_tensor(ctx, self, other, alpha=1):
     """sub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"""
     self, other = _promoted(ctx, self, other)
-    return ops.subtract(self, _scaled(other, alpha))
+    if alpha != 1 and _is_half(ctx):
+        return _half_scaled_sum(self, other, -alpha)
+    return ops.subtract(self, _scaled(other, alpha, keras_dtype(ctx.out_dtype)))
 
 
 @register(aten.rsub.Scalar, aten.rsub.Tensor, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_rsub_scalar(ctx, self, other, alpha=1):
     """rsub.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor = other - alpha*self"""
     self, other = _promoted(ctx, self, other)
-    return ops.subtract(other, _scaled(self, alpha))
+    if alpha != 1 and _is_half(ctx):
+        return _half_scaled_sum(other, self, -alpha)
+    return ops.subtract(other, _scaled(self, alpha, keras_dtype(ctx.out_dtype)))
 
 
 @register(aten.mul.Tensor, aten.mul_.Tensor, aten.mul.Scalar, policy=Policy.AGNOSTIC, dynamic=True)
