@@ -4,7 +4,10 @@
 Every failure prints one clear line on stderr and exits non-zero; nothing is left at the
 output paths. Outputs of one command (``-o`` and ``--emit-source``) land together or not at
 all, and an existing file or SavedModel is replaced only with ``--overwrite``. ``--debug``
-adds the traceback and keeps TensorFlow's and torch's log noise.
+adds the traceback and keeps TensorFlow's and torch's log noise. Parsing imports neither
+torch, TensorFlow, Keras nor crossport's converters (``import crossport`` defers them in this
+process), so ``--help`` and usage errors answer at once; a command loads them when it runs
+(``_Command``).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from rich.console import Console
 from rich.markup import escape as rich_escape
 from rich.table import Table
 from rich.text import Text
+from typer.core import TyperCommand
 
 from crossport.compat import quiet_tensorflow, quiet_warnings, stderr_fd_silenced
 
@@ -83,6 +87,25 @@ def _global_options(
     """Port models between PyTorch and Keras 3 with proven numerical parity."""
     global _debug
     _debug = _debug or debug
+
+
+class _Command(TyperCommand):
+    """A crossport command: it prepares the run (:func:`_prepare_run`) only once its
+    arguments parsed, so ``--help`` and usage errors answer without importing the frameworks
+    (seconds); every command is registered with ``cls=_Command``."""
+
+    def invoke(self, ctx):
+        _prepare_run()
+        return super().invoke(ctx)
+
+
+def _prepare_run() -> None:
+    """What ``import crossport`` does elsewhere (the public API loaded: TensorFlow imported
+    quietly, crossport's Keras layers registered), then, without ``--debug``, torch's and
+    Keras' warnings and TensorFlow's logs quieted."""
+    import crossport
+
+    crossport._load_api()
     if not _debug:
         quiet_warnings()
         quiet_tensorflow()
@@ -371,7 +394,7 @@ def _export_json(exported) -> dict:
                 "skipped": exported.special_values.skipped}}
 
 
-@app.command()
+@app.command(cls=_Command)
 def demo(
     output: Annotated[Path, typer.Option("-o", "--output", help="where to save the model")] = Path(
         "crossport-out/resnet18.keras"),
@@ -391,7 +414,7 @@ def demo(
                     overwrite=overwrite)
 
 
-@app.command()
+@app.command(cls=_Command)
 def convert(
     target: Annotated[str, typer.Argument(help="MODULE_OR_FILE:CALLABLE returning an nn.Module "
                                                "or a (module, example_args) pair")],
@@ -534,7 +557,7 @@ from crossport.cli_check import register as _register_check
 _register_check(app)
 
 
-@app.command()
+@app.command(cls=_Command)
 def ops():
     """List the supported ATen ops, their layout policy and converter."""
     from crossport.to_keras.optable import rows
@@ -555,7 +578,7 @@ _register_to_torch(app)
 def _register_generate_export() -> None:
     from crossport.cli_generate import generate_export
 
-    app.command("generate-export")(generate_export)
+    app.command("generate-export", cls=_Command)(generate_export)
 
 
 _register_generate_export()

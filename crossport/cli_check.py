@@ -13,6 +13,7 @@ from typing import Annotated
 import typer
 
 from crossport.cli import (  # all defined before cli.py imports this module
+    _Command,
     _fail,
     check_free,
     console,
@@ -23,7 +24,7 @@ from crossport.compat import quiet_tensorflow
 
 def register(app: typer.Typer) -> None:
     """Add the ``check`` command to ``app`` (crossport/cli.py calls this)."""
-    app.command("check")(check)
+    app.command("check", cls=_Command)(check)
 
 
 def check(

@@ -17,6 +17,7 @@ from rich.table import Table
 
 from crossport.cli import (  # all defined before cli.py imports this module
     _OVERWRITE_HELP,
+    _Command,
     _example_args,
     _fail,
     check_free,
@@ -57,7 +58,7 @@ def stage_module(module, args: tuple, output: Path, staging: Staging) -> str:
 
 def register(app: typer.Typer) -> None:
     """Add the ``to-torch`` command to ``app`` (crossport/cli.py calls this)."""
-    app.command("to-torch")(to_torch)
+    app.command("to-torch", cls=_Command)(to_torch)
 
 
 def to_torch(
