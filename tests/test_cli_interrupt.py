@@ -43,13 +43,20 @@ def workdir(tmp_path_factory):
     return path
 
 
+def _default_sigint() -> None:
+    """In the child: SIGINT's default disposition, as in a terminal. A test run started in
+    the background (``cmd &``) ignores SIGINT, the child inherits that, and Python then
+    installs no KeyboardInterrupt handler: the Ctrl-C would never arrive."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _interrupted(workdir, stage: str, *flags):
     marker = workdir / f"{stage}.started"
     env = {**os.environ, "CROSSPORT_TEST_STAGE": stage, "CROSSPORT_TEST_MARKER": str(marker)}
     process = subprocess.Popen(
         [sys.executable, "-m", "crossport.cli", "convert", "slow_model.py:build", "--input",
          "1x3x8x8", *flags], cwd=workdir, env=env, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True)
+        stderr=subprocess.PIPE, text=True, preexec_fn=_default_sigint)
     try:
         deadline = time.monotonic() + 500
         while not marker.exists():
