@@ -205,7 +205,7 @@ def _keep_unreferenced(module: torch.fx.GraphModule, modules: dict) -> torch.fx.
 
 class KerasGraphModule(torch.fx.GraphModule):
     """The module ``crossport.to_torch`` returns: a ``torch.fx.GraphModule`` with Keras'
-    regularization losses (:meth:`regularization_loss`); pickles and copies as one."""
+    regularization losses (:meth:`regularization_loss`); pickles, copies and deep-copies as one."""
 
     def regularization_loss(self) -> torch.Tensor:
         """Keras' ``sum(model.losses)`` after this module's last forward: the weight
@@ -217,6 +217,14 @@ class KerasGraphModule(torch.fx.GraphModule):
     def __reduce__(self):
         _fn, args = super().__reduce__()
         return (_rebuild, args)
+
+    def __copy__(self) -> KerasGraphModule:
+        # fx's __copy__ rebuilds a plain GraphModule: without this method (and the
+        # penalties, which no graph node calls)
+        copied = KerasGraphModule(self, self.graph, class_name=type(self).__name__)
+        copied.meta = getattr(self, "meta", {})
+        copied.training = self.training
+        return _keep_unreferenced(copied, dict(self._modules))
 
     def __deepcopy__(self, memo: dict) -> KerasGraphModule:
         import copy

@@ -364,7 +364,8 @@ def test_pickled_copied_and_written_modules_keep_the_penalties(tmp_path):
     model(_keras_args(xs), training=True)
     want = float(keras.ops.sum(model.losses))
     pickled, written = reloaded(conv, tmp_path / "m.py")
-    for net in (conv.module, pickled, written.build_model(), copy.deepcopy(conv.module)):
+    for net in (conv.module, pickled, written.build_model(), copy.deepcopy(conv.module),
+                copy.copy(conv.module)):
         net.train()(*(torch.from_numpy(x) for x in xs))
         _close(want, float(net.regularization_loss().detach()), type(net).__name__, 1e-5)
     assert "def regularization_loss" in (tmp_path / "m.py").read_text()
