@@ -135,11 +135,14 @@ def _compiled(guard: str):
 
 class _Scope(dict):
     """Inputs by forward's parameter name; any other name is forward's ``*args`` (torch
-    writes its guards as ``L['a'][0].size()[1]`` for ``def forward(self, *a)``)."""
+    writes its guards as ``L['a'][0].size()[1]`` for ``def forward(self, *a)``) when it has
+    them, else unknown: the guard then has no verdict here, rather than a wrong one."""
 
     rest: list = []
 
     def __missing__(self, key):
+        if not self.rest:
+            raise KeyError(key)
         return self.rest
 
 
