@@ -87,3 +87,22 @@ def test_a_matmul_with_a_run_time_summed_dim_converts():
         dynamic_dims={0: {1: "m", 2: "k"}, 1: {1: "n", 2: "k"}})
     assert_matches_at_sizes(module, conversion, [((2, 2, 7), (2, 6, 7)),
                                                  ((2, 9, 3), (2, 2, 3))])
+
+
+@pytest.mark.parametrize("fn, shapes, dims", [
+    (lambda x: nn.functional.pixel_shuffle(x, 2), [(2, 8, 3, 5), (1, 4, 6, 2), (3, 20, 2, 7)],
+     {1: "c", 2: "h", 3: "w"}),
+    (lambda x: nn.functional.pixel_unshuffle(x, 2), [(2, 3, 4, 6), (1, 5, 8, 2),
+                                                     (3, 2, 6, 10)], {1: "c", 2: "h", 3: "w"}),
+    (lambda x: nn.functional.pixel_unshuffle(nn.functional.pixel_shuffle(x, 3), 3),
+     [(1, 18, 2, 3), (2, 9, 4, 1), (1, 27, 3, 3)], {1: "c", 2: "h", 3: "w"}),
+], ids=["shuffle", "unshuffle", "roundtrip"])
+def test_pixel_shuffle_with_a_run_time_channel_count(fn, shapes, dims):
+    """Found by the dynamic-dims sweep (6 rows): a dynamic channel dim (torch.export keeps
+    it, checking divisibility by r*r at run time) reached ``PixelShuffle``, which raised
+    an ``InputError`` ("needs a static channel count") from inside Keras' shape
+    inference. The channel count is now read at run time."""
+    module = Fn(fn).eval()
+    conversion = crossport.convert_with_report(module, (torch.randn(shapes[0]),),
+                                               dynamic_batch=True, dynamic_dims={0: dims})
+    assert_matches_at_sizes(module, conversion, shapes[1:])
