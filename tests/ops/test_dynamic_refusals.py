@@ -106,3 +106,34 @@ def test_pixel_shuffle_with_a_run_time_channel_count(fn, shapes, dims):
     conversion = crossport.convert_with_report(module, (torch.randn(shapes[0]),),
                                                dynamic_batch=True, dynamic_dims={0: dims})
     assert_matches_at_sizes(module, conversion, shapes[1:])
+
+
+def test_int_median_along_a_run_time_dim():
+    """Found by the dynamic-dims sweep: an integer median along a dynamic dim squeezed
+    the gathered axis, whose length Keras could not tell was 1 ("Cannot squeeze axis
+    -1", a "please report" ``ConversionError``)."""
+    module = Fn(lambda a: (*a.median(1), a.median())).eval()
+    gen = torch.Generator().manual_seed(0)
+
+    def ints(*shape):
+        return torch.randint(-50, 50, shape, generator=gen, dtype=torch.int32)
+
+    conversion = crossport.convert_with_report(module, (ints(3, 6),),
+                                               dynamic_dims={0: {0: "b", 1: "n"}})
+    _matches_at(module, conversion, [(ints(2, 9),), (ints(5, 4),), (ints(4, 2),)])
+
+
+def test_solve_of_vectors_with_run_time_batch_dims():
+    """Found by the dynamic-dims sweep: a vector right-hand side broadcast against dynamic
+    batch dims lost its static trailing 1 in Keras, and the squeeze back failed
+    ("Cannot squeeze axis -1", a "please report" ``ConversionError``)."""
+    def solve(a, b):
+        a = a + 4 * torch.eye(a.shape[-1])  # well conditioned at every size
+        return torch.linalg.solve(a, b), torch.linalg.solve(a, b[0])  # 1-D: broadcast
+
+    module = Fn(solve).eval()
+    conversion = crossport.convert_with_report(
+        module, (torch.randn(2, 4, 4), torch.randn(2, 4)),
+        dynamic_dims={0: {0: "b", 1: "n", 2: "n"}, 1: {0: "b", 1: "n"}})
+    assert_matches_at_sizes(module, conversion, [((3, 5, 5), (3, 5)), ((1, 2, 2), (1, 2)),
+                                                 ((4, 7, 7), (4, 7))], atol=1e-4)
