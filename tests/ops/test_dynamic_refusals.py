@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 import crossport
-from crossport.errors import DynamicDimError
+from crossport.errors import CaptureError, DynamicDimError
 from crossport.parity.compare import compare_outputs
 from crossport.parity.verify import run_keras
 from tests.harness import assert_matches_at_sizes
@@ -137,3 +137,63 @@ def test_solve_of_vectors_with_run_time_batch_dims():
         dynamic_dims={0: {0: "b", 1: "n", 2: "n"}, 1: {0: "b", 1: "n"}})
     assert_matches_at_sizes(module, conversion, [((3, 5, 5), (3, 5)), ((1, 2, 2), (1, 2)),
                                                  ((4, 7, 7), (4, 7))], atol=1e-4)
+
+
+class Mul(nn.Module):
+    def forward(self, a, b):
+        return a * b
+
+
+def test_a_broadcasting_unit_dim_asked_dynamic_is_refused_as_such():
+    """Found by the dynamic-dims sweep (12 rows): a size-1 dim asked to be dynamic is traced
+    at 2 (torch.export fixes a size of 1); where it broadcasts, the model fails there,
+    and the ``CaptureError`` said it "fails without crossport too: give example inputs of
+    the shapes forward expects", which the user's inputs are. Now a ``DynamicDimError``
+    naming the dim and why."""
+    with pytest.raises(DynamicDimError) as info:
+        crossport.convert(Mul(), (torch.randn(2, 3, 4), torch.randn(3, 1)),
+                          dynamic_dims={"b": {1: "n"}})
+    message = str(info.value)
+    assert "(b dim 1)" in message and "are 2" in message and "fails without" not in message
+    assert "test_dynamic_refusals.py" in message, message  # the user's line
+
+
+def test_a_module_that_fails_on_its_own_inputs_is_still_named_so():
+    with pytest.raises(CaptureError, match="fails without crossport too"):
+        crossport.convert(Mul(), (torch.randn(2, 3, 4), torch.randn(3, 2)),
+                          dynamic_dims={"b": {0: "n"}})
+
+
+class ToFixedHeads(nn.Module):
+    def forward(self, x):
+        return x.reshape(2, 8, 2, 2).sum(-1)
+
+
+def test_a_dim_the_model_fixes_is_named_with_its_size():
+    """A dim asked dynamic that the model's code fixes (a reshape to constants) was a
+    CaptureError printing torch's first line, "Constraints violated (L['x'].size()[1])",
+    and a generic hint. Now a DynamicDimError naming each dim as the user knows it and
+    the size the model fixes it to."""
+    with pytest.raises(DynamicDimError) as info:
+        crossport.convert(ToFixedHeads(), (torch.randn(2, 8, 4),),
+                          dynamic_dims={"x": {0: "b", 1: "s"}})
+    message = str(info.value)
+    assert "x dim 0 is always 2" in message and "x dim 1 is always 8" in message, message
+    assert "L['x']" not in message and "Convert with those dims static" in message, message
+
+
+class Histogram(nn.Module):
+    def forward(self, x):
+        return torch.histogram(x, 5, range=(-1.0, 1.0))
+
+
+def test_an_op_torch_traces_at_static_sizes_only_is_named():
+    """torch.histogram has no symbolic-shape kernel in torch: with a dynamic dim
+    torch.export raises UnsupportedOperatorException, which was a CaptureError saying
+    "torch.export cannot trace this code although the module runs" (it traces it with
+    static dims, and converts). Found by the dynamic-dims sweep (5 histogram rows)."""
+    with pytest.raises(DynamicDimError) as info:
+        crossport.convert(Histogram(), (torch.randn(20),), dynamic_dims={0: {0: "n"}})
+    message = str(info.value)
+    assert "aten.histogram.bin_ct" in message and "run-time sizes" in message, message
+    assert "test_dynamic_refusals.py" in message, message
