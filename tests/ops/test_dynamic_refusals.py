@@ -197,3 +197,19 @@ def test_an_op_torch_traces_at_static_sizes_only_is_named():
     message = str(info.value)
     assert "aten.histogram.bin_ct" in message and "run-time sizes" in message, message
     assert "test_dynamic_refusals.py" in message, message
+
+
+@pytest.mark.parametrize("example, others, dims", [
+    ((2, 5, 6, 7), [(1, 3, 4, 9), (3, 8, 5, 5), (2, 2, 2, 3)], {0: "b", 1: "c", 2: "h", 3: "w"}),
+    ((2, 4, 9), [(3, 7, 5), (1, 2, 12)], {0: "b", 1: "c", 2: "l"}),
+    ((1, 3, 4, 5, 6), [(2, 6, 3, 3, 4)], {0: "b", 1: "c", 2: "d", 3: "h", 4: "w"}),
+], ids=["2d", "1d", "3d"])
+def test_instance_norm_with_a_run_time_channel_count(example, others, dims):
+    """instance_norm's input statistics were a GroupNorm with the example's channel count
+    as its group count, so a dynamic channel dim was refused. Without an affine (with one,
+    torch.export fixes the channels) they are now per-channel moments over the spatial
+    axes, which need no count."""
+    module = Fn(lambda x: nn.functional.instance_norm(x * 3 + 1, eps=1e-3)).eval()
+    conversion = crossport.convert_with_report(module, (torch.randn(example),),
+                                               dynamic_dims={0: dims})
+    assert_matches_at_sizes(module, conversion, others)

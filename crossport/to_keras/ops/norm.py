@@ -202,13 +202,14 @@ def _instance_norm_supports(node: torch.fx.Node) -> str | None:
     return _affine_supports(node)
 
 
-def _instance_norm_dynamic(node, use_input_stats=True, **_arguments):
-    """Input statistics are a GroupNorm with one group per channel of the example: a
-    run-time channel count would keep the example's group count."""
-    if not use_input_stats:
+def _instance_norm_dynamic(node, weight=None, bias=None, use_input_stats=True, **_arguments):
+    """Input statistics with a run-time channel count are per-channel moments over the
+    spatial axes (no group count to fix); only an affine (static, one value per channel)
+    needs the channels static, and torch.export fixes them then anyway."""
+    if not use_input_stats or (weight is None and bias is None):
         return None
     return static_dims("input", lambda _n: [1],
-                       "instance_norm's per-channel statistics (a group per channel)")(node)
+                       "instance_norm's per-channel affine (weight/bias)")(node)
 
 
 @register(aten.instance_norm.default, policy=Policy.CHANNELS_LAST,
@@ -225,4 +226,8 @@ def aten_instance_norm_default(ctx, input, weight, bias, running_mean, running_v
         return emit_batch_norm(ctx, input, weight, bias, running_mean, running_var, momentum,
                                eps)
     channels = ctx.arg_shape(0)[1]
+    if ctx.is_dynamic(ctx.node.args[0].meta["val"].shape[1]):  # no affine (_instance_norm_dynamic): moments per channel
+        from crossport.layers.normalization import _normalize
+
+        return _normalize(input, range(1, len(input.shape) - 1), eps)[0]
     return emit_group_norm(ctx, input, channels, weight, bias, eps)
