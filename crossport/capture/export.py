@@ -10,6 +10,7 @@ import traceback
 from collections.abc import Collection
 
 import torch
+from torch._subclasses.fake_tensor import UnsupportedOperatorException
 from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
 from crossport.capture.borrow import borrowed
@@ -17,7 +18,7 @@ from crossport.capture.functional import as_functional
 from crossport.capture.guards import refuse_unmet_conditions
 from crossport.capture.pad import opaque_dynamic_pads
 from crossport.capture.recurrent import opaque_recurrent_ops
-from crossport.errors import CaptureError, InputError
+from crossport.errors import CaptureError, DynamicDimError, InputError
 from crossport.options import ConvertOptions
 
 _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
@@ -206,6 +207,63 @@ def _widen_unit_dynamic_dims(args: tuple, dynamic) -> tuple:
     return tuple(widened)
 
 
+_SPECIALIZED = re.compile(r"You marked (\S+) as dynamic but your code specialized it to be "
+                         r"a constant \(([^)]*)\)")
+
+
+def _specialized(module: torch.nn.Module, exc: Exception) -> DynamicDimError:
+    """torch.export's "Constraints violated": the model's code fixes dims asked to be
+    dynamic (a reshape to a constant, a conv's channels); each dim with its fixed size."""
+    from crossport.capture.guards import readable
+
+    fixed = [(readable(dim), size) for dim, size in _SPECIALIZED.findall(str(exc))]
+    listed = ", ".join(f"{dim} is always {size}" for dim, size in fixed)
+    return DynamicDimError(
+        f"{type(module).__name__}'s code fixes dim(s) asked to be dynamic: {listed} (torch."
+        "export specialised them to the example's size: a constant size in a reshape or "
+        "view, a layer's channels or features, or a size the model checks). Convert with "
+        "those dims static (drop them from dynamic_dims / dynamic_batch), or make the model "
+        "read the size from its input there (TORCH_LOGS=+dynamic shows the line torch "
+        "fixed each at).",
+        problems=[{"op": "size fixed by the model", "reason": f"always {size}", "where": dim}
+                  for dim, size in fixed])
+
+
+def _no_symbolic_kernel(module: torch.nn.Module, exc: Exception) -> DynamicDimError:
+    """An ATen op with no meta kernel under dynamic dims: torch's fake tensors run such an
+    op's real kernel at static sizes, and refuse it (``UnsupportedOperatorException``)
+    when a size is symbolic (``aten.histogram.bin_ct``)."""
+    op = _first_line(exc)
+    return DynamicDimError(
+        f"torch.export could not capture {type(module).__name__}{_user_frame(exc)} with "
+        f"dynamic dims: torch has no kernel that computes {op}'s result from run-time sizes "
+        "(torch traces it at static sizes only). Convert with the dims of that op's inputs static (drop them from "
+        "dynamic_dims / dynamic_batch).",
+        problems=[{"op": op, "reason": "no symbolic-shape kernel in torch",
+                   "where": _user_frame(exc).strip()}])
+
+
+def _widening_refused(module: torch.nn.Module, exc: Exception, given: tuple,
+                      widened: tuple) -> DynamicDimError:
+    """A size-1 dim asked to be dynamic, at 2, breaks the model (it broadcasts against
+    another tensor, or is read as a single value): that dim cannot be dynamic. torch.export
+    fixes a size of 1, so capture traces such a dim at 2; the model's failure there was
+    reported as a failure on the user's own example inputs."""
+    names = input_names(module, len(given))
+    dims = [f"{names[i]} dim {d}" for i, (a, w) in enumerate(zip(given, widened))
+            if isinstance(a, torch.Tensor) for d in range(a.ndim) if a.shape[d] != w.shape[d]]
+    return DynamicDimError(
+        f"{type(module).__name__} runs on the example inputs but raises "
+        f"{type(exc).__name__} ({_first_line(exc)}{_user_frame(exc)}) when the size-1 "
+        f"dim(s) asked to be dynamic ({', '.join(dims)}) are 2, the size crossport traces "
+        "them at (torch.export fixes a size of 1): the model needs them to be 1 (a dim "
+        "that broadcasts against another tensor). Convert with those dims static (drop "
+        "them from dynamic_dims / dynamic_batch), or give an example where they are "
+        "at least 2 if the model takes other sizes there.",
+        problems=[{"op": "size-1 dim", "reason": "the model needs it to be 1", "where": d}
+                  for d in dims])
+
+
 def _unaliased(args: tuple) -> tuple:
     """``args`` with every tensor that shares memory with an earlier one cloned.
 
@@ -243,6 +301,7 @@ def capture(module: torch.nn.Module, args: tuple, options: ConvertOptions,
     _check_forward_takes(module, args)
     args = _unaliased(args)
     dynamic = _dynamic_shapes(args, options, input_names(module, len(args)))
+    given = args
     if dynamic is not None:
         args = _widen_unit_dynamic_dims(args, dynamic)
         dynamic = _match_signature(module, dynamic)
@@ -254,6 +313,14 @@ def capture(module: torch.nn.Module, args: tuple, options: ConvertOptions,
                 strict=options.strict_export,
             )
     except Exception as exc:  # torch raises many unrelated types here; all mean "no capture"
+        if args is not given and _fails_eagerly(module, args) and not _fails_eagerly(
+                module, given):
+            raise _widening_refused(module, exc, given, args) from exc
+        if _SPECIALIZED.search(str(exc)):
+            raise _specialized(module, exc) from exc
+        if isinstance(exc, UnsupportedOperatorException) and dynamic is not None and (
+                _first_line(exc).startswith("aten.")):
+            raise _no_symbolic_kernel(module, exc) from exc
         raise CaptureError(_capture_message(module, exc, args)) from exc
     exported = without_effect_tokens(exported)
     if dynamic is not None:
@@ -347,12 +414,10 @@ _DATA_DEPENDENT = ("data-dependent", "data dependent", "dynamic control flow")
 def _capture_message(module: torch.nn.Module, exc: Exception, args: tuple = ()) -> str:
     """What torch.export's failure means: data-dependent control flow, a dim that cannot
     be dynamic, or an error of the module itself (it fails on the example inputs)."""
-    first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    frames = [f for f in traceback.extract_tb(exc.__traceback__)
-              if not _is_library_frame(f.filename)]
-    where = f" at {frames[-1].filename}:{frames[-1].lineno} ({frames[-1].line})" if frames else ""
+    first_line = _first_line(exc)
+    where = _user_frame(exc)
     name = type(module).__name__
-    if "Constraints violated" in first_line:
+    if "Constraints violated" in first_line:  # a form _specialized does not read
         hint = ("a dim marked dynamic is fixed by the model (or equal to another dim): "
                 "convert with that dim static, or make the model shape-generic there.")
     elif isinstance(exc, GuardOnDataDependentSymNode) or any(
@@ -376,6 +441,17 @@ def _capture_message(module: torch.nn.Module, exc: Exception, args: tuple = ()) 
                 "or move it out of forward.")
     return (f"torch.export could not capture {name}{where}: {type(exc).__name__}: "
             f"{first_line}\n{hint}")
+
+
+def _first_line(exc: Exception) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+def _user_frame(exc: Exception) -> str:
+    """`` at file:line (source)`` of the innermost user frame of ``exc``'s traceback."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if not _is_library_frame(f.filename)]
+    return f" at {frames[-1].filename}:{frames[-1].lineno} ({frames[-1].line})" if frames else ""
 
 
 def _eager_experts_hint(module: torch.nn.Module) -> str:

@@ -29,11 +29,11 @@ class _Shuffle(SpatialLayer):
         self._check_rank(len(inputs.shape))
         return self._shuffle(inputs, channels_last=self.data_format == "channels_last")
 
-    def _channels(self, x: Any, channels_last: bool) -> int:
-        c = x.shape[-1 if channels_last else 1]
-        if c is None:
-            raise InputError(f"{type(self).__name__} needs a static channel count.")
-        return c
+    def _channels(self, x: Any, channels_last: bool) -> Any:
+        """The channel count: an int when static, else the run-time size (a dynamic
+        channel dim; torch checks its divisibility at run time, as the reshape does)."""
+        axis = -1 if channels_last else 1
+        return dynamic_shape(x)[axis]
 
 
 @keras.saving.register_keras_serializable(package="crossport")
@@ -53,7 +53,7 @@ class PixelShuffle(_Shuffle):
     def _shuffle(self, x: Any, channels_last: bool) -> Any:
         r = self.factor
         c = self._channels(x, channels_last)
-        if c % (r * r):
+        if isinstance(c, int) and c % (r * r):
             raise InputError(f"PixelShuffle({r}): {c} channels are not divisible by {r * r}.")
         c //= r * r
         if channels_last:

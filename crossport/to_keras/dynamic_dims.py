@@ -81,6 +81,11 @@ def dynamic_dims(node: torch.fx.Node, argument: str) -> list[int]:
     return []
 
 
+def tensor_argument(node: torch.fx.Node, argument: str) -> torch.Tensor | None:
+    """The fake tensor of ``node``'s ``argument`` (by schema name), or None."""
+    return next((val for name, val in _tensor_inputs(node) if name == argument), None)
+
+
 def static_dims(argument: str, dims: Callable[[torch.fx.Node], Iterable[int]],
                 why: str) -> Callable[[torch.fx.Node], str | None]:
     """A ``dynamic=`` predicate: the ``dims(node)`` of ``argument`` must be static.

@@ -27,6 +27,7 @@ import torch
 
 import crossport
 from crossport.capture.borrow import borrowed
+from crossport.capture.export import _match_signature
 from crossport.capture.pad import opaque_dynamic_pads
 from crossport.capture.recurrent import opaque_recurrent_ops
 from crossport.errors import CrossportError
@@ -72,10 +73,13 @@ def _widened(args: tuple) -> tuple:
 
 def _free_dims(module, args: tuple) -> dict[int, dict[int, str]] | None:
     """``dynamic_dims`` for every dim the model leaves free, per torch.export's ``AUTO``
-    dims (None when that export fails: then every dim is requested)."""
+    dims (None when that export fails: then every dim is requested). A ``forward(*xs)``
+    takes its specs as one tuple, as crossport's capture gives them: without it every
+    such row's probe failed and asked for every dim, so torch refused the fixed ones."""
     auto = torch.export.Dim.AUTO
     for example in (_widened(args), args):
-        spec = tuple({d: auto for d in range(a.ndim)} if _sized(a) else None for a in example)
+        spec = _match_signature(module, tuple(
+            {d: auto for d in range(a.ndim)} if _sized(a) else None for a in example))
         try:
             with borrowed(module), opaque_recurrent_ops(), opaque_dynamic_pads():
                 exported = torch.export.export(module, example, dynamic_shapes=spec)

@@ -7,6 +7,7 @@ import numpy as np
 import torch
 
 from crossport.layout import Layout, canonical, physical_axis
+from crossport.to_keras.dynamic_dims import is_dynamic_size, tensor_argument
 from crossport.to_keras.fold import is_constant
 from crossport.to_keras.initial import call_with_weights
 from crossport.to_keras.ops.elementwise import keras_add, keras_multiply
@@ -26,6 +27,32 @@ def _linear_supports(node):
     return None
 
 
+def _static_contraction(left: str, right: str):
+    """A ``dynamic=`` predicate for ``left @ right``: the dim summed over may not be a
+    run-time size of ``left`` where ``right``'s is static.
+
+    torch.export can keep such a dim only as an expression of several dynamic dims that a
+    guard pins to the static size: ``flatten(conv(x), 1)`` into a Linear of 256 features
+    with H and W dynamic holds where ``4*H*W == 256``. The product is then fixed, so the
+    dims are not free sizes (and Keras' Dense needs its features static); a single dim
+    torch would have refused at capture already. Every other dim may be dynamic."""
+
+    def check(node: torch.fx.Node) -> str | None:
+        x, w = tensor_argument(node, left), tensor_argument(node, right)
+        if x is None or w is None or x.ndim == 0 or w.ndim == 0:
+            return None
+        summed, fixed = x.shape[-1], w.shape[-2 if w.ndim > 1 else 0]
+        if node.target is aten.linear.default:
+            fixed = w.shape[-1]  # weight [out, in]
+        if not is_dynamic_size(summed) or is_dynamic_size(fixed):
+            return None
+        return (f"the summed dim of {left!r} ({summed}) meets a static {int(fixed)} in "
+                f"{right!r}: the model holds only where {summed} == {int(fixed)} (dynamic "
+                "dims flattened into a Linear's features), so those dims cannot vary freely")
+
+    return check
+
+
 def _dense(ctx, x, kernel: np.ndarray, bias: np.ndarray | None = None):
     """``x @ kernel (+ bias)`` as a Dense layer (FULLY_CONNECTED in TFLite)."""
     dense = keras.layers.Dense(kernel.shape[1], use_bias=bias is not None, name=ctx.name())
@@ -35,7 +62,8 @@ def _dense(ctx, x, kernel: np.ndarray, bias: np.ndarray | None = None):
     return call_with_weights(dense, x, **arrays)
 
 
-@register(aten.linear.default, policy=Policy.CUSTOM, supports=_linear_supports, dynamic=True)
+@register(aten.linear.default, policy=Policy.CUSTOM, supports=_linear_supports,
+          dynamic=_static_contraction("input", "weight"))
 def aten_linear_default(ctx, input, weight, bias=None):
     """linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor
 
@@ -131,7 +159,8 @@ def _integer_matmul(ctx, x, y):
     return out if want == wide else ops.cast(out, want)
 
 
-@register(aten.addmm.default, policy=Policy.CANONICAL, dynamic=True)
+@register(aten.addmm.default, policy=Policy.CANONICAL,
+          dynamic=_static_contraction("mat1", "mat2"))
 def aten_addmm_default(ctx, self, mat1, mat2, beta=1, alpha=1):
     """addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor
 
@@ -156,13 +185,15 @@ def _beta_self_plus_alpha(ctx, self, product, beta, alpha):
     return keras_add(product, _operand(ctx, self) if beta == 1 else keras_multiply(self, beta))
 
 
-@register(aten.addmv.default, policy=Policy.CANONICAL, dynamic=True)
+@register(aten.addmv.default, policy=Policy.CANONICAL,
+          dynamic=_static_contraction("mat", "vec"))
 def aten_addmv_default(ctx, self, mat, vec, beta=1, alpha=1):
     """addmv(Tensor self, Tensor mat, Tensor vec, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
     return _beta_self_plus_alpha(ctx, self, _matmul(ctx, mat, vec), beta, alpha)
 
 
-@register(aten.addbmm.default, policy=Policy.CANONICAL, dynamic=True)
+@register(aten.addbmm.default, policy=Policy.CANONICAL,
+          dynamic=_static_contraction("batch1", "batch2"))
 def aten_addbmm_default(ctx, self, batch1, batch2, beta=1, alpha=1):
     """addbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor
 
@@ -175,13 +206,15 @@ def aten_addbmm_default(ctx, self, batch1, batch2, beta=1, alpha=1):
     return _beta_self_plus_alpha(ctx, self, total, beta, alpha)
 
 
-@register(aten.matmul.default, policy=Policy.CANONICAL, dynamic=True)
+@register(aten.matmul.default, policy=Policy.CANONICAL,
+          dynamic=_static_contraction("self", "other"))
 def aten_matmul_default(ctx, self, other):
     """matmul(Tensor self, Tensor other) -> Tensor"""
     return _matmul(ctx, self, other)
 
 
-@register(aten.bmm.default, aten.mm.default, policy=Policy.CANONICAL, dynamic=True)
+@register(aten.bmm.default, aten.mm.default, policy=Policy.CANONICAL,
+          dynamic=_static_contraction("self", "mat2"))
 def aten_bmm_default(ctx, self, mat2):
     """bmm(Tensor self, Tensor mat2) -> Tensor (mm alike; the schema names it mat2)"""
     return _matmul(ctx, self, mat2)

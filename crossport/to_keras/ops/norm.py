@@ -8,7 +8,7 @@ import torch
 
 from crossport.layers.fused_norm import FusedBatchNormalization, StableLayerNormalization
 from crossport.layout import after_reduce, physical_array, physical_axes
-from crossport.to_keras.dynamic_dims import static_dims
+from crossport.to_keras.dynamic_dims import is_dynamic_size, static_dims
 from crossport.to_keras.fold import is_constant
 from crossport.to_keras.initial import call_with_weights
 from crossport.to_keras.ops.shape import as_value
@@ -105,7 +105,28 @@ def _float32(array):
     return None if array is None else np.asarray(array, dtype=np.float32)
 
 
-@register(aten.layer_norm.default, policy=Policy.CUSTOM, supports=_affine_supports, dynamic=True)
+def _normalized_dims_static(node: torch.fx.Node) -> str | None:
+    """A ``dynamic=`` predicate: a normalized dim may be a run-time size only where
+    ``normalized_shape`` is one too. A static entry over a dynamic dim (``flatten`` of
+    dynamic H and W into a ``LayerNorm(48)``) holds the model to ``4*H*W == 48``: those
+    dims are not free, and Keras' gamma needs a static size."""
+    x = node.args[0].meta.get("val")
+    shape = node.args[1]
+    if not isinstance(x, torch.Tensor):
+        return None
+    for i, entry in enumerate(shape):
+        size = entry.meta.get("val") if isinstance(entry, torch.fx.Node) else entry
+        dim = x.shape[x.ndim - len(shape) + i]
+        if is_dynamic_size(dim) and not is_dynamic_size(size):
+            return (f"layer_norm's normalized size {int(size)} meets a run-time size "
+                    f"({dim}) in dim {x.ndim - len(shape) + i} of 'input': the model holds "
+                    f"only where {dim} == {int(size)} (dynamic dims flattened into the "
+                    "normalized features), so those dims cannot vary freely")
+    return None
+
+
+@register(aten.layer_norm.default, policy=Policy.CUSTOM, supports=_affine_supports,
+          dynamic=_normalized_dims_static)
 def aten_layer_norm_default(ctx, input, normalized_shape, weight=None, bias=None, eps=1e-05,
                             cudnn_enable=True):
     """layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight=None, Tensor? bias=None, float eps=1e-05, bool cudnn_enable=True) -> Tensor
@@ -181,13 +202,14 @@ def _instance_norm_supports(node: torch.fx.Node) -> str | None:
     return _affine_supports(node)
 
 
-def _instance_norm_dynamic(node, use_input_stats=True, **_arguments):
-    """Input statistics are a GroupNorm with one group per channel of the example: a
-    run-time channel count would keep the example's group count."""
-    if not use_input_stats:
+def _instance_norm_dynamic(node, weight=None, bias=None, use_input_stats=True, **_arguments):
+    """Input statistics with a run-time channel count are per-channel moments over the
+    spatial axes (no group count to fix); only an affine (static, one value per channel)
+    needs the channels static, and torch.export fixes them then anyway."""
+    if not use_input_stats or (weight is None and bias is None):
         return None
     return static_dims("input", lambda _n: [1],
-                       "instance_norm's per-channel statistics (a group per channel)")(node)
+                       "instance_norm's per-channel affine (weight/bias)")(node)
 
 
 @register(aten.instance_norm.default, policy=Policy.CHANNELS_LAST,
@@ -204,4 +226,8 @@ def aten_instance_norm_default(ctx, input, weight, bias, running_mean, running_v
         return emit_batch_norm(ctx, input, weight, bias, running_mean, running_var, momentum,
                                eps)
     channels = ctx.arg_shape(0)[1]
+    if ctx.is_dynamic(ctx.node.args[0].meta["val"].shape[1]):  # no affine (_instance_norm_dynamic): moments per channel
+        from crossport.layers.normalization import _normalize
+
+        return _normalize(input, range(1, len(input.shape) - 1), eps)[0]
     return emit_group_norm(ctx, input, channels, weight, bias, eps)

@@ -174,8 +174,9 @@ def _median_last(ctx, x, n, ignore_nan: bool):
         return values[..., (n32 - 1) // 2], indices[..., (n32 - 1) // 2]
     else:
         position = ops.zeros_like(indices[..., :1], dtype="int32") + (n32 - 1) // 2
-    return (ops.squeeze(ops.take_along_axis(values, position, axis=-1), -1),
-            ops.squeeze(ops.take_along_axis(indices, position, axis=-1), -1))
+    # [..., 0], not squeeze: under a run-time n Keras cannot tell the taken axis is 1 long
+    return (ops.take_along_axis(values, position, axis=-1)[..., 0],
+            ops.take_along_axis(indices, position, axis=-1)[..., 0])
 
 
 def _dynamic_sort(ctx, x, n):

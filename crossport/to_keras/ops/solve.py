@@ -116,8 +116,8 @@ def aten__linalg_solve_ex_default(ctx, A, B, left=True, check_errors=False):
     x = ops.solve(a, b)
     if not left:
         x = _transposed(x)
-    if vector:
-        x = ops.squeeze(x, -1)
+    if vector:  # [..., 0]: broadcast against run-time batch dims, Keras loses the 1
+        x = x[..., 0]
     rank = len(ctx.out_shape)
     ctx.out_layout = (canonical(rank), None, None, canonical(len(a_shape) - 2))
     return x, None, None, _no_error(ctx, a_unbroadcast, x, 3)
