@@ -20,7 +20,7 @@ from crossport.layers.base import SpatialLayer, dynamic_shape, resolve_perm
 from crossport.layers.reduction import stable_mean
 
 
-def _normalize(x: Any, axes: Sequence[int], eps: float) -> tuple[Any, Any, Any]:
+def normalize_moments(x: Any, axes: Sequence[int], eps: float) -> tuple[Any, Any, Any]:
     """``(x - mean) / sqrt(var + eps)`` over ``axes``, with the mean and biased variance."""
     mean = stable_mean(x, axis=tuple(axes), keepdims=True)  # sums as accurate as torch's
     centered = x - mean
@@ -121,7 +121,7 @@ class LayerNorm(keras.layers.Layer):
 
     def call(self, inputs: Any) -> Any:
         axes, order, broadcast = self._layout(len(inputs.shape))
-        y, _, _ = _normalize(inputs, axes, self.eps)
+        y, _, _ = normalize_moments(inputs, axes, self.eps)
         # weights are stored in torch's order: transpose to the Keras order and broadcast
         if self.weight is not None:
             y = y * ops.reshape(ops.transpose(self.weight, order), broadcast)
@@ -207,7 +207,7 @@ class GroupNorm(SpatialLayer):
         grouped = ops.reshape(x, [*shape[:-1], self.num_groups, -1])
         rank = len(grouped.shape)
         axes = [*range(1, rank - 2), rank - 1]
-        y, _, _ = _normalize(grouped, axes, self.eps)
+        y, _, _ = normalize_moments(grouped, axes, self.eps)
         y = ops.reshape(y, shape)
         if self.affine:
             y = y * self.weight + self.bias
@@ -321,7 +321,7 @@ class _InstanceNormNd(_RunningStatsNorm):
         if self.track_running_stats and not training:
             return self._running(x)
         spatial = tuple(range(1, len(x.shape) - 1))
-        y, mean, var = _normalize(x, spatial, self.eps)
+        y, mean, var = normalize_moments(x, spatial, self.eps)
         if self.track_running_stats:  # training: torch averages the instance stats over N
             n = ops.cast(ops.size(x), x.dtype) / ops.cast(ops.shape(x)[0] * x.shape[-1], x.dtype)
             unbiased = var * (n / ops.maximum(n - 1, 1))
@@ -368,7 +368,7 @@ class _BatchNormNd(_RunningStatsNorm):
         if self.track_running_stats and not training:
             return self._running(x)
         axes = tuple(range(len(x.shape) - 1))
-        y, mean, var = _normalize(x, axes, self.eps)
+        y, mean, var = normalize_moments(x, axes, self.eps)
         if training and self.track_running_stats:
             count = ops.cast(ops.size(x) // self.num_features, x.dtype)
             unbiased = ops.reshape(var, (-1,)) * count / ops.maximum(count - 1, 1)

@@ -86,6 +86,16 @@ def tensor_argument(node: torch.fx.Node, argument: str) -> torch.Tensor | None:
     return next((val for name, val in _tensor_inputs(node) if name == argument), None)
 
 
+def tied_to_static(what: str, dim, size) -> str:
+    """Why a run-time size ``dim`` meeting a static ``size`` is refused: torch.export keeps
+    such a dim only as an expression of several dynamic dims that a guard pins to the static
+    size (``flatten(conv(x), 1)`` with dynamic H and W into 256 features holds where
+    ``4*H*W == 256``), so those dims cannot vary freely."""
+    return (f"{what} ({dim}) meets a static {int(size)}: the model holds only where {dim} == "
+            f"{int(size)} (dynamic dims flattened into static features), so those dims "
+            "cannot vary freely")
+
+
 def static_dims(argument: str, dims: Callable[[torch.fx.Node], Iterable[int]],
                 why: str) -> Callable[[torch.fx.Node], str | None]:
     """A ``dynamic=`` predicate: the ``dims(node)`` of ``argument`` must be static.

@@ -7,7 +7,7 @@ import numpy as np
 import torch
 
 from crossport.layout import Layout, canonical, physical_axis
-from crossport.to_keras.dynamic_dims import is_dynamic_size, tensor_argument
+from crossport.to_keras.dynamic_dims import is_dynamic_size, tensor_argument, tied_to_static
 from crossport.to_keras.fold import is_constant
 from crossport.to_keras.initial import call_with_weights
 from crossport.to_keras.ops.elementwise import keras_add, keras_multiply
@@ -46,9 +46,7 @@ def _static_contraction(left: str, right: str):
             fixed = w.shape[-1]  # weight [out, in]
         if not is_dynamic_size(summed) or is_dynamic_size(fixed):
             return None
-        return (f"the summed dim of {left!r} ({summed}) meets a static {int(fixed)} in "
-                f"{right!r}: the model holds only where {summed} == {int(fixed)} (dynamic "
-                "dims flattened into a Linear's features), so those dims cannot vary freely")
+        return tied_to_static(f"the summed dim of {left!r}, against {right!r},", summed, fixed)
 
     return check
 

@@ -7,8 +7,9 @@ import numpy as np
 import torch
 
 from crossport.layers.fused_norm import FusedBatchNormalization, StableLayerNormalization
+from crossport.layers.normalization import normalize_moments
 from crossport.layout import after_reduce, physical_array, physical_axes
-from crossport.to_keras.dynamic_dims import is_dynamic_size, static_dims
+from crossport.to_keras.dynamic_dims import is_dynamic_size, static_dims, tied_to_static
 from crossport.to_keras.fold import is_constant
 from crossport.to_keras.initial import call_with_weights
 from crossport.to_keras.ops.shape import as_value
@@ -118,10 +119,8 @@ def _normalized_dims_static(node: torch.fx.Node) -> str | None:
         size = entry.meta.get("val") if isinstance(entry, torch.fx.Node) else entry
         dim = x.shape[x.ndim - len(shape) + i]
         if is_dynamic_size(dim) and not is_dynamic_size(size):
-            return (f"layer_norm's normalized size {int(size)} meets a run-time size "
-                    f"({dim}) in dim {x.ndim - len(shape) + i} of 'input': the model holds "
-                    f"only where {dim} == {int(size)} (dynamic dims flattened into the "
-                    "normalized features), so those dims cannot vary freely")
+            return tied_to_static(f"dim {x.ndim - len(shape) + i} of 'input', normalized by "
+                                  f"layer_norm's normalized size {int(size)},", dim, size)
     return None
 
 
@@ -225,9 +224,7 @@ def aten_instance_norm_default(ctx, input, weight, bias, running_mean, running_v
     if not use_input_stats:
         return emit_batch_norm(ctx, input, weight, bias, running_mean, running_var, momentum,
                                eps)
-    channels = ctx.arg_shape(0)[1]
-    if ctx.is_dynamic(ctx.node.args[0].meta["val"].shape[1]):  # no affine (_instance_norm_dynamic): moments per channel
-        from crossport.layers.normalization import _normalize
-
-        return _normalize(input, range(1, len(input.shape) - 1), eps)[0]
-    return emit_group_norm(ctx, input, channels, weight, bias, eps)
+    if ctx.is_dynamic(ctx.node.args[0].meta["val"].shape[1]):  # so no affine (see
+        # _instance_norm_dynamic): moments per channel over the spatial axes, no group count
+        return normalize_moments(input, range(1, len(input.shape) - 1), eps)[0]
+    return emit_group_norm(ctx, input, ctx.arg_shape(0)[1], weight, bias, eps)
