@@ -26,6 +26,9 @@ and rounded once: :func:`in_float32` with the bound number as an operand).
 
 :func:`in_dtype` is the one cast of an operand to a dtype here: a number bound, a numpy
 constant cast by numpy (it stays a constant), a tensor cast unless it already has it.
+:func:`promoted`, :func:`promoted_bound`, :func:`in_result_dtype` and :func:`float_operand`
+put operands in the op's *result* dtype (``ctx.out_dtype``), for the elementwise, division,
+bitwise and float-math converters.
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ from collections.abc import Callable
 import keras
 import numpy as np
 import torch
+
+from crossport.to_keras.values import keras_dtype
 
 ops = keras.ops
 
@@ -117,3 +122,57 @@ def in_float32(x, fn: Callable, *others):
         return fn(x, *others)
     others = tuple(other if is_number(other) else in_dtype(other, "float32") for other in others)
     return ops.cast(fn(ops.cast(x, "float32"), *others), dtype)
+
+
+# The operands of an op in torch's result dtype (``ctx.out_dtype``), for the elementwise,
+# division and float-math converters.
+
+def is_tensor(x) -> bool:
+    return not isinstance(x, (bool, int, float)) and hasattr(x, "dtype")
+
+
+def integer_result(ctx) -> bool:
+    """Whether torch's result dtype is an integer type (not bool)."""
+    return not ctx.out_dtype.is_floating_point and ctx.out_dtype != torch.bool
+
+
+def promoted(ctx, *operands):
+    """The tensor operands in torch's result dtype, where torch computes the op.
+
+    torch promotes first and computes in the result type (``bool + 1`` is int64, ``int8 +
+    int64`` is int64, ``int * 1.5`` is float32); Keras' own promotion differs (bool + int
+    is int32) and TF refuses mixed operands. Python numbers stay numbers (weak types)."""
+    if ctx.out_dtype == torch.bool:
+        return operands
+    want = keras_dtype(ctx.out_dtype)
+    return tuple(in_dtype(x, want) if is_tensor(x) else x for x in operands)
+
+
+def promoted_bound(ctx, *operands):
+    """The operands in torch's result dtype, Python numbers too: numpy scalars of it
+    (:func:`bound`), for ``keras.ops`` calls that would make a
+    number a float32/int32 tensor first (``mod``, ``where``, ``abs``).
+
+    Not :func:`bound_operands`: that one takes the computation
+    dtype from the operands (a comparison's, whose result is bool) and leaves two tensors
+    as they are; the ops here compute in their result dtype and TF needs both in it."""
+    want = keras_dtype(ctx.out_dtype)
+    return tuple(bound(x, want) for x in promoted(ctx, *operands))
+
+
+def in_result_dtype(ctx, y):
+    """``y`` in torch's result dtype (not :func:`in_dtype`, which
+    trusts the symbolic dtype). Keras promotes a Python number with a narrow integer
+    tensor to int32 (``int8 % -3`` came out int32); computing wider and casting back is
+    exact for the integer ops here (their results fit the narrow type, or wrap as torch's
+    do). Cast always: Keras' symbolic dtype says int8 there while TF's kernel returns int32
+    (tf.cast of a tensor already in the dtype is the tensor itself)."""
+    return ops.cast(y, keras_dtype(ctx.out_dtype))
+
+
+def float_operand(x, dtype: str):
+    """An integer/bool operand of a float-valued op in the op's float dtype (torch promotes;
+    TF has no float math kernels for integers, e.g. Reciprocal on int64)."""
+    if is_tensor(x) and not dtype_name(x).startswith(("float", "bfloat")):
+        return in_dtype(x, dtype)
+    return x

@@ -9,9 +9,9 @@ import torch
 from crossport.layers.activation import GELU
 from crossport.layers.special import Erf
 from crossport.to_keras.fold import is_constant
-from crossport.to_keras.ops.elementwise import _float_operand, exp, nan_kept
+from crossport.to_keras.ops.elementwise import exp, nan_kept
 from crossport.to_keras.registry import Policy, bind_arguments, register
-from crossport.to_keras.scalars import bound, dtype_name, in_float32
+from crossport.to_keras.scalars import bound, dtype_name, float_operand, in_float32
 from crossport.to_keras.values import keras_dtype
 
 aten = torch.ops.aten
@@ -25,7 +25,7 @@ def _activation(ctx, x, fn):
     An integer input is cast to the float result dtype first (torch promotes
     ``sigmoid(int64)`` to float32; TF has no integer kernel)."""
     if ctx.out_dtype.is_floating_point:
-        x = _float_operand(x, keras_dtype(ctx.out_dtype))
+        x = float_operand(x, keras_dtype(ctx.out_dtype))
     if isinstance(fn, str):
         return keras.layers.Activation(fn, name=ctx.name())(x)
     return fn(x)

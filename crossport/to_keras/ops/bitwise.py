@@ -16,15 +16,15 @@ import keras
 import numpy as np
 import torch
 
-from crossport.to_keras.ops.elementwise import _promoted_bound
 from crossport.to_keras.registry import Policy, register
+from crossport.to_keras.scalars import promoted_bound
 from crossport.to_keras.values import keras_dtype
 
 aten = torch.ops.aten
 ops = keras.ops
 
 
-# Both operands go through _promoted_bound: torch's result dtype, a Python number a numpy
+# Both operands go through promoted_bound: torch's result dtype, a Python number a numpy
 # scalar of it wrapped as torch casts it (``int8 & 300`` is ``& 44``; Keras would make it an
 # int32 tensor and promote an int8 operand to int32, and numpy refused 300 as an int8).
 
@@ -33,7 +33,7 @@ def _logical_or_bitwise(logical, bitwise):
     def fn(ctx, self, other):
         if ctx.out_dtype == torch.bool:
             return logical(self, other)
-        return bitwise(*_promoted_bound(ctx, self, other))
+        return bitwise(*promoted_bound(ctx, self, other))
     return fn
 
 
@@ -84,7 +84,7 @@ def _shift(ctx, self, other, left: bool):
     dtype = keras_dtype(ctx.out_dtype)
     if not dtype.startswith(("int", "uint")):
         raise ctx.unsupported(f"shifts of {ctx.out_dtype} (torch shifts integers only)")
-    self, other = _promoted_bound(ctx, self, other)
+    self, other = promoted_bound(ctx, self, other)
     bits = _bits(dtype)
     shift = ops.left_shift if left else ops.right_shift
     signed = not dtype.startswith("uint")

@@ -15,16 +15,20 @@ from __future__ import annotations
 import keras
 import torch
 
-from crossport.to_keras.ops.elementwise import (
-    _in_result_dtype,
-    _is_int,
-    _is_tensor,
-    _promoted,
-    _promoted_bound,
-    keras_multiply,
-)
+from crossport.to_keras.ops.elementwise import keras_multiply
 from crossport.to_keras.registry import Policy, register
-from crossport.to_keras.scalars import bound, dtype_name, in_dtype, in_float32, is_number
+from crossport.to_keras.scalars import (
+    bound,
+    dtype_name,
+    in_dtype,
+    in_float32,
+    in_result_dtype,
+    integer_result,
+    is_number,
+    is_tensor,
+    promoted,
+    promoted_bound,
+)
 from crossport.to_keras.values import keras_dtype
 
 aten = torch.ops.aten
@@ -43,7 +47,7 @@ def _divided(x, y, rounded=None):
     def divide(a, b):
         quotient = ops.true_divide(a, b)
         return quotient if rounded is None else rounded(quotient)
-    return in_float32(x, divide, y) if is_number(y) and _is_tensor(x) else divide(x, y)
+    return in_float32(x, divide, y) if is_number(y) and is_tensor(x) else divide(x, y)
 
 
 def fmod_float(a, b):
@@ -86,11 +90,11 @@ def _floor_divide(ctx, a, b):
     kernel; by float16's 0.0999755859 ``0.9 // 0.1`` was 9, torch 8); by a tensor: each
     step rounded to half, as torch's kernel does (in float32 it was 1 off past 1024)."""
     if ctx.out_dtype.is_floating_point and is_number(b):
-        return in_float32(ops.convert_to_tensor(_promoted(ctx, a)[0]),
+        return in_float32(ops.convert_to_tensor(promoted(ctx, a)[0]),
                           lambda x: floor_divide_float(x, bound(b, dtype_name(x))))
-    a, b = _promoted_bound(ctx, a, b)
+    a, b = promoted_bound(ctx, a, b)
     if not ctx.out_dtype.is_floating_point:
-        return _in_result_dtype(ctx, ops.floor_divide(a, b))  # TF's integer FloorDiv is exact
+        return in_result_dtype(ctx, ops.floor_divide(a, b))  # TF's integer FloorDiv is exact
     a = ops.convert_to_tensor(a)
     one_element = all(d == 1 for d in tuple(getattr(b, "shape", ())))
     return in_float32(a, floor_divide_float, b) if one_element else floor_divide_float(a, b)
@@ -105,7 +109,7 @@ def _trunc_divide_int(ctx, a, b):
     (no int64 FloorDiv): its export refuses, as it does for an int64 ``//``."""
     want = keras_dtype(ctx.out_dtype)
     work = "int64" if want == "int64" else "int32"
-    a, b = (in_dtype(x, work) for x in _promoted_bound(ctx, a, b))  # int8 // 300 is // 44
+    a, b = (in_dtype(x, work) for x in promoted_bound(ctx, a, b))  # int8 // 300 is // 44
     quotient = ops.floor_divide(a, b)
     inexact = ops.not_equal(ops.mod(a, b), 0)
     signs_differ = ops.not_equal(ops.less(a, 0), ops.less(b, 0))
@@ -122,7 +126,7 @@ def aten_div_tensor_mode(ctx, self, other, rounding_mode=None):
     """
     if rounding_mode == "floor":
         return _floor_divide(ctx, self, other)
-    if rounding_mode == "trunc" and _is_int(ctx):
+    if rounding_mode == "trunc" and integer_result(ctx):
         return _trunc_divide_int(ctx, self, other)
     return _divided(self, other, None if rounding_mode is None else ops.trunc)
 
@@ -136,10 +140,10 @@ def aten_floor_divide_default(ctx, self, other):
 @register(aten.remainder.Tensor, aten.remainder.Scalar, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_remainder_tensor(ctx, self, other):
     """remainder.Tensor(Tensor self, Tensor other) -> Tensor (sign of the divisor, like Python)"""
-    self, other = _promoted_bound(ctx, self, other)
+    self, other = promoted_bound(ctx, self, other)
     if ctx.out_dtype.is_floating_point:  # half: in float32, the number bound to half first
         return in_float32(self, ops.mod, other)
-    return _in_result_dtype(ctx, ops.mod(self, other))
+    return in_result_dtype(ctx, ops.mod(self, other))
 
 
 @register(aten.fmod.Tensor, aten.fmod.Scalar, policy=Policy.AGNOSTIC, dynamic=True)
@@ -149,10 +153,10 @@ def aten_fmod_tensor(ctx, self, other):
     Floats: ``fmod_float`` (exact). Integers: the floor modulo minus the divisor where
     their signs differ, exact in integer arithmetic.
     """
-    self, other = _promoted_bound(ctx, self, other)
+    self, other = promoted_bound(ctx, self, other)
     if ctx.out_dtype.is_floating_point:
         return fmod_float(ops.convert_to_tensor(self), other)
     r = ops.mod(self, other)
     # signs compared with less-than, not Sign: TFLite has no int64 Sign kernel
     signs_differ = ops.not_equal(ops.less(r, 0), ops.less(self, 0))
-    return _in_result_dtype(ctx, ops.where(ops.logical_and(r != 0, signs_differ), r - other, r))
+    return in_result_dtype(ctx, ops.where(ops.logical_and(r != 0, signs_differ), r - other, r))

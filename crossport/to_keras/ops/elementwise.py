@@ -17,9 +17,15 @@ from crossport.to_keras.scalars import (
     bound,
     bound_operands,
     dtype_name,
+    float_operand,
     in_dtype,
     in_float32,
+    in_result_dtype,
+    integer_result,
     is_number,
+    is_tensor,
+    promoted,
+    promoted_bound,
 )
 from crossport.to_keras.values import keras_dtype
 
@@ -91,42 +97,8 @@ def _scaled(other, alpha, dtype: str):
     return bound(other * alpha, dtype) if is_number(other) else keras_multiply(other, alpha)
 
 
-def _promoted(ctx, *operands):
-    """The tensor operands in torch's result dtype, where torch computes the op.
-
-    torch promotes first and computes in the result type (``bool + 1`` is int64, ``int8 +
-    int64`` is int64, ``int * 1.5`` is float32); Keras' own promotion differs (bool + int
-    is int32) and TF refuses mixed operands. Python numbers stay numbers (weak types)."""
-    if ctx.out_dtype == torch.bool:
-        return operands
-    want = keras_dtype(ctx.out_dtype)
-    return tuple(in_dtype(x, want) if _is_tensor(x) else x for x in operands)
 
 
-def _promoted_bound(ctx, *operands):
-    """The operands in torch's result dtype, Python numbers too: numpy scalars of it
-    (:func:`crossport.to_keras.scalars.bound`), for ``keras.ops`` calls that would make a
-    number a float32/int32 tensor first (``mod``, ``where``, ``abs``).
-
-    Not :func:`~crossport.to_keras.scalars.bound_operands`: that one takes the computation
-    dtype from the operands (a comparison's, whose result is bool) and leaves two tensors
-    as they are; the ops here compute in their result dtype and TF needs both in it."""
-    want = keras_dtype(ctx.out_dtype)
-    return tuple(bound(x, want) for x in _promoted(ctx, *operands))
-
-
-def _in_result_dtype(ctx, y):
-    """``y`` in torch's result dtype (not :func:`~crossport.to_keras.scalars.in_dtype`, which
-    trusts the symbolic dtype). Keras promotes a Python number with a narrow integer
-    tensor to int32 (``int8 % -3`` came out int32); computing wider and casting back is
-    exact for the integer ops here (their results fit the narrow type, or wrap as torch's
-    do). Cast always: Keras' symbolic dtype says int8 there while TF's kernel returns int32
-    (tf.cast of a tensor already in the dtype is the tensor itself)."""
-    return ops.cast(y, keras_dtype(ctx.out_dtype))
-
-
-def _is_tensor(x) -> bool:
-    return not isinstance(x, (bool, int, float)) and hasattr(x, "dtype")
 
 
 @register(aten.add.Tensor, aten.add_.Tensor, aten.add.Scalar, policy=Policy.AGNOSTIC, dynamic=True)
@@ -138,7 +110,7 @@ def aten_add_tensor(ctx, self, other, alpha=1):
     """
     if ctx.out_dtype == torch.bool:
         return ops.logical_or(self, other) if alpha else ops.cast(self, "bool")
-    self, other = _promoted(ctx, self, other)
+    self, other = promoted(ctx, self, other)
     if alpha != 1 and _is_half(ctx):
         return _half_scaled_sum(self, other, alpha)
     return keras_add(self, _scaled(other, alpha, keras_dtype(ctx.out_dtype)))
@@ -160,7 +132,7 @@ def _half_scaled_sum(x, y, alpha):
 @register(aten.sub.Tensor, aten.sub_.Tensor, aten.sub.Scalar, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_sub_tensor(ctx, self, other, alpha=1):
     """sub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"""
-    self, other = _promoted(ctx, self, other)
+    self, other = promoted(ctx, self, other)
     if alpha != 1 and _is_half(ctx):
         return _half_scaled_sum(self, other, -alpha)
     return ops.subtract(self, _scaled(other, alpha, keras_dtype(ctx.out_dtype)))
@@ -169,7 +141,7 @@ def aten_sub_tensor(ctx, self, other, alpha=1):
 @register(aten.rsub.Scalar, aten.rsub.Tensor, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_rsub_scalar(ctx, self, other, alpha=1):
     """rsub.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor = other - alpha*self"""
-    self, other = _promoted(ctx, self, other)
+    self, other = promoted(ctx, self, other)
     if alpha != 1 and _is_half(ctx):
         return _half_scaled_sum(other, self, -alpha)
     return ops.subtract(other, _scaled(self, alpha, keras_dtype(ctx.out_dtype)))
@@ -183,7 +155,7 @@ def aten_mul_tensor(ctx, self, other):
     """
     if ctx.out_dtype == torch.bool:
         return ops.logical_and(self, other)
-    self, other = _promoted(ctx, self, other)
+    self, other = promoted(ctx, self, other)
     if is_number(other) or is_number(self):  # a half tensor times a number: in float32
         tensor, number = (other, self) if is_number(self) else (self, other)
         return in_float32(tensor, lambda t: keras_multiply(t, number))
@@ -193,16 +165,16 @@ def aten_mul_tensor(ctx, self, other):
 @register(aten.pow.Tensor_Scalar, aten.pow.Tensor_Tensor, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_pow_tensor_scalar(ctx, self, exponent):
     """pow.Tensor_Scalar(Tensor self, Scalar exponent) -> Tensor"""
-    if isinstance(exponent, (int, float)) and exponent in _POWERS and _is_tensor(self) and (
+    if isinstance(exponent, (int, float)) and exponent in _POWERS and is_tensor(self) and (
             ctx.out_dtype.is_floating_point):
         return _POWERS[exponent](self)
-    if _is_int(ctx) and _is_tensor(exponent):
-        return _int_power(ctx, *_promoted(ctx, self, exponent))
-    if _is_int(ctx):  # bool ** 2 is int64 in torch (Keras: int32); Keras computes int8 in int32
-        self, exponent = _promoted_bound(ctx, self, exponent)
-        return _in_result_dtype(ctx, ops.power(self, exponent))
+    if integer_result(ctx) and is_tensor(exponent):
+        return _int_power(ctx, *promoted(ctx, self, exponent))
+    if integer_result(ctx):  # bool ** 2 is int64 in torch (Keras: int32); Keras computes int8 in int32
+        self, exponent = promoted_bound(ctx, self, exponent)
+        return in_result_dtype(ctx, ops.power(self, exponent))
     if (isinstance(exponent, (int, float)) and float(exponent).is_integer() and exponent > 1
-            and _is_tensor(self) and ctx.out_dtype.is_floating_point):
+            and is_tensor(self) and ctx.out_dtype.is_floating_point):
         return unsaturated(ops.power(self, exponent))
     return ops.power(self, exponent)
 
@@ -235,8 +207,8 @@ _POWERS = {
 @register(aten.pow.Scalar, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_pow_scalar(ctx, self, exponent):
     """pow.Scalar(Scalar self, Tensor exponent) -> Tensor"""
-    if _is_int(ctx):
-        return _int_power(ctx, *_promoted(ctx, self, exponent))
+    if integer_result(ctx):
+        return _int_power(ctx, *promoted(ctx, self, exponent))
     return ops.power(self, exponent)
 
 
@@ -248,7 +220,7 @@ def _int_power(ctx, base, exponent):
     integers modulo 2**bits does not depend on the order of the multiplications). Keras
     computes uint8 powers in int32: the result is cast back, which wraps as torch does."""
     want = keras_dtype(ctx.out_dtype)
-    if _is_tensor(exponent) and dtype_name(exponent).startswith("uint"):
+    if is_tensor(exponent) and dtype_name(exponent).startswith("uint"):
         # never negative (and TF has no unsigned Neg); always cast: Keras' symbolic dtype of
         # a uint8 power says uint8 while TF's kernel returns int32
         return ops.cast(ops.power(base, exponent), want)
@@ -278,7 +250,7 @@ def _max(ctx, x, y):
     """``maximum`` in torch's result dtype; of bools ``or`` (TF has no bool Maximum)."""
     if ctx.out_dtype == torch.bool:
         return ops.logical_or(x, y)
-    return _nan_propagating(ops.maximum, *_promoted(ctx, x, y))
+    return _nan_propagating(ops.maximum, *promoted(ctx, x, y))
 
 
 def _nan_propagating(extreme, x, y):
@@ -299,7 +271,7 @@ def _min(ctx, x, y):
     """``minimum`` in torch's result dtype; of bools ``and`` (TF has no bool Minimum)."""
     if ctx.out_dtype == torch.bool:
         return ops.logical_and(x, y)
-    return _nan_propagating(ops.minimum, *_promoted(ctx, x, y))
+    return _nan_propagating(ops.minimum, *promoted(ctx, x, y))
 
 
 @register(aten.clamp.default, aten.clamp.Tensor, aten.clamp_.default, policy=Policy.AGNOSTIC, dynamic=True)
@@ -329,12 +301,8 @@ def aten_clamp_max_default(ctx, self, max):
 def aten_where_self(ctx, condition, self, other):
     """where.self(Tensor condition, Tensor self, Tensor other) -> Tensor (in torch's
     promoted dtype: where(c, bool_tensor, 2) is int64, Keras made it int32)"""
-    self, other = _promoted_bound(ctx, self, other)
-    return _in_result_dtype(ctx, ops.where(condition, self, other))
-
-
-def _is_int(ctx) -> bool:
-    return not ctx.out_dtype.is_floating_point and ctx.out_dtype != torch.bool
+    self, other = promoted_bound(ctx, self, other)
+    return in_result_dtype(ctx, ops.where(condition, self, other))
 
 
 def _tan(x):
@@ -408,13 +376,6 @@ _BINARY = {
 }
 
 
-def _float_operand(x, dtype: str):
-    """An integer/bool operand of a float-valued op in the op's float dtype (torch promotes;
-    TF has no float math kernels for integers, e.g. Reciprocal on int64)."""
-    if _is_tensor(x) and not dtype_name(x).startswith(("float", "bfloat")):
-        return in_dtype(x, dtype)
-    return x
-
 
 # torch rounds an integer tensor to itself, in its dtype; keras.ops.floor/ceil/trunc return
 # float32 for integers (ceil of an int64 tensor came out float32)
@@ -426,7 +387,7 @@ _ORDERING = (aten.lt.Tensor, aten.lt.Scalar, aten.le.Tensor, aten.le.Scalar,
 
 
 def _bool_as_int(x):
-    return in_dtype(x, "int32") if _is_tensor(x) and dtype_name(x) == "bool" else x
+    return in_dtype(x, "int32") if is_tensor(x) and dtype_name(x) == "bool" else x
 
 
 def _register_table(table: dict, arity: int, supports=None) -> None:
@@ -440,11 +401,11 @@ def _register_table(table: dict, arity: int, supports=None) -> None:
                 self, other = _bool_as_int(self), _bool_as_int(other)
             if ctx.out_dtype == torch.bool and _op in _BOOL_IDENTITY:
                 return self
-            if arity == 1 and _is_int(ctx):  # square of bools is int64 in torch
+            if arity == 1 and integer_result(ctx):  # square of bools is int64 in torch
                 self = in_dtype(self, keras_dtype(ctx.out_dtype))
             if ctx.out_dtype.is_floating_point:  # sqrt/exp/reciprocal/atan2 of integers
                 want = keras_dtype(ctx.out_dtype)
-                self, other = _float_operand(self, want), _float_operand(other, want)
+                self, other = float_operand(self, want), float_operand(other, want)
             return _fn(self) if arity == 1 else _fn(self, other)
 
         convert.__name__ = f"aten_{op.__name__.replace('.', '_')}"

@@ -14,8 +14,6 @@ import torch
 
 from crossport.layers.ordering import same_width_view
 from crossport.to_keras.ops.elementwise import (
-    _float_operand,
-    _promoted,
     is_infinite,
     isnan,
     keras_add,
@@ -23,7 +21,7 @@ from crossport.to_keras.ops.elementwise import (
     negated,
 )
 from crossport.to_keras.registry import Policy, register
-from crossport.to_keras.scalars import in_dtype
+from crossport.to_keras.scalars import float_operand, in_dtype, promoted
 from crossport.to_keras.values import keras_dtype
 
 aten = torch.ops.aten
@@ -66,7 +64,7 @@ def sign_bit(x):
 @register(aten.hypot.default, policy=Policy.AGNOSTIC, dynamic=True)
 def aten_hypot_default(ctx, self, other):
     """hypot(Tensor self, Tensor other) -> Tensor"""
-    return hypot(*_promoted(ctx, self, other))
+    return hypot(*promoted(ctx, self, other))
 
 
 def _nan_ignoring(extreme):
@@ -85,7 +83,7 @@ def aten_fmax_default(ctx, self, other):
     (of bools: or; TF has no bool Maximum)."""
     if ctx.out_dtype == torch.bool:
         return ops.logical_or(self, other)
-    return _fmax(*_promoted(ctx, self, other))
+    return _fmax(*promoted(ctx, self, other))
 
 
 @register(aten.fmin.default, policy=Policy.AGNOSTIC, dynamic=True)
@@ -94,7 +92,7 @@ def aten_fmin_default(ctx, self, other):
     (of bools: and)."""
     if ctx.out_dtype == torch.bool:
         return ops.logical_and(self, other)
-    return _fmin(*_promoted(ctx, self, other))
+    return _fmin(*promoted(ctx, self, other))
 
 
 @register(aten.copysign.Tensor, aten.copysign.Scalar, policy=Policy.AGNOSTIC, dynamic=True)
@@ -102,9 +100,9 @@ def aten_copysign_tensor(ctx, self, other):
     """copysign(Tensor self, Tensor other) -> Tensor: ``|self|`` with ``other``'s sign bit
     (-0.0 and -NaN are negative, as in C); integers compute in torch's float result."""
     want = keras_dtype(ctx.out_dtype)
-    self = _float_operand(self, want)
+    self = float_operand(self, want)
     if not isinstance(other, (int, float)):
-        other = _float_operand(other, want)
+        other = float_operand(other, want)
     magnitude = ops.abs(self)
     return ops.where(sign_bit(other), negated(magnitude), magnitude)
 

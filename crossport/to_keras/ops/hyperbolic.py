@@ -17,9 +17,10 @@ import keras
 import numpy as np
 import torch
 
-from crossport.to_keras.ops.elementwise import _float_operand, exp, isnan
+from crossport.to_keras.ops.elementwise import exp, isnan
 from crossport.to_keras.ops.float_math import sign_bit
 from crossport.to_keras.registry import Policy, register
+from crossport.to_keras.scalars import float_operand
 from crossport.to_keras.values import keras_dtype
 
 aten = torch.ops.aten
@@ -190,7 +191,7 @@ def _register(op, fn):
     name = op.__name__.replace(".", "_")
 
     def convert(ctx, self):
-        return fn(_float_operand(self, keras_dtype(ctx.out_dtype)))  # integers: torch's float
+        return fn(float_operand(self, keras_dtype(ctx.out_dtype)))  # integers: torch's float
     convert.__name__ = f"aten_{name}"
     convert.__doc__ = f"{op._schema}\n\n{fn.__doc__}"
     register(op, policy=Policy.AGNOSTIC, dynamic=True)(convert)

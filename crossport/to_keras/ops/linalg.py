@@ -17,10 +17,11 @@ import torch
 
 from crossport.layout import after_reduce, canonical, normalize_dims, physical_axes
 from crossport.to_keras.dynamic_dims import static_dims
-from crossport.to_keras.ops.elementwise import _promoted, is_infinite
+from crossport.to_keras.ops.elementwise import is_infinite
 from crossport.to_keras.ops.reduce import _reduce, nan_max, nan_min
 from crossport.to_keras.ops.shape import _harmonised, as_value
 from crossport.to_keras.registry import Policy, register
+from crossport.to_keras.scalars import promoted
 from crossport.to_keras.values import TensorValue, concrete, keras_dtype
 
 aten = torch.ops.aten
@@ -73,7 +74,7 @@ def aten_dist_default(ctx, self, other, p=2):
         (x, y), _layout = _harmonised(ctx, [a, b])
     else:
         x, y = ctx.canonical(a), ctx.canonical(b)
-    x, y = _promoted(ctx, x, y)
+    x, y = promoted(ctx, x, y)
     ctx.out_layout = canonical(0)
     return _norm_fn(float(p))(ops.subtract(x, y), axis=None, keepdims=False)
 

@@ -15,9 +15,9 @@ import keras
 import torch
 
 from crossport.layers.polynomial import OrthogonalPolynomial
-from crossport.to_keras.ops.elementwise import _float_operand
 from crossport.to_keras.ops.special import _floats_only
 from crossport.to_keras.registry import Policy, register
+from crossport.to_keras.scalars import float_operand
 from crossport.to_keras.values import keras_dtype
 
 aten = torch.ops.aten
@@ -30,7 +30,7 @@ def _operands(ctx, x, n):
     want = keras_dtype(ctx.out_dtype)
     like = n if isinstance(x, (int, float, bool)) else x
     return [ops.full_like(like, float(v), dtype=want) if isinstance(v, (int, float, bool))
-            else ops.cast(_float_operand(v, want), want) for v in (x, n)]
+            else ops.cast(float_operand(v, want), want) for v in (x, n)]
 
 
 def _polynomial(ctx, kind: str, x, n):

@@ -30,10 +30,10 @@ import torch
 
 from crossport.layers.ordering import same_width_view
 from crossport.layers.special import Digamma, LogGamma, TFSpecialFunction
-from crossport.to_keras.ops.elementwise import _float_operand
 from crossport.to_keras.ops.float_math import sign_bit
 from crossport.to_keras.ops.shape import as_value
 from crossport.to_keras.registry import Policy, register
+from crossport.to_keras.scalars import float_operand
 from crossport.to_keras.values import keras_dtype
 
 aten = torch.ops.aten
@@ -47,7 +47,7 @@ _TAIL = ((-1.970840454, -1.624906493, 3.429567803, 1.641345311), (3.543889200, 1
 
 def _floating(ctx, self):
     """A tensor in the op's float result dtype (torch promotes integers)."""
-    return _float_operand(self, keras_dtype(ctx.out_dtype))
+    return float_operand(self, keras_dtype(ctx.out_dtype))
 
 
 def _floats_only(node):
@@ -163,7 +163,7 @@ def _tensor_operands(ctx, *operands):
     # not scalars.bound_operands: TF's special kernels want tensors of one shape, not scalars
     like = next(x for x in operands if not isinstance(x, (int, float)))
     return [ops.full_like(like, x, dtype=want) if isinstance(x, (int, float))
-            else _float_operand(x, want) for x in operands]
+            else float_operand(x, want) for x in operands]
 
 
 @register(aten.special_ndtri.default, policy=Policy.AGNOSTIC, supports=_floats_only,
