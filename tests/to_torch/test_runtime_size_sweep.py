@@ -104,8 +104,19 @@ class Case:
 
 
 def _fresh(layer):
-    """A new layer from ``layer``'s config: a table's instance may be built at other sizes."""
-    return keras.layers.deserialize(keras.layers.serialize(layer))
+    """A new, unbuilt layer from ``layer``'s config: a table's instance may already be built
+    at its own sizes when another test ran first, and its serialized ``build_config`` would
+    rebuild the copy there too (the row's result then depended on test order)."""
+    return keras.layers.deserialize(_unbuilt(keras.layers.serialize(layer)))
+
+
+def _unbuilt(config):
+    """``config`` without any ``build_config`` (wrapped layers' too)."""
+    if isinstance(config, dict):
+        return {k: _unbuilt(v) for k, v in config.items() if k != "build_config"}
+    if isinstance(config, list):
+        return [_unbuilt(v) for v in config]
+    return config
 
 
 def _chain(shape, layers, dtype="float32", **kw) -> Case:
