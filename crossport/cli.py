@@ -40,8 +40,11 @@ console = Console()
 err_console = Console(stderr=True, soft_wrap=True)  # soft_wrap: never break an error line
 _debug = False
 
-_DTYPES = {"float32": "float32", "float": "float32", "int64": "int64", "long": "int64",
-           "int32": "int32", "bool": "bool"}
+_DTYPES = {"float32": "float32", "float": "float32", "float64": "float64", "double": "float64",
+           "float16": "float16", "half": "float16", "int64": "int64", "long": "int64",
+           "int32": "int32", "int16": "int16", "int8": "int8", "uint8": "uint8", "bool": "bool"}
+# integer dtypes: the largest HIGH (exclusive bound of the example's values) each can hold
+_INTEGERS = {"int64": 2**63, "int32": 2**31, "int16": 2**15, "int8": 2**7, "uint8": 2**8}
 
 
 INT_HIGH = 100  # integer example inputs are drawn from [0, INT_HIGH) unless the spec says
@@ -55,14 +58,14 @@ def parse_input_spec(spec: str):
     """
     match = re.fullmatch(r"(?:(\w+):)?(\d+(?:x\d+)*)(?::(\d+))?", spec.strip())
     if (not match or (match.group(1) and match.group(1) not in _DTYPES)
-            or (match.group(3) and _DTYPES[match.group(1) or "float32"] not in ("int64", "int32"))):
+            or (match.group(3) and _DTYPES[match.group(1) or "float32"] not in _INTEGERS)):
         raise typer.BadParameter(
             f"{spec!r}: expected SHAPE, DTYPE:SHAPE or INTDTYPE:SHAPE:HIGH, e.g. 1x3x224x224, "
             f"int64:1x128 or int64:1x128:30522 (dtypes: {', '.join(sorted(_DTYPES))})")
     dtype = _DTYPES[match.group(1) or "float32"]
     high = int(match.group(3)) if match.group(3) else INT_HIGH
-    if high < 1:
-        raise typer.BadParameter(f"{spec!r}: HIGH must be at least 1")
+    if not 1 <= high <= _INTEGERS.get(dtype, high):
+        raise typer.BadParameter(f"{spec!r}: HIGH must be in [1, {_INTEGERS[dtype]}] for {dtype}")
     return dtype, tuple(int(d) for d in match.group(2).split("x")), high
 
 
@@ -190,8 +193,8 @@ def _example_args(inputs: list[str]):
 
 
 def _random_example(torch, dtype: str, shape: tuple[int, ...], high: int):
-    if dtype == "float32":
-        return torch.randn(shape)
+    if dtype.startswith("float"):
+        return torch.randn(shape, dtype=getattr(torch, dtype))
     if dtype == "bool":
         return torch.rand(shape) > 0.5
     return torch.randint(0, high, shape, dtype=getattr(torch, dtype))

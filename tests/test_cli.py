@@ -21,6 +21,9 @@ MODEL_FILE = textwrap.dedent("""
     def with_args():
         return build(), (torch.randn(2, 3, 8, 8),)
 
+    def double_net():
+        return build().double()
+
     def not_a_module():
         return 42
 
@@ -142,6 +145,8 @@ BAD_INPUTS = {
     "returns-three-things": (["my_model.py:three_things", "--input", "1x3x8x8"],
                              "returned a tuple of 3"),
     "malformed-input": (["my_model.py:build", "--input", "1by3"], "expected SHAPE"),
+    "ids-beyond-their-dtype": (["my_model.py:text", "--input", "int8:2x7:300", "--input",
+                                "int64:2x7:2"], "HIGH must be in [1, 128] for int8"),
     "weights-not-state-dict": (["my_model.py:build", "--input", "1x3x8x8", "--weights",
                                 "my_model.py"], "not a loadable state_dict"),
     "weights-do-not-fit": (["my_model.py:build", "--input", "1x3x8x8", "--weights",
@@ -171,6 +176,21 @@ def test_bad_input_is_one_clear_line_and_nonzero_exit(workdir, case):
     assert len(result.stderr.splitlines()) == 1, f"one line on stderr:\n{result.stderr}"
     assert set(workdir.rglob("*")) - before <= {workdir / "__pycache__"} | set(
         (workdir / "__pycache__").rglob("*")), "nothing written"
+
+
+def test_inputs_of_every_listed_dtype():
+    from crossport.cli import _example_args
+
+    args = _example_args(["float16:2x3", "double:2", "uint8:50:256", "int8:40:128", "bool:3"])
+    assert [a.dtype for a in args] == [torch.float16, torch.float64, torch.uint8, torch.int8,
+                                       torch.bool]
+    assert args[2].max() >= 128 and args[3].min() >= 0  # drawn from [0, HIGH)
+
+
+def test_a_float64_module_converts_from_the_command_line(workdir):
+    result = crossport_cli("convert", "my_model.py:double_net", "--input", "float64:2x3x8x8",
+                           cwd=workdir)
+    assert result.returncode == 0, result.stderr
 
 
 def test_debug_shows_the_traceback_of_an_internal_error(workdir):
