@@ -65,7 +65,8 @@ def to_torch(
     model: Annotated[Path, typer.Argument(help="a Keras model file (.keras or .h5)")],
     input: Annotated[list[str] | None, typer.Option(
         "--input", "-i", help="input shape in the Keras layout, repeatable: 1x224x224x3, "
-                             "int32:1x128:30522")] = None,
+                             "int32:1x128:30522 (default: from the model's Input specs, "
+                             "a None batch as 2)")] = None,
     output: Annotated[Path | None, typer.Option(
         "-o", "--output", help="model.pt2 (torch.export program) or model.pt/.pth "
                                "(state_dict)")] = None,
@@ -82,7 +83,7 @@ def to_torch(
     quiet_tensorflow()
     args = _checked_args(model, input, output, emit_source, atol, overwrite)
     conversion = _convert(model, args, channels_first_io, atol)
-    saved = _write(conversion, args, output, emit_source, overwrite)
+    saved = _write(conversion, output, emit_source, overwrite)
     if as_json:
         print(json.dumps({
             "parity": conversion.report.to_dict() if conversion.report else None,
@@ -107,8 +108,6 @@ def _checked_args(model: Path, input: list[str] | None, output: Path | None,
 
     if not model.exists():
         _fail(f"{model}: no such file")
-    if not input:
-        _fail("give the input shape(s) with --input, e.g. --input 1x224x224x3")
     if output is not None and output.suffix.lower() not in OUTPUT_SUFFIXES:
         _fail(f"-o {output}: expected a .pt2 (torch.export program) or .pt/.pth (state_dict) "
               "path")
@@ -118,6 +117,8 @@ def _checked_args(model: Path, input: list[str] | None, output: Path | None,
     check_free([(path, FILE) for path in targets], overwrite)
     try:
         ConvertOptions(atol=atol).validate()  # the same atol rule as convert
+        if not input:
+            return None  # made from the model's Input specs (to_torch_with_report)
         return normalize_example_args(_example_args(input))  # refuses a dim of size 0
     except CrossportError as exc:
         _fail(f"{type(exc).__name__}: {exc}")
@@ -137,7 +138,7 @@ def _convert(model: Path, args: tuple, channels_first_io: bool, atol: float):
               "for the traceback and please report it)")
 
 
-def _write(conversion, args: tuple, output: Path | None, emit_source: Path | None,
+def _write(conversion, output: Path | None, emit_source: Path | None,
            overwrite: bool) -> str | None:
     """Stage -o and --emit-source and commit them together; the kind written to -o."""
     import crossport
@@ -149,7 +150,8 @@ def _write(conversion, args: tuple, output: Path | None, emit_source: Path | Non
         with Staging(overwrite) as staging:  # every output lands, or none does
             if output is not None:
                 with console.status(f"writing {output} ..."):
-                    saved = stage_module(conversion.module, args, output, staging)
+                    saved = stage_module(conversion.module, conversion.example_args, output,
+                                         staging)
             if emit_source is not None:
                 with console.status(f"writing {emit_source} and re-checking it ..."):
                     stage_torch_source(conversion, emit_source, staging)

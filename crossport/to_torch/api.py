@@ -12,6 +12,7 @@ import torch
 from crossport.errors import InputError, ParityError
 from crossport.parity.compare import from_numpy
 from crossport.parity.report import ParityReport
+from crossport.to_torch.examples import examples_from_inputs
 
 
 @dataclass
@@ -113,7 +114,7 @@ def _keras_shape(arg: torch.Tensor, channels_first_io: bool) -> tuple:
     return shape
 
 
-def to_torch_with_report(kmodel_or_path, example_args, *, channels_first_io: bool = False,
+def to_torch_with_report(kmodel_or_path, example_args=None, *, channels_first_io: bool = False,
                          check: bool = True, atol: float = 1e-4, check_inputs: int = 2,
                          seed: int = 0) -> TorchConversion:
     """Convert a Keras 3 functional/Sequential model to a torch module and check parity.
@@ -123,7 +124,9 @@ def to_torch_with_report(kmodel_or_path, example_args, *, channels_first_io: boo
         example_args: input tensors (torch or numpy) in the Keras layout (NHWC), or NCHW with
             ``channels_first_io=True``: in ``kmodel.inputs`` order (a dict-input model's in
             sorted key order, the module's positional order), or a dict keyed by the model's
-            input dict keys / ``Input`` names.
+            input dict keys / ``Input`` names. ``None``: random inputs made from the model's
+            ``Input`` specs (a ``None`` batch is 2; refused, with what to give, for other
+            ``None`` dims and for integer inputs that do not feed ``Embedding`` layers).
         channels_first_io: the module takes and returns rank>=3 tensors channels-first.
         check: compare against Keras on the example and ``check_inputs`` fresh inputs;
             raise ``ParityError`` past ``atol``.
@@ -151,6 +154,9 @@ def to_torch_with_report(kmodel_or_path, example_args, *, channels_first_io: boo
     seconds: dict[str, float] = {}
     start = time.perf_counter()
     kmodel = _load(kmodel_or_path)
+    if example_args is None:
+        example_args = examples_from_inputs(kmodel, channels_first_io=channels_first_io,
+                                            seed=seed)
     if isinstance(example_args, dict):
         example_args = _by_input_name(kmodel, example_args)
     with graph_kept(kmodel):  # tracing custom layers records nodes on the user's layers
@@ -177,7 +183,7 @@ def to_torch_with_report(kmodel_or_path, example_args, *, channels_first_io: boo
     return conversion
 
 
-def to_torch(kmodel_or_path, example_args, **options) -> torch.nn.Module:
+def to_torch(kmodel_or_path, example_args=None, **options) -> torch.nn.Module:
     """Convert a Keras 3 model into a plain ``torch.nn.Module`` with proven parity.
 
     Same arguments as :func:`to_torch_with_report`; returns only the module. To train it

@@ -58,7 +58,6 @@ def test_to_torch_writes_a_state_dict(model_file, tmp_path):
 
 @pytest.mark.parametrize("args, message", [
     (["--input", "1x8x8x3", "-o", "model.onnx"], "expected a .pt2"),
-    ([], "--input"),
 ])
 def test_to_torch_bad_arguments_are_one_line(model_file, tmp_path, args, message):
     path, _model = model_file
@@ -71,3 +70,24 @@ def test_to_torch_bad_arguments_are_one_line(model_file, tmp_path, args, message
 def test_to_torch_missing_file_is_one_line(tmp_path):
     result = _run("to-torch", str(tmp_path / "missing.keras"), "--input", "1x4", cwd=tmp_path)
     assert result.returncode != 0 and "no such file" in " ".join(result.stderr.split())
+
+
+def test_to_torch_without_input_takes_the_model_input_specs(model_file, tmp_path):
+    path, model = model_file
+    out = tmp_path / "model.pt2"
+    result = _run("to-torch", str(path), "-o", str(out), "--json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["parity"]["passed"]
+    program = torch.export.load(out).module()
+    x = np.random.default_rng(1).standard_normal((2, 8, 8, 3)).astype("float32")
+    np.testing.assert_allclose(program(torch.from_numpy(x)).detach().numpy(),
+                               model(x).numpy(), atol=1e-5)
+
+
+def test_to_torch_without_input_names_what_to_give(tmp_path):
+    path = tmp_path / "any_size.keras"
+    keras.Sequential([keras.Input((None, None, 3)), L.Conv2D(2, 3)]).save(path)
+    result = _run("to-torch", str(path), "-o", "model.pt2", cwd=tmp_path)
+    assert result.returncode != 0
+    assert "InputError" in result.stderr and "--input 1xNxNx3" in result.stderr
+    assert len(result.stderr.splitlines()) == 1 and not (tmp_path / "model.pt2").exists()
