@@ -298,6 +298,23 @@ def _channels_last_inputs(model: keras.Model, args: tuple, channels_last: bool |
     return flags
 
 
+def _check_keras_takes(model: keras.Model, args: tuple, flags: list[bool]) -> None:
+    """An ``InputError`` when the Keras model cannot take the inputs (their count, or a
+    shape in the layout it expects): Keras' own error printed the whole input tensor."""
+    shapes = _keras_input_shapes(model)
+    if not shapes:  # a subclassed model states no inputs: Keras' call decides
+        return
+    if len(shapes) != len(args):
+        raise InputError(f"the Keras model takes {len(shapes)} input(s), the torch inputs are "
+                         f"{len(args)}: give one input per Keras Input")
+    for i, (a, cl, want) in enumerate(zip(args, flags, shapes)):
+        given = (a.shape[0], *a.shape[2:], a.shape[1]) if cl else tuple(a.shape)
+        if not _fits(tuple(given), tuple(want)):
+            layout = f" ({tuple(given)} channels-last)" if cl else ""
+            raise InputError(f"input {i} has shape {tuple(a.shape)}{layout}; the Keras model "
+                             f"expects {tuple(want)}: is it the twin of this torch module?")
+
+
 def _fits(torch_shape: tuple, keras_shape: tuple) -> bool:
     return len(torch_shape) == len(keras_shape) and all(
         k is None or k == t for t, k in zip(torch_shape, keras_shape))
@@ -428,6 +445,7 @@ def _check_eval(torch_module: torch.nn.Module, keras_model: keras.Model, args: t
                 mapping, atol: float, distributions, channels_last, seed: int) -> DoctorReport:
     module64 = copy.deepcopy(torch_module).to(torch.float64)
     flags = _channels_last_inputs(keras_model, args, channels_last)
+    _check_keras_takes(keras_model, args, flags)
     layers = keras_layers(keras_model)
     by_name = {layer.name: layer for layer in layers}
     pairs: list[tuple[int, int, str]] | None = None

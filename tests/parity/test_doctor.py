@@ -383,3 +383,16 @@ def test_readme_worked_example(tmp_path):
 
     for line in shown.strip().splitlines():
         assert loose(line.strip()) in loose(run.stdout), line
+
+
+@pytest.mark.parametrize("keras_inputs, given, message", [
+    ([(8,)], [(1, 3, 8, 8)], r"expects \(None, 8\)"),            # not this module's twin
+    ([(8, 8, 3)], [(1, 3, 8, 8), (1, 4)], "takes 1 input"),     # one input too many
+])
+def test_inputs_the_keras_model_cannot_take_are_one_clear_error(keras_inputs, given, message):
+    """Keras' own error printed the whole input tensor ("internal error" from the CLI)."""
+    inputs = [keras.Input(shape) for shape in keras_inputs]
+    twin = keras.Model(inputs, L.Dense(2)(inputs[0]))
+    net = nn.Sequential(nn.Conv2d(3, 2, 1)).eval()
+    with pytest.raises(crossport.InputError, match=message):
+        check(net, twin, tuple(_x(*shape) for shape in given))
