@@ -103,6 +103,46 @@ def test_resize(module, shapes, kwargs):
     assert_converts(module, inputs(shapes), **kwargs)
 
 
+def image_with_specials(shape=(2, 3, 12, 14)):
+    """A seeded image with NaN, +inf and -inf inside and on every border (corner taps, the
+    zero-weight padding of a tap table) -- positions are part of parity."""
+    x = torch.rand(shape, generator=torch.Generator().manual_seed(0))
+    x[0, 0, 0, 0] = float("nan")
+    x[0, 1, 5, 7] = float("inf")
+    x[1, 2, -1, 3] = float("-inf")
+    x[1, 0, 6, -1] = float("inf")
+    x[0, 2, 8, 2] = float("-inf")
+    return (x,)
+
+
+SPECIAL_VALUE_CASES = [
+    # half-pixel bilinear was tf.image.resize, which computes top + (bottom - top) * t:
+    # an inf beside a finite pixel became NaN where torch's w0 * x0 + w1 * x1 stays inf
+    case("bilinear-down-inf-stays-inf", interp(size=(7, 9), mode="bilinear"),
+         image_with_specials, expect_converters=("aten_upsample_bilinear2d_vec",)),
+    case("bilinear-up-inf-stays-inf", interp(size=(20, 17), mode="bilinear"),
+         image_with_specials, expect_converters=("aten_upsample_bilinear2d_vec",)),
+    case("bilinear-align-corners-specials",
+         interp(size=(20, 17), mode="bilinear", align_corners=True), image_with_specials,
+         expect_converters=("aten_upsample_bilinear2d_vec",)),
+    case("bicubic-specials", interp(size=(9, 20), mode="bicubic"), image_with_specials,
+         expect_converters=("aten_upsample_bilinear2d_vec",)),
+    # antialiased taps: a row with fewer taps than the widest was padded with weight-0
+    # reads of pixel 0, and 0 * inf is NaN; torch reads exactly its filter's window
+    case("bilinear-antialias-down-specials",
+         interp(size=(5, 6), mode="bilinear", antialias=True), image_with_specials,
+         expect_converters=("aten_upsample_bilinear2d_vec",)),
+    case("bicubic-antialias-down-specials",
+         interp(size=(7, 4), mode="bicubic", antialias=True), image_with_specials,
+         expect_converters=("aten_upsample_bilinear2d_vec",)),
+]
+
+
+@pytest.mark.parametrize("module, make_inputs, kwargs", SPECIAL_VALUE_CASES)
+def test_resize_special_values(module, make_inputs, kwargs):
+    assert_converts(module, make_inputs(), **kwargs)
+
+
 SHUFFLE_CASES = [
     case("pixel-shuffle-2", nn.PixelShuffle(2), (2, 12, 3, 4),
          expect_converters=("aten_pixel_shuffle_default",)),
