@@ -12,6 +12,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+import crossport
+from crossport.errors import UnsupportedOpError
 from tests.harness import assert_converts
 from tests.ops.opcases import Fn, case, inputs
 
@@ -140,6 +142,44 @@ SPECIAL_VALUE_CASES = [
 
 @pytest.mark.parametrize("module, make_inputs, kwargs", SPECIAL_VALUE_CASES)
 def test_resize_special_values(module, make_inputs, kwargs):
+    assert_converts(module, make_inputs(), **kwargs)
+
+
+def uint8_image(shape=(2, 3, 12, 14)):
+    return torch.randint(0, 256, shape, generator=torch.Generator().manual_seed(0),
+                         dtype=torch.uint8)
+
+
+# torch resizes a uint8 image with fixed-point integer kernels; the converter computed in
+# float and returned zeros (bicubic) or values 1 off and a float32 output (bilinear),
+# which only the check caught. Refused at conversion, naming the op and the way out.
+INTEGER_REFUSED = [
+    pytest.param(interp(size=(7, 9), mode="bilinear"), "upsample_bilinear2d",
+                 id="uint8-bilinear"),
+    pytest.param(interp(size=(7, 9), mode="bilinear", antialias=True),
+                 "_upsample_bilinear2d_aa", id="uint8-bilinear-antialias"),
+    pytest.param(interp(size=(20, 9), mode="bicubic"), "upsample_bicubic2d",
+                 id="uint8-bicubic"),
+]
+
+
+@pytest.mark.parametrize("module, op", INTEGER_REFUSED)
+def test_interpolating_resize_of_integer_images_is_refused(module, op):
+    with pytest.raises(UnsupportedOpError, match=f"aten.{op}.*fixed-point integer kernel"):
+        crossport.convert(module.eval(), (uint8_image(),))
+
+
+INTEGER_CASES = [
+    # nearest modes only gather: exact on integer images
+    case("uint8-nearest-down", interp(size=(7, 9)), uint8_image,
+         expect_converters=("aten_upsample_nearest2d_vec",)),
+    case("uint8-nearest-exact-up", interp(size=(20, 17), mode="nearest-exact"), uint8_image,
+         expect_converters=("aten_upsample_nearest_exact2d_vec",)),
+]
+
+
+@pytest.mark.parametrize("module, make_inputs, kwargs", INTEGER_CASES)
+def test_nearest_resize_of_integer_images(module, make_inputs, kwargs):
     assert_converts(module, make_inputs(), **kwargs)
 
 

@@ -203,6 +203,12 @@ def _resize_supports(node: torch.fx.Node) -> str | None:
     val = node.meta.get("val")
     if val is None or val.dim() < 3:
         return "resize of an input without batch and channel dims"
+    if not val.dtype.is_floating_point and "nearest" not in str(node.target):
+        # torch resamples integer images (uint8) with its own fixed-point kernels: weights
+        # rounded to int16 fractions, sums rounded and clamped; they are not reproduced
+        return (f"interpolating resize of a {str(val.dtype).replace('torch.', '')} image "
+                "(torch's fixed-point integer kernel); resize a float image (x.float()) "
+                "and round it back instead")
     return None
 
 
