@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import keras
@@ -45,18 +45,6 @@ def _window_max(
             window = slice_axis(window, axis, j * d, stop if stop else None, s)
         result = window if result is None else ops.maximum(result, window)
     return result
-
-
-def nan_propagating_max_pool(pool: Callable[[Any], Any], x: Any) -> Any:
-    """``pool(x)`` (a max pool) with torch's NaN rule: a window holding NaN gives NaN.
-
-    TF's MaxPool kernel skips NaN (measured: a 2x2 window [NaN, 0.5, 0.7, 0.1] pools to 0.7),
-    so the windows that saw one are found by pooling an is-NaN indicator with ``pool``."""
-    y = pool(x)
-    if not keras.backend.is_float_dtype(x.dtype):
-        return y
-    seen = pool(ops.cast(ops.not_equal(x, x), x.dtype))  # x != x: TFLite has no IsNan
-    return ops.where(ops.greater(seen, 0), ops.cast(float("nan"), y.dtype), y)
 
 
 def _ceil_length(size: Any, kernel: int, stride: int, padding: int, dilation: int) -> Any:
@@ -173,14 +161,12 @@ class _MaxPoolNd(_FixedPool):
             return self._ceil_at_run_time(x)
         pads = self._explicit_pads(x, self.dilation)
         if all(d == 1 for d in self.dilation):
-            return nan_propagating_max_pool(self._valid_pool, _edge_pad(x, pads))
+            x = _edge_pad(x, pads)
+            return ops.max_pool(x, self.kernel_size, self.stride, padding="valid")
         if any(b or a for b, a in pads):
             # torch max pooling pads with -inf: padded elements never win
             x = pad_axes(x, [(0, 0), *pads, (0, 0)], value=float("-inf"))
         return _window_max(x, self.kernel_size, self.stride, self.dilation)
-
-    def _valid_pool(self, x: Any) -> Any:
-        return ops.max_pool(x, self.kernel_size, self.stride, padding="valid")
 
     def _ceil_at_run_time(self, x: Any) -> Any:
         """ceil_mode on a dynamic size: pad ``stride - 1`` more ``-inf`` after (enough for
@@ -188,7 +174,7 @@ class _MaxPoolNd(_FixedPool):
         sizes = [ops.shape(x)[axis] for axis in range(1, self.n_spatial + 1)]
         pads = [(p, p + s - 1) for p, s in zip(self.padding, self.stride)]
         if all(d == 1 for d in self.dilation):  # every kept window holds the edge it repeats
-            y = nan_propagating_max_pool(self._valid_pool, _edge_pad(x, pads))
+            y = ops.max_pool(_edge_pad(x, pads), self.kernel_size, self.stride, padding="valid")
         else:
             y = pad_axes(x, [(0, 0), *pads, (0, 0)], value=float("-inf"))
             y = _window_max(y, self.kernel_size, self.stride, self.dilation)

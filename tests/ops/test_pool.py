@@ -111,51 +111,6 @@ def test_pool(module, shapes, kwargs):
     assert_converts(module, inputs(shapes), **kwargs)
 
 
-def with_nan(shape):
-    """Seeded normal values with NaN at a corner, inside and on the last row, and +-inf."""
-    def make():
-        x = torch.randn(shape, generator=torch.Generator().manual_seed(0))
-        flat = x.view(x.shape[0], x.shape[1], -1)
-        flat[0, 0, 0] = float("nan")
-        flat[0, -1, flat.shape[-1] // 2] = float("nan")
-        flat[-1, 0, -1] = float("nan")
-        flat[-1, -1, 3] = float("inf")
-        flat[0, 0, 5] = float("-inf")
-        return (x,)
-    return make
-
-
-# A window holding NaN is NaN in torch; TF's MaxPool kernel skips NaN, so every path that
-# ran a Keras/TF max pool (plain, zero-padded after a ReLU, -inf/edge padded, ceil_mode)
-# returned the window's largest number (found by the vision-ops sweep: kornia
-# max_blur_pool2d)
-NAN_CASES = [
-    case("maxpool2d-nan-plain", nn.MaxPool2d(2, stride=1), with_nan((2, 3, 8, 9)),
-         expect_converters=("aten_max_pool2d_default",)),
-    case("maxpool1d-nan", nn.MaxPool1d(3, stride=2), with_nan((2, 3, 11)),
-         expect_converters=("aten_max_pool2d_default",)),
-    case("maxpool3d-nan", nn.MaxPool3d(2), with_nan((1, 2, 4, 6, 6)),
-         expect_converters=("aten_max_pool2d_default",)),
-    case("maxpool2d-nan-padded", nn.MaxPool2d(3, stride=2, padding=1),
-         with_nan((2, 3, 8, 9)), expect_converters=("aten_max_pool2d_default",)),
-    case("maxpool2d-nan-after-relu-zero-padded",
-         nn.Sequential(nn.ReLU(), nn.MaxPool2d(3, stride=2, padding=1)),
-         with_nan((2, 3, 8, 9)), expect_converters=("aten_max_pool2d_default",)),
-    case("maxpool2d-nan-ceil", nn.MaxPool2d(3, stride=2, ceil_mode=True),
-         with_nan((2, 3, 8, 10)), expect_converters=("aten_max_pool2d_default",)),
-    case("maxpool2d-nan-dilated", nn.MaxPool2d(2, stride=1, dilation=2),
-         with_nan((2, 3, 8, 9)), expect_converters=("aten_max_pool2d_default",)),
-    case("maxpool2d-nan-dynamic-ceil", nn.MaxPool2d(3, stride=2, ceil_mode=True),
-         with_nan((2, 3, 9, 10)), dynamic_dims={"input": {2: "h", 3: "w"}},
-         expect_converters=("aten_max_pool2d_default",)),
-]
-
-
-@pytest.mark.parametrize("module, make_inputs, kwargs", NAN_CASES)
-def test_max_pool_propagates_nan(module, make_inputs, kwargs):
-    assert_converts(module, make_inputs(), **kwargs)
-
-
 # Keras' pooling/conv layers read dim 0 as the batch and TF's conv and average-pooling kernels
 # are float only: these failed to build, failed at run time, or (adaptive pools of an
 # unbatched input) pooled the wrong dims. Refused at pre-flight, naming the op (OpInfo sweep).

@@ -11,7 +11,6 @@ import keras
 import torch
 
 from crossport import layers as torch_semantics
-from crossport.layers.pooling import nan_propagating_max_pool
 from crossport.to_keras.dynamic_dims import is_dynamic_size
 from crossport.to_keras.registry import Policy, bind_arguments, register
 
@@ -106,23 +105,20 @@ def aten_max_pool2d_default(ctx, self, kernel_size, stride=(), padding=0, dilati
     """max_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, int[2] dilation=1, bool ceil_mode=False)
 
     torch pads with -inf and ceil_mode adds a last partial window: crossport.layers.MaxPoolNd,
-    or zero padding and a Keras pool after a ReLU (ResNet's stem). A window holding NaN is
-    NaN in torch; TF's MaxPool skips it (``nan_propagating_max_pool``).
+    or zero padding and a Keras pool after a ReLU (ResNet's stem).
     """
     n = _nd(ctx.node.target)
     kernel, stride, padding, dilation = _window(kernel_size, stride, padding, dilation, n)
     keras_pool = (all(d == 1 for d in dilation)
                   and _ceil_adds_no_window(ctx, kernel, stride, padding, ceil_mode))
-    pool = _MAX[n](pool_size=kernel, strides=stride, padding="valid", name=ctx.name())
     if keras_pool and not any(padding):
-        return nan_propagating_max_pool(pool, self)
+        return _MAX[n](pool_size=kernel, strides=stride, padding="valid", name=ctx.name())(self)
     if keras_pool and _nonnegative(ctx.node.args[0]):
         # torch's -inf padding can be zeros: every window holds an input element (torch keeps
-        # padding <= kernel // 2), all >= 0 or NaN. One cheap PAD: TF fuses it, int8
-        # calibrates it.
+        # padding <= kernel // 2), all >= 0. One cheap PAD: TF fuses it, int8 calibrates it.
         pads = tuple((p, p) for p in padding)
         x = _ZERO_PAD[n](padding=pads if n > 1 else pads[0], name=ctx.name("pad"))(self)
-        return nan_propagating_max_pool(pool, x)
+        return _MAX[n](pool_size=kernel, strides=stride, padding="valid", name=ctx.name())(x)
     layer = getattr(torch_semantics, f"MaxPool{n}d")(
         kernel, stride, padding, dilation, ceil_mode, data_format="channels_last", name=ctx.name())
     return layer(self)
