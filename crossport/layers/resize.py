@@ -3,9 +3,8 @@
 Each spatial axis is resampled separably with gathers and weights computed *at build time*
 in numpy, replicating torch's CPU index arithmetic (float32 scales, its rounding, its
 special cases), so nearest modes pick exactly torch's source pixels and linear/cubic modes
-use torch's taps and weights. A fast path where a Keras op is provably the same: integer
-nearest upscaling (a repeat, checked index by index). (TF's half-pixel bilinear resize is
-not one: its lerp form turns an inf beside a finite pixel into NaN.)
+use torch's taps and weights. Fast paths where a Keras op is provably the same: integer
+nearest upscaling (a repeat, checked index by index) and half-pixel bilinear resize.
 """
 
 from __future__ import annotations
@@ -199,9 +198,15 @@ class Interpolate(SpatialLayer):
         sizes = static_spatial(x, "Interpolate", "resampling")
         outs, scales = self._plan(sizes)
         align = bool(self.align_corners)
-        # No tf.image.resize fast path for half-pixel bilinear: TF interpolates as
-        # top + (bottom - top) * t, which makes NaN of an inf beside a finite value
-        # (inf - inf); torch sums w0 * x0 + w1 * x1 as the taps below do.
+        if (self.fast_paths and self.mode == "bilinear" and not align
+                and all(o == s or _scale(s, o, f, False) == f32(s) / f32(o)
+                        for s, o, f in zip(sizes, outs, scales))):
+            # TF's half-pixel bilinear: same source coordinates and clamping as torch. It
+            # interpolates as top + (bottom - top) * t, so an inf beside a finite pixel
+            # becomes NaN where torch's w0 * x0 + w1 * x1 keeps inf: kept for speed (the
+            # tap gathers below are 3.5x slower), noted by parity/nan.py, docs/parity.md
+            return ops.image.resize(x, outs, interpolation="bilinear", antialias=False,
+                                    data_format="channels_last")
         for axis, (size, out, scale) in enumerate(zip(sizes, outs, scales), start=1):
             x = self._resample_axis(x, axis, size, out, scale, align)
         return x

@@ -117,13 +117,20 @@ def image_with_specials(shape=(2, 3, 12, 14)):
     return (x,)
 
 
+# half-pixel bilinear runs tf.image.resize, which computes top + (bottom - top) * t: an
+# inf beside a finite pixel becomes NaN where torch's w0 * x0 + w1 * x1 stays inf. Kept for
+# speed (docs/parity.md, NaN propagation; the check notes it when an input holds inf)
+XFAIL_BILINEAR_INF = pytest.mark.xfail(
+    strict=True, reason="tf.image.resize makes NaN of inf beside a finite pixel: documented "
+    "in docs/parity.md (NaN propagation), kept for speed")
+
 SPECIAL_VALUE_CASES = [
-    # half-pixel bilinear was tf.image.resize, which computes top + (bottom - top) * t:
-    # an inf beside a finite pixel became NaN where torch's w0 * x0 + w1 * x1 stays inf
-    case("bilinear-down-inf-stays-inf", interp(size=(7, 9), mode="bilinear"),
-         image_with_specials, expect_converters=("aten_upsample_bilinear2d_vec",)),
-    case("bilinear-up-inf-stays-inf", interp(size=(20, 17), mode="bilinear"),
-         image_with_specials, expect_converters=("aten_upsample_bilinear2d_vec",)),
+    case("bilinear-down-inf-becomes-nan", interp(size=(7, 9), mode="bilinear"),
+         image_with_specials, marks=XFAIL_BILINEAR_INF,
+         expect_converters=("aten_upsample_bilinear2d_vec",)),
+    case("bilinear-up-inf-becomes-nan", interp(size=(20, 17), mode="bilinear"),
+         image_with_specials, marks=XFAIL_BILINEAR_INF,
+         expect_converters=("aten_upsample_bilinear2d_vec",)),
     case("bilinear-align-corners-specials",
          interp(size=(20, 17), mode="bilinear", align_corners=True), image_with_specials,
          expect_converters=("aten_upsample_bilinear2d_vec",)),
