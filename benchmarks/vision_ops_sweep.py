@@ -24,6 +24,9 @@ if that and the compares pass, is PASS-IN-RANGE. A SILENT case whose Keras outpu
 the *captured* program's (``torch.export``) on that input is CAPTURE-DIFFERS: the package
 takes another path in eager than under tracing there (kornia's laplacian switches to a
 convolution for extreme values only in eager), so crossport converted what torch captured.
+A SILENT case for which crossport's own NaN notes (``crossport.parity.nan``) name an op whose
+NaN/inf handling docs/parity.md records as kept different for speed (TF's max pool skips
+NaN, tf.image.resize's bilinear makes NaN of inf) is DOCUMENTED.
 
 Results go to ``--out`` (JSON) and a markdown summary beside it, after every case.
 
@@ -106,7 +109,10 @@ def run_one(module: nn.Module, example: tuple, budget: float) -> dict:
             rec.setdefault("errors", {})[what] = err
             if problems:
                 captured = _captured_agrees(module, example, inputs, got)
-                rec["class"] = "CAPTURE-DIFFERS" if captured else "SILENT"
+                notes = _documented(module, example, inputs)
+                rec["class"] = ("CAPTURE-DIFFERS" if captured else
+                                "DOCUMENTED" if notes else "SILENT")
+                rec["notes"] = notes
                 rec["message"] = f"{what}: " + "; ".join(problems[:3])
                 break
     except ParityError as exc:
@@ -145,6 +151,17 @@ def _captured_agrees(module, example, inputs, got) -> bool:
     except Exception:  # noqa: BLE001  (no captured program to compare with)
         return False
     return not compare(_tensors(ref), got, None)[0]
+
+
+def _documented(module, example, inputs) -> list[str]:
+    """crossport's notes on NaN handling it keeps different from torch for speed (TF's max
+    pool, softmax, tf.image.resize; docs/parity.md), for this graph and input."""
+    from crossport.parity.nan import nan_notes
+
+    try:
+        return nan_notes(torch.export.export(module, example), [inputs])
+    except Exception:  # noqa: BLE001
+        return []
 
 
 def _first(exc) -> str:
