@@ -10,6 +10,7 @@ import keras
 import numpy as np
 import pytest
 import torch
+from torch._higher_order_ops.while_loop import while_loop
 
 import crossport
 from crossport.to_keras.registry import _REGISTRY
@@ -239,6 +240,23 @@ def test_unsupported_op_in_root_forward_names_file_and_line():
         crossport.convert(RootOp().eval(), random_inputs((2, 3)))
     assert re.search(r"in <root module> \(\S*test_errors.py:\d+: return torch.geqrf\(x\)",
                      str(info.value))
+
+
+class WhileLoop(torch.nn.Module):
+    def forward(self, x):
+        start = torch.zeros((), dtype=torch.int64)
+        _, y = while_loop(lambda i, y: i < 3, lambda i, y: (i + 1, y * 2), (start, x))
+        return y
+
+
+def test_higher_order_op_names_the_users_line_not_generated_code():
+    """dynamo records torch.while_loop in generated code (``<eval_with_key>.5:9``); the
+    refusal named that line (found on kornia's Canny) instead of the user's call."""
+    with pytest.raises(crossport.UnsupportedOpError) as info:
+        crossport.convert(WhileLoop().eval(), random_inputs((2, 3)))
+    assert "eval_with_key" not in str(info.value)
+    assert re.search(r"in <root module> \(\S*test_errors.py:\d+: _, y = while_loop",
+                     str(info.value)), str(info.value)
 
 
 @pytest.mark.parametrize("where", ["stdin", "torch-named-dir"])

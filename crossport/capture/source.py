@@ -40,10 +40,15 @@ def _clean_path(path: str) -> str:
 
 
 def source_line(node: torch.fx.Node) -> str:
-    """``file:line: code`` of the innermost frame outside torch itself, or ''."""
+    """``file:line: code`` of the innermost frame outside torch itself, or ''.
+
+    Frames of code torch.fx generated (``<eval_with_key>.5``: where dynamo records a
+    higher-order op such as ``torch.while_loop``) are torch's too: the user's call is the
+    frame before them."""
     trace = node.meta.get("stack_trace") or ""
     frames = _FRAME.findall(trace)
-    user = [f for f in frames if not os.path.abspath(f[0]).startswith(_TORCH_DIR)]
+    user = [f for f in frames if not os.path.abspath(f[0]).startswith(_TORCH_DIR)
+            and not f[0].startswith("<eval_with_key>")]
     if not user:
         return ""
     filename, line, _fn, code = user[-1]

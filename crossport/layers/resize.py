@@ -201,7 +201,10 @@ class Interpolate(SpatialLayer):
         if (self.fast_paths and self.mode == "bilinear" and not align
                 and all(o == s or _scale(s, o, f, False) == f32(s) / f32(o)
                         for s, o, f in zip(sizes, outs, scales))):
-            # TF's half-pixel bilinear: same source coordinates and clamping as torch
+            # TF's half-pixel bilinear: same source coordinates and clamping as torch. It
+            # interpolates as top + (bottom - top) * t, so an inf beside a finite pixel
+            # becomes NaN where torch's w0 * x0 + w1 * x1 keeps inf: kept for speed (the
+            # tap gathers below are 3.5x slower), noted by parity/nan.py, docs/parity.md
             return ops.image.resize(x, outs, interpolation="bilinear", antialias=False,
                                     data_format="channels_last")
         for axis, (size, out, scale) in enumerate(zip(sizes, outs, scales), start=1):

@@ -120,6 +120,18 @@ def test_report_notes_the_softmax_nan_difference():
     assert any("softmax" in note for note in info.value.report.notes), info.value.report.notes
 
 
+def test_report_notes_the_bilinear_resize_inf_difference():
+    """An inf beside finite pixels: tf.image.resize's top + (bottom - top) * t gives NaN
+    where torch keeps inf; the check fails and says why (found by the vision-ops sweep)."""
+    net = Fn(lambda x: F.interpolate(x, size=(7, 9), mode="bilinear")).eval()
+    x = torch.rand(1, 2, 12, 14, generator=torch.Generator().manual_seed(0))
+    x[0, 1, 5, 7] = float("inf")
+    with pytest.raises(crossport.ParityError) as info:
+        crossport.convert(net, (x,))
+    notes = info.value.report.notes
+    assert any("upsample_bilinear2d" in note for note in notes), notes
+
+
 def test_no_note_without_nan_inputs():
     net = nn.Sequential(nn.Conv2d(2, 3, 1), nn.MaxPool2d(2)).eval()
     report = crossport.convert_with_report(net, (torch.randn(1, 2, 6, 6),)).report

@@ -46,15 +46,17 @@ def _scale_names(n: int) -> list[str]:
 
 
 def interpolation_matrix(op, n: int, axis: int, size_in: int, size_out: int, scale,
-                         align_corners=None) -> np.ndarray:
+                         align_corners=None, fill: float = 1.0) -> np.ndarray:
     """``W [out, in]`` of ``op`` along spatial ``axis``: torch's op applied to an identity.
 
     The other spatial dims are 2 -> 2 (the identity for every mode; torch's antialias
-    kernels mishandle size-1 dims) and only their first element is read.
+    kernels mishandle size-1 dims) and only their first element is read. With
+    ``fill=nan`` the identity's diagonal is NaN: the NaN entries of the result are the
+    pixels torch reads for each output, weight 0 included (0 * NaN is NaN in torch too).
     """
     shape = [size_in, 1] + [2] * n
     shape[2 + axis] = size_in
-    eye = torch.eye(size_in, dtype=torch.float32)
+    eye = torch.where(torch.eye(size_in, dtype=torch.bool), fill, 0.0)
     view = [size_in, 1] + [1] * n
     view[2 + axis] = size_in
     eye = eye.reshape(view).expand(shape).contiguous()
@@ -69,28 +71,34 @@ def interpolation_matrix(op, n: int, axis: int, size_in: int, size_out: int, sca
     return result[tuple(index)].T.numpy()
 
 
-def _taps(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The non-zero columns of each row: indices and weights ``[taps, out]`` (zero-padded)."""
-    count = max(int((matrix != 0).sum(1).max()), 1)
+def _taps(matrix: np.ndarray, read: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The columns torch reads for each row (``read``, a bool ``[out, in]``): indices,
+    weights and whether the tap exists, ``[taps, out]`` (rows with fewer taps padded)."""
+    count = max(int(read.sum(1).max()), 1)
     index = np.zeros((count, matrix.shape[0]), dtype=np.int32)
     weight = np.zeros((count, matrix.shape[0]), dtype=np.float32)
+    present = np.zeros((count, matrix.shape[0]), dtype=bool)
     for o, row in enumerate(matrix):
-        cols = np.flatnonzero(row)
+        cols = np.flatnonzero(read[o])
         index[: len(cols), o] = cols
         weight[: len(cols), o] = row[cols]
-    return index, weight
+        present[: len(cols), o] = True
+    return index, weight, present
 
 
-def _apply_axis(x, keras_axis: int, rank: int, matrix: np.ndarray):
-    """``W @ x`` along ``keras_axis``, as gathers of the non-zero taps."""
-    index, weight = _taps(matrix)
+def _apply_axis(x, keras_axis: int, rank: int, matrix: np.ndarray, read: np.ndarray):
+    """``W @ x`` along ``keras_axis``, as gathers of the taps torch reads. A padded tap
+    adds an exact 0, not ``0 * x`` (NaN where x is inf or NaN, which torch never read)."""
+    index, weight, present = _taps(matrix, read)
     if index.shape[0] == 1 and np.all(weight == 1.0):  # nearest: a pure gather
         return ops.take(x, index[0], axis=keras_axis)
     shape = [1] * rank
     shape[keras_axis] = matrix.shape[0]
     y = None
-    for idx, w in zip(index, weight):
+    for idx, w, there in zip(index, weight, present):
         term = ops.take(x, idx, axis=keras_axis) * w.reshape(shape)
+        if not there.all():
+            term = ops.where(there.reshape(shape), term, ops.zeros_like(term))
         y = term if y is None else y + term
     return y
 
@@ -156,7 +164,9 @@ def emit_resize(ctx, input, table, scales, align_corners=None, nearest=False):
     for a, matrix in enumerate(matrices):
         if matrix.shape[0] == matrix.shape[1] and np.array_equal(matrix, np.eye(len(matrix))):
             continue
-        x = _apply_axis(x, 1 + a, rank, matrix)
+        read = np.isnan(interpolation_matrix(op, n, a, in_shape[2 + a], out_shape[2 + a],
+                                             scales[a], align_corners, fill=float("nan")))
+        x = _apply_axis(x, 1 + a, rank, matrix, read | (matrix != 0))
     return x
 
 
@@ -193,6 +203,12 @@ def _resize_supports(node: torch.fx.Node) -> str | None:
     val = node.meta.get("val")
     if val is None or val.dim() < 3:
         return "resize of an input without batch and channel dims"
+    if not val.dtype.is_floating_point and "nearest" not in str(node.target):
+        # torch resamples integer images (uint8) with its own fixed-point kernels: weights
+        # rounded to int16 fractions, sums rounded and clamped; they are not reproduced
+        return (f"interpolating resize of a {str(val.dtype).replace('torch.', '')} image "
+                "(torch's fixed-point integer kernel); resize a float image (x.float()) "
+                "and round it back instead")
     return None
 
 
