@@ -310,3 +310,50 @@ def test_transformers_repeat_kv_under_run_time_sizes(dims):
                                                dynamic_dims=dims)
     _matches_at(module, conversion, [_qkv_at(s, torch.float32, i + 1)
                                      for i, s in enumerate(others)])
+
+
+aten = torch.ops.aten
+_HW = {0: {2: "h", 3: "w"}}
+
+
+@pytest.mark.parametrize("fn, example, dims, others, dtype, atol", [
+    (lambda x: aten.upsample_nearest2d(x, [6, 7], 1.6, 1.8), (1, 2, 6, 6), _HW,
+     [(1, 2, 5, 5), (1, 2, 9, 4), (2, 2, 3, 11)], torch.float32, 1e-6),
+    (lambda x: aten.upsample_bilinear2d(x, [x.shape[2] * 2 + 1, x.shape[3]], False, 1.6, None),
+     (1, 2, 6, 5), _HW, [(1, 2, 3, 7), (2, 2, 9, 4), (1, 2, 5, 1)], torch.float32, 1e-5),
+    (lambda x: aten.upsample_bicubic2d(x, [7, x.shape[3] * 2], False, 0.6, 1.3),
+     (1, 2, 6, 5), _HW, [(1, 2, 3, 7), (2, 2, 11, 4), (1, 2, 8, 9)], torch.float32, 1e-5),
+    (lambda x: aten.upsample_bilinear2d(x, [5, 8], True, 0.7, 1.9), (1, 2, 6, 5), _HW,
+     [(1, 2, 3, 7), (2, 2, 11, 4), (1, 2, 9, 9)], torch.float32, 1e-5),
+    (lambda x: aten._upsample_nearest_exact2d(x, [x.shape[2] + 3, 9], 1.25, 2.0),
+     (1, 2, 6, 5), _HW, [(1, 2, 3, 7), (2, 2, 11, 4), (1, 2, 7, 13)], torch.float32, 1e-6),
+    # out = 2 * in, but sampled at i / 3 (1D nearest has no out == 2*in shortcut): not a
+    # 2x UpSampling
+    (lambda x: aten.upsample_nearest1d(x, [x.shape[2] * 2], 3.0), (1, 2, 6), {0: {2: "s"}},
+     [(1, 2, 5), (2, 2, 9), (1, 2, 13)], torch.float32, 1e-6),
+    (lambda x: aten.upsample_linear1d(x, [x.shape[2] + 4], False, 0.8), (2, 3, 7),
+     {0: {0: "b", 2: "s"}}, [(1, 3, 5), (3, 3, 2), (2, 3, 11)], torch.float32, 1e-5),
+    (lambda x: aten.upsample_trilinear3d(x, [x.shape[2] * 2, 5, 4], False, 1.5, 1.2, None),
+     (1, 2, 4, 5, 6), {0: {2: "d", 3: "h", 4: "w"}},
+     [(1, 2, 3, 7, 5), (1, 2, 5, 3, 3), (2, 2, 7, 4, 9)], torch.float32, 1e-5),
+    (lambda x: aten.upsample_nearest2d(x, [6, 7], 1.6, 1.8), (1, 2, 6, 6), _HW,
+     [(1, 2, 5, 5), (1, 2, 9, 4), (2, 2, 3, 11)], torch.float64, 0.0),
+    (lambda x: aten.upsample_nearest2d(x, [6, 7], 1.6, 1.8), (1, 2, 6, 6), _HW,
+     [(1, 2, 5, 5), (1, 2, 9, 4), (2, 2, 3, 11)], torch.float16, 0.0),
+], ids=["nearest-fixed-size", "bilinear-size-expression-one-scale", "bicubic-mixed",
+        "bilinear-align-corners-fixed-size", "nearest-exact-mixed", "nearest-1d-double-size",
+        "linear-1d-size-plus-4", "trilinear-mixed", "nearest-float64", "nearest-float16"])
+def test_upsample_with_explicit_scales_and_output_size(fn, example, dims, others, dtype, atol):
+    """``aten.upsample_*`` given both an output size and scales samples output ``i`` at
+    ``i / scale`` whatever the sizes. With a fixed output size over a dynamic input it was
+    refused (the run-time layers took a size or a scale, not both); with an output size
+    from another expression and only some scales given, the scales were dropped (sampled
+    by ``in / out``). Now an ``InterpolateTo`` of the graph's sizes with those scales."""
+    module = Fn(fn).eval()
+    gen = torch.Generator().manual_seed(0)
+
+    def rand(shape):
+        return torch.randn(shape, generator=gen, dtype=torch.float64).to(dtype)
+
+    conversion = crossport.convert_with_report(module, (rand(example),), dynamic_dims=dims)
+    _matches_at(module, conversion, [(rand(s),) for s in others], atol=atol)
