@@ -306,10 +306,20 @@ class InterpolateTo(Interpolate):
         TensorShape([1, 6, 7, 3])
     """
 
-    def __init__(self, size: int | Sequence[int | None] | None = None,
-                 *args: Any, sampling_scales: Sequence[float | None] | None = None,
-                 **kwargs: Any):
-        super().__init__(size, *args, **kwargs)
+    def __init__(
+        self,
+        size: int | Sequence[int | None] | None = None,
+        scale_factor: float | Sequence[float] | None = None,
+        mode: str = "nearest",
+        align_corners: bool | None = None,
+        recompute_scale_factor: bool | None = None,
+        antialias: bool = False,
+        data_format: str | None = None,
+        sampling_scales: Sequence[float | None] | None = None,
+        **kwargs: Any,
+    ):
+        super().__init__(size, scale_factor, mode, align_corners, recompute_scale_factor,
+                         antialias, data_format, **kwargs)
         if sampling_scales is not None and self.size is None:
             raise InputError("InterpolateTo: sampling_scales needs size.")
         self.sampling_scales = (None if sampling_scales is None

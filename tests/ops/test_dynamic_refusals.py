@@ -357,3 +357,26 @@ def test_upsample_with_explicit_scales_and_output_size(fn, example, dims, others
 
     conversion = crossport.convert_with_report(module, (rand(example),), dynamic_dims=dims)
     _matches_at(module, conversion, [(rand(s),) for s in others], atol=atol)
+
+
+class GqaFromSequenceFirst(nn.Module):
+    """Heads split from ``[B, L, H, E]`` (a transpose away from torch's order) with a
+    boolean padding mask, as a decoder block feeds it."""
+
+    def forward(self, q, k, v, keep):
+        q, k, v = (t.transpose(1, 2) for t in (q, k, v))
+        return nn.functional.scaled_dot_product_attention(
+            q, k, v, attn_mask=keep[:, None, None, :] > 0, enable_gqa=True).transpose(1, 2)
+
+
+def test_gqa_with_run_time_heads_a_mask_and_transposed_inputs():
+    module = GqaFromSequenceFirst().eval()
+    dims = {0: {1: "l", 2: "hq"}, 1: {1: "s", 2: "hk"}, 2: {1: "s", 2: "hk"}, 3: {1: "s"}}
+    example = [(2, 5, 6, 4), (2, 7, 3, 4), (2, 7, 3, 4), (2, 7)]
+    conversion = crossport.convert_with_report(module, _qkv_at(example, torch.float32, 0),
+                                               dynamic_dims=dims)
+    others = [[(2, 3, 4, 4), (2, 9, 2, 4), (2, 9, 2, 4), (2, 9)],
+              [(2, 6, 9, 4), (2, 2, 1, 4), (2, 2, 1, 4), (2, 2)],
+              [(2, 1, 5, 4), (2, 4, 5, 4), (2, 4, 5, 4), (2, 4)]]
+    _matches_at(module, conversion, [_qkv_at(s, torch.float32, i + 1)
+                                     for i, s in enumerate(others)])
