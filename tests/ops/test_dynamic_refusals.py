@@ -248,8 +248,11 @@ _HEADS_APART = {0: {1: "hq"}, 1: {1: "hk"}, 2: {1: "hv"}}
     ({"is_causal": True}, [(2, 6, 5, 4), (2, 3, 5, 4), (2, 3, 5, 4)], _HEADS,
      [[(2, 4, 5, 4), (2, 2, 5, 4), (2, 2, 5, 4)], [(2, 9, 5, 4), (2, 3, 5, 4), (2, 3, 5, 4)],
       [(2, 5, 5, 4), (2, 1, 5, 4), (2, 1, 5, 4)]], torch.float16, 2e-3),
+    ({}, [(3, 6, 5, 4), (1, 3, 7, 4), (1, 3, 7, 4)], _HEADS,
+     [[(3, 8, 5, 4), (1, 2, 7, 4), (1, 2, 7, 4)], [(3, 5, 5, 4), (1, 5, 7, 4), (1, 5, 7, 4)],
+      [(3, 9, 5, 4), (1, 1, 7, 4), (1, 1, 7, 4)]], torch.float32, 1e-5),
 ], ids=["heads", "causal-heads-batch-lengths", "key-and-value-heads-apart", "float64",
-        "float16-causal"])
+        "float16-causal", "key-batch-broadcast"])
 def test_gqa_with_run_time_head_counts(kwargs, example, dims, others, dtype, atol):
     """scaled_dot_product_attention(enable_gqa=True) with dynamic head counts was refused
     ("repeats each key/value head for a fixed number of query heads"): the repeat count
