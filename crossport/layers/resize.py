@@ -211,6 +211,10 @@ class Interpolate(SpatialLayer):
             x = self._resample_axis(x, axis, size, out, scale, align)
         return x
 
+    def _sampling_scale(self, axis: int) -> float | None:
+        """The scale torch samples ``axis`` with when the output size is given."""
+        return None
+
     def _run_time_outs(self) -> bool:
         return isinstance(self.size, list) and any(s is None for s in self.size)
 
@@ -227,7 +231,7 @@ class Interpolate(SpatialLayer):
             if self.size is not None:
                 out = self.size if isinstance(self.size, int) else self.size[axis - 1]
                 out = next(given) if out is None else out
-                scale, from_scale = None, False
+                scale, from_scale = self._sampling_scale(axis), False
             else:
                 factors = (self.scale_factor if isinstance(self.scale_factor, list)
                            else [self.scale_factor] * n)
@@ -292,6 +296,11 @@ class InterpolateTo(Interpolate):
     the int scalars passed after ``x`` (e.g. another tensor's run-time height). What a
     converted ``F.interpolate(x, size=skip.shape[2:])`` with dynamic sizes becomes.
 
+    ``sampling_scales`` (one per spatial dim, ``None`` entries allowed) are the scales
+    torch's ``aten.upsample_*`` kernels take beside an output size (``scales_h``,
+    ``scales_w``): a given scale maps output ``i`` to input ``i / scale`` whatever the
+    sizes, where ``None`` maps it by ``in / out``.
+
     Example:
         >>> import numpy as np
         >>> x = np.zeros((1, 4, 5, 3), "float32")  # NHWC
@@ -299,6 +308,33 @@ class InterpolateTo(Interpolate):
         >>> InterpolateTo(size=[None, 7], mode="bilinear", align_corners=False)(x, height).shape
         TensorShape([1, 6, 7, 3])
     """
+
+    def __init__(
+        self,
+        size: int | Sequence[int | None] | None = None,
+        scale_factor: float | Sequence[float] | None = None,
+        mode: str = "nearest",
+        align_corners: bool | None = None,
+        recompute_scale_factor: bool | None = None,
+        antialias: bool = False,
+        data_format: str | None = None,
+        sampling_scales: Sequence[float | None] | None = None,
+        **kwargs: Any,
+    ):
+        super().__init__(size, scale_factor, mode, align_corners, recompute_scale_factor,
+                         antialias, data_format, **kwargs)
+        if sampling_scales is not None and self.size is None:
+            raise InputError("InterpolateTo: sampling_scales needs size.")
+        self.sampling_scales = (None if sampling_scales is None
+                                else [None if f is None else float(f) for f in sampling_scales])
+
+    def _sampling_scale(self, axis: int) -> float | None:
+        return None if self.sampling_scales is None else self.sampling_scales[axis - 1]
+
+    def get_config(self) -> dict:
+        config = super().get_config()
+        config.update(sampling_scales=self.sampling_scales)
+        return config
 
     def call(self, inputs: Any, *sizes: Any, training: bool | None = None) -> Any:
         self._check_rank(len(inputs.shape))

@@ -91,6 +91,32 @@ def test_interpolate_to_run_time_sizes(lt):
         lt.assert_close(lt.from_keras(got, "channels_last"), ref)
 
 
+@pytest.mark.parametrize("mode, args", [("nearest", ()), ("bilinear", (False,)),
+                                        ("bicubic", (True,))])
+def test_interpolate_to_a_size_sampling_with_given_scales(mode, args, tmp_path):
+    """``sampling_scales``: aten.upsample_* given an output size and scales samples output
+    i at i / scale (here 1.6 on H, in / out on W), also after a save and reload."""
+    op = {"nearest": torch.ops.aten.upsample_nearest2d,
+          "bilinear": torch.ops.aten.upsample_bilinear2d,
+          "bicubic": torch.ops.aten.upsample_bicubic2d}[mode]
+    layer = L.InterpolateTo(size=[7, 9], mode=mode, align_corners=args[0] if args else None,
+                            sampling_scales=[1.6, None], data_format="channels_last")
+    inp = keras.Input((None, None, 2))
+    keras.Model(inp, layer(inp)).save(tmp_path / "m.keras")
+    loaded = keras.saving.load_model(tmp_path / "m.keras")
+    assert loaded.layers[-1].sampling_scales == [1.6, None]
+    for h, w in ((5, 6), (3, 11), (8, 4)):
+        x = torch.randn(1, 2, h, w, generator=torch.Generator().manual_seed(h))
+        ref = op(x, [7, 9], *args, 1.6, None).numpy()
+        got = loaded(x.permute(0, 2, 3, 1).numpy())
+        np.testing.assert_allclose(np.transpose(got, (0, 3, 1, 2)), ref, atol=1e-5)
+
+
+def test_sampling_scales_need_a_size():
+    with pytest.raises(InputError, match="sampling_scales needs size"):
+        L.InterpolateTo(scale_factor=2, sampling_scales=[2.0, 2.0])
+
+
 @pytest.mark.parametrize("n", [1, 2, 3])
 @pytest.mark.parametrize("exact", [False, True])
 def test_nearest_source_indices_match_torch_exhaustively(n, exact):

@@ -651,9 +651,6 @@ REFUSED = [
     # found by audit: the Keras model failed to run at other sizes (a ConversionError
     # "please report it"), or was silently wrong with check=False
     pytest.param(TransposedToInputSize(), "output_padding", id="transposed-conv-output-size"),
-    # found by the dynamic-dims sweep: floor(in * scale) rows instead of the fixed size
-    pytest.param(lambda x: torch.ops.aten.upsample_nearest2d(x, [6, 7], 1.6, 1.8),
-                 "explicit scales", id="upsample-explicit-scales-to-a-fixed-size"),
     pytest.param(lambda x: x.kthvalue(x.shape[2] // 2 + 1, dim=2).values, "kthvalue with k",
                  id="kthvalue-at-a-run-time-k"),
     pytest.param(lambda x: F.interpolate(x, scale_factor=3, mode="area"),

@@ -213,3 +213,173 @@ def test_instance_norm_with_a_run_time_channel_count(example, others, dims):
     conversion = crossport.convert_with_report(module, (torch.randn(example),),
                                                dynamic_dims={0: dims})
     assert_matches_at_sizes(module, conversion, others)
+
+
+def _qkv_at(shapes, dtype, seed):
+    gen = torch.Generator().manual_seed(seed)
+    return tuple(torch.randn(s, generator=gen, dtype=torch.float64).to(dtype) for s in shapes)
+
+
+def _gqa(**kwargs):
+    return Fn(lambda q, k, v: nn.functional.scaled_dot_product_attention(
+        q, k, v, enable_gqa=True, **kwargs)).eval()
+
+
+_HEADS = {0: {1: "hq"}, 1: {1: "hk"}, 2: {1: "hk"}}
+_HEADS_AND_LENGTHS = {0: {0: "b", 1: "hq", 2: "l"}, 1: {0: "b", 1: "hk", 2: "s"},
+                      2: {0: "b", 1: "hk", 2: "s"}}
+_HEADS_APART = {0: {1: "hq"}, 1: {1: "hk"}, 2: {1: "hv"}}
+
+
+@pytest.mark.parametrize("kwargs, example, dims, others, dtype, atol", [
+    ({}, [(2, 6, 5, 4), (2, 3, 7, 4), (2, 3, 7, 3)], _HEADS,
+     [[(2, 4, 5, 4), (2, 2, 7, 4), (2, 2, 7, 3)], [(2, 9, 5, 4), (2, 3, 7, 4), (2, 3, 7, 3)],
+      [(2, 5, 5, 4), (2, 5, 7, 4), (2, 5, 7, 3)], [(2, 7, 5, 4), (2, 1, 7, 4), (2, 1, 7, 3)]],
+     torch.float32, 1e-5),
+    ({"is_causal": True}, [(2, 6, 5, 4), (2, 3, 5, 4), (2, 3, 5, 4)], _HEADS_AND_LENGTHS,
+     [[(1, 10, 3, 4), (1, 2, 7, 4), (1, 2, 7, 4)], [(3, 3, 9, 4), (3, 1, 2, 4), (3, 1, 2, 4)],
+      [(2, 7, 1, 4), (2, 7, 4, 4), (2, 7, 4, 4)]], torch.float32, 1e-5),
+    ({"scale": 0.3}, [(2, 6, 5, 4), (2, 3, 7, 4), (2, 2, 7, 3)], _HEADS_APART,
+     [[(2, 12, 5, 4), (2, 4, 7, 4), (2, 6, 7, 3)], [(2, 5, 5, 4), (2, 1, 7, 4), (2, 5, 7, 3)],
+      [(2, 9, 5, 4), (2, 9, 7, 4), (2, 3, 7, 3)]], torch.float32, 1e-5),
+    ({}, [(2, 6, 5, 4), (2, 3, 7, 4), (2, 3, 7, 3)], _HEADS,
+     [[(2, 4, 5, 4), (2, 2, 7, 4), (2, 2, 7, 3)], [(2, 9, 5, 4), (2, 3, 7, 4), (2, 3, 7, 3)],
+      [(2, 7, 5, 4), (2, 7, 7, 4), (2, 7, 7, 3)]], torch.float64, 1e-12),
+    ({"is_causal": True}, [(2, 6, 5, 4), (2, 3, 5, 4), (2, 3, 5, 4)], _HEADS,
+     [[(2, 4, 5, 4), (2, 2, 5, 4), (2, 2, 5, 4)], [(2, 9, 5, 4), (2, 3, 5, 4), (2, 3, 5, 4)],
+      [(2, 5, 5, 4), (2, 1, 5, 4), (2, 1, 5, 4)]], torch.float16, 2e-3),
+    ({}, [(3, 6, 5, 4), (1, 3, 7, 4), (1, 3, 7, 4)], _HEADS,
+     [[(3, 8, 5, 4), (1, 2, 7, 4), (1, 2, 7, 4)], [(3, 5, 5, 4), (1, 5, 7, 4), (1, 5, 7, 4)],
+      [(3, 9, 5, 4), (1, 1, 7, 4), (1, 1, 7, 4)]], torch.float32, 1e-5),
+], ids=["heads", "causal-heads-batch-lengths", "key-and-value-heads-apart", "float64",
+        "float16-causal", "key-batch-broadcast"])
+def test_gqa_with_run_time_head_counts(kwargs, example, dims, others, dtype, atol):
+    """scaled_dot_product_attention(enable_gqa=True) with dynamic head counts was refused
+    ("repeats each key/value head for a fixed number of query heads"): the repeat count
+    was the example's ratio. Now the query is grouped by the key's (and the scores by the
+    value's) run-time head count, so key and value broadcast over each group."""
+    module = _gqa(**kwargs)
+    conversion = crossport.convert_with_report(module, _qkv_at(example, dtype, 0),
+                                               dynamic_dims=dims)
+    _matches_at(module, conversion, [_qkv_at(s, dtype, i + 1) for i, s in enumerate(others)],
+                atol=atol)
+
+
+def test_gqa_heads_torch_refuses_fail_in_keras_too():
+    """torch raises when the key's head count does not divide the query's; the converted
+    model must not answer something else at those sizes (its grouping reshape fails)."""
+    module = _gqa()
+    conversion = crossport.convert_with_report(
+        module, _qkv_at([(2, 6, 5, 4), (2, 3, 7, 4), (2, 3, 7, 4)], torch.float32, 0),
+        dynamic_dims=_HEADS)
+    for shapes in ([(2, 5, 5, 4), (2, 3, 7, 4), (2, 3, 7, 4)],
+                   [(2, 3, 5, 4), (2, 6, 7, 4), (2, 6, 7, 4)]):
+        args = _qkv_at(shapes, torch.float32, 1)
+        with pytest.raises(RuntimeError, match="must divide"):
+            module(*args)
+        with pytest.raises(Exception):  # noqa: B017 - TF's reshape error, at run time
+            run_keras(conversion.model, args, False)
+
+
+class RepeatKV(nn.Module):
+    """transformers' ``repeat_kv`` (``[:, :, None].expand(...).reshape(...)``) before a
+    plain attention, with the repeat count read from the head counts."""
+
+    def forward(self, q, k, v):
+        b, kv_heads, s, d = k.shape
+        n_rep = q.shape[1] // kv_heads
+
+        def repeat_kv(x):
+            x = x[:, :, None, :, :].expand(b, kv_heads, n_rep, s, x.shape[-1])
+            return x.reshape(b, kv_heads * n_rep, s, x.shape[-1])
+
+        return nn.functional.scaled_dot_product_attention(q, repeat_kv(k), repeat_kv(v))
+
+
+@pytest.mark.parametrize("dims", [
+    {0: {0: "b", 2: "l"}, 1: {0: "b", 2: "s"}, 2: {0: "b", 2: "s"}},
+    {0: {0: "b", 1: "hq", 2: "l"}, 1: {0: "b", 1: "hk", 2: "s"}, 2: {0: "b", 1: "hk", 2: "s"}},
+], ids=["batch-and-lengths", "heads-too"])
+def test_transformers_repeat_kv_under_run_time_sizes(dims):
+    module = RepeatKV().eval()
+    example = [(2, 6, 5, 4), (2, 3, 7, 4), (2, 3, 7, 4)]
+    others = [[(1, 6, 3, 4), (1, 3, 9, 4), (1, 3, 9, 4)],
+              [(3, 6, 8, 4), (3, 3, 1, 4), (3, 3, 1, 4)],
+              [(2, 6, 2, 4), (2, 3, 5, 4), (2, 3, 5, 4)]]
+    if "hq" in dims[0].values():
+        others += [[(1, 8, 3, 4), (1, 2, 5, 4), (1, 2, 5, 4)],
+                   [(2, 9, 4, 4), (2, 9, 3, 4), (2, 9, 3, 4)]]
+    conversion = crossport.convert_with_report(module, _qkv_at(example, torch.float32, 0),
+                                               dynamic_dims=dims)
+    _matches_at(module, conversion, [_qkv_at(s, torch.float32, i + 1)
+                                     for i, s in enumerate(others)])
+
+
+aten = torch.ops.aten
+_HW = {0: {2: "h", 3: "w"}}
+
+
+@pytest.mark.parametrize("fn, example, dims, others, dtype, atol", [
+    (lambda x: aten.upsample_nearest2d(x, [6, 7], 1.6, 1.8), (1, 2, 6, 6), _HW,
+     [(1, 2, 5, 5), (1, 2, 9, 4), (2, 2, 3, 11)], torch.float32, 1e-6),
+    (lambda x: aten.upsample_bilinear2d(x, [x.shape[2] * 2 + 1, x.shape[3]], False, 1.6, None),
+     (1, 2, 6, 5), _HW, [(1, 2, 3, 7), (2, 2, 9, 4), (1, 2, 5, 1)], torch.float32, 1e-5),
+    (lambda x: aten.upsample_bicubic2d(x, [7, x.shape[3] * 2], False, 0.6, 1.3),
+     (1, 2, 6, 5), _HW, [(1, 2, 3, 7), (2, 2, 11, 4), (1, 2, 8, 9)], torch.float32, 1e-5),
+    (lambda x: aten.upsample_bilinear2d(x, [5, 8], True, 0.7, 1.9), (1, 2, 6, 5), _HW,
+     [(1, 2, 3, 7), (2, 2, 11, 4), (1, 2, 9, 9)], torch.float32, 1e-5),
+    (lambda x: aten._upsample_nearest_exact2d(x, [x.shape[2] + 3, 9], 1.25, 2.0),
+     (1, 2, 6, 5), _HW, [(1, 2, 3, 7), (2, 2, 11, 4), (1, 2, 7, 13)], torch.float32, 1e-6),
+    # out = 2 * in, but sampled at i / 3 (1D nearest has no out == 2*in shortcut): not a
+    # 2x UpSampling
+    (lambda x: aten.upsample_nearest1d(x, [x.shape[2] * 2], 3.0), (1, 2, 6), {0: {2: "s"}},
+     [(1, 2, 5), (2, 2, 9), (1, 2, 13)], torch.float32, 1e-6),
+    (lambda x: aten.upsample_linear1d(x, [x.shape[2] + 4], False, 0.8), (2, 3, 7),
+     {0: {0: "b", 2: "s"}}, [(1, 3, 5), (3, 3, 2), (2, 3, 11)], torch.float32, 1e-5),
+    (lambda x: aten.upsample_trilinear3d(x, [x.shape[2] * 2, 5, 4], False, 1.5, 1.2, None),
+     (1, 2, 4, 5, 6), {0: {2: "d", 3: "h", 4: "w"}},
+     [(1, 2, 3, 7, 5), (1, 2, 5, 3, 3), (2, 2, 7, 4, 9)], torch.float32, 1e-5),
+    (lambda x: aten.upsample_nearest2d(x, [6, 7], 1.6, 1.8), (1, 2, 6, 6), _HW,
+     [(1, 2, 5, 5), (1, 2, 9, 4), (2, 2, 3, 11)], torch.float64, 0.0),
+    (lambda x: aten.upsample_nearest2d(x, [6, 7], 1.6, 1.8), (1, 2, 6, 6), _HW,
+     [(1, 2, 5, 5), (1, 2, 9, 4), (2, 2, 3, 11)], torch.float16, 0.0),
+], ids=["nearest-fixed-size", "bilinear-size-expression-one-scale", "bicubic-mixed",
+        "bilinear-align-corners-fixed-size", "nearest-exact-mixed", "nearest-1d-double-size",
+        "linear-1d-size-plus-4", "trilinear-mixed", "nearest-float64", "nearest-float16"])
+def test_upsample_with_explicit_scales_and_output_size(fn, example, dims, others, dtype, atol):
+    """``aten.upsample_*`` given both an output size and scales samples output ``i`` at
+    ``i / scale`` whatever the sizes. With a fixed output size over a dynamic input it was
+    refused (the run-time layers took a size or a scale, not both); with an output size
+    from another expression and only some scales given, the scales were dropped (sampled
+    by ``in / out``). Now an ``InterpolateTo`` of the graph's sizes with those scales."""
+    module = Fn(fn).eval()
+    gen = torch.Generator().manual_seed(0)
+
+    def rand(shape):
+        return torch.randn(shape, generator=gen, dtype=torch.float64).to(dtype)
+
+    conversion = crossport.convert_with_report(module, (rand(example),), dynamic_dims=dims)
+    _matches_at(module, conversion, [(rand(s),) for s in others], atol=atol)
+
+
+class GqaFromSequenceFirst(nn.Module):
+    """Heads split from ``[B, L, H, E]`` (a transpose away from torch's order) with a
+    boolean padding mask, as a decoder block feeds it."""
+
+    def forward(self, q, k, v, keep):
+        q, k, v = (t.transpose(1, 2) for t in (q, k, v))
+        return nn.functional.scaled_dot_product_attention(
+            q, k, v, attn_mask=keep[:, None, None, :] > 0, enable_gqa=True).transpose(1, 2)
+
+
+def test_gqa_with_run_time_heads_a_mask_and_transposed_inputs():
+    module = GqaFromSequenceFirst().eval()
+    dims = {0: {1: "l", 2: "hq"}, 1: {1: "s", 2: "hk"}, 2: {1: "s", 2: "hk"}, 3: {1: "s"}}
+    example = [(2, 5, 6, 4), (2, 7, 3, 4), (2, 7, 3, 4), (2, 7)]
+    conversion = crossport.convert_with_report(module, _qkv_at(example, torch.float32, 0),
+                                               dynamic_dims=dims)
+    others = [[(2, 3, 4, 4), (2, 9, 2, 4), (2, 9, 2, 4), (2, 9)],
+              [(2, 6, 9, 4), (2, 2, 1, 4), (2, 2, 1, 4), (2, 2)],
+              [(2, 1, 5, 4), (2, 4, 5, 4), (2, 4, 5, 4), (2, 4)]]
+    _matches_at(module, conversion, [_qkv_at(s, torch.float32, i + 1)
+                                     for i, s in enumerate(others)])

@@ -12,13 +12,17 @@ torch by construction. The Keras model gathers the non-zero taps of each row
 
 from __future__ import annotations
 
+import math
+
 import keras
 import numpy as np
+import sympy
 import torch
+from torch.utils._sympy import functions as symfn
 
 from crossport import layers as torch_semantics
 from crossport.to_keras.dynamic_dims import is_dynamic_size, static_dims
-from crossport.to_keras.registry import Policy, bind_arguments, register
+from crossport.to_keras.registry import Policy, register
 
 aten = torch.ops.aten
 ops = keras.ops
@@ -172,26 +176,49 @@ def emit_resize(ctx, input, table, scales, align_corners=None, nearest=False):
 
 def _emit_run_time_resize(ctx, input, table, scales, align_corners, nearest):
     """A dynamic H/W: integer nearest upsampling stays an ``UpSampling`` layer; the other
-    (non-antialiased) modes compute their taps at run time (``layers.resize_runtime``)."""
+    (non-antialiased) modes compute their taps at run time (``layers.resize_runtime``).
+
+    Output sizes ``floor(in * scale)`` (``F.interpolate(scale_factor=...)``) are an
+    ``Interpolate`` by scale; any other output size with explicit scales (a direct
+    ``aten.upsample_*(x, size, scales_h, scales_w)``) is an ``InterpolateTo`` of the graph's
+    output sizes that samples with the given scales, as torch's kernel does."""
     in_shape, out_shape = _symbolic_shape(ctx.node.args[0]), _symbolic_shape(ctx.node)
     n = len(in_shape) - 2
-    if nearest and all(_integer_multiple(i, o) for i, o in zip(in_shape[2:], out_shape[2:])):
-        repeats = [int(o.node.expr / i.node.expr) if is_dynamic_size(o) else 1
-                   for i, o in zip(in_shape[2:], out_shape[2:])]
-        return _UPSAMPLING[n](size=repeats[0] if n == 1 else tuple(repeats),
-                              name=ctx.name())(input)
+    pairs = list(zip(in_shape[2:], out_shape[2:]))
+    if nearest and all(_integer_multiple(i, o) for i, o in pairs):
+        repeats = [int(o.node.expr / i.node.expr) if is_dynamic_size(o) else 1 for i, o in pairs]
+        if all(s is None or float(s) == r for s, r in zip(scales, repeats)):
+            return _UPSAMPLING[n](size=repeats[0] if n == 1 else tuple(repeats),
+                                  name=ctx.name())(input)
     mode = _layer_mode(table, n)
     align = None if nearest or mode == "nearest" else bool(align_corners)
-    if all(s is not None for s in scales):
+    if all(s is not None and _scaled_size(i, o, s) for (i, o), s in zip(pairs, scales)):
         layer = torch_semantics.Interpolate(scale_factor=[float(s) for s in scales], mode=mode,
                                             align_corners=align, data_format="channels_last",
                                             name=ctx.name())
         return layer(input)
     sizes = [None if is_dynamic_size(o) else int(o) for o in out_shape[2:]]
     scalars = [ctx.size(o) for o in out_shape[2:] if is_dynamic_size(o)]
+    sampling = None if all(s is None for s in scales) else [
+        None if s is None else float(s) for s in scales]
     layer = torch_semantics.InterpolateTo(size=sizes, mode=mode, align_corners=align,
+                                          sampling_scales=sampling,
                                           data_format="channels_last", name=ctx.name())
     return layer(input, *scalars)
+
+
+def _scaled_size(size_in, size_out, scale) -> bool:
+    """Whether ``size_out`` is ``floor(size_in * scale)`` at every size (what
+    ``F.interpolate(scale_factor=...)`` traces: ``TruncToInt(scale * ToFloat(in))``)."""
+    if not is_dynamic_size(size_in):
+        return not is_dynamic_size(size_out) and int(size_out) == math.floor(
+            int(size_in) * float(scale))
+    if not is_dynamic_size(size_out):
+        return False
+    expr = size_out.node.expr
+    expected = sympy.Float(float(scale)) * symfn.ToFloat(size_in.node.expr)
+    return (isinstance(expr, (symfn.TruncToInt, symfn.FloorToInt))
+            and sympy.simplify(expr.args[0] - expected) == 0)
 
 
 def _symbolic_shape(node: torch.fx.Node) -> tuple:
@@ -224,7 +251,7 @@ def _resize_dynamic(node: torch.fx.Node) -> str | None:
     """Taps are computed at run time for every mode but the antialiased filters, whose
     matrices are built for the example's sizes."""
     if "_aa" not in str(node.target):
-        return _fixed_size_by_scale(node)
+        return None
     shape_in = node.args[0].meta["val"].shape
     dynamic_out = [d for d, size in enumerate(node.meta["val"].shape) if is_dynamic_size(size)]
     if dynamic_out:  # a constant (a position table) resized to a run-time size
@@ -234,26 +261,6 @@ def _resize_dynamic(node: torch.fx.Node) -> str | None:
     return static_dims("input" if "input" in _argument_names(node) else "self",
                        lambda _node: range(2, len(shape_in)),
                        f"{node.target.__name__.split('.')[0]} (antialiased resampling)")(node)
-
-
-def _fixed_size_by_scale(node: torch.fx.Node) -> str | None:
-    """A static output size with explicit scales over a dynamic input dim (a direct
-    ``aten.upsample_*(x, [6, 7], 1.6, 1.8)``): torch keeps that size and samples at
-    ``i / scale``; the run-time layers take a size or a scale, not both (a scale-only
-    layer made ``floor(in * scale)`` rows at other input sizes)."""
-    arguments = bind_arguments(node)
-    scales = arguments.get("scale_factors") or [
-        arguments.get(k) for k in ("scales", "scales_d", "scales_h", "scales_w")]
-    if all(s is None for s in scales):
-        return None
-    shape_in, shape_out = node.args[0].meta["val"].shape, node.meta["val"].shape
-    fixed = [d for d in range(2, len(shape_in))
-             if is_dynamic_size(shape_in[d]) and not is_dynamic_size(shape_out[d])]
-    if not fixed:
-        return None
-    return (f"{node.target.__name__.split('.')[0]} with explicit scales to the fixed output "
-            f"size {int(shape_out[fixed[0]])} needs a static input size in dim {fixed[0]} "
-            f"({shape_in[fixed[0]]})")
 
 
 def _argument_names(node: torch.fx.Node) -> list[str]:
