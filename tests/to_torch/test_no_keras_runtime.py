@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 import crossport
+from crossport.parity.accept import float64_evidence
 from tests.to_torch.harness import make_live, random_inputs
 
 L = keras.layers
@@ -78,7 +79,9 @@ def _audio_model() -> keras.Model:
     return keras.Model(inp, L.Dense(2)(mel) + L.Dense(2)(spec) + L.Dense(2)(frames))
 
 
-def _assert_runs_without_keras(model: keras.Model, tmp_path: Path, rtol: float = 0.0) -> None:
+def _assert_runs_without_keras(model: keras.Model, tmp_path: Path, exact: bool = True) -> None:
+    """``exact=False``: outputs that differ are judged by crossport's rounding rule (distance
+    from torch float64 against this process's float32 distance), not by a fixed tolerance."""
     args = random_inputs(model, 2, 0)
     conv = crossport.to_torch_with_report(model, args)
     module_types = {type(m).__module__ for m in conv.module.modules()}
@@ -95,8 +98,12 @@ def _assert_runs_without_keras(model: keras.Model, tmp_path: Path, rtol: float =
     with torch.no_grad():
         want = conv.module(*args).numpy()
     for name, got in report["results"].items():
-        np.testing.assert_allclose(np.asarray(got, dtype=np.float32), want, rtol=rtol,
-                                   atol=rtol, err_msg=name)
+        got = np.asarray(got, dtype=np.float32)
+        if exact or np.array_equal(got, want):
+            np.testing.assert_array_equal(got, want, err_msg=name)
+            continue
+        evidence = float64_evidence(conv.module, args, [want], [got])
+        assert evidence is not None and evidence.verdict == "rounding", (name, evidence)
 
 
 def test_converted_module_runs_without_keras(tmp_path: Path):
@@ -104,6 +111,7 @@ def test_converted_module_runs_without_keras(tmp_path: Path):
 
 
 def test_converted_audio_front_ends_run_without_keras(tmp_path: Path):
-    # the mel filterbank's 129-long sgemm may round differently in another process (MKL's
-    # results depend on buffer alignment); this test is about running without keras
-    _assert_runs_without_keras(make_live(_audio_model()), tmp_path, rtol=1e-6)
+    # the mel filterbank's 129-long sgemm rounds differently in another process (MKL's results
+    # depend on buffer alignment; CI saw 14 ulps after the power spectrum's cancellation), so
+    # a difference is judged against torch float64, as the check judges Keras
+    _assert_runs_without_keras(make_live(_audio_model()), tmp_path, exact=False)
