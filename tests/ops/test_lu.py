@@ -9,6 +9,7 @@ All were "no converter" in the OpInfo sweep (docs/parity.md).
 from __future__ import annotations
 
 import warnings
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -105,6 +106,10 @@ def _special_matrices(m: int, n: int, dtype) -> torch.Tensor:
     a[6, 0, c] = INF
     a[7, m // 2, c], a[7, r, 0] = -INF, INF
     a[8, :, 0] = 0.0
+    # doubled column of powers of two: the multipliers are exact, so the column below the
+    # first pivot cancels to exact zeros on every CPU (with random values it is rounding
+    # noise, whose largest entry depends on the BLAS kernel: ties are judged below)
+    a[9, :, 0] = torch.tensor([0.5, -2.0, 1.0, -0.25] * m, dtype=dtype)[:m]
     a[9, :, c] = 2 * a[9, :, 0]
     a[10, :, n - 1], a[10, m - 1, n - 1] = 0.0, NAN
     a[11, :, 0], a[11, 0, n - 1] = 0.0, INF
@@ -143,15 +148,48 @@ def test_lu_of_special_matrices_matches_torch(m, n, dtype):
 
 
 def test_lu_of_many_integer_matrices_pivots_as_torch():
-    """Small-integer matrices tie and cancel exactly at many steps: 400 of them, every
-    pivot and info torch's (a rounding twice instead of once changed 1 to 3% of them)."""
+    """Small-integer matrices tie and cancel exactly at many steps: 400 of them, pivots and
+    info torch's except where rounding broke an exact tie (a rounding twice instead of once
+    changed 1 to 3% of them; which noise wins a tie depends on the CPU's BLAS kernel, so
+    such a matrix is judged in exact arithmetic, and its values are not compared)."""
     torch.manual_seed(11)
     a = torch.randint(-2, 3, (400, 8, 8)).float()
 
     def fn(x):
         return tuple(torch.linalg.lu_factor_ex(x)) + tuple(torch.linalg.lu_factor_ex(x.double()))
     want, got = _run_both(fn, torch.randn(2, 8, 8), a)
-    _assert_same(want, got)
+    keep = np.ones(len(a), dtype=bool)
+    for pivots, info in ((1, 2), (4, 5)):
+        w_piv, g_piv = want[pivots].numpy(), np.asarray(got[pivots])
+        w_info, g_info = want[info].numpy(), np.asarray(got[info])
+        for i in np.flatnonzero((w_piv != g_piv).any(axis=1) | (w_info != g_info)):
+            assert _rounding_broke_a_tie(a[i].numpy(), w_piv[i], g_piv[i]), (i, w_piv[i],
+                                                                                g_piv[i])
+            keep[i] = False
+    assert keep.mean() > 0.95  # ties broken by rounding are rare
+    kept = torch.from_numpy(keep)
+    _assert_same([w[kept] for w in want], [np.asarray(g)[keep] for g in got])
+
+
+def _rounding_broke_a_tie(a: np.ndarray, pivots: np.ndarray, others: np.ndarray) -> bool:
+    """Whether two pivot choices for ``a`` (1-based, LAPACK's row swaps) are both right in
+    exact arithmetic: they agree until a step where both rows hold the column's largest
+    magnitude, or the elimination meets an exactly zero pivot (info then depends on whether
+    rounding left a tiny nonzero there)."""
+    rows = [[Fraction(float(v)) for v in row] for row in a]
+    m, n = len(rows), len(rows[0])
+    for k in range(min(m, n)):
+        p, q = int(pivots[k]) - 1, int(others[k]) - 1
+        top = max(abs(rows[i][k]) for i in range(k, m))
+        if p != q:
+            return abs(rows[p][k]) == top and abs(rows[q][k]) == top
+        rows[k], rows[p] = rows[p], rows[k]
+        if rows[k][k] == 0:
+            return top == 0
+        for i in range(k + 1, m):
+            factor = rows[i][k] / rows[k][k]
+            rows[i] = [x - factor * y for x, y in zip(rows[i], rows[k])]
+    return False
 
 
 def test_lu_solve_of_singular_and_nan_factors_matches_torch():
