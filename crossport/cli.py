@@ -181,23 +181,17 @@ def load_callable(target: str):
 def _example_args(inputs: list[str]):
     import torch
 
+    from crossport.parity.verify import random_tensor
+
     args = []
     for spec in inputs:
         dtype, shape, high = parse_input_spec(spec)
         try:
-            args.append(_random_example(torch, dtype, shape, high))
+            args.append(random_tensor(shape, getattr(torch, dtype), (0, high)))
         except (RuntimeError, MemoryError) as exc:  # overflowing or out-of-memory sizes
             _fail(f"--input {spec}: cannot make an example tensor of that size "
                   f"({str(exc).splitlines()[0]}); give the shape of one real input")
     return tuple(args)
-
-
-def _random_example(torch, dtype: str, shape: tuple[int, ...], high: int):
-    if dtype.startswith("float"):
-        return torch.randn(shape, dtype=getattr(torch, dtype))
-    if dtype == "bool":
-        return torch.rand(shape) > 0.5
-    return torch.randint(0, high, shape, dtype=getattr(torch, dtype))
 
 
 def _summary_table(conversion, exported) -> Table:

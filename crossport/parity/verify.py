@@ -58,15 +58,27 @@ def fresh_inputs(example: tuple, seed: int, shapes: tuple | None = None) -> tupl
     of dynamic dims.
     """
     gen = torch.Generator().manual_seed(seed)
-    out = []
-    for t, shape in zip(example, shapes or [t.shape for t in example]):
-        if t.dtype.is_floating_point:
-            out.append(torch.randn(shape, generator=gen, dtype=t.dtype))
-        elif t.dtype == torch.bool:
-            out.append(torch.rand(shape, generator=gen) > 0.5)
-        else:
-            out.append(torch.randint(*_int_range(t), shape, generator=gen, dtype=t.dtype))
-    return tuple(out)
+    return tuple(
+        random_tensor(shape, t.dtype, None if t.dtype.is_floating_point or t.dtype == torch.bool
+                      else _int_range(t), gen)
+        for t, shape in zip(example, shapes or [t.shape for t in example]))
+
+
+def random_tensor(shape, dtype: torch.dtype, int_range: tuple[int, int] | None = None,
+                  generator: torch.Generator | None = None) -> torch.Tensor:
+    """A random input: normal floats, fair booleans, integers drawn from ``[low, high)``.
+
+    Example:
+        >>> random_tensor((2, 3), torch.int64, (0, 10)).dtype
+        torch.int64
+    """
+    if dtype.is_floating_point:
+        return torch.randn(shape, generator=generator, dtype=dtype)
+    if dtype == torch.bool:
+        return torch.rand(shape, generator=generator) > 0.5
+    if int_range is None:
+        raise ValueError(f"a random {dtype} tensor needs a range of values")
+    return torch.randint(*int_range, shape, generator=generator, dtype=dtype)
 
 
 def recheck_inputs(example: tuple, shape_sets: list | None, seed: int, count: int) -> list:

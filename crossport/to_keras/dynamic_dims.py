@@ -29,6 +29,13 @@ def is_dynamic_size(size) -> bool:
     return isinstance(size, (torch.SymInt, torch.SymFloat)) and not size.node.expr.is_number
 
 
+def same_size(a, b) -> bool:
+    """Whether two traced sizes are equal at every size (one symbol, or equal numbers)."""
+    if is_dynamic_size(a) or is_dynamic_size(b):
+        return is_dynamic_size(a) and is_dynamic_size(b) and a.node.expr == b.node.expr
+    return int(a) == int(b)
+
+
 def _tensor_inputs(node: torch.fx.Node) -> list[tuple[str, torch.Tensor]]:
     """``(argument name, fake tensor)`` for each tensor argument of ``node``."""
     schema = getattr(node.target, "_schema", None)

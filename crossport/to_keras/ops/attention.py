@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from crossport.layout import Layout, canonical, physical_order
-from crossport.to_keras.dynamic_dims import is_dynamic_size
+from crossport.to_keras.dynamic_dims import same_size
 from crossport.to_keras.ops.elementwise import keras_multiply
 from crossport.to_keras.ops.shape import as_value
 from crossport.to_keras.registry import Policy, register
@@ -56,7 +56,7 @@ def aten_scaled_dot_product_attention_default(ctx, query, key, value, attn_mask=
     rank = q.rank
     scale = _default_scale(ctx, q) if scale is None else scale
     heads = [t.shape[-3] for t in (q, k, v)]
-    grouped = enable_gqa and not all(_same_size(heads[0], h) for h in heads[1:])
+    grouped = enable_gqa and not all(same_size(heads[0], h) for h in heads[1:])
     if grouped and not any(map(ctx.is_dynamic, heads)):
         # static counts: repeated key/value heads keep the einsum in the given layouts
         # (measured no slower than the grouped reshape on a 16/4-head causal block)
@@ -130,13 +130,6 @@ def _canonical(ctx, value: TensorValue) -> TensorValue:
     return TensorValue(ctx.canonical(value), canonical(value.rank), value.shape, value.dtype)
 
 
-def _same_size(a, b) -> bool:
-    """Whether two torch sizes are equal at every size (the same int or the same symbol)."""
-    if is_dynamic_size(a) or is_dynamic_size(b):
-        return is_dynamic_size(a) and is_dynamic_size(b) and a.node.expr == b.node.expr
-    return int(a) == int(b)
-
-
 def _repeat_heads(ctx, value: TensorValue, times: int) -> TensorValue:
     """GQA: each key/value head serves ``times`` consecutive query heads."""
     value = _canonical(ctx, value)
@@ -153,51 +146,26 @@ def _grouped_scores(ctx, scaled_q, q: TensorValue, k: TensorValue):
     ``repeat_interleave``): no key copy, and head counts may be dynamic. When ``Hk`` does
     not divide ``Hq`` the split fails at run time, as torch raises."""
     heads, length = q.shape[-3], q.shape[-2]
-    groups = _run_time_quotient(ctx, heads, k.shape[-3])
-    split_q = _reshape(ctx, scaled_q, [*map(ctx.size, q.shape[:-3]),
-                                       ctx.size(k.shape[-3]), groups, ctx.size(length),
-                                       ctx.size(q.shape[-1])])
+    split_q = ctx.reshape(scaled_q, [*q.shape[:-3], k.shape[-3], heads // k.shape[-3],
+                                     length, q.shape[-1]])
     keys = ops.expand_dims(k.tensor, -3)
     scores = ops.matmul(split_q, ops.swapaxes(keys, -1, -2))  # [..., Hk, g, L, S]
-    return _reshape(ctx, scores, [*_batch_sizes(ctx), ctx.size(heads),
-                                  ctx.size(length), ctx.size(k.shape[-2])])
+    return ctx.reshape(scores, [*_batch_sizes(ctx), heads, length, k.shape[-2]])
 
 
 def _grouped_values(ctx, probs, q: TensorValue, v: TensorValue):
     """GQA's ``probs @ v``, grouped by the value's head count (which torch lets differ
     from the key's) as ``_grouped_scores`` groups by the key's."""
     heads, length = q.shape[-3], q.shape[-2]
-    groups = _run_time_quotient(ctx, heads, v.shape[-3])
-    split = _reshape(ctx, probs, [*_batch_sizes(ctx), ctx.size(v.shape[-3]),
-                                  groups, ctx.size(length), ctx.size(v.shape[-2])])
+    split = ctx.reshape(probs, [*_batch_sizes(ctx), v.shape[-3], heads // v.shape[-3],
+                                length, v.shape[-2]])
     out = ops.matmul(split, ops.expand_dims(v.tensor, -3))  # [..., Hv, g, L, Ev]
-    return _reshape(ctx, out, [*_batch_sizes(ctx), ctx.size(heads),
-                               ctx.size(length), ctx.size(v.shape[-1])])
-
-
-def _run_time_quotient(ctx, numerator, denominator):
-    """``numerator // denominator`` of two torch sizes: an int when both are static."""
-    if not (ctx.is_dynamic(numerator) or ctx.is_dynamic(denominator)):
-        return concrete(numerator) // concrete(denominator)
-    return ops.floor_divide(ops.cast(ctx.size(numerator), "int32"),
-                            ops.cast(ctx.size(denominator), "int32"))
+    return ctx.reshape(out, [*_batch_sizes(ctx), heads, length, v.shape[-1]])
 
 
 def _batch_sizes(ctx) -> list:
-    """The output's leading (batch) sizes, query and key broadcast: ints or run-time
-    scalars."""
-    return [ctx.size(d) for d in ctx.node.meta["val"].shape[:-3]]
-
-
-def _reshape(ctx, x, sizes: list):
-    """``reshape(x, sizes)`` with sizes given as ints or run-time int scalars."""
-    if all(isinstance(s, int) for s in sizes):
-        return ops.reshape(x, sizes)
-    from crossport.layers.dynamic import DynamicReshape
-
-    target = [s if isinstance(s, int) else None for s in sizes]
-    scalars = [s for s in sizes if not isinstance(s, int)]
-    return DynamicReshape(target, name=ctx.name("reshape"))(x, *scalars)
+    """The output's leading (batch) sizes, query and key broadcast (torch sizes)."""
+    return list(ctx.node.meta["val"].shape[:-3])
 
 
 def _causal_bias(ctx, length, source, scores):

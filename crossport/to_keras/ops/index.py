@@ -21,6 +21,7 @@ from crossport.layout import (
     physical_axes,
     physical_axis,
 )
+from crossport.to_keras.dynamic_dims import same_size
 from crossport.to_keras.fold import is_constant
 from crossport.to_keras.initial import call_with_weights
 from crossport.to_keras.ops.reduce import _reduce, scalar_with_index
@@ -153,7 +154,7 @@ def _leading_part(ctx, x, value: TensorValue, dim: int):
     index_shape = tuple(bind_arguments(ctx.node)["index"].meta["val"].shape)
     for d in range(value.rank):
         size = index_shape[d]
-        if d == dim or _same_size(size, self_shape[d]):
+        if d == dim or same_size(size, self_shape[d]):
             continue
         axis = physical_axis(value.layout, d)
         if ctx.is_dynamic(size):
@@ -164,14 +165,6 @@ def _leading_part(ctx, x, value: TensorValue, dim: int):
             cut[axis] = slice(0, int(size))
             x = x[tuple(cut)]
     return x
-
-
-def _same_size(a, b) -> bool:
-    """Whether two traced sizes are equal at every size (one symbol, or equal numbers)."""
-    if isinstance(a, torch.SymInt) or isinstance(b, torch.SymInt):
-        return (isinstance(a, torch.SymInt) and isinstance(b, torch.SymInt)
-                and a.node.expr == b.node.expr)
-    return int(a) == int(b)
 
 
 def _index_supports(node):
