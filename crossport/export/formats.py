@@ -31,24 +31,6 @@ def load_keras(path: Path) -> Runner:
     return run
 
 
-def write_saved_model(model: keras.Model, path: Path) -> None:
-    """SavedModel with a ``serving_default`` signature named after forward's arguments.
-
-    The signature keeps the conversion's static shapes (``None`` only where the user made a
-    dim dynamic): Keras' default export makes the batch unknown, and with an unknown batch
-    the TFLite converter keeps dilated convs as SPACE_TO_BATCH_ND/BATCH_TO_SPACE_ND pairs
-    that XNNPACK cannot fuse (deeplabv3: 10x slower).
-
-    A TF signature returns one tensor, a list or a dict of tensors: nested outputs (YOLO's
-    ``(boxes, {"scores": ..., "feats": [...]})``) are served flat, in Keras' flat order,
-    which is the order the loaders return in any case.
-    """
-    if _is_nested(model.output):
-        model = keras.Model(model.input, keras.tree.flatten(model.output), name=model.name)
-    model.export(str(path), format="tf_saved_model", verbose=False,
-                 input_signature=static_input_signature(model))
-
-
 def static_input_signature(model: keras.Model) -> list:
     """The Keras model's own input shapes as TensorSpecs, in ``model.export``'s structure,
     named by :func:`signature_names`."""
@@ -152,7 +134,7 @@ def _convert(model, quantization: str, conversion, stages: dict, splats=()) -> b
     with tempfile.TemporaryDirectory() as tmp:
         saved = Path(tmp) / "saved_model"
         with timed(stages, "saved_model"):
-            write_converter_input(model, saved, {id(w.variable): w.tag for w in splats})
+            write_saved_model(model, saved, {id(w.variable): w.tag for w in splats})
         with timed(stages, "tflite convert"):
             converter = converter_from_saved_model(saved)
             if quantization in ("float32", "float16", "int8"):  # float activations
@@ -166,15 +148,26 @@ def _convert(model, quantization: str, conversion, stages: dict, splats=()) -> b
             return run_converter(converter.convert, conversion)
 
 
-def write_converter_input(model: keras.Model, path: Path, splats: dict | None = None) -> None:
-    """A minimal SavedModel for the TFLite converter: one ``serving_default`` signature.
+def write_saved_model(model: keras.Model, path: Path, splats: dict | None = None) -> None:
+    """SavedModel with a ``serving_default`` signature named after forward's arguments, the
+    same function as ``serve`` and the model's variables (``variables``,
+    ``trainable_variables``, ``non_trainable_variables``, as Keras' export archive has them).
 
-    The same signature as :func:`write_saved_model` (static shapes, forward's argument
-    names, flat outputs), without Keras' export archive: the converter needs the traced
-    function and the variables only, and Keras' resource tracking and extra traces took
-    about half of the TFLite export's SavedModel time (resnet18: 2.4 s of 5 s here).
-    ``splats`` (``id(variable) -> tag``) replaces those variables by constants filled with
-    their tag.
+    The signature keeps the conversion's static shapes (``None`` only where the user made a
+    dim dynamic): Keras' default export makes the batch unknown, and with an unknown batch
+    the TFLite converter keeps dilated convs as SPACE_TO_BATCH_ND/BATCH_TO_SPACE_ND pairs
+    that XNNPACK cannot fuse (deeplabv3: 10x slower).
+
+    A TF signature returns one tensor, a list or a dict of tensors: nested outputs (YOLO's
+    ``(boxes, {"scores": ..., "feats": [...]})``) are served flat, in Keras' flat order,
+    which is the order the loaders return in any case.
+
+    Saved from a plain trackable rather than Keras' ``model.export`` archive, which re-traces
+    every layer and the gradient functions and compares tensors in a quadratic lookup:
+    efficientnet_v2_s took 15 s there, 5 s here. Like the archive's, the file is for
+    inference: custom gradients (GroupedConv2D's XLA function) are not traced.
+    ``splats`` (``id(variable) -> tag``, the TFLite export's weight tagging) replaces those
+    variables by constants filled with their tag.
     """
     import tensorflow as tf
 
@@ -182,9 +175,13 @@ def write_converter_input(model: keras.Model, path: Path, splats: dict | None = 
         model = keras.Model(model.input, keras.tree.flatten(model.output), name=model.name)
     splats = splats or {}
     tagged = [v for v in model.variables if id(v) in splats]
-    module = tf.Module()
+    saved = tf.__internal__.tracking.AutoTrackable()
     # the tf.Variables behind the Keras variables: saved with the graph that reads them
-    module.model_variables = [v.value for v in model.variables if id(v) not in splats]
+    saved.variables = [v.value for v in model.variables if id(v) not in splats]
+    saved.trainable_variables = [v.value for v in model.trainable_variables
+                                 if id(v) not in splats]
+    saved.non_trainable_variables = [v.value for v in model.non_trainable_variables
+                                     if id(v) not in splats]
 
     def serve(*args):
         if not tagged:
@@ -193,12 +190,12 @@ def write_converter_input(model: keras.Model, path: Path, splats: dict | None = 
         with keras.StatelessScope(state_mapping=mapping):
             return model(*args, training=False)
 
-    module.serve = tf.function(serve, input_signature=static_input_signature(model),
-                               autograph=False)
-    # The converter never reads gradients: not tracing them saves GroupedConv2D's XLA
-    # gradient functions (0.7 s of regnet_y_400mf's export).
-    tf.saved_model.save(module, str(path),
-                        signatures={"serving_default": module.serve.get_concrete_function()},
+    saved.serve = tf.function(serve, input_signature=static_input_signature(model),
+                              autograph=False)
+    # no gradient tracing: it saves GroupedConv2D's XLA gradient functions (0.7 s of
+    # regnet_y_400mf's export), which neither serving nor the TFLite converter reads
+    tf.saved_model.save(saved, str(path),
+                        signatures={"serving_default": saved.serve.get_concrete_function()},
                         options=tf.saved_model.SaveOptions(experimental_custom_gradients=False))
 
 

@@ -229,7 +229,7 @@ def write_full_integer(model, path: Path, plan: FullIntegerPlan, conversion=None
 
     ``stages`` (when given) receives the seconds of ``saved_model`` and ``quantize``.
     """
-    from crossport.export.formats import timed, write_converter_input
+    from crossport.export.formats import timed, write_saved_model
     from crossport.export.tflite import converter_from_saved_model, run_converter
 
     stages = {} if stages is None else stages
@@ -237,7 +237,7 @@ def write_full_integer(model, path: Path, plan: FullIntegerPlan, conversion=None
     with tempfile.TemporaryDirectory() as tmp:
         saved = Path(tmp) / "saved_model"
         with timed(stages, "saved_model"), named_scopes(origins):  # ops named by torch node
-            write_converter_input(model, saved)
+            write_saved_model(model, saved)
         with timed(stages, "quantize"), quantizer_errors(plan):
             converter = converter_from_saved_model(saved, plan.activations)
             _configure(converter, plan)

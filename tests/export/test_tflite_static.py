@@ -217,7 +217,7 @@ def test_lean_converter_writes_what_tfs_converter_writes(tmp_path, quantization)
     torch.manual_seed(0)
     conversion = crossport.convert_with_report(DilatedConvs().eval(),
                                                random_inputs((1, 3, 16, 16)))
-    formats.write_converter_input(conversion.model, tmp_path / "saved")
+    formats.write_saved_model(conversion.model, tmp_path / "saved")
     files = {}
     for name, converter in [
             ("lean", tflite.converter_from_saved_model(tmp_path / "saved")),
