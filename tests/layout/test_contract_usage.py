@@ -8,6 +8,7 @@ be one of the few whose remapping is not a dim translation (listed with the reas
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
 import re
 import sys
@@ -38,7 +39,14 @@ SPECIAL = {
 
 
 def _functions(module) -> dict[str, str]:
-    source = inspect.getsource(module)
+    return _functions_of(module.__name__)
+
+
+@functools.cache
+def _functions_of(module_name: str) -> dict[str, str]:
+    """Each top-level function's source (parsed once per module: re-parsing per call made
+    these checks 90 s of CI)."""
+    source = inspect.getsource(sys.modules[module_name])
     return {node.name: ast.get_source_segment(source, node)
             for node in ast.parse(source).body if isinstance(node, ast.FunctionDef)}
 
