@@ -17,6 +17,7 @@ from crossport.layers.adaptive_pooling import (
     AdaptiveMaxPool2d,
     AdaptiveMaxPool3d,
 )
+from crossport.layers.airy import AiryAi
 from crossport.layers.constant import Constant
 from crossport.layers.conv import (
     Conv1d,
@@ -64,6 +65,7 @@ __all__ = [
     "AdaptiveMaxPool1d",
     "AdaptiveMaxPool2d",
     "AdaptiveMaxPool3d",
+    "AiryAi",
     "AvgPool1d",
     "AvgPool2d",
     "AvgPool3d",
