@@ -59,9 +59,13 @@ def fresh_inputs(example: tuple, seed: int, shapes: tuple | None = None) -> tupl
     """
     gen = torch.Generator().manual_seed(seed)
     return tuple(
-        random_tensor(shape, t.dtype, None if t.dtype.is_floating_point or t.dtype == torch.bool
-                      else _int_range(t), gen)
+        random_tensor(shape, t.dtype, _int_range(t) if drawn_from_range(t.dtype) else None, gen)
         for t, shape in zip(example, shapes or [t.shape for t in example]))
+
+
+def drawn_from_range(dtype: torch.dtype) -> bool:
+    """Whether :func:`random_tensor` needs an ``int_range`` for ``dtype`` (not float or bool)."""
+    return not (dtype.is_floating_point or dtype == torch.bool)
 
 
 def random_tensor(shape, dtype: torch.dtype, int_range: tuple[int, int] | None = None,
@@ -74,7 +78,7 @@ def random_tensor(shape, dtype: torch.dtype, int_range: tuple[int, int] | None =
     """
     if dtype.is_floating_point:
         return torch.randn(shape, generator=generator, dtype=dtype)
-    if dtype == torch.bool:
+    if not drawn_from_range(dtype):  # bool
         return torch.rand(shape, generator=generator) > 0.5
     if int_range is None:
         raise ValueError(f"a random {dtype} tensor needs a range of values")

@@ -49,15 +49,15 @@ def _example_shape(tensor, id_bound: int | None) -> tuple[int, ...]:
 
 
 def _random(tensor, shape: tuple[int, ...], id_bound: int | None, generator) -> torch.Tensor:
-    from crossport.parity.verify import random_tensor
+    from crossport.parity.verify import drawn_from_range, random_tensor
 
     dtype = getattr(torch, str(tensor.dtype))
-    if not (dtype.is_floating_point or dtype == torch.bool) and id_bound is None:
+    if drawn_from_range(dtype) and id_bound is None:
         raise InputError(
             f"input {tensor.name!r} is {tensor.dtype} and feeds no Embedding, so the range of "
             f"its values is unknown: give an example (CLI: --input {_spec(tensor, id_bound)}, "
             "values drawn from [0, HIGH); Python: example_args)")
-    return random_tensor(shape, dtype, (0, id_bound or 1), generator)
+    return random_tensor(shape, dtype, None if id_bound is None else (0, id_bound), generator)
 
 
 def _id_bound(kmodel, tensor) -> int | None:
