@@ -176,12 +176,9 @@ def write_saved_model(model: keras.Model, path: Path, splats: dict | None = None
     splats = splats or {}
     tagged = [v for v in model.variables if id(v) in splats]
     saved = tf.__internal__.tracking.AutoTrackable()
-    # the tf.Variables behind the Keras variables: saved with the graph that reads them
-    saved.variables = [v.value for v in model.variables if id(v) not in splats]
-    saved.trainable_variables = [v.value for v in model.trainable_variables
-                                 if id(v) not in splats]
-    saved.non_trainable_variables = [v.value for v in model.non_trainable_variables
-                                     if id(v) not in splats]
+    # the tf.Variables behind the Keras variables (but the splatted): saved with the graph
+    for kind in ("variables", "trainable_variables", "non_trainable_variables"):
+        setattr(saved, kind, [v.value for v in getattr(model, kind) if id(v) not in splats])
 
     def serve(*args):
         if not tagged:
