@@ -431,6 +431,11 @@ def _capture_message(module: torch.nn.Module, exc: Exception, args: tuple = ()) 
                 f"tensor, tuple, list or dict of tensors, or register the class first "
                 f"(torch.export.register_dataclass({kind}) for a dataclass, "
                 "torch.utils._pytree.register_pytree_node otherwise).")
+        if unknown.group(1).startswith("transformers.") and kind.endswith("Cache"):
+            hint = (f"forward returns its KV cache (a {kind}; transformers models do when "
+                    "config.use_cache is on): convert with the cache off (set "
+                    "model.config.use_cache = False), or export a causal LM with its KV "
+                    "cache for generation through crossport.generative.export.")
     elif args and _fails_eagerly(module, args):
         return (f"{name} raised {type(exc).__name__}: {first_line}{where} when run on the "
                 "example inputs (it fails without crossport too): give example inputs of "

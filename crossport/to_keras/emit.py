@@ -55,18 +55,32 @@ from crossport.to_keras.values import (
 )
 
 
-def _plain_structure(outputs):
+def _plain_structure(outputs, leaf=lambda value: value):
     """forward's output structure in containers Keras takes: a HF ``ModelOutput`` (a dict
     subclass torch's pytree rebuilds) or a registered dataclass as a dict of its fields, a
-    namedtuple as a tuple."""
+    namedtuple as a tuple; ``leaf`` maps each leaf."""
     outputs = dataclass_fields(outputs)
     if isinstance(outputs, Mapping):
-        return {key: _plain_structure(value) for key, value in outputs.items()}
+        return {key: _plain_structure(value, leaf) for key, value in outputs.items()}
     if isinstance(outputs, list):
-        return [_plain_structure(value) for value in outputs]
+        return [_plain_structure(value, leaf) for value in outputs]
     if isinstance(outputs, tuple):  # namedtuples too
-        return tuple(_plain_structure(value) for value in outputs)
-    return outputs
+        return tuple(_plain_structure(value, leaf) for value in outputs)
+    return leaf(outputs)
+
+
+def _unflatten_plain(flat: list, spec: pytree.TreeSpec):
+    """``flat`` in the structure ``spec`` describes, in plain containers.
+
+    The user's output classes are built with torch placeholders, never with Keras tensors:
+    a class's own checks may not take them (a HF ``ModelOutput`` with one field iterates a
+    first field it does not know as a tensor, which a symbolic KerasTensor refuses).
+    """
+    placeholders = [torch.empty(0) for _ in flat]
+    position = {id(p): i for i, p in enumerate(placeholders)}
+    return _plain_structure(pytree.tree_unflatten(placeholders, spec),
+                            leaf=lambda value: flat[position[id(value)]]
+                            if id(value) in position else value)
 
 
 def parameter_dtype(exported: torch.export.ExportedProgram) -> str:
@@ -267,7 +281,7 @@ class Emitter:
             raise UnsupportedOpError(
                 "forward returns no tensors (an empty tuple, list or dict); a Keras model "
                 "needs at least one output. Return the tensors the model computes.")
-        return _plain_structure(pytree.tree_unflatten(flat, self.ep.call_spec.out_spec))
+        return _unflatten_plain(flat, self.ep.call_spec.out_spec)
 
     def _constant_output(self, node: torch.fx.Node, array: np.ndarray) -> TensorValue:
         from crossport.layers import Constant
