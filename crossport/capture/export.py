@@ -233,14 +233,14 @@ def _no_symbolic_kernel(module: torch.nn.Module, exc: Exception) -> DynamicDimEr
     """An ATen op with no meta kernel under dynamic dims: torch's fake tensors run such an
     op's real kernel at static sizes, and refuse it (``UnsupportedOperatorException``)
     when a size is symbolic (``aten.histogram.bin_ct``)."""
-    op = _first_line(exc)
+    op = exception_line(exc)
     return DynamicDimError(
-        f"torch.export could not capture {type(module).__name__}{_user_frame(exc)} with "
+        f"torch.export could not capture {type(module).__name__}{user_frame(exc)} with "
         f"dynamic dims: torch has no kernel that computes {op}'s result from run-time sizes "
         "(torch traces it at static sizes only). Convert with the dims of that op's inputs static (drop them from "
         "dynamic_dims / dynamic_batch).",
         problems=[{"op": op, "reason": "no symbolic-shape kernel in torch",
-                   "where": _user_frame(exc).strip()}])
+                   "where": user_frame(exc).strip()}])
 
 
 def _widening_refused(module: torch.nn.Module, exc: Exception, given: tuple,
@@ -254,7 +254,7 @@ def _widening_refused(module: torch.nn.Module, exc: Exception, given: tuple,
             if isinstance(a, torch.Tensor) for d in range(a.ndim) if a.shape[d] != w.shape[d]]
     return DynamicDimError(
         f"{type(module).__name__} runs on the example inputs but raises "
-        f"{type(exc).__name__} ({_first_line(exc)}{_user_frame(exc)}) when the size-1 "
+        f"{type(exc).__name__} ({exception_line(exc)}{user_frame(exc)}) when the size-1 "
         f"dim(s) asked to be dynamic ({', '.join(dims)}) are 2, the size crossport traces "
         "them at (torch.export fixes a size of 1): the model needs them to be 1 (a dim "
         "that broadcasts against another tensor). Convert with those dims static (drop "
@@ -319,7 +319,7 @@ def capture(module: torch.nn.Module, args: tuple, options: ConvertOptions,
         if _SPECIALIZED.search(str(exc)):
             raise _specialized(module, exc) from exc
         if isinstance(exc, UnsupportedOperatorException) and dynamic is not None and (
-                _first_line(exc).startswith("aten.")):
+                exception_line(exc).startswith("aten.")):
             raise _no_symbolic_kernel(module, exc) from exc
         raise CaptureError(_capture_message(module, exc, args)) from exc
     exported = without_effect_tokens(exported)
@@ -414,8 +414,8 @@ _DATA_DEPENDENT = ("data-dependent", "data dependent", "dynamic control flow")
 def _capture_message(module: torch.nn.Module, exc: Exception, args: tuple = ()) -> str:
     """What torch.export's failure means: data-dependent control flow, a dim that cannot
     be dynamic, or an error of the module itself (it fails on the example inputs)."""
-    first_line = _first_line(exc)
-    where = _user_frame(exc)
+    first_line = exception_line(exc)
+    where = user_frame(exc)
     name = type(module).__name__
     if "Constraints violated" in first_line:  # a form _specialized does not read
         hint = ("a dim marked dynamic is fixed by the model (or equal to another dim): "
@@ -448,11 +448,11 @@ def _capture_message(module: torch.nn.Module, exc: Exception, args: tuple = ()) 
             f"{first_line}\n{hint}")
 
 
-def _first_line(exc: Exception) -> str:
+def exception_line(exc: Exception) -> str:
     return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
-def _user_frame(exc: Exception) -> str:
+def user_frame(exc: Exception) -> str:
     """`` at file:line (source)`` of the innermost user frame of ``exc``'s traceback."""
     frames = [f for f in traceback.extract_tb(exc.__traceback__)
               if not _is_library_frame(f.filename)]

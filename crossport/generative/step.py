@@ -25,6 +25,7 @@ import inspect
 import torch
 from torch import nn
 
+from crossport.capture.export import exception_line, user_frame
 from crossport.capture.update_slice import dynamic_update_slice
 from crossport.errors import InputError, UnsupportedOpError
 
@@ -130,8 +131,8 @@ class KVCacheStep(nn.Module):
             local = _additive(allowed & (slots[None, :] > input_pos[:, None] - self.window))
         if not self.dict_masks:  # the model applies one mask kind to every layer
             return full if local is None else local
-        return {"full_attention": full} if local is None else {"full_attention": full,
-                                                               "sliding_attention": local}
+        # a window no shorter than the cache hides no slot: its layers take the full mask
+        return {"full_attention": full, "sliding_attention": full if local is None else local}
 
     def _probe_cache_shape(self) -> tuple[int, ...]:
         """Runs the model once on two tokens to learn the cache's heads and head size."""
@@ -148,9 +149,18 @@ class KVCacheStep(nn.Module):
         tokens, positions = torch.zeros(1, 2, dtype=torch.long), torch.arange(2)
         mask = _additive(torch.tril(torch.ones(2, 2, dtype=torch.bool)))
         masks = {kind: mask for kind in MASK_KINDS} if self.dict_masks else mask
-        with torch.no_grad():
-            self.lm(input_ids=tokens, position_ids=positions[None], attention_mask=masks,
-                    use_cache=True, **{self._cache_arg: Probe()})
+        try:
+            with torch.no_grad():
+                self.lm(input_ids=tokens, position_ids=positions[None], attention_mask=masks,
+                        use_cache=True, **{self._cache_arg: Probe()})
+        except Exception as exc:  # a decoder whose forward the step's inputs do not fit
+            name = type(self.lm).__name__
+            raise UnsupportedOpError(
+                f"{name} ({self.config.model_type}) did not run with the generative export's "
+                f"cache and masks: {type(exc).__name__}: {exception_line(exc)}{user_frame(exc)}. "
+                "The export supports HF decoders whose attention layers write "
+                "past_key_values.update and take a 4-D additive mask (docs/generative.md); "
+                "convert the forward pass with crossport.convert instead") from exc
         if not shapes:
             raise UnsupportedOpError(
                 f"{type(self.lm).__name__}: no layer wrote past_key_values; the generative "
@@ -250,7 +260,14 @@ def _check_attention_kind(lm: nn.Module, name: str) -> None:
         raise UnsupportedOpError(
             f"{name}: ALiBi attention biases (config.alibi) are not supported by the "
             "generative export (its RoPE and learned-position paths are); use a config with "
-            "alibi=False, or convert the forward pass with crossport.convert")
+            "alibi=False where the model has one (Falcon), or convert the forward pass with "
+            "crossport.convert")
+    if "local" in (getattr(lm.config, "attention_layers", None) or ()):
+        raise UnsupportedOpError(
+            f"{name}: its 'local' attention layers (config.attention_layers) place their window "
+            "by the key length, assuming the queries end the cache; the export's cache has a "
+            "fixed length, so they are not supported. Use a config whose attention_layers are "
+            "all 'global', or convert the forward pass with crossport.convert")
 
 
 def _sliding_window(lm: nn.Module, kinds: set[str], max_cache_len: int) -> int | None:
@@ -268,6 +285,8 @@ def _sliding_window(lm: nn.Module, kinds: set[str], max_cache_len: int) -> int |
 
 def _base_source(lm: nn.Module) -> str:
     try:
-        return inspect.getsource(type(getattr(lm, "model", lm)).forward)
+        # HF's base_model is the decoder stack whatever its attribute (model, transformer ..)
+        base = getattr(lm, "base_model", None) or getattr(lm, "model", lm)
+        return inspect.getsource(type(base).forward)
     except (OSError, TypeError):
         return ""

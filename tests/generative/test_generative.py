@@ -142,6 +142,47 @@ def test_alibi_and_state_space_models_are_clear_errors(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_decoders_the_cache_cannot_carry_are_refused_by_name(tmp_path):
+    """Bloom's ALiBi (built in its decoder stack, `transformer`, not `model`) and GPT-Neo's
+    'local' layers (their window is placed by the key length) are refused before any work;
+    a decoder that cannot run with the step's inputs is an UnsupportedOpError, not its own
+    exception."""
+    T = _transformers()
+    torch.manual_seed(0)
+    bloom = T.BloomForCausalLM(T.BloomConfig(vocab_size=256, hidden_size=64, n_layer=2,
+                                             n_head=4)).eval()
+    with pytest.raises(UnsupportedOpError, match="BloomForCausalLM: ALiBi"):
+        export(bloom, tmp_path / "llm.tflite")
+    neo = T.GPTNeoForCausalLM(T.GPTNeoConfig(
+        vocab_size=256, hidden_size=64, num_layers=2, num_heads=4, window_size=8,
+        attention_types=[[["global", "local"], 1]])).eval()
+    with pytest.raises(UnsupportedOpError, match="'local' attention layers"):
+        export(neo, tmp_path / "llm.tflite")
+
+    class NeedsCachePosition(T.LlamaForCausalLM):
+        def forward(self, *args, cache_position=None, **kwargs):
+            if cache_position is None:
+                raise ValueError("this decoder needs cache_position")
+            return super().forward(*args, cache_position=cache_position, **kwargs)
+
+    lm = NeedsCachePosition(T.LlamaConfig(num_key_value_heads=2, **COMMON)).eval()
+    with pytest.raises(UnsupportedOpError, match=r"NeedsCachePosition \(llama\) did not run "
+                                                 r"with the generative export's cache and masks"
+                                                 r".*needs cache_position"):
+        export(lm, tmp_path / "llm.tflite")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_sliding_layers_with_a_window_longer_than_the_cache(tmp_path):
+    """Gemma 2's default window (4096) hides no slot of a 64-slot cache: its sliding layers
+    take the full mask (the mask dict lacked their key, a KeyError inside the model)."""
+    lm = build(gemma2)
+    assert lm.config.sliding_window > CACHE
+    result = export(lm, tmp_path / "llm.tflite", prefill_lengths=PREFILL, max_cache_len=CACHE,
+                    max_new_tokens=NEW)
+    assert result.report.identical and result.report.max_logit_error <= 1e-4, result.summary()
+
+
 def test_signature_contract(tmp_path):
     """The names, shapes and dtypes documented for app developers."""
     lm = build(llama)
