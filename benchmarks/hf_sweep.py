@@ -18,6 +18,14 @@ downloaded. Each model is classified:
     DIED          the process died on it (segfault, out of memory)
     DEAD          even made live, the tiny model's output is not O(1) or ignores the input
 
+``--plain`` converts the base model itself, as a user calls it (config.use_cache off, its
+default return_dict, the same tensors positionally; a keyword adapter returning the model's
+output untouched where they are not forward's first parameters), and compares every tensor
+leaf of its output, by key in a ModelOutput. ``--only-from`` sweeps the model types with a
+``--status`` in an earlier results JSON:
+
+    python -m benchmarks.hf_sweep --plain --only-from benchmarks/results_hf_sweep.json
+
 Results are written after every model (JSON and markdown), so a partial run is useful;
 ``--resume`` skips the models already in the JSON and records the one a dead process was on
 as DIED (so a shell loop can restart it):
@@ -41,15 +49,18 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
+import numpy as np
 import torch
 from torch import nn
+from torch.utils import _pytree as pytree
 
 import crossport
 from crossport.compat import import_torchvision
 from crossport.errors import ConversionError, CrossportError, ParityError
 from crossport.parity import normalized_error, rounding_verdict
 from crossport.parity.live import DeadModelError, check_live, make_live
-from crossport.parity.verify import run_keras, run_torch
+from crossport.parity.reference import torch_outputs
+from crossport.parity.verify import to_keras_inputs
 
 BATCH, VOCAB, SEQ, ATOL = 2, 128, 8, 1e-4
 MAX_PARAMETERS = 30_000_000
@@ -196,14 +207,17 @@ def _architecture(config) -> None:
 
 
 class Wrapped(nn.Module):
-    """``forward(*tensors) -> last_hidden_state`` (else the first tensor output)."""
+    """``forward(*tensors) -> last_hidden_state`` (else the first tensor output); ``plain``:
+    the model's output untouched (its keyword inputs as positional tensors)."""
 
-    def __init__(self, model, names):
+    def __init__(self, model, names, plain=False):
         super().__init__()
-        self.model, self.names = model, tuple(names)
+        self.model, self.names, self.plain = model, tuple(names), plain
 
     def forward(self, *args):
         out = self.model(**dict(zip(self.names, args)))
+        if self.plain:
+            return out
         if hasattr(out, "last_hidden_state") and out.last_hidden_state is not None:
             return out.last_hidden_state
         if isinstance(out, (tuple, list)):
@@ -333,36 +347,78 @@ class Dead(Exception):
     """The tiny model's output is not O(1) or ignores its input, even made live."""
 
 
-def independent(wrapper, conversion, names, config) -> dict:
-    """Compare on a second seeded input; float64 evidence past the tolerance."""
-    _, inputs = make_inputs(wrapper.model, config, 7)
+def plain_module(wrapper):
+    """(the module a user converts, how it is called): the base model itself when the inputs
+    are forward's first parameters (crossport takes positional tensors), else a keyword
+    adapter returning its output untouched."""
+    model, names = wrapper.model, wrapper.names
+    if hasattr(model.config, "use_cache"):
+        model.config.use_cache = False  # a returned KV cache is refused on purpose
+    params = list(inspect.signature(model.forward).parameters)
+    if params[:len(names)] == list(names):
+        return model, "positional"
+    return Wrapped(model, names, plain=True).eval(), "keywords"
+
+
+def paired(ref, got, path="") -> list:
+    """(path, torch leaf, Keras leaf) for each tensor leaf of torch's output: by key in a dict
+    (a ModelOutput; Keras returns a plain dict), by position in a tuple or list."""
+    if isinstance(ref, torch.Tensor):
+        return [(path or "output", ref, got)]
+    if isinstance(ref, dict):
+        return [pair for key, value in ref.items() if value is not None
+                for pair in paired(value, got[key], f"{path}.{key}".lstrip("."))]
+    if isinstance(ref, (tuple, list)):
+        got = [got] if len(ref) == 1 and not isinstance(got, (tuple, list)) else got
+        return [pair for i, value in enumerate(ref) for pair in paired(value, got[i],
+                                                                      f"{path}[{i}]")]
+    return []
+
+
+def _errors(ref, got) -> dict:
+    pairs = paired(ref, got)
+    tensors = [t for t in pytree.tree_leaves(ref) if isinstance(t, torch.Tensor)]
+    if len(pairs) != len(tensors):
+        raise ValueError(f"{len(pairs)} of torch's {len(tensors)} output tensors matched")
+    return {path: normalized_error(r.detach().numpy(), np.asarray(g)) for path, r, g in pairs}
+
+
+def independent(module, model, conversion, config) -> dict:
+    """Compare every output tensor on a second seeded input; float64 evidence past the
+    tolerance."""
+    _, inputs = make_inputs(model, config, 7)
     inputs = tuple(inputs)
-    ref = run_torch(wrapper, inputs)
-    got = run_keras(conversion.model, inputs, False)
-    error = max(normalized_error(r, g) for r, g in zip(ref, got))
-    result = {"error": error}
-    if error > ATOL:
-        module64 = copy.deepcopy(wrapper).double()
-        ref64 = run_torch(module64, tuple(a.double() if a.is_floating_point() else a
-                                          for a in inputs))
-        k64 = max(normalized_error(r, g) for r, g in zip(ref64, got))
-        t64 = max(normalized_error(r, t) for r, t in zip(ref64, ref))
+    ref = torch_outputs(module, inputs)
+    arrays = to_keras_inputs(inputs, False)
+    got = conversion.model(arrays if len(arrays) > 1 else arrays[0], training=False)
+    errors = _errors(ref, got)
+    worst = max(errors, key=errors.get)
+    result = {"error": errors[worst], "outputs": len(errors)}
+    if len(errors) > 1:
+        result["worst"] = worst
+    if result["error"] > ATOL:
+        module64 = copy.deepcopy(module).double()
+        ref64 = torch_outputs(module64, tuple(a.double() if a.is_floating_point() else a
+                                              for a in inputs))
+        k64 = max(_errors(ref64, got).values())
+        t64 = max(_errors(ref64, ref).values())
         result.update(keras_vs64=k64, torch_vs64=t64, verdict=rounding_verdict(k64, t64))
     return result
 
 
-def run_one(T, model_type: str) -> dict:
+def run_one(T, model_type: str, plain: bool = False) -> dict:
     start = time.perf_counter()
-    row = _run_one(T, model_type)
+    row = _run_one(T, model_type, plain)
     row["seconds"] = round(time.perf_counter() - start, 1)
     return row
 
 
-def _run_one(T, model_type: str) -> dict:
+def _run_one(T, model_type: str, plain: bool) -> dict:
     row = {"model_type": model_type}
     try:
         try:
             wrapper, example, names, config, level = build(T, model_type)
+            module, call = plain_module(wrapper) if plain else (wrapper, None)
         except Skip as exc:
             return {**row, "status": "SKIPPED", "detail": str(exc)}
         except BuildFailed as exc:
@@ -370,8 +426,10 @@ def _run_one(T, model_type: str) -> dict:
         except Dead as exc:
             return {**row, "status": "DEAD", "detail": str(exc)[:300]}
         row.update(inputs=names, config_level=level, model=type(wrapper.model).__name__)
+        if call:
+            row["call"] = call
         try:
-            conversion = crossport.convert_with_report(wrapper, example)
+            conversion = crossport.convert_with_report(module, example)
         except ParityError as exc:
             report = exc.report
             verdict = getattr(report, "verdict", None) or "unknown"
@@ -391,7 +449,7 @@ def _run_one(T, model_type: str) -> dict:
                     "traceback": traceback.format_exc()[-2500:]}
         row["transposes"] = conversion.transposes
         try:
-            result = independent(wrapper, conversion, names, config)
+            result = independent(module, wrapper.model, conversion, config)
         except Timeout:
             raise
         except Exception as exc:  # noqa: BLE001
@@ -406,13 +464,15 @@ def _run_one(T, model_type: str) -> dict:
         return {**row, "status": "TIMEOUT"}
 
 
-def write(results: dict, out: Path) -> None:
+def write(results: dict, out: Path, plain: bool = False) -> None:
     out.with_suffix(".json").write_text(json.dumps(results, indent=1, default=str))
     counts: dict[str, int] = {}
     for row in results.values():
         counts[row["status"]] = counts.get(row["status"], 0) + 1
-    lines = ["# transformers sweep", "",
-             "Generated by `HF_HUB_OFFLINE=1 python -m benchmarks.hf_sweep`.", "",
+    lines = ["# transformers sweep" + (": plain base models" if plain else ""), "",
+             "Generated by `HF_HUB_OFFLINE=1 python -m benchmarks.hf_sweep"
+             + (" --plain --only-from benchmarks/results_hf_sweep.json" if plain else "")
+             + "`.", "",
              "| status | count |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in sorted(counts.items())]
     lines += ["", "| model_type | status | error | s | detail |", "|---|---|---|---|---|"]
@@ -436,18 +496,26 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--only", default="")
     parser.add_argument("--budget", type=int, default=120)
-    parser.add_argument("--out", default="benchmarks/results_hf_sweep")
+    parser.add_argument("--out", default=None)
     parser.add_argument("--resume", action="store_true")
+    parser.add_argument("--plain", action="store_true",
+                        help="convert the base model itself, with its own output")
+    parser.add_argument("--only-from", default="",
+                        help="sweep the model types with --status in this results JSON")
+    parser.add_argument("--status", default="PASS")
     args = parser.parse_args(argv)
     import_torchvision()
     import transformers as T
 
     T.logging.set_verbosity_error()
-    out = Path(args.out)
+    out = Path(args.out or "benchmarks/results_hf_" + ("plain" if args.plain else "sweep"))
     results = {}
     if args.resume and out.with_suffix(".json").exists():
         results = json.loads(out.with_suffix(".json").read_text())
     names = args.only.split(",") if args.only else model_types(T)
+    if args.only_from:
+        earlier = json.loads(Path(args.only_from).read_text())
+        names = [n for n in names if earlier.get(n, {}).get("status") == args.status]
     current = out.with_suffix(".current")
     if args.resume and current.exists() and current.read_text() not in results:
         # the previous process died on this model (segfault, out of memory): record it
@@ -460,7 +528,7 @@ def main(argv=None) -> None:
         current.write_text(name)
         signal.alarm(args.budget)
         try:
-            row = run_one(T, name)
+            row = run_one(T, name, args.plain)
         except Timeout:
             row = {"model_type": name, "status": "TIMEOUT"}
         finally:
@@ -468,7 +536,7 @@ def main(argv=None) -> None:
         results[name] = row
         print(f"{name}: {row['status']} {row.get('seconds', '')}s "
               f"{str(row.get('detail', ''))[:150]}", flush=True)
-        write(results, out)
+        write(results, out, args.plain)
     current.unlink(missing_ok=True)
     sys.stdout.flush()
 
