@@ -28,56 +28,62 @@ GQA = dict(num_key_value_heads=2)
 GQA16 = dict(num_key_value_heads=2, head_dim=16)
 GPTJ_LIKE = dict(n_embd=64, n_layer=2, n_head=4, rotary_dim=8, n_positions=512)
 
+
+def _lm(prefix: str, overrides: dict) -> tuple[str, str, dict]:
+    """transformers' usual class names: ``<prefix>Config`` and ``<prefix>ForCausalLM``."""
+    return f"{prefix}Config", f"{prefix}ForCausalLM", overrides
+
+
 # family -> (config class, causal-LM class, config overrides beyond COMMON)
 FAMILIES = {
-    "llama": ("LlamaConfig", "LlamaForCausalLM", GQA),
-    "mistral (window > cache)": ("MistralConfig", "MistralForCausalLM", GQA),
-    "ministral": ("MinistralConfig", "MinistralForCausalLM", GQA16),
-    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", GQA),
-    "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", GQA16),
-    "gemma": ("GemmaConfig", "GemmaForCausalLM", dict(num_key_value_heads=1, head_dim=16)),
-    "gemma2 (window > cache)": ("Gemma2Config", "Gemma2ForCausalLM", GQA16),
+    "llama": _lm("Llama", GQA),
+    "mistral (window > cache)": _lm("Mistral", GQA),
+    "ministral": _lm("Ministral", GQA16),
+    "qwen2": _lm("Qwen2", GQA),
+    "qwen3": _lm("Qwen3", GQA16),
+    "gemma": _lm("Gemma", dict(num_key_value_heads=1, head_dim=16)),
+    "gemma2 (window > cache)": _lm("Gemma2", GQA16),
     "gemma3 (window > cache)": ("Gemma3TextConfig", "Gemma3ForCausalLM",
                                 dict(GQA16, sliding_window=512)),
     "gemma3 (window 6)": ("Gemma3TextConfig", "Gemma3ForCausalLM", dict(GQA16, sliding_window=6)),
-    "phi": ("PhiConfig", "PhiForCausalLM", GQA),
-    "phi3": ("Phi3Config", "Phi3ForCausalLM", dict(GQA, pad_token_id=0)),
-    "olmo": ("OlmoConfig", "OlmoForCausalLM", GQA),
-    "olmo2": ("Olmo2Config", "Olmo2ForCausalLM", GQA),
-    "olmo3": ("Olmo3Config", "Olmo3ForCausalLM", GQA),
-    "granite": ("GraniteConfig", "GraniteForCausalLM", GQA),
-    "cohere": ("CohereConfig", "CohereForCausalLM", GQA),
-    "cohere2": ("Cohere2Config", "Cohere2ForCausalLM", GQA),
-    "starcoder2": ("Starcoder2Config", "Starcoder2ForCausalLM", GQA),
-    "stablelm": ("StableLmConfig", "StableLmForCausalLM", dict(GQA, partial_rotary_factor=0.5)),
-    "smollm3": ("SmolLM3Config", "SmolLM3ForCausalLM", dict(GQA, pad_token_id=0)),
-    "glm": ("GlmConfig", "GlmForCausalLM", dict(GQA16, pad_token_id=0)),
-    "glm4": ("Glm4Config", "Glm4ForCausalLM", dict(GQA16, pad_token_id=0)),
-    "helium": ("HeliumConfig", "HeliumForCausalLM", GQA16),
-    "exaone4": ("Exaone4Config", "Exaone4ForCausalLM", GQA16),
-    "seed_oss": ("SeedOssConfig", "SeedOssForCausalLM", GQA16),
-    "arcee": ("ArceeConfig", "ArceeForCausalLM", GQA),
-    "apertus": ("ApertusConfig", "ApertusForCausalLM", GQA),
-    "hunyuan_v1_dense": ("HunYuanDenseV1Config", "HunYuanDenseV1ForCausalLM", GQA16),
-    "lfm2": ("Lfm2Config", "Lfm2ForCausalLM", GQA),
+    "phi": _lm("Phi", GQA),
+    "phi3": _lm("Phi3", dict(GQA, pad_token_id=0)),
+    "olmo": _lm("Olmo", GQA),
+    "olmo2": _lm("Olmo2", GQA),
+    "olmo3": _lm("Olmo3", GQA),
+    "granite": _lm("Granite", GQA),
+    "cohere": _lm("Cohere", GQA),
+    "cohere2": _lm("Cohere2", GQA),
+    "starcoder2": _lm("Starcoder2", GQA),
+    "stablelm": _lm("StableLm", dict(GQA, partial_rotary_factor=0.5)),
+    "smollm3": _lm("SmolLM3", dict(GQA, pad_token_id=0)),
+    "glm": _lm("Glm", dict(GQA16, pad_token_id=0)),
+    "glm4": _lm("Glm4", dict(GQA16, pad_token_id=0)),
+    "helium": _lm("Helium", GQA16),
+    "exaone4": _lm("Exaone4", GQA16),
+    "seed_oss": _lm("SeedOss", GQA16),
+    "arcee": _lm("Arcee", GQA),
+    "apertus": _lm("Apertus", GQA),
+    "hunyuan_v1_dense": _lm("HunYuanDenseV1", GQA16),
+    "lfm2": _lm("Lfm2", GQA),
     "gpt2": ("GPT2Config", "GPT2LMHeadModel", dict(n_embd=64, n_layer=2, n_head=4,
                                                    n_positions=512)),
-    "gpt_neox": ("GPTNeoXConfig", "GPTNeoXForCausalLM", {}),
-    "gptj": ("GPTJConfig", "GPTJForCausalLM", GPTJ_LIKE),
-    "codegen": ("CodeGenConfig", "CodeGenForCausalLM", GPTJ_LIKE),
-    "opt": ("OPTConfig", "OPTForCausalLM", dict(ffn_dim=128, word_embed_proj_dim=64)),
-    "gpt_neo (global layers)": ("GPTNeoConfig", "GPTNeoForCausalLM", dict(
+    "gpt_neox": _lm("GPTNeoX", {}),
+    "gptj": _lm("GPTJ", GPTJ_LIKE),
+    "codegen": _lm("CodeGen", GPTJ_LIKE),
+    "opt": _lm("OPT", dict(ffn_dim=128, word_embed_proj_dim=64)),
+    "gpt_neo (global layers)": _lm("GPTNeo", dict(
         num_layers=2, num_heads=4, attention_types=[[["global"], 2]], window_size=8)),
-    "gpt_neo (local layers)": ("GPTNeoConfig", "GPTNeoForCausalLM", dict(
+    "gpt_neo (local layers)": _lm("GPTNeo", dict(
         num_layers=2, num_heads=4, attention_types=[[["global", "local"], 1]], window_size=8)),
-    "falcon (alibi)": ("FalconConfig", "FalconForCausalLM", dict(alibi=True)),
-    "bloom": ("BloomConfig", "BloomForCausalLM", dict(n_layer=2, n_head=4)),
-    "mixtral": ("MixtralConfig", "MixtralForCausalLM", dict(GQA, num_local_experts=4)),
-    "qwen3_moe": ("Qwen3MoeConfig", "Qwen3MoeForCausalLM", dict(
+    "falcon (alibi)": _lm("Falcon", dict(alibi=True)),
+    "bloom": _lm("Bloom", dict(n_layer=2, n_head=4)),
+    "mixtral": _lm("Mixtral", dict(GQA, num_local_experts=4)),
+    "qwen3_moe": _lm("Qwen3Moe", dict(
         GQA16, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32)),
-    "granitemoe": ("GraniteMoeConfig", "GraniteMoeForCausalLM", dict(
+    "granitemoe": _lm("GraniteMoe", dict(
         GQA, num_local_experts=4, num_experts_per_tok=2)),
-    "mamba": ("MambaConfig", "MambaForCausalLM", dict(state_size=8)),
+    "mamba": _lm("Mamba", dict(state_size=8)),
 }
 
 
