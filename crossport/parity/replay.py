@@ -107,7 +107,8 @@ def stream(exported, args: tuple, dtype: torch.dtype | None = None,
     """``(node name, value)`` for each node of the exported graph run on ``args``, in order.
 
     A value is dropped once the last node reading it has run (and the caller has let go of
-    it). ``fallback`` (node name -> the float32 value; it may be filled as the float32
+    it). A value sent back (``generator.send(value)``) replaces the node's own for the nodes
+    after it (the tie check goes on with Keras' decision that way). ``fallback`` (node name -> the float32 value; it may be filled as the float32
     stream advances) stands in for a node that cannot run in ``dtype`` at all.
 
     Example:
@@ -126,7 +127,9 @@ def stream(exported, args: tuple, dtype: torch.dtype | None = None,
             return
         with torch.no_grad():  # per node: a generator must not hold grad mode across yields
             recorder.env[node] = recorder.run_node(node)
-        yield node.name, recorder.env[node]
+        replacement = yield node.name, recorder.env[node]
+        if replacement is not None:  # the caller's value goes on instead (``send``)
+            recorder.env[node] = replacement
         for done in release.get(node, ()):
             recorder.env.pop(done, None)
 

@@ -30,13 +30,20 @@ from crossport.capture.guards import other_side_shapes
 from crossport.errors import ConversionError, CrossportError
 from crossport.layout import Layout, channels_last
 from crossport.parity.accept import float64_evidence
-from crossport.parity.compare import Comparison, compare_output, compare_outputs, to_numpy
+from crossport.parity.compare import (
+    Comparison,
+    OutputComparison,
+    compare_output,
+    compare_outputs,
+    to_numpy,
+)
 from crossport.parity.metrics import precision_of, rounding_verdict
 from crossport.parity.nan import nan_notes
 from crossport.parity.reference import TorchReference, torch_outputs
 from crossport.parity.replay import stream
 from crossport.parity.report import NodeDivergence, ParityReport
 from crossport.parity.shapes import CheckShapes, check_shapes
+from crossport.parity.ties import is_value_only, rounding_decisions
 from crossport.weights import flat_feature_order
 
 
@@ -224,6 +231,7 @@ def verify(module, exported, emitted, example_args: tuple, options,
         got = run_keras(emitted.model, args, options.channels_last_io, like=structure)
         comparisons.append(compare_outputs(ref, got))
         runs.append((ref, got))
+    tie_notes = _excuse_ties(comparisons, exported, emitted, input_sets, options)
     errors = [c.error for c in comparisons]
     largest, explain = int(np.argmax(errors)), worst_input_set(comparisons)
     report = ParityReport(max_error=errors[largest], errors=errors, atol=options.atol,
@@ -231,6 +239,7 @@ def verify(module, exported, emitted, example_args: tuple, options,
                           notes=nan_notes(exported, input_sets), shapes=shapes.describe(),
                           shape_sets=shapes.sets, fixed_dims=shapes.fixed,
                           shape_note=shapes.untried)
+    report.notes += tie_notes
     if report.max_error > options.atol:
         add_float64_evidence(report, module, input_sets[largest], *runs[largest])
     if not report.passed:
@@ -238,6 +247,28 @@ def verify(module, exported, emitted, example_args: tuple, options,
         _explain_branches(report, shapes, comparisons, options)
         diagnose(report, module, exported, emitted, input_sets[explain], options)
     return report
+
+
+def _excuse_ties(comparisons: list[Comparison], exported, emitted, input_sets: list,
+                 options) -> list[str]:
+    """Integer/bool differences that float32 rounding decided (``ties.py``): each input set
+    whose differences are all such ties is replaced by its comparison given Keras'
+    decisions; returns one note per excused set."""
+    notes = []
+    for i, comparison in enumerate(comparisons):
+        if options.tolerance != "rounding" or not is_value_only(comparison):
+            continue
+        arrays = to_keras_inputs(input_sets[i], options.channels_last_io)
+        ties = rounding_decisions(exported, emitted, input_sets[i],
+                                  arrays if len(arrays) > 1 else arrays[0], options.atol)
+        if ties is None:
+            continue
+        comparisons[i] = Comparison(outputs=[
+            OutputComparison(o.index, ties.output_error if o.error is not None else None,
+                             o.torch_dtype, o.keras_dtype) for o in comparison.outputs])
+        shapes = ", ".join("x".join(map(str, a.shape)) for a in input_sets[i])
+        notes.append(f"input set {i} ({shapes}): {ties.describe()}")
+    return notes
 
 
 def _explain_branches(report: ParityReport, shapes: CheckShapes, comparisons: list,

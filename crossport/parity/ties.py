@@ -1,0 +1,157 @@
+"""Integer and bool values that float32 rounding decided: ties, not a semantic difference.
+
+A decision op (``x.long()``, ``argmax``, ``x > t``) turns floats into integers or bools.
+When its float inputs differ between torch and Keras by rounding only, a value that sits
+on the decision's boundary can land on either side, and the integer outputs differ although
+both frameworks compute the same function (torch in float64 would decide some of them
+differently again). ``rounding_decisions`` tells such ties from a wrong converter:
+
+- it replays the exported graph node by node beside a Keras model exposing every
+  intermediate (as the check's diagnosis does);
+- every node must be within ``atol`` of torch, except decision nodes whose integers differ;
+- at such a node torch's own op, run on *Keras'* input values, must give exactly Keras'
+  output: the converter's op is faithful, only its inputs' rounding moved the boundary;
+- the float32 replay then goes on with Keras' decision (sent into the stream), so what
+  follows is compared given the same decision, not blamed on it.
+
+A set of integer mismatches passes only when all of them are explained this way and every
+output ends within ``atol``; anything else keeps the check's failure (conservative: a
+difference past ``atol`` next to a tie is not excused by it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import keras
+import numpy as np
+import torch
+
+from crossport.capture import module_path, source_line
+from crossport.layout import Layout
+from crossport.parity.compare import compare_output, from_numpy, to_numpy
+from crossport.parity.replay import stream
+from crossport.weights import flat_feature_order
+
+_EXACT = {"bool", "uint8", "uint16", "uint32", "uint64", "int8", "int16", "int32", "int64"}
+
+
+@dataclass
+class Ties:
+    """The decision nodes whose integers rounding decided, and the outputs' error after."""
+
+    nodes: list[str] = field(default_factory=list)
+    values: int = 0          # integer/bool values that differ at those nodes
+    output_error: float = 0.0
+
+    def describe(self) -> str:
+        return (f"{self.values} integer/bool value(s) differ where float32 rounding decided "
+                f"them: at {', '.join(self.nodes)} torch's op gives Keras' values on Keras' "
+                "inputs, which differ from torch's by rounding only (a tie on the op's "
+                "boundary, not a semantic difference)")
+
+
+def is_value_only(comparison) -> bool:
+    """Whether ``comparison``'s mismatches are integer/bool values only (no shape, dtype,
+    NaN/inf position or structure difference): the only kind a tie can explain."""
+    if comparison.structure or not comparison.mismatches:
+        return False
+    return all(o.torch_dtype == o.keras_dtype and o.torch_dtype in _EXACT
+               for o in comparison.outputs if o.mismatches)
+
+
+def rounding_decisions(exported, emitted, args: tuple, keras_args, atol: float) -> Ties | None:
+    """The ties explaining every integer difference on ``args``, or None (not explained).
+
+    ``keras_args`` are ``args`` as the Keras model takes them (layout already applied).
+    """
+    names = [n for n in emitted.node_values
+             if isinstance(emitted.node_values[n][0], keras.KerasTensor)]
+    debug = keras.Model(emitted.model.inputs, [emitted.node_values[n][0] for n in names])
+    outs = debug(keras_args, training=False)
+    keras_values = dict(zip(names, outs if isinstance(outs, (list, tuple)) else [outs]))
+    del outs
+    graph = exported.graph_module.graph
+    nodes = {n.name: n for n in graph.nodes}
+    outputs = {a.name for a in next(n for n in graph.nodes if n.op == "output").all_input_nodes}
+    needed = {i.name for n in graph.nodes if _is_decision(n) for i in n.all_input_nodes}
+    held: dict[str, torch.Tensor] = {}  # decision inputs: Keras' value in torch layout
+    ties = Ties()
+    replay = stream(exported, args)
+    sent = None
+    while True:
+        try:
+            name, ref = replay.send(sent)  # the first send(None) starts it, as next() does
+        except StopIteration:
+            break
+        sent = None
+        got = keras_values.pop(name, None)
+        if not isinstance(ref, torch.Tensor):
+            continue
+        if got is None:  # a placeholder, parameter or constant: the same on both sides
+            if name in needed:
+                held[name] = ref
+            continue
+        layout = emitted.node_values[name][1]
+        want, got = _keras_order(to_numpy(ref), layout), np.asarray(got)
+        result = compare_output(want, got, check_dtype=False)
+        if name in needed and layout.flat is None:
+            held[name] = _in_torch_layout(got, layout, ref.dtype)
+        if not result.mismatches and (result.error or 0.0) <= atol:
+            if name in outputs:
+                ties.output_error = max(ties.output_error, result.error or 0.0)
+            continue
+        node = nodes[name]
+        if (layout.flat is not None or not result.mismatches or not _is_decision(node)
+                or not _faithful(node, held, got, layout)):
+            return None
+        ties.nodes.append(_where(node))
+        ties.values += int(np.count_nonzero(want != got))
+        sent = _in_torch_layout(got, layout, ref.dtype)  # go on with Keras' decision
+    return ties if ties.nodes else None
+
+
+def _is_decision(node: torch.fx.Node) -> bool:
+    """A node that makes integers or bools out of floats (a cast, argmax, a comparison)."""
+    value = node.meta.get("val")
+    if node.op != "call_function" or not isinstance(value, torch.Tensor):
+        return False
+    if value.dtype.is_floating_point or value.dtype.is_complex:
+        return False
+    return any(isinstance(i.meta.get("val"), torch.Tensor) and i.meta["val"].is_floating_point()
+               for i in node.all_input_nodes)
+
+
+def _faithful(node: torch.fx.Node, held: dict, got: np.ndarray, layout: Layout) -> bool:
+    """Whether torch's op on Keras' input values gives exactly Keras' output."""
+    if any(i.name not in held for i in node.all_input_nodes):
+        return False
+    args = torch.fx.node.map_arg(node.args, lambda n: held[n.name])
+    kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: held[n.name])
+    try:
+        with torch.no_grad():
+            value = node.target(*args, **kwargs)
+    except Exception:
+        return False
+    if not isinstance(value, torch.Tensor):
+        return False
+    mine = np.transpose(to_numpy(value), layout.perm)
+    return mine.shape == got.shape and bool(np.all(mine == got))
+
+
+def _keras_order(value: np.ndarray, layout: Layout) -> np.ndarray:
+    """A torch-layout value in the order Keras holds it (a flattened block's features too)."""
+    if layout.flat is not None:
+        return value[..., flat_feature_order(layout.flat.block_shape, layout.flat.block_perm)]
+    return np.transpose(value, layout.perm)
+
+
+def _in_torch_layout(value: np.ndarray, layout: Layout, dtype: torch.dtype) -> torch.Tensor:
+    array = np.transpose(value, np.argsort(layout.perm)).copy()  # writable, torch-owned
+    return from_numpy(array).to(dtype)
+
+
+def _where(node: torch.fx.Node) -> str:
+    path = module_path(node) or "<root module>"
+    source = source_line(node)
+    return f"node {node.name} [{node.target}] in {path}" + (f" ({source})" if source else "")

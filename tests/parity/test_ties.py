@@ -1,0 +1,109 @@
+"""Integer and bool values that float32 rounding decided are ties, not a failed check.
+
+Real modules, converted and checked; the faithful-op rule is exercised both ways: ties
+pass with a note, a converter that decides differently on the same inputs still fails.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import torch
+from torch import nn
+
+import crossport
+
+
+class _Decisions(nn.Module):
+    """Floats through ops whose ulps differ between torch and TF (gelu, exp, log1p, sin),
+    scaled so that truncating to integers and comparing with a threshold both land values
+    on the boundary; the integers also feed a float op after the decision."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(64, 256)
+
+    def forward(self, x):
+        y = nn.functional.gelu(self.linear(x)).exp().log1p().sin() * 1e6
+        ints = y.long()
+        return ints, y > 3e5, (ints % 7).float() * 0.5
+
+
+class _ConvDecisions(nn.Module):
+    """A conv block flattened into a Linear (the flattened features keep Keras' order, a
+    layout the replay compares in), then the same decisions."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.linear = nn.Linear(8 * 6 * 6, 512)
+
+    def forward(self, x):
+        y = self.linear(torch.flatten(torch.relu(self.conv(x)), 1))
+        return (nn.functional.gelu(y).exp().log1p().sin() * 1e6).long()
+
+
+def test_a_flattened_conv_feature_then_a_decision():
+    torch.manual_seed(0)
+    module, x = _ConvDecisions().eval(), torch.randn(32, 3, 6, 6)
+    conversion = crossport.convert_with_report(module, (x,))
+    differ = int(np.count_nonzero(np.asarray(conversion.model(x.numpy())) != module(x).numpy()))
+    assert differ > 0
+    assert conversion.report.passed, conversion.report.summary()
+    assert any("float32 rounding decided them" in n for n in conversion.report.notes)
+
+
+def test_integers_decided_by_rounding_pass_with_a_note():
+    torch.manual_seed(0)
+    module, x = _Decisions().eval(), torch.randn(64, 64)
+    conversion = crossport.convert_with_report(module, (x,))
+    ints, above, derived = conversion.model(x.numpy())
+    want = module(x)
+    differ = int(np.count_nonzero(np.asarray(ints) != want[0].numpy()))
+    assert differ > 0  # the premise: rounding moved some values across an integer
+    assert conversion.report.passed, conversion.report.summary()
+    notes = "\n".join(conversion.report.notes)
+    assert "float32 rounding decided them" in notes and "aten.to" in notes
+    # after the decision the derived float output is compared given Keras' integers
+    np.testing.assert_array_equal(np.asarray(derived), (np.asarray(ints) % 7) * 0.5)
+    assert np.asarray(above).dtype == bool
+
+
+def test_a_converter_that_decides_differently_still_fails():
+    """argmax converted as argmin: its integers differ on inputs that agree exactly, and
+    torch's argmax of Keras' inputs is not Keras' value: no tie excuses it."""
+    code = textwrap.dedent("""
+        import os, warnings
+        os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+        warnings.filterwarnings("ignore")
+        import keras, torch
+        import crossport
+        from crossport import Policy, register
+        aten = torch.ops.aten
+
+        @register(aten.argmax.default, policy=Policy.CANONICAL, override=True, dynamic=True)
+        def wrong_argmax(ctx, self, dim=None, keepdim=False):
+            return keras.ops.argmin(self, axis=dim, keepdims=keepdim)
+
+        class Classify(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.linear = torch.nn.Linear(8, 5)
+
+            def forward(self, x):
+                return self.linear(x).argmax(-1)
+
+        torch.manual_seed(0)
+        try:
+            crossport.convert(Classify().eval(), (torch.randn(16, 8),))
+            print("CONVERTED")
+        except crossport.ParityError as exc:
+            print("REFUSED", "rounding decided" in str(exc))
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split()[-2:] == ["REFUSED", "False"], done.stdout
