@@ -47,6 +47,7 @@ class Conversion:
     example_args: tuple = ()
     options: ConvertOptions | None = None
     origins: dict = field(default_factory=dict, repr=False)  # Keras operation -> torch node
+    emitted: object = field(default=None, repr=False)  # every node's Keras tensor: re-checks
 
     def summary(self) -> str:
         stages = ", ".join(f"{k} {v:.1f}s" for k, v in self.seconds.items())
@@ -129,7 +130,7 @@ def convert_with_report(module: torch.nn.Module, example_args, options: ConvertO
         )
     internal = emitted.transposes - emitted.boundary_transposes
     return Conversion(emitted.model, report, exported, internal, emitted.boundary_transposes,
-                      stage.seconds, module, args, opts, emitted.origins)
+                      stage.seconds, module, args, opts, emitted.origins, emitted)
 
 
 def _start_reference(module, exported, args: tuple, opts: ConvertOptions,

@@ -22,6 +22,7 @@ from crossport.export.special_values import SpecialValues
 from crossport.export.staging import FILE, SAVED_MODEL, Staging
 from crossport.parity import normalized_error
 from crossport.parity.accept import Recheck, recheck
+from crossport.parity.ties import artifact_excuse
 from crossport.parity.verify import (
     from_keras_outputs,
     leaves,
@@ -292,7 +293,7 @@ def _recheck(conversion, run, format: str, count: int, tolerance: float) -> Rech
                                   conversion.options.seed + 100, count)]
     rule = conversion.options.tolerance if FORMATS[format] is None else "atol"
     return recheck(conversion.module, input_sets, keras_leaves, tolerance, rule,
-                   examples_first=True)
+                   examples_first=True, excuse=artifact_excuse(conversion))
 
 
 def _artifact_leaves(conversion, run):

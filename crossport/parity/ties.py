@@ -29,7 +29,14 @@ import torch
 
 from crossport.capture import module_path, source_line
 from crossport.layout import Layout
-from crossport.parity.compare import compare_output, from_numpy, to_numpy
+from crossport.parity.compare import (
+    Comparison,
+    OutputComparison,
+    compare_output,
+    compare_outputs,
+    from_numpy,
+    to_numpy,
+)
 from crossport.parity.replay import stream
 from crossport.weights import flat_feature_order
 
@@ -109,6 +116,36 @@ def rounding_decisions(exported, emitted, args: tuple, keras_args, atol: float) 
         ties.values += int(np.count_nonzero(want != got))
         sent = _in_torch_layout(got, layout, ref.dtype)  # go on with Keras' decision
     return ties if ties.nodes else None
+
+
+def artifact_excuse(conversion):
+    """For a re-check of an artifact (exported file, generated source): ``excuse(args,
+    structure, got)`` -> the comparison to use when the artifact's integer differences
+    from torch are ties the conversion's check allows, else None. The ties are proven on
+    the conversion's Keras model, and the artifact must give exactly its values (floats
+    within ``atol``): a different kernel deciding a tie otherwise is not excused."""
+    emitted = getattr(conversion, "emitted", None)
+    options = conversion.options
+    if emitted is None or options is None or options.tolerance != "rounding":
+        return None
+
+    def excuse(args: tuple, structure, got: list):
+        from crossport.parity.verify import run_keras, to_keras_inputs
+
+        arrays = to_keras_inputs(args, options.channels_last_io)
+        ties = rounding_decisions(conversion.exported, emitted, args,
+                                  arrays if len(arrays) > 1 else arrays[0], options.atol)
+        if ties is None:
+            return None
+        keras = run_keras(conversion.model, args, options.channels_last_io, like=structure)
+        same = compare_outputs(keras, got)
+        if same.mismatches or same.error > options.atol:
+            return None
+        return Comparison(outputs=[OutputComparison(o.index, ties.output_error + same.error,
+                                                    o.torch_dtype, o.keras_dtype)
+                                   for o in same.outputs])
+
+    return excuse
 
 
 def _is_decision(node: torch.fx.Node) -> bool:

@@ -107,3 +107,15 @@ def test_a_converter_that_decides_differently_still_fails():
                           timeout=300, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split()[-2:] == ["REFUSED", "False"], done.stdout
+
+
+def test_exported_files_and_source_keep_the_ties(tmp_path):
+    """The export and generated-source re-checks compare with torch too: an artifact whose
+    integers equal the checked Keras model's passes there as well (a .keras file, the
+    generated source)."""
+    torch.manual_seed(0)
+    module, x = _Decisions().eval(), torch.randn(64, 64)
+    conversion = crossport.convert_with_report(module, (x,))
+    result = crossport.export(conversion, tmp_path / "m.keras")
+    assert result.recheck.passed, result.summary()
+    assert crossport.to_source(conversion, tmp_path / "m.py").exists()  # raises if not
