@@ -67,17 +67,22 @@ def is_value_only(comparison) -> bool:
                for o in comparison.outputs if o.mismatches)
 
 
+def keras_intermediates(emitted, keras_args) -> dict:
+    """Node name -> its Keras value on ``keras_args``, from one model exposing every graph
+    value (a node computed from constants alone is an eager tensor, not a graph value)."""
+    names = [n for n in emitted.node_values
+             if isinstance(emitted.node_values[n][0], keras.KerasTensor)]
+    debug = keras.Model(emitted.model.inputs, [emitted.node_values[n][0] for n in names])
+    outs = debug(keras_args, training=False)
+    return dict(zip(names, outs if isinstance(outs, (list, tuple)) else [outs]))
+
+
 def rounding_decisions(exported, emitted, args: tuple, keras_args, atol: float) -> Ties | None:
     """The ties explaining every integer difference on ``args``, or None (not explained).
 
     ``keras_args`` are ``args`` as the Keras model takes them (layout already applied).
     """
-    names = [n for n in emitted.node_values
-             if isinstance(emitted.node_values[n][0], keras.KerasTensor)]
-    debug = keras.Model(emitted.model.inputs, [emitted.node_values[n][0] for n in names])
-    outs = debug(keras_args, training=False)
-    keras_values = dict(zip(names, outs if isinstance(outs, (list, tuple)) else [outs]))
-    del outs
+    keras_values = keras_intermediates(emitted, keras_args)
     graph = exported.graph_module.graph
     nodes = {n.name: n for n in graph.nodes}
     outputs = {a.name for a in next(n for n in graph.nodes if n.op == "output").all_input_nodes}

@@ -43,7 +43,7 @@ from crossport.parity.reference import TorchReference, torch_outputs
 from crossport.parity.replay import stream
 from crossport.parity.report import NodeDivergence, ParityReport
 from crossport.parity.shapes import CheckShapes, check_shapes
-from crossport.parity.ties import is_value_only, rounding_decisions
+from crossport.parity.ties import is_value_only, keras_intermediates, rounding_decisions
 from crossport.weights import flat_feature_order
 
 
@@ -319,14 +319,8 @@ def diagnose(report: ParityReport, module, exported, emitted, args: tuple, optio
     values later nodes still read, and each Keras intermediate is let go once compared, so
     the peak is about one forward per runtime (SwinUNETR at 96³ held > 21 GB at once).
     """
-    # a node computed from constants alone is an eager tensor, not a graph value to compare
-    names = [n for n in emitted.node_values
-             if isinstance(emitted.node_values[n][0], keras.KerasTensor)]
-    debug = keras.Model(emitted.model.inputs, [emitted.node_values[n][0] for n in names])
     arrays = to_keras_inputs(args, options.channels_last_io)
-    outs = debug(arrays if len(arrays) > 1 else arrays[0], training=False)
-    keras_values = dict(zip(names, outs if isinstance(outs, (list, tuple)) else [outs]))
-    del outs
+    keras_values = keras_intermediates(emitted, arrays if len(arrays) > 1 else arrays[0])
     nodes = {n.name: n for n in exported.graph_module.graph.nodes}
     current32: dict = {}  # the float32 value of the node being compared: the fp64 fallback
     ref64s = stream(exported, args, torch.float64, fallback=current32)
