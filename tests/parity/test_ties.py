@@ -73,8 +73,9 @@ def test_integers_decided_by_rounding_pass_with_a_note():
 
 
 def test_a_converter_that_decides_differently_still_fails():
-    """argmax converted as argmin: its integers differ on inputs that agree exactly, and
-    torch's argmax of Keras' inputs is not Keras' value: no tie excuses it."""
+    """argmax converted as argmin (int64, as torch's): only integer values differ, the
+    inputs agree within atol, and torch's argmax of Keras' inputs is not Keras' value: the
+    faithful-op rule refuses it (without that rule it would pass as a tie)."""
     code = textwrap.dedent("""
         import os, warnings
         os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
@@ -86,7 +87,8 @@ def test_a_converter_that_decides_differently_still_fails():
 
         @register(aten.argmax.default, policy=Policy.CANONICAL, override=True, dynamic=True)
         def wrong_argmax(ctx, self, dim=None, keepdim=False):
-            return keras.ops.argmin(self, axis=dim, keepdims=keepdim)
+            # int64 as torch's: a dtype mismatch alone would fail before the tie rule
+            return keras.ops.cast(keras.ops.argmin(self, axis=dim, keepdims=keepdim), "int64")
 
         class Classify(torch.nn.Module):
             def __init__(self):
