@@ -35,6 +35,8 @@ class Conversion:
         module, example_args, options: what was converted, for re-checks after export.
         origins: each Keras operation's torch graph node (``to_keras/origins.py``), which
             names the per-layer quantization report's rows.
+        emitted: every graph node's Keras tensor and layout, for the re-checks' replay of
+            integers that rounding decided (``parity/ties.py``).
     """
 
     model: keras.Model
