@@ -36,7 +36,9 @@ class Conversion:
         origins: each Keras operation's torch graph node (``to_keras/origins.py``), which
             names the per-layer quantization report's rows.
         emitted: every graph node's Keras tensor and layout, for the re-checks' replay of
-            integers that rounding decided (``parity/ties.py``).
+            integers that rounding decided (``parity/ties.py``); dropped with ``model``
+            (``conversion.model = None`` frees the Keras layers, as the generative export
+            does before TF's converter runs).
     """
 
     model: keras.Model
@@ -50,6 +52,11 @@ class Conversion:
     options: ConvertOptions | None = None
     origins: dict = field(default_factory=dict, repr=False)  # Keras operation -> torch node
     emitted: object = field(default=None, repr=False)  # every node's Keras tensor: re-checks
+
+    def __setattr__(self, name: str, value) -> None:
+        super().__setattr__(name, value)
+        if name == "model" and value is None:  # its node values hold every layer: let go
+            super().__setattr__("emitted", None)
 
     def summary(self) -> str:
         stages = ", ".join(f"{k} {v:.1f}s" for k, v in self.seconds.items())
