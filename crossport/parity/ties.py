@@ -105,7 +105,7 @@ def rounding_decisions(exported, emitted, args: tuple, keras_args, atol: float) 
                 held[name] = ref
             continue
         layout = emitted.node_values[name][1]
-        want, got = _keras_order(to_numpy(ref), layout), np.asarray(got)
+        want, got = in_keras_layout(to_numpy(ref), layout), np.asarray(got)
         result = compare_output(want, got, check_dtype=False)
         if name in needed and layout.flat is None:
             held[name] = _in_torch_layout(got, layout, ref.dtype)
@@ -146,11 +146,17 @@ def artifact_excuse(conversion):
         same = compare_outputs(keras, got)
         if same.mismatches or same.error > options.atol:
             return None
-        return Comparison(outputs=[OutputComparison(o.index, ties.output_error + same.error,
-                                                    o.torch_dtype, o.keras_dtype)
-                                   for o in same.outputs])
+        return excused(same, ties.output_error + same.error)
 
     return excuse
+
+
+def excused(comparison: Comparison, error: float) -> Comparison:
+    """``comparison`` with its tie mismatches dropped and every comparable output's error
+    set to ``error`` (the outputs' error given Keras' decisions)."""
+    return Comparison(outputs=[OutputComparison(o.index, error if o.error is not None else None,
+                                                o.torch_dtype, o.keras_dtype)
+                               for o in comparison.outputs])
 
 
 def _is_decision(node: torch.fx.Node) -> bool:
@@ -177,12 +183,13 @@ def _faithful(node: torch.fx.Node, held: dict, got: np.ndarray, layout: Layout) 
         return False
     if not isinstance(value, torch.Tensor):
         return False
-    mine = np.transpose(to_numpy(value), layout.perm)
+    mine = in_keras_layout(to_numpy(value), layout)
     return mine.shape == got.shape and bool(np.all(mine == got))
 
 
-def _keras_order(value: np.ndarray, layout: Layout) -> np.ndarray:
-    """A torch-layout value in the order Keras holds it (a flattened block's features too)."""
+def in_keras_layout(value: np.ndarray, layout: Layout) -> np.ndarray:
+    """A torch-layout value in the order Keras holds it (a flattened block's features too):
+    what the check's diagnosis and the tie replay compare a Keras intermediate with."""
     if layout.flat is not None:
         return value[..., flat_feature_order(layout.flat.block_shape, layout.flat.block_perm)]
     return np.transpose(value, layout.perm)

@@ -32,7 +32,6 @@ from crossport.layout import Layout, channels_last
 from crossport.parity.accept import float64_evidence
 from crossport.parity.compare import (
     Comparison,
-    OutputComparison,
     compare_output,
     compare_outputs,
     to_numpy,
@@ -43,8 +42,13 @@ from crossport.parity.reference import TorchReference, torch_outputs
 from crossport.parity.replay import stream
 from crossport.parity.report import NodeDivergence, ParityReport
 from crossport.parity.shapes import CheckShapes, check_shapes
-from crossport.parity.ties import is_value_only, keras_intermediates, rounding_decisions
-from crossport.weights import flat_feature_order
+from crossport.parity.ties import (
+    excused,
+    in_keras_layout,
+    is_value_only,
+    keras_intermediates,
+    rounding_decisions,
+)
 
 
 def _int_range(t: torch.Tensor) -> tuple[int, int]:
@@ -263,9 +267,7 @@ def _excuse_ties(comparisons: list[Comparison], exported, emitted, input_sets: l
                                   arrays if len(arrays) > 1 else arrays[0], options.atol)
         if ties is None:
             continue
-        comparisons[i] = Comparison(outputs=[
-            OutputComparison(o.index, ties.output_error if o.error is not None else None,
-                             o.torch_dtype, o.keras_dtype) for o in comparison.outputs])
+        comparisons[i] = excused(comparison, ties.output_error)
         shapes = ", ".join("x".join(map(str, a.shape)) for a in input_sets[i])
         notes.append(f"input set {i} ({shapes}): {ties.describe()}")
     return notes
@@ -303,13 +305,6 @@ def add_float64_evidence(report: ParityReport, module, args: tuple, torch32, ker
     report.keras_vs_fp64 = evidence.keras_vs_fp64
     report.torch_vs_fp64 = evidence.torch_vs_fp64
     report.verdict = evidence.verdict
-
-
-def _in_keras_layout(value: np.ndarray, layout: Layout) -> np.ndarray:
-    if layout.flat is not None:
-        order = flat_feature_order(layout.flat.block_shape, layout.flat.block_perm)
-        return value[..., order]
-    return np.transpose(value, layout.perm)
 
 
 def diagnose(report: ParityReport, module, exported, emitted, args: tuple, options) -> None:
@@ -360,14 +355,14 @@ def _next_float64(ref64s, name: str, report: ParityReport):
 def _node_divergence(node, ref, ref64, got: np.ndarray, layout: Layout,
                      atol: float) -> NodeDivergence | None:
     """The node's divergence when its Keras value is past ``atol`` or mismatched, else None."""
-    want = _in_keras_layout(to_numpy(ref), layout)
+    want = in_keras_layout(to_numpy(ref), layout)
     result = compare_output(want, got, check_dtype=False)
     if not result.mismatches and result.error <= atol:
         return None
     keras_vs_64 = torch_vs_64 = None
     verdict = "semantic" if result.mismatches else "unknown"
     if isinstance(ref64, torch.Tensor) and not result.mismatches:
-        want64 = _in_keras_layout(to_numpy(ref64), layout)
+        want64 = in_keras_layout(to_numpy(ref64), layout)
         keras_vs_64 = compare_output(want64, got, check_dtype=False).error
         torch_vs_64 = compare_output(want64, want, check_dtype=False).error
         verdict = rounding_verdict(keras_vs_64, torch_vs_64, precision_of(want))
