@@ -14,6 +14,11 @@ differently again). ``rounding_decisions`` tells such ties from a wrong converte
 - the float32 replay then goes on with Keras' decision (sent into the stream), so what
   follows is compared given the same decision, not blamed on it.
 
+The indices of a selection op (``sort``, ``topk``, ``max.dim``, ``median.dim``,
+``cummax``...: element 1 of its tuple) are decisions too, of any input dtype: torch documents
+no order among equal values (except ``sort(stable=True)``), so Keras' indices are faithful
+when they pick from the op's input exactly the values torch's op selects from it.
+
 A set of integer mismatches passes only when all of them are explained this way and every
 output ends within ``atol``; anything else keeps the check's failure (conservative: a
 difference past ``atol`` next to a tie is not excused by it).
@@ -21,6 +26,7 @@ difference past ``atol`` next to a tie is not excused by it).
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, field
 
 import keras
@@ -45,17 +51,29 @@ _EXACT = {"bool", "uint8", "uint16", "uint32", "uint64", "int8", "int16", "int32
 
 @dataclass
 class Ties:
-    """The decision nodes whose integers rounding decided, and the outputs' error after."""
+    """The decision nodes whose integers rounding decided (``nodes``), the selection
+    indices that order equal values otherwise (``selections``), and the outputs' error."""
 
     nodes: list[str] = field(default_factory=list)
+    selections: list[str] = field(default_factory=list)
     values: int = 0          # integer/bool values that differ at those nodes
     output_error: float = 0.0
 
+    def __bool__(self) -> bool:
+        return bool(self.nodes or self.selections)
+
     def describe(self) -> str:
-        return (f"{self.values} integer/bool value(s) differ where float32 rounding decided "
-                f"them: at {', '.join(self.nodes)} torch's op gives Keras' values on Keras' "
-                "inputs, which differ from torch's by rounding only (a tie on the op's "
-                "boundary, not a semantic difference)")
+        parts = []
+        if self.nodes:
+            parts.append(f"at {', '.join(self.nodes)} torch's op gives Keras' values on "
+                         "Keras' inputs, which differ from torch's by rounding only (a tie on "
+                         "the op's boundary, not a semantic difference)")
+        if self.selections:
+            parts.append(f"at {', '.join(self.selections)} Keras' indices select exactly "
+                         "the values torch's op selects from Keras' inputs (torch documents "
+                         "no order among equal values)")
+        return (f"{self.values} integer/bool value(s) differ where float32 rounding or the "
+                f"order of equal values decided them: {'; '.join(parts)}")
 
 
 def is_value_only(comparison) -> bool:
@@ -73,6 +91,8 @@ def keras_intermediates(emitted, keras_args) -> dict:
     names = [n for n in emitted.node_values
              if isinstance(emitted.node_values[n][0], keras.KerasTensor)]
     debug = keras.Model(emitted.model.inputs, [emitted.node_values[n][0] for n in names])
+    if not isinstance(keras_args, (list, tuple)):
+        keras_args = [keras_args]  # the inputs' structure: a list, also of one
     outs = debug(keras_args, training=False)
     return dict(zip(names, outs if isinstance(outs, (list, tuple)) else [outs]))
 
@@ -86,7 +106,8 @@ def rounding_decisions(exported, emitted, args: tuple, keras_args, atol: float) 
     graph = exported.graph_module.graph
     nodes = {n.name: n for n in graph.nodes}
     outputs = {a.name for a in next(n for n in graph.nodes if n.op == "output").all_input_nodes}
-    needed = {i.name for n in graph.nodes if _is_decision(n) for i in n.all_input_nodes}
+    needed = {i.name for n in graph.nodes if _is_decision(n)
+              for i in _decision_op(n).all_input_nodes}
     held: dict[str, torch.Tensor] = {}  # decision inputs: Keras' value in torch layout
     ties = Ties()
     replay = stream(exported, args)
@@ -114,13 +135,15 @@ def rounding_decisions(exported, emitted, args: tuple, keras_args, atol: float) 
                 ties.output_error = max(ties.output_error, result.error or 0.0)
             continue
         node = nodes[name]
-        if (layout.flat is not None or not result.mismatches or not _is_decision(node)
-                or not _faithful(node, held, got, layout)):
+        if layout.flat is not None or not result.mismatches or not _is_decision(node):
             return None
-        ties.nodes.append(_where(node))
+        why = _faithful(node, held, got, layout)
+        if why is None:
+            return None
+        (ties.nodes if why == "rounding" else ties.selections).append(_where(node))
         ties.values += int(np.count_nonzero(want != got))
         sent = _in_torch_layout(got, layout, ref.dtype)  # go on with Keras' decision
-    return ties if ties.nodes else None
+    return ties if ties else None
 
 
 def artifact_excuse(conversion):
@@ -160,31 +183,111 @@ def excused(comparison: Comparison, error: float) -> Comparison:
 
 
 def _is_decision(node: torch.fx.Node) -> bool:
-    """A node that makes integers or bools out of floats (a cast, argmax, a comparison)."""
+    """A node that makes integers or bools out of floats: a cast, argmax, a comparison, or
+    the indices element of a multi-output op (``sort``, ``topk``, ``max.dim``)."""
     value = node.meta.get("val")
     if node.op != "call_function" or not isinstance(value, torch.Tensor):
         return False
     if value.dtype.is_floating_point or value.dtype.is_complex:
         return False
-    return any(isinstance(i.meta.get("val"), torch.Tensor) and i.meta["val"].is_floating_point()
-               for i in node.all_input_nodes)
-
-
-def _faithful(node: torch.fx.Node, held: dict, got: np.ndarray, layout: Layout) -> bool:
-    """Whether torch's op on Keras' input values gives exactly Keras' output."""
-    if any(i.name not in held for i in node.all_input_nodes):
+    op = _decision_op(node)
+    if op.op != "call_function":
         return False
-    args = torch.fx.node.map_arg(node.args, lambda n: held[n.name])
-    kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: held[n.name])
+    if _selection_indices(op, node):  # equal values: torch documents no order, any dtype
+        return True
+    return any(isinstance(i.meta.get("val"), torch.Tensor) and i.meta["val"].is_floating_point()
+               for i in op.all_input_nodes)
+
+
+def _decision_op(node: torch.fx.Node) -> torch.fx.Node:
+    """The op that decides ``node``'s values: the tuple-valued op a ``getitem`` reads from
+    (``sort(x)[1]``), else the node itself."""
+    if node.target is operator.getitem and isinstance(node.args[0], torch.fx.Node) \
+            and isinstance(node.args[0].meta.get("val"), (tuple, list)):
+        return node.args[0]
+    return node
+
+
+def _faithful(node: torch.fx.Node, held: dict, got: np.ndarray, layout: Layout) -> str | None:
+    """Why Keras' output ``got`` is a faithful decision: ``"rounding"`` when torch's op on
+    Keras' input values gives exactly ``got``, ``"selection"`` when they are a selection
+    op's indices picking exactly torch's values (the order among equal values is not part
+    of ``sort``'s or ``topk``'s contract); None when it is not faithful."""
+    op = _decision_op(node)
+    if any(i.name not in held for i in op.all_input_nodes):
+        return None
+    args = torch.fx.node.map_arg(op.args, lambda n: held[n.name])
+    kwargs = torch.fx.node.map_arg(op.kwargs, lambda n: held[n.name])
     try:
         with torch.no_grad():
-            value = node.target(*args, **kwargs)
+            value = op.target(*args, **kwargs)
     except Exception:
-        return False
+        return None
+    if op is not node:
+        value = value[node.args[1]] if isinstance(value, (tuple, list)) else None
     if not isinstance(value, torch.Tensor):
-        return False
+        return None
     mine = in_keras_layout(to_numpy(value), layout)
-    return mine.shape == got.shape and bool(np.all(mine == got))
+    if mine.shape != got.shape:
+        return None
+    if np.all(mine == got):
+        return "rounding"
+    if _selects_the_same(op, node, args, kwargs, got, layout):
+        return "selection"
+    return None
+
+
+# Ops whose element 1 holds the indices (along the op's ``dim``) of element 0's values.
+_SELECTIONS = {"sort", "topk", "max", "min", "kthvalue", "median", "nanmedian", "mode",
+               "cummax", "cummin"}
+
+
+def _selects_the_same(op: torch.fx.Node, node: torch.fx.Node, args, kwargs,
+                      got: np.ndarray, layout: Layout) -> bool:
+    """Whether Keras' indices ``got`` pick, from the op's input (Keras' values), exactly the
+    values torch's op selects from it: equal values may come from either position."""
+    if not _selection_indices(op, node):
+        return False
+    bound = _bound_arguments(op.target, args, kwargs)
+    if bound.get("stable"):  # sort(stable=True) orders equal values by index: exact only
+        return False
+    source, dim = bound.get("self"), bound.get("dim", -1)
+    if not isinstance(source, torch.Tensor) or not isinstance(dim, int):
+        return False
+    with torch.no_grad():
+        values = op.target(*args, **kwargs)[0]
+        indices = _in_torch_layout(got, layout, torch.int64)
+        if source.ndim == 0:
+            return bool(torch.all(indices == 0)) and torch.equal(values, source)
+        dim %= source.ndim
+        if indices.ndim < source.ndim:  # a reduction without keepdim
+            indices = indices.unsqueeze(dim)
+        if indices.numel() and (indices.min() < 0 or indices.max() >= source.shape[dim]):
+            return False
+        picked = torch.take_along_dim(source, indices, dim).reshape(values.shape)
+    if _op_name(op) == "topk" and not bound.get("sorted", True):
+        picked, values = picked.sort(dim).values, values.sort(dim).values
+    return bool(torch.equal(picked, values)
+                or torch.all((picked == values) | (picked.isnan() & values.isnan())))
+
+
+def _selection_indices(op: torch.fx.Node, node: torch.fx.Node) -> bool:
+    """Whether ``node`` reads the indices element of a selection op (``sort(x)[1]``)."""
+    return op is not node and node.args[1] == 1 and _op_name(op) in _SELECTIONS
+
+
+def _op_name(op: torch.fx.Node) -> str | None:
+    return getattr(getattr(op.target, "_overloadpacket", None), "__name__", None)
+
+
+def _bound_arguments(target, args, kwargs) -> dict:
+    """The op's arguments by schema name, defaults filled in."""
+    schema = target._schema
+    bound = {a.name: a.default_value for a in schema.arguments if a.has_default_value()}
+    positional = [a for a in schema.arguments if not a.kwarg_only]
+    bound.update({a.name: v for a, v in zip(positional, args)})
+    bound.update(kwargs)
+    return bound
 
 
 def in_keras_layout(value: np.ndarray, layout: Layout) -> np.ndarray:
@@ -201,6 +304,8 @@ def _in_torch_layout(value: np.ndarray, layout: Layout, dtype: torch.dtype) -> t
 
 
 def _where(node: torch.fx.Node) -> str:
+    op = _decision_op(node)
+    what = f"{op.target}" if op is node else f"{op.target} element {node.args[1]}"
     path = module_path(node) or "<root module>"
     source = source_line(node)
-    return f"node {node.name} [{node.target}] in {path}" + (f" ({source})" if source else "")
+    return f"node {node.name} [{what}] in {path}" + (f" ({source})" if source else "")
