@@ -115,6 +115,9 @@ class KVCacheStep(nn.Module):
                                            *self.cache_names])
 
     def _step(self, tokens, input_pos, last_index, *caches):
+        # a chunk never holds more tokens than the cache has slots; said to torch.export,
+        # the chunk's size gets that upper bound, which proves index arithmetic fits int32
+        torch._check(tokens.shape[1] <= self.max_cache_len)
         slots = torch.arange(self.max_cache_len, dtype=input_pos.dtype)
         cache = _FunctionalCache(caches[:self.layers], caches[self.layers:], input_pos[:1])
         out = self.lm(input_ids=tokens, position_ids=input_pos[None], **{self._cache_arg: cache},

@@ -374,7 +374,9 @@ class DynamicIndexPut(keras.layers.Layer):
     ``call(x, values, *indices)``: integer index tensors on the adjacent dims from ``first``
     (broadcast together, negative ones wrap), ``values`` broadcast to the selection. A
     position written twice keeps the last update (torch on CPU); ``accumulate=True`` adds
-    every update, duplicates included.
+    every update, duplicates included. ``index_dtype="int32"`` computes the cell and update
+    numbers in int32 (TFLite's segment ops have no int64 kernels): only for sizes known to
+    stay below 2**31.
 
     Example:
         >>> import numpy as np
@@ -383,16 +385,17 @@ class DynamicIndexPut(keras.layers.Layer):
         array([3., 0., 0., 2.], dtype=float32)
     """
 
-    def __init__(self, first: int, accumulate: bool = False, **kwargs: Any):
+    def __init__(self, first: int, accumulate: bool = False, index_dtype: str = "int64",
+                 **kwargs: Any):
         kwargs.setdefault("autocast", False)  # a float64 tensor stays float64 (as in torch)
         super().__init__(**kwargs)
-        self.first, self.accumulate = first, accumulate
+        self.first, self.accumulate, self.index_dtype = first, accumulate, index_dtype
 
     def call(self, x, values, *indices):
         first, k, rank = self.first, len(indices), len(x.shape)
         shape = ops.shape(x)
-        sizes = [ops.cast(shape[first + i], "int64") for i in range(k)]
-        indices = [ops.cast(t, "int64") for t in indices]
+        sizes = [ops.cast(shape[first + i], self.index_dtype) for i in range(k)]
+        indices = [ops.cast(t, self.index_dtype) for t in indices]
         zero = sum(ops.zeros_like(t) for t in indices)  # the indices' broadcast shape
         flat = None
         for index, size in zip(indices, sizes):
@@ -407,7 +410,7 @@ class DynamicIndexPut(keras.layers.Layer):
         if self.accumulate:
             sums = segment_sum(ops.moveaxis(rows, first, 0), flat, cells)
             return accumulate(x, ops.reshape(ops.moveaxis(sums, 0, first), shape))
-        numbers = ops.arange(0, ops.shape(flat)[0], dtype="int64")
+        numbers = ops.arange(0, ops.shape(flat)[0], dtype=self.index_dtype)
         last = ops.segment_max(numbers, flat, num_segments=cells)
         written = ops.segment_sum(ops.ones_like(numbers), flat, num_segments=cells) > 0
         update = ops.reshape(ops.take(rows, ops.where(written, last, 0), axis=first), shape)
@@ -418,7 +421,8 @@ class DynamicIndexPut(keras.layers.Layer):
         return keras.KerasTensor(x.shape, dtype=x.dtype)
 
     def get_config(self) -> dict:
-        return {**super().get_config(), "first": self.first, "accumulate": self.accumulate}
+        return {**super().get_config(), "first": self.first, "accumulate": self.accumulate,
+                "index_dtype": self.index_dtype}
 
 
 @keras.saving.register_keras_serializable(package="crossport")

@@ -96,3 +96,73 @@ def test_a_flex_op_error_names_the_torch_module(tmp_path):
                                                     r"up\. They only run with the Flex"):
         crossport.export(conversion, tmp_path / "m.tflite")
     assert list(tmp_path.iterdir()) == []
+
+
+class ExpertOrder(torch.nn.Module):
+    """The index arithmetic of transformers' default experts path: tokens sorted by their
+    top-2 expert ids, the token of each sorted pair (``perm // 2``) and the inverse
+    permutation (``inverse[perm] = arange``), all int64 as torch computes them."""
+
+    def forward(self, x):
+        ids = torch.topk(x, 2, dim=-1).indices.reshape(-1)
+        _, perm = torch.sort(ids, stable=True)
+        inverse = torch.empty_like(perm)
+        inverse[perm] = torch.arange(perm.numel())
+        return x[perm // 2] * 2.0, inverse, perm // 2
+
+
+def test_int64_index_arithmetic_that_sizes_bound_exports_as_int32_builtins(tmp_path):
+    """TFLite has no int64 FLOOR_DIV or UNSORTED_SEGMENT_MAX/SUM: the file needed the Flex
+    delegate (an ExportError). Indices of a sort are below its size, so the division and the
+    inverse permutation run in int32 and are cast back: builtins, torch's int64 outputs."""
+    torch.manual_seed(0)
+    conversion = crossport.convert_with_report(ExpertOrder().eval(), (torch.randn(6, 8),))
+    result = crossport.export(conversion, tmp_path / "m.tflite")
+    assert result.passed, result.summary()
+    names = tflite_op_names(tmp_path / "m.tflite")
+    assert {"FLOOR_DIV", "UNSORTED_SEGMENT_MAX"} <= set(names) and "CUSTOM" not in names
+    x = np.random.default_rng(2).standard_normal((6, 8)).astype(np.float32)
+    got = load_tflite(tmp_path / "m.tflite", ["x"])([x])
+    want = [t.numpy() for t in ExpertOrder()(torch.from_numpy(x))]
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype
+        np.testing.assert_array_equal(g, w)
+
+
+class DividedInput(torch.nn.Module):
+    def forward(self, x):
+        return x // 3
+
+
+def test_int64_arithmetic_on_inputs_stays_int64(tmp_path):
+    """An int64 input bounds nothing (a value past int32 is valid): its division stays
+    int64, so the TFLite export is refused by name, never narrowed."""
+    x = torch.tensor([[2**40 + 7, -5, 9]])
+    conversion = crossport.convert_with_report(DividedInput().eval(), (x,))
+    np.testing.assert_array_equal(np.asarray(conversion.model(x.numpy())), (x // 3).numpy())
+    with pytest.raises(crossport.ExportError, match="FloorDiv"):
+        crossport.export(conversion, tmp_path / "m.tflite")
+    assert not (tmp_path / "m.tflite").exists()
+
+
+class BoundedExpertOrder(ExpertOrder):
+    """``ExpertOrder`` with a run-time token count the model bounds (as the generative
+    export's step bounds its chunk by the cache)."""
+
+    def forward(self, x):
+        torch._check(x.shape[0] <= 512)
+        return super().forward(x)
+
+
+def test_run_time_sizes_with_an_upper_bound_narrow_too(tmp_path):
+    torch.manual_seed(0)
+    conversion = crossport.convert_with_report(BoundedExpertOrder().eval(), (torch.randn(6, 8),),
+                                               dynamic_dims={"x": {0: "tokens"}})
+    result = crossport.export(conversion, tmp_path / "m.tflite")
+    assert result.passed, result.summary()
+    run = load_tflite(tmp_path / "m.tflite", ["x"])
+    for rows in (3, 11):
+        x = np.random.default_rng(rows).standard_normal((rows, 8)).astype(np.float32)
+        want = [t.numpy() for t in ExpertOrder()(torch.from_numpy(x))]
+        for g, w in zip(run([x]), want):
+            np.testing.assert_array_equal(g, w)

@@ -306,24 +306,25 @@ def mixtral(T, **kw):  # mixture of experts, top-2 of 4
 
 
 @pytest.mark.slow
-def test_default_experts_path_generates_from_a_saved_model_not_tflite(tmp_path):
-    """transformers 5's default experts path (tokens sorted by expert, histc, grouped
-    matmul) converts: the SavedModel generates like HF (decode gathers its 2 experts'
-    matrices, prefill multiplies by all 4). Its TFLite export is refused, naming the torch
-    ops without a builtin and pointing at batched_mm, which exports (it was TF's raw
-    ConverterError)."""
+def test_default_experts_path_generates_from_tflite_and_a_saved_model(tmp_path):
+    """transformers 5's default experts path (tokens sorted by expert, histc, an inverse
+    permutation, grouped matmul) exports to TFLite builtins and generates like HF on LiteRT
+    (decode gathers its 2 experts' matrices, prefill multiplies by all 4). Its int64 index
+    arithmetic needed FLOOR_DIV and UNSORTED_SEGMENT_* at int64, which TFLite lacks (the
+    export was refused): the step bounds the chunk by the cache, which proves the indices
+    fit int32. The SavedModel and the batched_mm path generate too."""
     lm = build(mixtral)
+    path = tmp_path / "llm.tflite"
+    result = export(lm, path, prefill_lengths=PREFILL, max_cache_len=CACHE, max_new_tokens=NEW)
+    assert result.report.identical, result.summary()
+    assert_generates_like_hf(lm, LiteRTGenerator(path), 9, 5)
     result = export(lm, tmp_path / "llm_saved_model", prefill_lengths=PREFILL,
                     max_cache_len=CACHE, format="saved_model", max_new_tokens=NEW)
     assert result.report.identical, result.summary()
     assert_generates_like_hf(lm, SavedModelGenerator(result.path), 9, 5)
-    path = tmp_path / "llm.tflite"
-    with pytest.raises(ExportError, match=r"aten\.index_put in lm\.model\.layers\.0\.mlp\.experts.*"
-                                          r"experts_implementation='batched_mm'"):
-        export(lm, path, prefill_lengths=PREFILL, max_cache_len=CACHE, max_new_tokens=NEW)
-    assert not path.exists()
     lm = build(mixtral, experts_implementation="batched_mm")
-    result = export(lm, path, prefill_lengths=PREFILL, max_cache_len=CACHE, max_new_tokens=NEW)
+    result = export(lm, tmp_path / "batched.tflite", prefill_lengths=PREFILL,
+                    max_cache_len=CACHE, max_new_tokens=NEW)
     assert result.report.identical, result.summary()
 
 

@@ -19,6 +19,7 @@ from crossport.layers.dynamic import accumulate as accumulate_into
 from crossport.layers.dynamic import segment_sum
 from crossport.layout import after_reduce, canonical, normalize_dims, physical_axis
 from crossport.to_keras.dynamic_dims import static_dims
+from crossport.to_keras.int_bounds import largest_count
 from crossport.to_keras.ops.index import _index_supports, _wrap_negative
 from crossport.to_keras.ops.shape import as_value
 from crossport.to_keras.registry import Policy, register
@@ -220,7 +221,14 @@ def _put_at_run_time(ctx, value, first, present, vals, accumulate):
     indices = [ctx.canonical(t) if isinstance(t, TensorValue) else np.asarray(t)
                for t in present]
     ctx.out_layout = canonical(value.rank)
-    layer = DynamicIndexPut(first, bool(accumulate), name=ctx.name())
+    # cells and update numbers within int32 (their sizes' ranges prove it): int32 index
+    # arithmetic, which TFLite's segment ops need
+    cells = largest_count([value.shape[first:first + len(present)]])
+    updates = largest_count([tuple(np.shape(t)) if not isinstance(t, TensorValue) else t.shape
+                             for t in present])
+    narrow = None not in (cells, updates) and max(cells, updates) < 2**31
+    layer = DynamicIndexPut(first, bool(accumulate), index_dtype="int32" if narrow else "int64",
+                            name=ctx.name())
     return layer(ctx.canonical(value), ctx.canonical(vals), *indices)
 
 
@@ -306,8 +314,13 @@ def _last_writer(flat, cells: int, n: int):
         writer = np.full(cells, -1, dtype=np.int64)
         writer[flat] = np.arange(n)  # numpy assigns in order: the last one stays
         return writer
-    # the largest update number per cell: a segment max of the update numbers
-    numbers = ops.add(ops.multiply(flat, 0), np.arange(n))  # symbolic, so Keras builds it
+    # the largest update number per cell: a segment max of the update numbers. Cells and
+    # update numbers are static sizes, so int32 holds them (TFLite's segment ops have no
+    # int64 kernels); an index past int32 is out of bounds, where torch raises
+    narrow = max(cells, n) < 2**31
+    flat = ops.cast(flat, "int32") if narrow else flat
+    count = np.arange(n, dtype=np.int32 if narrow else np.int64)
+    numbers = ops.add(ops.multiply(flat, 0), count)  # symbolic, so Keras builds it
     best = ops.segment_max(numbers, flat, num_segments=cells)
     counts = ops.segment_sum(ops.ones_like(numbers), flat, num_segments=cells)
     return ops.where(ops.greater(counts, 0), best, -1)

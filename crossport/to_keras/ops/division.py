@@ -15,6 +15,7 @@ from __future__ import annotations
 import keras
 import torch
 
+from crossport.to_keras.int_bounds import fits_int32
 from crossport.to_keras.ops.elementwise import keras_multiply
 from crossport.to_keras.registry import Policy, register
 from crossport.to_keras.scalars import (
@@ -92,6 +93,11 @@ def _floor_divide(ctx, a, b):
     if ctx.out_dtype.is_floating_point and is_number(b):
         return in_float32(ops.convert_to_tensor(promoted(ctx, a)[0]),
                           lambda x: floor_divide_float(x, bound(b, dtype_name(x))))
+    if ctx.out_dtype == torch.int64 and all(fits_int32(x) for x in ctx.node.args[:2]):
+        # sizes prove both fit int32 (index arithmetic): the same integers, and a TFLite
+        # builtin (FLOOR_DIV has no int64 kernel)
+        a, b = (ops.cast(x, "int32") if is_tensor(x) else x for x in (a, b))
+        return in_result_dtype(ctx, ops.floor_divide(a, b))
     a, b = promoted_bound(ctx, a, b)
     if not ctx.out_dtype.is_floating_point:
         return in_result_dtype(ctx, ops.floor_divide(a, b))  # TF's integer FloorDiv is exact
