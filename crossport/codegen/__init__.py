@@ -22,7 +22,7 @@ from crossport.codegen.keras_graph import is_functional
 from crossport.errors import CrossportError, ExportError, InputError
 from crossport.export.staging import Staging
 from crossport.parity.accept import Recheck, recheck
-from crossport.parity.compare import compare_outputs
+from crossport.parity.compare import compare_outputs, keras_feed
 
 __all__ = ["Source", "SourceError", "generate", "load_module", "source_files", "stage_source",
            "to_source"]
@@ -192,7 +192,7 @@ def _recheck_vs_keras(model: keras.Model, rebuilt: keras.Model, count: int) -> R
     rng = np.random.default_rng(0)
     for _ in range(count):
         arrays = [_random_like(t, rng) for t in model.inputs]
-        feed = arrays if len(arrays) > 1 else arrays[0]
+        feed = keras_feed(arrays)
         want = keras.tree.flatten(model(feed, training=False))
         got = keras.tree.flatten(rebuilt(feed, training=False))
         comparison = compare_outputs([np.asarray(w) for w in want], [np.asarray(g) for g in got])

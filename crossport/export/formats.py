@@ -12,6 +12,8 @@ from pathlib import Path
 import keras
 import numpy as np
 
+from crossport.parity.compare import keras_feed
+
 Runner = Callable[[list[np.ndarray]], list[np.ndarray]]
 
 
@@ -25,7 +27,7 @@ def load_keras(path: Path) -> Runner:
     model = keras.models.load_model(path)
 
     def run(arrays):
-        out = model(arrays if len(arrays) > 1 else arrays[0], training=False)
+        out = model(keras_feed(arrays), training=False)
         return [np.asarray(o) for o in keras.tree.flatten(out)]
 
     return run
@@ -82,7 +84,7 @@ def load_saved_model(path: Path) -> Runner:
     loaded = tf.saved_model.load(str(path))
 
     def run(arrays):
-        out = loaded.serve(arrays if len(arrays) > 1 else arrays[0])
+        out = loaded.serve(keras_feed(arrays))
         return [np.asarray(o) for o in keras.tree.flatten(out)]
 
     return run

@@ -30,6 +30,17 @@ import torch
 LARGEST_ERROR = float(np.finfo(np.float64).max)
 
 
+def keras_feed(arrays: list):
+    """What a Keras model's call takes for these inputs: the array itself for one input
+    (Keras warns about a one-element list against a single-input structure), else the list.
+
+    Example:
+        >>> keras_feed([1]), keras_feed([1, 2])
+        (1, [1, 2])
+    """
+    return list(arrays) if len(arrays) > 1 else arrays[0]
+
+
 def to_numpy(value) -> np.ndarray:
     """A torch tensor or array-like as numpy, keeping bfloat16 (as ``ml_dtypes.bfloat16``)."""
     if isinstance(value, torch.Tensor):

@@ -23,6 +23,7 @@ import torch
 from crossport.capture.borrow import borrowed
 from crossport.errors import InputError
 from crossport.parity.align import Side, align, keras_family, torch_family
+from crossport.parity.compare import keras_feed
 from crossport.parity.diagnose import PairContext, Pitfall, diagnose_pair
 from crossport.parity.metrics import normalized_error, rounding_verdict
 from crossport.weights import flat_feature_order
@@ -245,7 +246,7 @@ def _probe_model(model: keras.Model, layers: list[Any]) -> tuple[keras.Model | N
 def keras_layer_outputs(model: keras.Model, arrays: list[np.ndarray]
                         ) -> tuple[dict[str, np.ndarray], Any, dict[str, tuple]]:
     """Per-layer outputs (by name), the model output and per-layer input shapes."""
-    feed = arrays if len(arrays) > 1 else arrays[0]
+    feed = keras_feed(arrays)
     final = model(feed, training=False)
     layers = keras_layers(model)
     values: dict[str, np.ndarray] = {}

@@ -41,6 +41,7 @@ from crossport.parity.compare import (
     compare_output,
     compare_outputs,
     from_numpy,
+    keras_feed,
     to_numpy,
 )
 from crossport.parity.replay import stream
@@ -90,9 +91,8 @@ def keras_intermediates(emitted, keras_args) -> dict:
     value (a node computed from constants alone is an eager tensor, not a graph value)."""
     names = [n for n in emitted.node_values
              if isinstance(emitted.node_values[n][0], keras.KerasTensor)]
-    debug = keras.Model(emitted.model.inputs, [emitted.node_values[n][0] for n in names])
-    if not isinstance(keras_args, (list, tuple)):
-        keras_args = [keras_args]  # the inputs' structure: a list, also of one
+    # the model's own input structure (one tensor or a list), so keras_feed's args fit it
+    debug = keras.Model(emitted.model.input, [emitted.node_values[n][0] for n in names])
     outs = debug(keras_args, training=False)
     return dict(zip(names, outs if isinstance(outs, (list, tuple)) else [outs]))
 
@@ -162,7 +162,7 @@ def artifact_excuse(conversion):
 
         arrays = to_keras_inputs(args, options.channels_last_io)
         ties = rounding_decisions(conversion.exported, emitted, args,
-                                  arrays if len(arrays) > 1 else arrays[0], options.atol)
+                                  keras_feed(arrays), options.atol)
         if ties is None:
             return None
         keras = run_keras(conversion.model, args, options.channels_last_io, like=structure)

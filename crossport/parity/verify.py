@@ -34,6 +34,7 @@ from crossport.parity.compare import (
     Comparison,
     compare_output,
     compare_outputs,
+    keras_feed,
     to_numpy,
 )
 from crossport.parity.metrics import precision_of, rounding_verdict
@@ -175,7 +176,7 @@ def run_keras(model: keras.Model, args: tuple, channels_last_io: bool,
     """Keras outputs for torch ``args``, flattened in torch's order when ``like`` is given."""
     arrays = to_keras_inputs(args, channels_last_io)
     try:
-        out = model(arrays if len(arrays) > 1 else arrays[0], training=False)
+        out = model(keras_feed(arrays), training=False)
     except CrossportError:
         raise
     except Exception as exc:  # a model the converters built but TF cannot run: a crossport bug
@@ -264,7 +265,7 @@ def _excuse_ties(comparisons: list[Comparison], exported, emitted, input_sets: l
             continue
         arrays = to_keras_inputs(input_sets[i], options.channels_last_io)
         ties = rounding_decisions(exported, emitted, input_sets[i],
-                                  arrays if len(arrays) > 1 else arrays[0], options.atol)
+                                  keras_feed(arrays), options.atol)
         if ties is None:
             continue
         comparisons[i] = excused(comparison, ties.output_error)
@@ -315,7 +316,7 @@ def diagnose(report: ParityReport, module, exported, emitted, args: tuple, optio
     the peak is about one forward per runtime (SwinUNETR at 96³ held > 21 GB at once).
     """
     arrays = to_keras_inputs(args, options.channels_last_io)
-    keras_values = keras_intermediates(emitted, arrays if len(arrays) > 1 else arrays[0])
+    keras_values = keras_intermediates(emitted, keras_feed(arrays))
     nodes = {n.name: n for n in exported.graph_module.graph.nodes}
     current32: dict = {}  # the float32 value of the node being compared: the fp64 fallback
     ref64s = stream(exported, args, torch.float64, fallback=current32)

@@ -19,7 +19,7 @@ import torch
 
 from crossport.errors import ConversionError, InputError
 from crossport.layout import Layout
-from crossport.parity.compare import REVERSE, compare_outputs, to_numpy
+from crossport.parity.compare import REVERSE, compare_outputs, keras_feed, to_numpy
 from crossport.parity.metrics import normalized_error, rounding_verdict
 from crossport.parity.report import NodeDivergence, ParityReport
 from crossport.parity.verify import fresh_inputs
@@ -45,7 +45,7 @@ def run_keras(model, args: tuple, channels_first_io: bool) -> list[np.ndarray]:
     if isinstance(structure, dict):
         out = model(keras.tree.pack_sequence_as(structure, arrays), training=False)
     else:
-        out = model(arrays if len(arrays) > 1 else arrays[0], training=False)
+        out = model(keras_feed(arrays), training=False)
     return [np.asarray(o) for o in keras.tree.flatten(out)]
 
 
