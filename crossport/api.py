@@ -11,6 +11,7 @@ import keras
 import torch
 
 from crossport.capture import capture, input_names, normalize_example_args, unwrap_module
+from crossport.capture.bind import bind_example_args
 from crossport.capture.borrow import borrowed, warn_if_training
 from crossport.errors import ConversionError, CrossportError, InputError, ParityError
 from crossport.options import ConvertOptions
@@ -32,7 +33,9 @@ class Conversion:
         transposes: transposes inside the model, not counting those at its inputs/outputs.
         boundary_transposes: transposes at the inputs and outputs (layout conversion).
         seconds: wall time per stage (capture, convert, verify).
-        module, example_args, options: what was converted, for re-checks after export.
+        module, example_args, options: what was converted, for re-checks after export
+            (for example arguments beyond tensors, a view of the module taking their
+            tensor leaves, and those leaves: ``capture/bind.py``).
         origins: each Keras operation's torch graph node (``to_keras/origins.py``), which
             names the per-layer quantization report's rows.
         emitted: every graph node's Keras tensor and layout, for the re-checks' replay of
@@ -113,10 +116,12 @@ def convert_with_report(module: torch.nn.Module, example_args, options: ConvertO
         (True, 0)
     """
     opts = _options(options, overrides)
-    args = normalize_example_args(example_args)
     module = unwrap_module(module)
     if isinstance(module, torch.nn.Module):
         warn_if_training(module)
+    if isinstance(example_args, (tuple, list)):  # containers and numbers: tensor leaves
+        module, example_args = bind_example_args(module, tuple(example_args))
+    args = normalize_example_args(example_args)
     stage = _Stages(on_stage)
     with stage("capture"):
         exported = capture(module, args, opts, capture_targets())
@@ -178,7 +183,11 @@ def convert(module: torch.nn.Module, example_args, options: ConvertOptions | Non
     Args:
         module: the module to convert; its eval-mode function is converted and the module
             itself is left unchanged (attributes, buffers, training flags).
-        example_args: a tensor, or a tuple of tensors in ``forward``'s argument order.
+        example_args: a tensor, or a tuple of ``forward``'s arguments in order: tensors,
+            lists/tuples/dicts of tensors (one Keras input per tensor, named after the
+            argument and key: ``images_0``, ``batch_pixels``), and Python numbers, bools,
+            strings or None, which are fixed at their example values (as torch.export fixes
+            them; the Keras model does not take them).
         options: a :class:`ConvertOptions`; keyword ``overrides`` replace its fields
             (``check``, ``atol``, ``channels_last_io``, ``dynamic_batch``, ...).
 

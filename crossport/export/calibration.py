@@ -35,11 +35,14 @@ def calibration_inputs(module, example_args, options=None, **overrides) -> list[
         [('input', (None, 8, 8, 3))]
     """
     from crossport.capture import input_names, normalize_example_args
+    from crossport.capture.bind import bind_example_args
     from crossport.capture.export import requested_dynamic_dims
     from crossport.layout import io_layout
     from crossport.options import ConvertOptions
     from crossport.to_keras.values import keras_dtype
 
+    if isinstance(example_args, (tuple, list)):  # containers and numbers, as convert's
+        module, example_args = bind_example_args(module, tuple(example_args))
     args = normalize_example_args(example_args)
     options = replace(options or ConvertOptions(), **overrides).validate()  # as convert's
     names = input_names(module, len(args))
