@@ -76,6 +76,8 @@ FAMILIES = {
         num_layers=2, num_heads=4, attention_types=[[["global"], 2]], window_size=8)),
     "gpt_neo (local layers)": _lm("GPTNeo", dict(
         num_layers=2, num_heads=4, attention_types=[[["global", "local"], 1]], window_size=8)),
+    "gpt_neo (local layers, window = cache)": _lm("GPTNeo", dict(
+        num_layers=2, num_heads=4, attention_types=[[["global", "local"], 1]], window_size=64)),
     "falcon (alibi)": _lm("Falcon", dict(alibi=True)),
     "bloom": _lm("Bloom", dict(n_layer=2, n_head=4)),
     "mixtral": _lm("Mixtral", dict(GQA, num_local_experts=4)),

@@ -227,7 +227,7 @@ def check_supported(lm: nn.Module, max_cache_len: int) -> int | None:
     if config is None or getattr(config, "is_encoder_decoder", False):
         raise InputError(f"{name}: expected a transformers causal LM (AutoModelForCausalLM); "
                          "encoder-decoder models are not supported by the generative export")
-    _check_attention_kind(lm, name)
+    _check_attention_kind(lm, name, max_cache_len)
     dtypes = {p.dtype for p in lm.parameters()}
     if dtypes != {torch.float32}:
         raise InputError(f"{name} has {sorted(map(str, dtypes))} parameters; the export starts "
@@ -249,7 +249,7 @@ def check_supported(lm: nn.Module, max_cache_len: int) -> int | None:
     return _sliding_window(lm, kinds, max_cache_len)
 
 
-def _check_attention_kind(lm: nn.Module, name: str) -> None:
+def _check_attention_kind(lm: nn.Module, name: str, max_cache_len: int) -> None:
     """Refuses, by name, decoders whose state or position scheme the cache cannot carry."""
     source = _base_source(lm)
     if "cache_params" in source or hasattr(lm.config, "state_size"):
@@ -265,12 +265,17 @@ def _check_attention_kind(lm: nn.Module, name: str) -> None:
             "generative export (its RoPE and learned-position paths are); use a config with "
             "alibi=False where the model has one (Falcon), or convert the forward pass with "
             "crossport.convert")
-    if "local" in (getattr(lm.config, "attention_layers", None) or ()):
+    window = getattr(lm.config, "window_size", None)
+    if "local" in (getattr(lm.config, "attention_layers", None) or ()) and not (
+            isinstance(window, int) and max_cache_len <= window):
         raise UnsupportedOpError(
             f"{name}: its 'local' attention layers (config.attention_layers) place their window "
             "by the key length, assuming the queries end the cache; the export's cache has a "
-            "fixed length, so they are not supported. Use a config whose attention_layers are "
-            "all 'global', or convert the forward pass with crossport.convert")
+            f"fixed length, so with max_cache_len={max_cache_len} above their window_size="
+            f"{window} they are not supported. Export with max_cache_len <= {window} (the "
+            "window then covers the whole cache, and those layers attend to every earlier "
+            "position exactly as in transformers), or convert the forward pass with "
+            "crossport.convert")
 
 
 def _sliding_window(lm: nn.Module, kinds: set[str], max_cache_len: int) -> int | None:

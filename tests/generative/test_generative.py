@@ -156,7 +156,8 @@ def test_decoders_the_cache_cannot_carry_are_refused_by_name(tmp_path):
     neo = T.GPTNeoForCausalLM(T.GPTNeoConfig(
         vocab_size=256, hidden_size=64, num_layers=2, num_heads=4, window_size=8,
         attention_types=[[["global", "local"], 1]])).eval()
-    with pytest.raises(UnsupportedOpError, match="'local' attention layers"):
+    with pytest.raises(UnsupportedOpError, match="'local' attention layers.*"
+                                                 "max_cache_len <= 8"):
         export(neo, tmp_path / "llm.tflite")
 
     class NeedsCachePosition(T.LlamaForCausalLM):
@@ -326,6 +327,22 @@ def test_default_experts_path_generates_from_tflite_and_a_saved_model(tmp_path):
     result = export(lm, tmp_path / "batched.tflite", prefill_lengths=PREFILL,
                     max_cache_len=CACHE, max_new_tokens=NEW)
     assert result.report.identical, result.summary()
+
+
+@pytest.mark.slow
+def test_gpt_neo_local_layers_export_when_their_window_covers_the_cache(tmp_path):
+    """GPT-Neo's 'local' layers place their window by the key length; with a cache no longer
+    than the window, it covers every slot and they attend as transformers' do (refused
+    above the window, tested above)."""
+    T = _transformers()
+    torch.manual_seed(0)
+    neo = T.GPTNeoForCausalLM(T.GPTNeoConfig(
+        vocab_size=256, hidden_size=64, num_layers=2, num_heads=4, window_size=CACHE,
+        attention_types=[[["global", "local"], 1]], initializer_range=0.2)).eval()
+    path = tmp_path / "llm.tflite"
+    result = export(neo, path, prefill_lengths=PREFILL, max_cache_len=CACHE, max_new_tokens=NEW)
+    assert result.report.identical, result.summary()
+    assert_generates_like_hf(neo, LiteRTGenerator(path), 9, 5)
 
 
 @pytest.mark.slow
