@@ -34,6 +34,7 @@ import numpy as np
 import torch
 
 from crossport.capture import module_path, source_line
+from crossport.capture.op_facts import VALUE_AND_INDEX_OPS, op_name
 from crossport.layout import Layout
 from crossport.parity.compare import (
     Comparison,
@@ -237,11 +238,6 @@ def _faithful(node: torch.fx.Node, held: dict, got: np.ndarray, layout: Layout) 
     return None
 
 
-# Ops whose element 1 holds the indices (along the op's ``dim``) of element 0's values.
-_SELECTIONS = {"sort", "topk", "max", "min", "kthvalue", "median", "nanmedian", "mode",
-               "cummax", "cummin"}
-
-
 def _selects_the_same(op: torch.fx.Node, node: torch.fx.Node, args, kwargs,
                       got: np.ndarray, layout: Layout) -> bool:
     """Whether Keras' indices ``got`` pick, from the op's input (Keras' values), exactly the
@@ -265,7 +261,7 @@ def _selects_the_same(op: torch.fx.Node, node: torch.fx.Node, args, kwargs,
         if indices.numel() and (indices.min() < 0 or indices.max() >= source.shape[dim]):
             return False
         picked = torch.take_along_dim(source, indices, dim).reshape(values.shape)
-    if _op_name(op) == "topk" and not bound.get("sorted", True):
+    if op_name(op) == "topk" and not bound.get("sorted", True):
         picked, values = picked.sort(dim).values, values.sort(dim).values
     return bool(torch.equal(picked, values)
                 or torch.all((picked == values) | (picked.isnan() & values.isnan())))
@@ -273,11 +269,7 @@ def _selects_the_same(op: torch.fx.Node, node: torch.fx.Node, args, kwargs,
 
 def _selection_indices(op: torch.fx.Node, node: torch.fx.Node) -> bool:
     """Whether ``node`` reads the indices element of a selection op (``sort(x)[1]``)."""
-    return op is not node and node.args[1] == 1 and _op_name(op) in _SELECTIONS
-
-
-def _op_name(op: torch.fx.Node) -> str | None:
-    return getattr(getattr(op.target, "_overloadpacket", None), "__name__", None)
+    return op is not node and node.args[1] == 1 and op_name(op) in VALUE_AND_INDEX_OPS
 
 
 def _bound_arguments(target, args, kwargs) -> dict:

@@ -15,15 +15,13 @@ import operator
 
 import torch
 
-aten = torch.ops.aten
+from crossport.capture.op_facts import VALUE_AND_INDEX_OPS, op_name
 
 INT32 = (-(2**31), 2**31 - 1)
 _NARROW = {torch.bool: (0, 1), torch.uint8: (0, 255), torch.int8: (-128, 127),
            torch.int16: (-(2**15), 2**15 - 1), torch.int32: INT32}
-# Ops whose integer output (element 1 of the tuple ops) indexes their first input: every
-# value is below its numel.
-_TUPLE_INDEX_OPS = {"sort", "topk", "max", "min", "kthvalue", "median", "nanmedian", "mode",
-                    "cummax", "cummin"}
+# Ops whose integer output (element 1 of VALUE_AND_INDEX_OPS) indexes their first input:
+# every value is below its numel.
 _INDEX_OPS = {"argmax", "argmin", "argsort"}
 # Ops whose output values are some of their first input's values.
 _SAME_VALUES = {"view", "_unsafe_view", "reshape", "clone", "expand", "permute", "transpose",
@@ -63,11 +61,11 @@ def int_bounds(value, depth: int = 0) -> tuple[int, int] | None:
         return None
     if value.target is operator.getitem:
         source = value.args[0]
-        if (isinstance(source, torch.fx.Node) and _name(source) in _TUPLE_INDEX_OPS
+        if (isinstance(source, torch.fx.Node) and op_name(source) in VALUE_AND_INDEX_OPS
                 and value.args[1] == 1):
             return _index_bounds(source)
         return None
-    name = _name(value)
+    name = op_name(value)
     if name in _INDEX_OPS:
         return _index_bounds(value)
     if name == "arange":
@@ -78,10 +76,6 @@ def int_bounds(value, depth: int = 0) -> tuple[int, int] | None:
             and value.kwargs.get("alpha", 1) == 1:
         return _arithmetic(name, [int_bounds(a, depth + 1) for a in value.args[:2]])
     return None
-
-
-def _name(node: torch.fx.Node) -> str | None:
-    return getattr(getattr(node.target, "_overloadpacket", None), "__name__", None)
 
 
 def _index_bounds(op: torch.fx.Node) -> tuple[int, int] | None:
