@@ -18,7 +18,7 @@ from crossport.capture.functional import as_functional
 from crossport.capture.guards import refuse_unmet_conditions
 from crossport.capture.pad import opaque_dynamic_pads
 from crossport.capture.recurrent import opaque_recurrent_ops
-from crossport.capture.transformer import eager_nested_transformers
+from crossport.capture.transformer import eager_transformers
 from crossport.errors import CaptureError, DynamicDimError, InputError
 from crossport.options import ConvertOptions
 
@@ -308,9 +308,9 @@ def capture(module: torch.nn.Module, args: tuple, options: ConvertOptions,
         dynamic = _match_signature(module, dynamic)
     try:  # eval semantics (dropout, BN); whatever forward writes on self is undone after
         # opaque RNNs keep a sequence length dynamic, an opaque circular pad its amounts;
-        # TransformerEncoder zeroes pads as its eager nested-tensor path does
+        # nn.Transformer* as eager computes them (capture/transformer.py)
         with borrowed(module), opaque_recurrent_ops(), opaque_dynamic_pads(), \
-                eager_nested_transformers():
+                eager_transformers():
             exported = torch.export.export(
                 module, args, dynamic_shapes=dynamic,
                 strict=options.strict_export,

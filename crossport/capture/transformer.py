@@ -1,4 +1,13 @@
-"""``nn.TransformerEncoder``'s nested-tensor path, captured as eager torch computes it.
+"""torch's ``nn.Transformer*`` modules, captured as eager torch computes them.
+
+**A mask compared with the causal mask.** Given a mask and no ``is_causal``, the encoder
+and decoder ask ``_detect_is_causal_mask`` whether it equals the causal mask, a comparison of
+values that ``torch.export`` cannot branch on (nn.Transformer's own documented use,
+``tgt_mask=generate_square_subsequent_mask(n)``, failed to capture). The answer only picks
+how the same masked attention runs (the mask, or SDPA's ``is_causal`` when it is that
+mask), so while capturing it is "not known causal": the mask is applied as given.
+
+**The nested-tensor path.**
 
 In eval mode with a ``src_key_padding_mask`` (and no grad, no ``mask``), eager
 ``TransformerEncoder.forward`` packs the batch into a nested tensor when every row's padding
@@ -21,14 +30,17 @@ from collections.abc import Iterator
 
 import torch
 import torch.nn.functional as F
+import torch.nn.modules.transformer as torch_transformer
 from torch import nn
 
 
 @contextlib.contextmanager
-def eager_nested_transformers() -> Iterator[None]:
+def eager_transformers() -> Iterator[None]:
     """Within the block, ``nn.TransformerEncoder`` zeroes padded positions as eager torch's
-    nested-tensor path does (a class attribute swapped and restored, as the RNN ops are)."""
+    nested-tensor path does, and masks are not compared with the causal mask (a class
+    attribute and a module function swapped and restored, as the RNN ops are)."""
     original = nn.TransformerEncoder.forward
+    detect = torch_transformer._detect_is_causal_mask
 
     def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=None):
         if not _eager_nests(self, src, mask, src_key_padding_mask):
@@ -47,10 +59,17 @@ def eager_nested_transformers() -> Iterator[None]:
             handle.remove()
 
     nn.TransformerEncoder.forward = forward
+    torch_transformer._detect_is_causal_mask = _given_is_causal
     try:
         yield
     finally:
         nn.TransformerEncoder.forward = original
+        torch_transformer._detect_is_causal_mask = detect
+
+
+def _given_is_causal(mask, is_causal=None, size=None) -> bool:
+    """``_detect_is_causal_mask`` without comparing the mask's values: the hint as given."""
+    return is_causal is True
 
 
 def _eager_nests(encoder, src, mask, src_key_padding_mask) -> bool:

@@ -284,3 +284,29 @@ def test_transformer_encoder_without_nested_tensors_is_unchanged():
         want = module(x, mask).numpy()
     assert np.abs(want[1, 5:]).max() > 0.1  # computed, not zeroed
     np.testing.assert_allclose(np.asarray(model([x.numpy(), mask.numpy()])), want, atol=2e-5)
+
+
+class Seq2Seq(nn.Module):
+    """nn.Transformer as its documentation uses it: a causal tgt_mask, no is_causal hint."""
+
+    def __init__(self):
+        super().__init__()
+        self.transformer = nn.Transformer(16, 2, 1, 1, 32, dropout=0.0, batch_first=True)
+
+    def forward(self, src, tgt):
+        mask = nn.Transformer.generate_square_subsequent_mask(tgt.shape[1])
+        return self.transformer(src, tgt, tgt_mask=mask)
+
+
+def test_transformer_with_a_generated_causal_mask_converts():
+    """torch compares the mask's values with the causal mask to choose how to run the same
+    attention; torch.export cannot branch on that (a CaptureError blaming the user's
+    forward). Captured as "not known causal", the mask applies as given."""
+    torch.manual_seed(0)
+    module, src, tgt = Seq2Seq().eval(), floats((2, 9, 16)), floats((2, 5, 16), 1)
+    model = crossport.convert(module, (src, tgt))
+    with torch.no_grad():
+        want = module(src, tgt).numpy()
+    np.testing.assert_allclose(np.asarray(model([src.numpy(), tgt.numpy()])), want, atol=2e-5)
+    import torch.nn.modules.transformer as torch_transformer
+    assert torch_transformer._detect_is_causal_mask.__module__ == "torch.nn.modules.transformer"
