@@ -14,6 +14,7 @@ from torch._subclasses.fake_tensor import UnsupportedOperatorException
 from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
 from crossport.capture.borrow import borrowed
+from crossport.capture.distributions import unvalidated_distributions
 from crossport.capture.functional import as_functional
 from crossport.capture.guards import refuse_unmet_conditions
 from crossport.capture.pad import opaque_dynamic_pads
@@ -308,9 +309,10 @@ def capture(module: torch.nn.Module, args: tuple, options: ConvertOptions,
         dynamic = _match_signature(module, dynamic)
     try:  # eval semantics (dropout, BN); whatever forward writes on self is undone after
         # opaque RNNs keep a sequence length dynamic, an opaque circular pad its amounts;
-        # nn.Transformer* as eager computes them (capture/transformer.py)
+        # nn.Transformer* as eager computes them (capture/transformer.py); distributions
+        # without their value checks (capture/distributions.py)
         with borrowed(module), opaque_recurrent_ops(), opaque_dynamic_pads(), \
-                eager_transformers():
+                eager_transformers(), unvalidated_distributions():
             exported = torch.export.export(
                 module, args, dynamic_shapes=dynamic,
                 strict=options.strict_export,
