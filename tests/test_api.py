@@ -66,6 +66,15 @@ def test_a_torchscript_module_is_an_input_error(script):
         crossport.convert(scripted, (torch.randn(1, 3, 8, 8),))
 
 
+def test_a_torchscript_submodule_is_an_input_error_naming_it():
+    """A scripted submodule was a CaptureError: 'Linear.forward() takes 2 positional
+    arguments but 3 were given'."""
+    net = torch.nn.Sequential(torch.nn.ReLU(), torch.jit.script(torch.nn.Linear(4, 4)))
+    with pytest.raises(crossport.InputError, match="submodule '1' of Sequential is a "
+                                                   "TorchScript module"):
+        crossport.convert(net.eval(), (torch.randn(2, 4),))
+
+
 def test_an_eager_quantized_module_is_an_input_error():
     """A dynamically quantized Linear was a CaptureError naming contextlib.py and a
     LinearPackedParamsBase field (found by audit): the refusal names the submodule and says

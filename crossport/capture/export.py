@@ -64,6 +64,14 @@ def unwrap_module(module):
         raise InputError(
             f"{type(module).__name__} is a TorchScript module (torch.jit.script/trace), "
             "which torch.export cannot capture: pass the nn.Module you scripted or traced")
+    scripted = next((path for path, sub in module.named_modules()
+                     if isinstance(sub, torch.jit.ScriptModule)), None) if isinstance(
+        module, torch.nn.Module) else None
+    if scripted is not None:  # torch.export failed inside it with an unrelated TypeError
+        raise InputError(
+            f"submodule {scripted!r} of {type(module).__name__} is a TorchScript module "
+            "(torch.jit.script/trace), which torch.export cannot capture: build the model "
+            "with the nn.Module you scripted or traced there")
     quantized = (_first_quantized_submodule(module)
                  if isinstance(module, torch.nn.Module) else None)  # else refused after
     if quantized is not None:
