@@ -401,3 +401,75 @@ class AvgPool3d(_AvgPoolNd):
     """
 
     n_spatial = 3
+
+
+def max_pool_with_indices(
+    x: Any,
+    kernel_size: Sequence[int],
+    stride: Sequence[int],
+    padding: Sequence[int],
+    dilation: Sequence[int],
+    ceil_mode: bool = False,
+) -> tuple[Any, Any]:
+    """torch's ``max_pool{n}d(..., return_indices=True)`` on a channels-last ``x`` with
+    static spatial sizes: the values and, as int64, each maximum's flat position in its
+    input plane (``h * W + w``), as torch's CPU kernel picks it.
+
+    The kernel scans a window's positions inside the input in order and takes one when
+    ``value > best`` or it is NaN, starting from ``-inf`` at the first position: the first
+    maximum, the last NaN. Here each window tap is a strided slice and that rule is applied
+    tap by tap (``prod(kernel)`` selects).
+
+    Example:
+        >>> import numpy as np
+        >>> x = np.array([[1, 5, 5, 0], [2, 3, 7, 7]], "float32").reshape(1, 2, 4, 1)
+        >>> values, indices = max_pool_with_indices(x, (2, 2), (2, 2), (0, 0), (1, 1))
+        >>> np.asarray(values).ravel().tolist(), np.asarray(indices).ravel().tolist()
+        ([5.0, 7.0], [1, 6])
+    """
+    sizes = static_spatial(x, "max pooling", "return_indices=True")
+    outs = [pool_output_length(size, k, s, p, d, ceil_mode)
+            for size, k, s, p, d in zip(sizes, kernel_size, stride, padding, dilation)]
+    pads = [(p, max(0, (o - 1) * s + d * (k - 1) + 1 - size - p))
+            for size, o, k, s, p, d in zip(sizes, outs, kernel_size, stride, padding, dilation)]
+    x = pad_axes(x, [(0, 0), *pads, (0, 0)], value=float("-inf"))
+    plane = np.cumprod([1, *sizes[::-1]])[-2::-1]  # elements per step along each axis
+    starts = [np.arange(o) * s - p for o, s, p in zip(outs, stride, padding)]
+    best = ops.full_like(_tap(x, (0,) * len(outs), outs, stride, dilation), float("-inf"))
+    first = _grid(_first_valid(starts, sizes, dilation, kernel_size), plane)
+    index = ops.add(ops.zeros_like(best, dtype="int64"), first[None, ..., None])
+    for taps in itertools.product(*(range(k) for k in kernel_size)):
+        positions = [start + j * d for start, j, d in zip(starts, taps, dilation)]
+        inside = _grid([(0 <= p) & (p < size) for p, size in zip(positions, sizes)], None)
+        value = _tap(x, taps, outs, stride, dilation)
+        take = ops.logical_and(inside[None, ..., None],
+                               ops.logical_or(ops.greater(value, best), ops.isnan(value)))
+        best = ops.where(take, value, best)
+        index = ops.where(take, _grid(positions, plane)[None, ..., None], index)
+    return best, index
+
+
+def _tap(x: Any, taps, outs, stride, dilation) -> Any:
+    """Tap ``taps`` of every window: ``x[j*d :: s]`` cut to the output length, per axis."""
+    for axis, (j, o, s, d) in enumerate(zip(taps, outs, stride, dilation), start=1):
+        x = slice_axis(x, axis, j * d, j * d + (o - 1) * s + 1, s)
+    return x
+
+
+def _first_valid(starts, sizes, dilation, kernel) -> list[np.ndarray]:
+    """Per axis, the first tap position of each window inside the input (torch's start)."""
+    firsts = []
+    for start, size, d, k in zip(starts, sizes, dilation, kernel):
+        taps = start[:, None] + d * np.arange(k)[None, :]
+        inside = (taps >= 0) & (taps < size)
+        firsts.append(taps[np.arange(len(start)), np.argmax(inside, axis=1)])
+    return firsts
+
+
+def _grid(per_axis: list[np.ndarray], plane) -> np.ndarray:
+    """Per-axis vectors combined over the output grid: flat positions (``plane`` given) or
+    the logical and of per-axis masks."""
+    mesh = np.meshgrid(*per_axis, indexing="ij")
+    if plane is None:
+        return np.logical_and.reduce(mesh)
+    return sum(m.astype(np.int64) * int(step) for m, step in zip(mesh, plane))

@@ -145,3 +145,83 @@ def test_conv_transpose_weight_given_as_an_input_is_refused():
     with pytest.raises(crossport.UnsupportedOpError,
                        match="aten.conv_transpose2d.input.*computed in the graph"):
         crossport.convert(module.eval(), (torch.randn(1, 3, 5, 5), torch.randn(3, 2, 3, 3)))
+
+
+def _ties_and_nans(shape, seed=0):
+    """Small integers (many tied maxima in a window) and a few NaNs: torch's kernel takes
+    the first maximum and the last NaN of a window."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randint(-3, 3, shape, generator=g).float()
+    x.view(-1)[torch.randperm(x.numel(), generator=g)[:3]] = float("nan")
+    return x
+
+
+INDICES = [
+    pytest.param(dict(kernel_size=2), (2, 3, 8, 8), id="2x2"),
+    pytest.param(dict(kernel_size=3, stride=2, padding=1), (1, 2, 9, 10), id="3x3-s2-pad"),
+    pytest.param(dict(kernel_size=3, stride=2, ceil_mode=True), (1, 2, 8, 10), id="ceil"),
+    pytest.param(dict(kernel_size=(2, 3), stride=1, dilation=2, padding=1), (1, 2, 7, 9),
+                 id="dilated-rect"),
+]
+
+
+@pytest.mark.parametrize("config, shape", INDICES)
+def test_max_pool_indices_and_unpool_match_torch(config, shape):
+    """return_indices was refused ("max pooling indices"): the indices are the flat
+    positions torch's kernel picks (first maximum, last NaN, padding never), and MaxUnpool
+    (index_put) scatters by them; checked on tied and NaN inputs too."""
+    import numpy as np
+
+    import crossport
+
+    def pool(x):
+        values, indices = F.max_pool2d(x, return_indices=True, **config)
+        if "dilation" in config:  # MaxUnpool has no dilation
+            return values, indices, values
+        return values, indices, F.max_unpool2d(
+            values.nan_to_num(0.0), indices, config["kernel_size"], config.get("stride"),
+            config.get("padding", 0), output_size=x.shape[-2:])
+
+    module = Fn(pool).eval()
+    model = crossport.convert(module, (torch.randn(shape),))
+    for x in (torch.randn(shape), _ties_and_nans(shape)):
+        want = module(x)
+        got = model(x.numpy())
+        np.testing.assert_array_equal(np.asarray(got[1]), want[1].numpy())
+        np.testing.assert_array_equal(np.asarray(got[0]), want[0].numpy())
+        np.testing.assert_array_equal(np.asarray(got[2]), want[2].numpy())
+
+
+def test_max_pool_1d_and_3d_indices_match_torch():
+    import numpy as np
+
+    import crossport
+
+    module = Fn(lambda a, b: (F.max_pool1d(a, 3, 2, 1, return_indices=True)[1],
+                              F.max_pool3d(b, 2, return_indices=True)[1])).eval()
+    a, b = _ties_and_nans((2, 3, 11)), _ties_and_nans((1, 2, 4, 6, 6), 1)
+    model = crossport.convert(module, (torch.randn(2, 3, 11), torch.randn(1, 2, 4, 6, 6)))
+    for g, w in zip(model([a.numpy(), b.numpy()]), module(a, b)):
+        np.testing.assert_array_equal(np.asarray(g), w.numpy())
+
+
+def test_max_pool_indices_and_unpool_export_to_tflite(tmp_path):
+    """SegNet's encoder pool and decoder unpool as builtin TFLite ops, re-checked on LiteRT."""
+    import crossport
+    from crossport.export.formats import tflite_op_names
+
+    class SegNetStage(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(3, 4, 3, padding=1)
+            self.pool, self.unpool = nn.MaxPool2d(2, return_indices=True), nn.MaxUnpool2d(2)
+
+        def forward(self, x):
+            values, indices = self.pool(torch.relu(self.conv(x)))
+            return self.unpool(values, indices)
+
+    torch.manual_seed(0)
+    conversion = crossport.convert_with_report(SegNetStage().eval(), (torch.randn(1, 3, 8, 8),))
+    result = crossport.export(conversion, tmp_path / "m.tflite")
+    assert result.passed, result.summary()
+    assert "CUSTOM" not in tflite_op_names(tmp_path / "m.tflite")

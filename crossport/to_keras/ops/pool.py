@@ -11,6 +11,7 @@ import keras
 import torch
 
 from crossport import layers as torch_semantics
+from crossport.layers.pooling import max_pool_with_indices
 from crossport.to_keras.dynamic_dims import is_dynamic_size
 from crossport.to_keras.registry import Policy, bind_arguments, register
 
@@ -124,16 +125,32 @@ def aten_max_pool2d_default(ctx, self, kernel_size, stride=(), padding=0, dilati
     return layer(self)
 
 
+def _indices_read(node: torch.fx.Node) -> bool:
+    return any(u.args[1] != 0 for u in node.users)
+
+
+def _indices_supports(node: torch.fx.Node) -> str | None:
+    """The indices are flat positions in the input plane: its spatial sizes must be static."""
+    shape = node.args[0].meta["val"].shape
+    if _indices_read(node) and any(is_dynamic_size(s) for s in shape[2:]):
+        return "max pooling indices of a run-time spatial size"
+    return None
+
+
 @register(aten.max_pool2d_with_indices.default, aten.max_pool3d_with_indices.default,
-          policy=Policy.CHANNELS_LAST,
-          supports=_pool_supports(False, lambda node: None if len(node.users) == 1 and all(
-              u.args[1] == 0 for u in node.users) else "max pooling indices"),
+          policy=Policy.CHANNELS_LAST, supports=_pool_supports(False, _indices_supports),
           dynamic=True)
 def aten_max_pool2d_with_indices(ctx, self, kernel_size, stride=(), padding=0, dilation=1,
                                  ceil_mode=False):
-    """max_pool2d_with_indices(...) -> (Tensor, Tensor): values only (indices unsupported)."""
-    return (aten_max_pool2d_default(ctx, self, kernel_size, stride, padding, dilation,
-                                    ceil_mode), None)
+    """max_pool2d_with_indices(...) -> (Tensor, Tensor): the values, and the indices when
+    read (``return_indices=True``, ``MaxUnpool``): torch's flat positions in the input
+    plane, first maximum or last NaN (crossport.layers.pooling.max_pool_with_indices)."""
+    if not _indices_read(ctx.node):
+        return (aten_max_pool2d_default(ctx, self, kernel_size, stride, padding, dilation,
+                                        ceil_mode), None)
+    n = _nd(ctx.node.target)
+    kernel, stride, padding, dilation = _window(kernel_size, stride, padding, dilation, n)
+    return max_pool_with_indices(self, kernel, stride, padding, dilation, ceil_mode)
 
 
 @register(aten.avg_pool1d.default, aten.avg_pool2d.default, aten.avg_pool3d.default,
