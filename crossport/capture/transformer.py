@@ -48,11 +48,11 @@ def eager_transformers() -> Iterator[None]:
         canonical = F._canonical_mask(mask=src_key_padding_mask, mask_name="src_key_padding_mask",
                                       other_type=None, other_name="mask", target_type=src.dtype,
                                       check_other=False)
-        pad = canonical != 0  # eager's ``logical_not()`` of the canonical mask: the real tokens
+        pad = canonical != 0  # the pads (eager's ``logical_not()`` of it: the real tokens)
         zeroed = _zero_left_aligned_pads(pad)
         if self.norm is None:
             return zeroed(None, (original(self, src, mask, src_key_padding_mask, is_causal),))[0]
-        handle = self.norm.register_forward_pre_hook(zeroed)
+        handle = self.norm.register_forward_pre_hook(zeroed, prepend=True)  # before norm's own
         try:
             return original(self, src, mask, src_key_padding_mask, is_causal)
         finally:
