@@ -40,9 +40,9 @@ def bind_example_args(module: torch.nn.Module, args: tuple) -> tuple[torch.nn.Mo
         >>> len(leaves), list(inspect.signature(view.forward).parameters), view(*leaves)
         (2, ['xs_0', 'xs_1'], tensor([6., 6.]))
     """
-    if all(isinstance(a, torch.Tensor) for a in args):
-        return module, args
-    if not isinstance(module, torch.nn.Module) or "forward" in module.__dict__:
+    if all(isinstance(a, torch.Tensor) for a in args) or not isinstance(module, torch.nn.Module):
+        return module, args  # (a non-module is refused by name later)
+    if "forward" in module.__dict__:
         raise InputError(_not_tensors(args))
     leaves, spec = pytree.tree_flatten(list(args))
     tensor_at = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
@@ -71,8 +71,11 @@ def _view(module, leaves: list, spec, tensor_at: list[int], names: list[str]):
     forward.__signature__ = inspect.Signature(
         [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
         + [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD) for n in names])
-    bound = type(cls.__name__, (cls,), {"forward": forward, "__module__": cls.__module__,
-                                        "__qualname__": cls.__qualname__})
+    try:
+        bound = type(cls.__name__, (cls,), {"forward": forward, "__module__": cls.__module__,
+                                            "__qualname__": cls.__qualname__})
+    except TypeError as exc:  # a class that refuses subclasses (__init_subclass__, a metaclass)
+        raise InputError(_not_tensors(tuple(leaves)) + f" ({exc})") from exc
     view = bound.__new__(bound)
     view.__dict__ = module.__dict__  # the same dict: submodules, parameters, hooks, state
     return view
@@ -110,7 +113,8 @@ def _key(entry) -> str:
 
 def _not_tensors(args: tuple) -> str:
     kinds = ", ".join(type(a).__name__ for a in args if not isinstance(a, torch.Tensor))
-    return (f"example_args hold {kinds} besides tensors, and this module's forward is an "
-            "instance attribute crossport cannot bind them around; pass tensors in "
+    return (f"example_args hold {kinds} besides tensors, and crossport cannot bind them "
+            "around this module's forward (an instance attribute, or a class that cannot be "
+            "subclassed); pass tensors in "
             "forward's argument order (numpy arrays: torch.from_numpy(a)), or wrap the module "
             "so that forward takes tensors only")
