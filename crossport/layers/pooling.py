@@ -473,3 +473,40 @@ def _grid(per_axis: list[np.ndarray], plane) -> np.ndarray:
     if plane is None:
         return np.logical_and.reduce(mesh)
     return sum(m.astype(np.int64) * int(step) for m, step in zip(mesh, plane))
+
+
+def adaptive_max_pool_with_indices(x: Any, output_size: Sequence[int]) -> tuple[Any, Any]:
+    """torch's ``adaptive_max_pool{n}d(..., return_indices=True)`` on a channels-last ``x``
+    with static spatial sizes: window ``i`` of an axis of length ``L`` is
+    ``[floor(i * L / O), ceil((i + 1) * L / O))``, scanned with the same rule as
+    :func:`max_pool_with_indices` (first maximum, last NaN). Taps past a shorter window's end
+    are gathered at its last position and never taken.
+
+    Example:
+        >>> import numpy as np
+        >>> x = np.array([1, 5, 2, 7, 7], "float32").reshape(1, 5, 1)
+        >>> values, indices = adaptive_max_pool_with_indices(x, (2,))
+        >>> np.asarray(values).ravel().tolist(), np.asarray(indices).ravel().tolist()
+        ([5.0, 7.0], [1, 3])
+    """
+    sizes = static_spatial(x, "adaptive max pooling", "return_indices=True")
+    plane = np.cumprod([1, *sizes[::-1]])[-2::-1]
+    starts = [np.arange(o) * size // o for o, size in zip(output_size, sizes)]
+    ends = [-(-(np.arange(o) + 1) * size // o) for o, size in zip(output_size, sizes)]
+    widths = [int((e - s).max()) for s, e in zip(starts, ends)]
+    best = index = None
+    for taps in itertools.product(*(range(w) for w in widths)):
+        positions = [np.minimum(s + j, e - 1) for s, e, j in zip(starts, ends, taps)]
+        inside = _grid([s + j < e for s, e, j in zip(starts, ends, taps)], None)
+        value = x
+        for axis, where in enumerate(positions, start=1):
+            value = ops.take(value, where, axis=axis)
+        flat = _grid(positions, plane)[None, ..., None]
+        if best is None:  # the first tap is inside every window: torch's starting point
+            best = ops.full_like(value, float("-inf"))
+            index = ops.add(ops.zeros_like(value, dtype="int64"), flat)
+        take = ops.logical_and(inside[None, ..., None],
+                               ops.logical_or(ops.greater(value, best), ops.isnan(value)))
+        best = ops.where(take, value, best)
+        index = ops.where(take, flat, index)
+    return best, index

@@ -225,3 +225,24 @@ def test_max_pool_indices_and_unpool_export_to_tflite(tmp_path):
     result = crossport.export(conversion, tmp_path / "m.tflite")
     assert result.passed, result.summary()
     assert "CUSTOM" not in tflite_op_names(tmp_path / "m.tflite")
+
+
+def test_adaptive_max_pool_indices_match_torch():
+    """Adaptive windows of uneven widths (7 -> 3 overlaps, 10 -> 4), 1d/2d/3d, on random,
+    tied and NaN inputs: the indices were refused ("adaptive max pooling indices")."""
+    import numpy as np
+
+    import crossport
+
+    module = Fn(lambda a, b, c: (
+        F.adaptive_max_pool1d(a, 3, return_indices=True),
+        F.adaptive_max_pool2d(b, (3, 4), return_indices=True),
+        F.adaptive_max_pool3d(c, 2, return_indices=True)[1])).eval()
+    shapes = ((2, 3, 7), (1, 2, 7, 10), (1, 2, 3, 5, 5))
+    model = crossport.convert(module, tuple(torch.randn(s) for s in shapes))
+    for args in (tuple(torch.randn(s) for s in shapes),
+                 tuple(_ties_and_nans(s, i) for i, s in enumerate(shapes))):
+        want = torch.utils._pytree.tree_leaves(module(*args))
+        got = torch.utils._pytree.tree_leaves(model([a.numpy() for a in args]))
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(np.asarray(g), w.numpy())

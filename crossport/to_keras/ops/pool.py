@@ -11,7 +11,7 @@ import keras
 import torch
 
 from crossport import layers as torch_semantics
-from crossport.layers.pooling import max_pool_with_indices
+from crossport.layers.pooling import adaptive_max_pool_with_indices, max_pool_with_indices
 from crossport.to_keras.dynamic_dims import is_dynamic_size
 from crossport.to_keras.registry import Policy, bind_arguments, register
 
@@ -218,9 +218,11 @@ def aten_adaptive_avg_pool2d_default(ctx, self, output_size):
 
 @register(aten.adaptive_max_pool1d.default, aten.adaptive_max_pool2d.default,
           aten.adaptive_max_pool3d.default, policy=Policy.CHANNELS_LAST,
-          supports=_pool_supports(False, lambda node: None if all(
-              u.args[1] == 0 for u in node.users) else "adaptive max pooling indices"),
-          dynamic=_adaptive_dynamic)
+          supports=_pool_supports(False, _indices_supports), dynamic=_adaptive_dynamic)
 def aten_adaptive_max_pool2d_default(ctx, self, output_size):
-    """adaptive_max_pool2d(Tensor self, int[2] output_size) -> (Tensor, Tensor): values only."""
-    return (_adaptive(ctx, self, output_size, "Max"), None)
+    """adaptive_max_pool2d(Tensor self, int[2] output_size) -> (Tensor, Tensor): the values,
+    and the indices when read (crossport.layers.pooling.adaptive_max_pool_with_indices)."""
+    if not _indices_read(ctx.node):
+        return (_adaptive(ctx, self, output_size, "Max"), None)
+    n = _nd(ctx.node.target)
+    return adaptive_max_pool_with_indices(self, _tuple(output_size, n))
