@@ -64,6 +64,9 @@ GCD = ("aten_gcd_default", "aten_lcm_default")
 
 CASES = [
     case("pitfall15-floor-divide-negatives", Fn(lambda a: a // 4), lambda: (ints((3, 5)),), expect_converters=("aten_floor_divide_default",)),
+    # sort indices are below the row length: the division runs in int32 (a TFLite builtin)
+    case("floor-divide-of-sort-indices-in-int32", Fn(lambda x: torch.sort(x).indices // 3),
+         lambda: (torch.randn(3, 7),), expect_converters=("aten_floor_divide_default", "aten_sort_default")),
     case("pitfall15-floor-divide-tensor", by_divisor(lambda a, b: a // b),
          lambda: (ints((3, 5)),), expect_converters=("aten_floor_divide_default",)),
     case("pitfall15-div-trunc", by_divisor(lambda a, b: torch.div(a, b, rounding_mode="trunc")),

@@ -99,6 +99,12 @@ CASES = [
          (2, 3, 8, 9), dynamic_batch=True, expect_converters=("aten_max_pool2d_default",)),
     case("adaptiveavgpool2d-uneven-dynamic-batch", nn.Sequential(nn.AdaptiveAvgPool2d(3)),
          (2, 3, 7, 8), dynamic_batch=True, expect_converters=("aten_adaptive_avg_pool2d_default",)),
+    case("maxpool2d-return-indices", Fn(
+        lambda x: F.max_pool2d(x, 3, 2, 1, return_indices=True)), (2, 3, 7, 8),
+         expect_converters=("aten_max_pool2d_with_indices",)),
+    case("adaptive-maxpool2d-return-indices", Fn(
+        lambda x: F.adaptive_max_pool2d(x, (3, 2), return_indices=True)), (2, 3, 7, 8),
+         expect_converters=("aten_adaptive_max_pool2d_default",)),
     case("maxpool2d-return-indices-values", Fn(
         lambda x: F.max_pool2d(x, 2, return_indices=True)[0]), (1, 3, 6, 6),
          expect_converters=("aten_max_pool2d_with_indices",)),

@@ -19,7 +19,7 @@ from crossport.layers.dynamic import accumulate as accumulate_into
 from crossport.layers.dynamic import segment_sum
 from crossport.layout import after_reduce, canonical, normalize_dims, physical_axis
 from crossport.to_keras.dynamic_dims import static_dims
-from crossport.to_keras.int_bounds import largest_count
+from crossport.to_keras.int_bounds import fits_int32, largest_count
 from crossport.to_keras.ops.index import _index_supports, _wrap_negative
 from crossport.to_keras.ops.shape import as_value
 from crossport.to_keras.registry import Policy, register
@@ -226,7 +226,7 @@ def _put_at_run_time(ctx, value, first, present, vals, accumulate):
     cells = largest_count([value.shape[first:first + len(present)]])
     updates = largest_count([tuple(np.shape(t)) if not isinstance(t, TensorValue) else t.shape
                              for t in present])
-    narrow = None not in (cells, updates) and max(cells, updates) < 2**31
+    narrow = None not in (cells, updates) and fits_int32(max(cells, updates))
     layer = DynamicIndexPut(first, bool(accumulate), index_dtype="int32" if narrow else "int64",
                             name=ctx.name())
     return layer(ctx.canonical(value), ctx.canonical(vals), *indices)
@@ -317,7 +317,7 @@ def _last_writer(flat, cells: int, n: int):
     # the largest update number per cell: a segment max of the update numbers. Cells and
     # update numbers are static sizes, so int32 holds them (TFLite's segment ops have no
     # int64 kernels); an index past int32 is out of bounds, where torch raises
-    narrow = max(cells, n) < 2**31
+    narrow = fits_int32(max(cells, n))
     flat = ops.cast(flat, "int32") if narrow else flat
     count = np.arange(n, dtype=np.int32 if narrow else np.int64)
     numbers = ops.add(ops.multiply(flat, 0), count)  # symbolic, so Keras builds it
