@@ -221,11 +221,12 @@ def _faithful(node: torch.fx.Node, held: dict, got: np.ndarray, layout: Layout) 
     kwargs = torch.fx.node.map_arg(op.kwargs, lambda n: held[n.name])
     try:
         with torch.no_grad():
-            value = op.target(*args, **kwargs)
+            result = op.target(*args, **kwargs)
     except Exception:
         return None
+    value = result
     if op is not node:
-        value = value[node.args[1]] if isinstance(value, (tuple, list)) else None
+        value = result[node.args[1]] if isinstance(result, (tuple, list)) else None
     if not isinstance(value, torch.Tensor):
         return None
     mine = in_keras_layout(to_numpy(value), layout)
@@ -233,15 +234,15 @@ def _faithful(node: torch.fx.Node, held: dict, got: np.ndarray, layout: Layout) 
         return None
     if np.all(mine == got):
         return "rounding"
-    if _selects_the_same(op, node, args, kwargs, got, layout):
+    if op is not node and _selects_the_same(op, node, args, kwargs, result[0], got, layout):
         return "selection"
     return None
 
 
 def _selects_the_same(op: torch.fx.Node, node: torch.fx.Node, args, kwargs,
-                      got: np.ndarray, layout: Layout) -> bool:
+                      values: torch.Tensor, got: np.ndarray, layout: Layout) -> bool:
     """Whether Keras' indices ``got`` pick, from the op's input (Keras' values), exactly the
-    values torch's op selects from it: equal values may come from either position."""
+    ``values`` torch's op selects from it: equal values may come from either position."""
     if not _selection_indices(op, node):
         return False
     bound = _bound_arguments(op.target, args, kwargs)
@@ -251,7 +252,6 @@ def _selects_the_same(op: torch.fx.Node, node: torch.fx.Node, args, kwargs,
     if not isinstance(source, torch.Tensor) or not isinstance(dim, int):
         return False
     with torch.no_grad():
-        values = op.target(*args, **kwargs)[0]
         indices = _in_torch_layout(got, layout, torch.int64)
         if source.ndim == 0:
             return bool(torch.all(indices == 0)) and torch.equal(values, source)
@@ -263,8 +263,7 @@ def _selects_the_same(op: torch.fx.Node, node: torch.fx.Node, args, kwargs,
         picked = torch.take_along_dim(source, indices, dim).reshape(values.shape)
     if op_name(op) == "topk" and not bound.get("sorted", True):
         picked, values = picked.sort(dim).values, values.sort(dim).values
-    return bool(torch.equal(picked, values)
-                or torch.all((picked == values) | (picked.isnan() & values.isnan())))
+    return bool(torch.all((picked == values) | (picked.isnan() & values.isnan())))
 
 
 def _selection_indices(op: torch.fx.Node, node: torch.fx.Node) -> bool:
