@@ -245,8 +245,10 @@ def _alarm(_signum, _frame):
 
 
 def first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text.splitlines()[0][:300] if text else ''}"
+    """The error's first line; a header ending in ':' keeps the line it introduces."""
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    head = " ".join(lines[:2]) if lines and lines[0].endswith(":") else (lines or [""])[0]
+    return f"{type(exc).__name__}: {head[:300]}"
 
 
 def make_live(model, seed: int = 0) -> None:

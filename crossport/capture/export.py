@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import inspect
 import os
 import re
 import traceback
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 
 import torch
 from torch._subclasses.fake_tensor import UnsupportedOperatorException
@@ -17,10 +18,11 @@ from crossport.capture.borrow import borrowed
 from crossport.capture.distributions import unvalidated_distributions
 from crossport.capture.functional import as_functional
 from crossport.capture.guards import refuse_unmet_conditions
+from crossport.capture.packed import padded_packed_sequences
 from crossport.capture.pad import opaque_dynamic_pads
 from crossport.capture.recurrent import opaque_recurrent_ops
 from crossport.capture.transformer import eager_transformers
-from crossport.errors import CaptureError, DynamicDimError, InputError
+from crossport.errors import CaptureError, CrossportError, DynamicDimError, InputError
 from crossport.options import ConvertOptions
 
 _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
@@ -295,6 +297,25 @@ def _unaliased(args: tuple) -> tuple:
     return tuple(out)
 
 
+# What eager torch computes, in a form torch.export can trace; each is undone on exit.
+CAPTURE_PATCHES = (
+    opaque_recurrent_ops,  # RNNs as one op each: a sequence length can stay dynamic
+    padded_packed_sequences,  # packed sequences as padded batches and masked RNNs
+    opaque_dynamic_pads,  # a circular pad's amounts can stay dynamic
+    eager_transformers,  # nn.Transformer* as eager computes them
+    unvalidated_distributions,  # distributions without their value checks
+)
+
+
+@contextlib.contextmanager
+def capture_patches() -> Iterator[None]:
+    """Within the block, every patch of :data:`CAPTURE_PATCHES` is on."""
+    with contextlib.ExitStack() as stack:
+        for patch in CAPTURE_PATCHES:
+            stack.enter_context(patch())
+        yield
+
+
 def capture(module: torch.nn.Module, args: tuple, options: ConvertOptions,
             keep_ops: Collection) -> torch.export.ExportedProgram:
     """Export ``module`` and decompose every op not in ``keep_ops`` to core ATen.
@@ -316,15 +337,14 @@ def capture(module: torch.nn.Module, args: tuple, options: ConvertOptions,
         args = _widen_unit_dynamic_dims(args, dynamic)
         dynamic = _match_signature(module, dynamic)
     try:  # eval semantics (dropout, BN); whatever forward writes on self is undone after
-        # opaque RNNs keep a sequence length dynamic, an opaque circular pad its amounts;
-        # nn.Transformer* as eager computes them (capture/transformer.py); distributions
-        # without their value checks (capture/distributions.py)
-        with borrowed(module), opaque_recurrent_ops(), opaque_dynamic_pads(), \
-                eager_transformers(), unvalidated_distributions():
+        with borrowed(module), capture_patches():
             exported = torch.export.export(
                 module, args, dynamic_shapes=dynamic,
                 strict=options.strict_export,
             )
+    except CrossportError as exc:  # a capture patch's refusal: say where it was met
+        exc.args = (f"{type(module).__name__}{user_frame(exc)}: {exc}", *exc.args[1:])
+        raise
     except Exception as exc:  # torch raises many unrelated types here; all mean "no capture"
         if args is not given and _fails_eagerly(module, args) and not _fails_eagerly(
                 module, given):

@@ -16,6 +16,8 @@ from collections.abc import Iterator
 import torch
 import torch.nn.modules.rnn as torch_rnn
 
+from crossport.capture.packed import PaddedBatchSizes, run_packed
+
 Tensor = torch.Tensor
 
 
@@ -79,6 +81,8 @@ class _OpaqueVF:
             return original
 
         def call(*args):
+            if len(args) == 9 and isinstance(args[1], PaddedBatchSizes):  # a pack kept padded
+                return run_packed(name, *args)
             # Only the padded-input overload: a list where ``.input`` has one (lstm's hx,
             # the others' params). PackedSequence's ``.data`` overload stays aten.
             if len(args) == 9 and isinstance(args[1 if name == "lstm" else 2], (list, tuple)):

@@ -234,6 +234,29 @@ class DynamicRange(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="crossport")
+class SequenceMask(keras.layers.Layer):
+    """``arange(T) < lengths[:, None]``: which steps of a batch-major ``[N, T, ...]`` input
+    are inside each sequence's length (a packed sequence's real steps).
+
+    Example:
+        >>> import keras
+        >>> SequenceMask()(keras.ops.zeros((2, 3, 1)), keras.ops.array([3, 1])).numpy().tolist()
+        [[True, True, True], [True, False, False]]
+    """
+
+    def __init__(self, **kwargs: Any):
+        kwargs.setdefault("autocast", False)  # only the shape of x is read
+        super().__init__(**kwargs)
+
+    def call(self, x, lengths):
+        steps = ops.arange(ops.shape(x)[1], dtype=lengths.dtype)
+        return ops.less(steps[None, :], ops.expand_dims(lengths, 1))
+
+    def compute_output_spec(self, x, lengths):
+        return keras.KerasTensor(tuple(x.shape[:2]), dtype="bool")
+
+
+@keras.saving.register_keras_serializable(package="crossport")
 class DynamicSlice(keras.layers.Layer):
     """``x[start:end:step]`` along ``axis`` with run-time ``start``/``end`` (``None`` here).
 

@@ -622,3 +622,19 @@ def test_frexp_matches_torch_on_litert(tmp_path):
     np.testing.assert_array_equal(got[0], mantissa.numpy())
     np.testing.assert_array_equal(np.signbit(got[0]), np.signbit(mantissa.numpy()))
     np.testing.assert_array_equal(got[1], exponent.numpy())
+
+
+def test_packed_sequence_lstm_matches_torch_on_litert(tmp_path):
+    """pack_padded_sequence -> bidirectional LSTM -> pad_packed_sequence: the masked Keras
+    LSTMs (and the sort by length) as builtins, right on lengths the example did not have."""
+    from tests.ops.test_recurrent import Packed, lengths, rnn, seq
+
+    module = Packed(rnn(torch.nn.LSTM, batch_first=True, bidirectional=True)).eval()
+    inputs = (seq(True, n=3, t=6, seed=1), lengths(1, 6, 3))
+    got = _export_and_run(module, (seq(True, n=3, t=6), lengths(6, 2, 4)), inputs,
+                          tmp_path / "packed.tflite")
+    with torch.no_grad():
+        want = [t.numpy() for t in torch.utils._pytree.tree_leaves(module(*inputs))]
+    assert len(got) == len(want) == 4
+    for w, g in zip(want, got):
+        np.testing.assert_allclose(g, w, atol=1e-5)

@@ -27,9 +27,7 @@ import torch
 
 import crossport
 from crossport.capture.borrow import borrowed
-from crossport.capture.export import _match_signature
-from crossport.capture.pad import opaque_dynamic_pads
-from crossport.capture.recurrent import opaque_recurrent_ops
+from crossport.capture.export import _match_signature, capture_patches
 from crossport.errors import CrossportError
 from crossport.parity.accept import recheck
 from crossport.parity.shapes import finite_bound, user_input_dims
@@ -81,7 +79,7 @@ def _free_dims(module, args: tuple) -> dict[int, dict[int, str]] | None:
         spec = _match_signature(module, tuple(
             {d: auto for d in range(a.ndim)} if _sized(a) else None for a in example))
         try:
-            with borrowed(module), opaque_recurrent_ops(), opaque_dynamic_pads():
+            with borrowed(module), capture_patches():
                 exported = torch.export.export(module, example, dynamic_shapes=spec)
         except Exception:  # noqa: BLE001  (widening broke a broadcast, or no capture at all)
             continue

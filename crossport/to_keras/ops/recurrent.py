@@ -15,7 +15,9 @@ import keras
 import numpy as np
 import torch
 
+import crossport.capture.packed  # noqa: F401  (defines torch.ops.crossport.*_packed)
 import crossport.capture.recurrent  # noqa: F401  (defines torch.ops.crossport.*)
+from crossport.layers.dynamic import SequenceMask
 from crossport.layout import Layout, canonical
 from crossport.to_keras.fold import is_constant
 from crossport.to_keras.ops.shape import as_value
@@ -29,8 +31,14 @@ ops = keras.ops
 _SEQ_FIRST = Layout((1, 0, 2))
 
 
+_PACKED = {opaque.lstm_packed.default, opaque.gru_packed.default,
+           opaque.rnn_tanh_packed.default, opaque.rnn_relu_packed.default}
+
+
 def _rnn_supports(node):
     args = list(node.args)
+    if node.target in _PACKED:  # (input, lengths, hx, ...): the rest as the .input overload
+        del args[1]
     params, has_biases, num_layers, bidirectional = args[2], args[3], args[4], args[7]
     per_layer = (4 if has_biases else 2) * (2 if bidirectional else 1)
     if len(params) != per_layer * num_layers:
@@ -67,9 +75,16 @@ def _initial(ctx, state, index):
 
 
 def _run(ctx, kind, input, states, params, has_biases, num_layers, bidirectional, batch_first,
-         **layer_kw):
-    """Stack the Keras layers; returns the output and the final states per state kind."""
+         lengths=None, **layer_kw):
+    """Stack the Keras layers; returns the output and the final states per state kind.
+
+    With ``lengths`` (a packed sequence kept padded), each sequence runs for its own length:
+    the layers skip the masked steps (the state carries over them, so the reverse direction
+    starts at the last real step) and the output is zero past the length, as torch pads it.
+    """
     x = _batch_major(ctx, input, batch_first)
+    mask = None if lengths is None else SequenceMask(name=ctx.name("mask"))(
+        x, ctx.canonical(as_value(ctx, lengths)))
     directions = 2 if bidirectional else 1
     finals: list[list] = [[] for _ in states]
     for layer in range(num_layers):
@@ -91,7 +106,10 @@ def _run(ctx, kind, input, states, params, has_biases, num_layers, bidirectional
             initial = [_initial(ctx, s, index) for s in states]
             initial = None if all(i is None for i in initial) else [
                 ops.zeros_like(_first(initial)) if i is None else i for i in initial]
-            result = rnn(x, initial_state=initial) if initial is not None else rnn(x)
+            call_kw = {} if mask is None else {"mask": mask}
+            if initial is not None:
+                call_kw["initial_state"] = initial
+            result = rnn(x, **call_kw)
             rnn.set_weights([kernel, recurrent] + ([bias] if has_biases else []))
             sequence, *final = result
             if direction:
@@ -101,6 +119,8 @@ def _run(ctx, kind, input, states, params, has_biases, num_layers, bidirectional
                 kind_finals.append(f)
         x = outputs[0] if directions == 1 else keras.layers.Concatenate(
             axis=-1, name=ctx.name(f"l{layer}_concat"))(outputs)
+    if mask is not None:
+        x = ops.where(ops.expand_dims(mask, -1), x, ops.zeros_like(x))
     layout = canonical(3) if batch_first else _SEQ_FIRST
     return x, [ops.stack(f, axis=0) for f in finals], layout
 
@@ -155,5 +175,41 @@ def aten_rnn_tanh_input(ctx, input, hx, params, has_biases, num_layers, dropout,
     activation = "relu" if relu else "tanh"
     out, (h,), layout = _run(ctx, "rnn", input, _states(hx, 1), params, has_biases,
                              num_layers, bidirectional, batch_first, activation=activation)
+    ctx.out_layout = (layout, canonical(3))
+    return out, h
+
+
+@register(opaque.lstm_packed.default, policy=Policy.CUSTOM, supports=_rnn_supports,
+          dynamic=True)
+def crossport_lstm_packed(ctx, input, lengths, hx, params, has_biases, num_layers, dropout,
+                          train, bidirectional, batch_first):
+    """lstm_packed(Tensor input, Tensor lengths, Tensor[] hx, Tensor[] params, bool has_biases, int num_layers, float dropout, bool train, bool bidirectional, bool batch_first) -> (Tensor, Tensor, Tensor)
+
+    A packed sequence's LSTM on its padded batch (``capture/packed.py``): Keras LSTM layers
+    called with the sequence mask of ``lengths``.
+    """
+    out, (h, c), layout = _run(ctx, "lstm", input, _states(hx, 2), params, has_biases,
+                               num_layers, bidirectional, batch_first, lengths=lengths)
+    ctx.out_layout = (layout, canonical(3), canonical(3))
+    return out, h, c
+
+
+@register(opaque.gru_packed.default, opaque.rnn_tanh_packed.default,
+          opaque.rnn_relu_packed.default, policy=Policy.CUSTOM, supports=_rnn_supports,
+          dynamic=True)
+def crossport_gru_packed(ctx, input, lengths, hx, params, has_biases, num_layers, dropout,
+                         train, bidirectional, batch_first):
+    """gru_packed(Tensor input, Tensor lengths, Tensor hx, Tensor[] params, bool has_biases, int num_layers, float dropout, bool train, bool bidirectional, bool batch_first) -> (Tensor, Tensor)
+
+    rnn_tanh_packed / rnn_relu_packed alike: the GRU or SimpleRNN layers of the padded
+    converters, called with the sequence mask of ``lengths``.
+    """
+    target = ctx.node.target
+    kind = "gru" if target == opaque.gru_packed.default else "rnn"
+    layer_kw = {"reset_after": True} if kind == "gru" else {
+        "activation": "relu" if target == opaque.rnn_relu_packed.default else "tanh"}
+    out, (h,), layout = _run(ctx, kind, input, _states(hx, 1), params, has_biases,
+                             num_layers, bidirectional, batch_first, lengths=lengths,
+                             **layer_kw)
     ctx.out_layout = (layout, canonical(3))
     return out, h
