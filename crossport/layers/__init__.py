@@ -49,6 +49,7 @@ from crossport.layers.pooling import (
     MaxPool2d,
     MaxPool3d,
 )
+from crossport.layers.projected_lstm import ProjectedLSTM, ProjectedLSTMCell
 from crossport.layers.recurrent import GRU, LSTM, RNN
 from crossport.layers.resize import Interpolate, InterpolateTo
 from crossport.layers.scatter import BagReduce, ScatterReduce
@@ -100,6 +101,8 @@ __all__ = [
     "OrthogonalPolynomial",
     "Pad",
     "PixelShuffle",
+    "ProjectedLSTM",
+    "ProjectedLSTMCell",
     "PixelUnshuffle",
     "ScatterReduce",
     "StableLayerNormalization",

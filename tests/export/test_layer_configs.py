@@ -25,6 +25,7 @@ import torch.nn.functional as F
 
 import crossport
 import crossport.layers
+from tests.ops.test_recurrent import Packed
 
 
 class Fn(torch.nn.Module):
@@ -72,6 +73,9 @@ ROWS = {
     "index_put": (Fn(lambda x, i: x.index_put((i,), torch.ones(i.shape[0], x.shape[1]),
                                               accumulate=True)),
                   (torch.randn(5, 3), torch.tensor([0, 2, 2])), {"dynamic_dims": {1: {0: "K"}}}),
+    "packed_projected_lstm": (Packed(torch.nn.LSTM(4, 6, proj_size=3, batch_first=True,
+                                                   bidirectional=True)),
+                              (torch.randn(3, 5, 4), torch.tensor([5, 2, 4])), {}),
     "vision": (torch.nn.Sequential(
         torch.nn.Conv2d(3, 4, 3, padding=1, padding_mode="reflect"),
         torch.nn.AvgPool2d(3, 2, 1), torch.nn.GroupNorm(2, 4), torch.nn.GELU(approximate="tanh"),
@@ -153,7 +157,7 @@ def test_table_uses_the_converters_layers(conversions):
                 "Digamma", "Erf", "MatrixExponential", "ScatterReduce", "BagReduce", "SizeOf",
                 "DynamicSlice", "DynamicReshape", "DynamicRange", "DynamicFull", "DynamicTopK",
                 "CausalBias", "DynamicIndexPut", "Pad", "AvgPool2d", "GroupNorm", "GELU",
-                "Interpolate", "StableLayerNormalization"}
+                "Interpolate", "StableLayerNormalization", "SequenceMask", "ProjectedLSTM"}
     assert expected <= used, f"rows no longer produce {expected - used}"
 
 

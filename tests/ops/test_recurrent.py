@@ -69,6 +69,18 @@ for cls, states, layer_name in ((nn.LSTM, 2, "LSTM"), (nn.GRU, 1, "GRU"), (nn.RN
              WithState(rnn(cls, num_layers=2, bidirectional=True)),
              with_states(False, states, layers=2, directions=2), max_transposes=SEQ_FIRST),
     ]
+# torch's proj_size (h = W_hr (o * tanh c), P features; c keeps H): ProjectedLSTM layers
+CASES += [
+    case("lstm-proj-size-batch-first", rnn(nn.LSTM, proj_size=3, batch_first=True),
+         lambda: (seq(True),), expect_layers=("ProjectedLSTM",),
+         expect_converters=("aten_lstm_input",)),
+    case("lstm-proj-size-2-layers-bidirectional-no-bias-seq-first",
+         rnn(nn.LSTM, proj_size=2, num_layers=2, bidirectional=True, bias=False),
+         lambda: (seq(False),), max_transposes=SEQ_FIRST),
+    case("lstm-proj-size-initial-states",
+         WithState(rnn(nn.LSTM, proj_size=3, num_layers=2, batch_first=True)),
+         lambda: (seq(True), floats((2, 2, 3), 10), floats((2, 2, 6), 11))),
+]
 CASES += [
     case("pitfall13-rnn-relu", rnn(nn.RNN, nonlinearity="relu", batch_first=True),
          lambda: (seq(True),), expect_converters=("aten_rnn_tanh_input",)),
@@ -136,6 +148,10 @@ for cls in (nn.LSTM, nn.GRU, nn.RNN):
              lambda: (seq(False, n=3, t=6), lengths(3, 6, 1)), max_transposes=SEQ_FIRST),
     ]
 CASES += [
+    case("packed-lstm-proj-size-bidirectional",
+         Packed(rnn(nn.LSTM, proj_size=3, bidirectional=True, batch_first=True)),
+         lambda: (seq(True, n=3, t=6), lengths(6, 2, 4)), expect_layers=("ProjectedLSTM",),
+         expect_converters=("crossport_lstm_packed",)),
     case("packed-lstm-sorted-padding-value-longer-total",
          Packed(rnn(nn.LSTM, batch_first=True), enforce_sorted=True, padding_value=-2.0,
                 extra_steps=2),
@@ -153,11 +169,6 @@ def test_recurrent(module, shapes, kwargs):
     # Keras RNNs scan time-major: the transposes in their graph are the kernel's own
     assert_converts(module, shapes(), kernel_transposes=True, **kwargs)
 
-
-def test_lstm_proj_size_is_a_clear_error():
-    with pytest.raises(UnsupportedOpError, match="proj_size"):
-        crossport.convert(rnn(nn.LSTM, proj_size=3, batch_first=True).eval(), (seq(True),),
-                          check=False)
 
 
 def test_packed_sequence_with_a_dynamic_length_and_batch():

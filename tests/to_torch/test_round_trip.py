@@ -101,3 +101,32 @@ def test_gelu_round_trip_keeps_its_approximation(approximate):
     back = _round_trip(net, torch.randn(2, 3, 6, 6))
     gelus = [m.approximate for m in back.module.modules() if isinstance(m, nn.GELU)]
     assert back.report.passed and gelus == [approximate] * 2
+
+
+class _LastStep(nn.Module):
+    """A bidirectional 2-layer LSTM with proj_size and its (h_n, c_n)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(4, 6, proj_size=3, num_layers=2, bidirectional=True,
+                            batch_first=True)
+
+    def forward(self, x):
+        out, (h, c) = self.lstm(x)
+        return out, h, c
+
+
+def test_lstm_with_proj_size_round_trip():
+    """nn.LSTM(proj_size) -> ProjectedLSTM layers -> one nn.LSTM(proj_size) per layer and
+    direction, with torch's values (output, h_n with P features, c_n with H)."""
+    torch.manual_seed(0)
+    net, x = _LastStep().eval(), torch.randn(2, 5, 4)
+    kmodel = crossport.convert(net, (x,))
+    assert sum(type(layer).__name__ == "ProjectedLSTM" for layer in kmodel.layers) == 4
+    back = crossport.to_torch_with_report(kmodel, (x,))
+    projected = [m for m in back.module.modules() if isinstance(m, nn.LSTM)]
+    assert len(projected) == 4 and all(m.proj_size == 3 for m in projected)
+    with torch.no_grad():
+        fresh = torch.randn(3, 7, 4, generator=torch.Generator().manual_seed(1))[:2, :5]
+        for got, want in zip(back.module(fresh), net(fresh)):
+            torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)

@@ -11,6 +11,8 @@ output is flipped back in time. Sequence-first inputs are held batch-major in Ke
 
 from __future__ import annotations
 
+import functools
+
 import keras
 import numpy as np
 import torch
@@ -18,6 +20,7 @@ import torch
 import crossport.capture.packed  # noqa: F401  (defines torch.ops.crossport.*_packed)
 import crossport.capture.recurrent  # noqa: F401  (defines torch.ops.crossport.*)
 from crossport.layers.dynamic import SequenceMask
+from crossport.layers.projected_lstm import ProjectedLSTM
 from crossport.layout import Layout, canonical
 from crossport.to_keras.fold import is_constant
 from crossport.to_keras.ops.shape import as_value
@@ -29,6 +32,7 @@ opaque = torch.ops.crossport  # the aten ops made opaque for capture (defined on
 ops = keras.ops
 
 _SEQ_FIRST = Layout((1, 0, 2))
+_GATES = {"lstm": 4, "gru": 3}
 
 
 _PACKED = {opaque.lstm_packed.default, opaque.gru_packed.default,
@@ -40,9 +44,9 @@ def _rnn_supports(node):
     if node.target in _PACKED:  # (input, lengths, hx, ...): the rest as the .input overload
         del args[1]
     params, has_biases, num_layers, bidirectional = args[2], args[3], args[4], args[7]
-    per_layer = (4 if has_biases else 2) * (2 if bidirectional else 1)
-    if len(params) != per_layer * num_layers:
-        return "LSTM with proj_size > 0 (Keras' LSTM has no projection)"
+    plain, runs = (4 if has_biases else 2), (2 if bidirectional else 1) * num_layers
+    if len(params) not in (plain * runs, (plain + 1) * runs):  # + weight_hr: proj_size
+        return f"{len(params)} recurrent weights for {runs} layer(s) and direction(s)"
     if not all(is_constant(p) for p in params):
         return "recurrent weights computed in the graph"
     if args[6] and args[5]:
@@ -58,11 +62,14 @@ def _batch_major(ctx, input, batch_first):
     return ctx.to_layout(as_value(ctx, input), canonical(3) if batch_first else _SEQ_FIRST)
 
 
-def _layer_params(params, has_biases, layer, direction, directions):
-    per = 4 if has_biases else 2
+def _layer_params(params, has_biases, layer, direction, directions, num_layers):
+    """``(w_ih, w_hh, b_ih, b_hh, w_hr)`` of one layer and direction (None where absent)."""
+    per = len(params) // (num_layers * directions)
     start = (layer * directions + direction) * per
     chunk = [np.asarray(p) for p in params[start:start + per]]
-    return chunk if has_biases else chunk + [None, None]
+    plain = 4 if has_biases else 2
+    weights = chunk[:plain] + ([] if has_biases else [None, None])
+    return (*weights, chunk[plain] if per > plain else None)
 
 
 def _initial(ctx, state, index):
@@ -91,14 +98,18 @@ def _run(ctx, kind, input, states, params, has_biases, num_layers, bidirectional
         outputs = []
         for direction in range(directions):
             index = layer * directions + direction
-            w_ih, w_hh, b_ih, b_hh = _layer_params(params, has_biases, layer, direction,
-                                                   directions)
+            w_ih, w_hh, b_ih, b_hh, w_hr = _layer_params(params, has_biases, layer,
+                                                         direction, directions, num_layers)
             rule = {"lstm": lstm_weights_to_keras, "gru": gru_weights_to_keras}.get(
                 kind, rnn_weights_to_keras)
             kernel, recurrent, bias = rule(w_ih, w_hh, b_ih, b_hh)
-            units = w_hh.shape[1]
+            units = w_ih.shape[0] // _GATES.get(kind, 1)
             cls = {"lstm": keras.layers.LSTM, "gru": keras.layers.GRU}.get(
                 kind, keras.layers.SimpleRNN)
+            extra = []
+            if w_hr is not None:  # torch's proj_size: h = W_hr (o * tanh(c))
+                cls = functools.partial(ProjectedLSTM, proj_size=w_hr.shape[0])
+                extra = [np.ascontiguousarray(w_hr.T)]
             suffix = f"l{layer}" + ("_reverse" if direction else "")
             rnn = cls(units, return_sequences=True, return_state=True,
                       go_backwards=bool(direction), use_bias=has_biases,
@@ -110,7 +121,7 @@ def _run(ctx, kind, input, states, params, has_biases, num_layers, bidirectional
             if initial is not None:
                 call_kw["initial_state"] = initial
             result = rnn(x, **call_kw)
-            rnn.set_weights([kernel, recurrent] + ([bias] if has_biases else []))
+            rnn.set_weights([kernel, recurrent] + ([bias] if has_biases else []) + extra)
             sequence, *final = result
             if direction:
                 sequence = ops.flip(sequence, axis=1)

@@ -423,3 +423,38 @@ def ConvLSTM(ctx: Context, layer, inputs, initial_state=None, **_call_kwargs):
     if not layer.get_config()["return_state"]:
         return result
     return [ctx.call_function(operator.getitem, result, i) for i in range(3)]
+
+
+def _projected_supported(layer) -> str | None:
+    if layer.get_config().get("stateful"):
+        return "stateful RNNs are not converted (pass initial_state instead)"
+    if layer.cell.dropout or layer.cell.recurrent_dropout:
+        return "ProjectedLSTM with dropout (its cell's Keras masks have no torch twin here)"
+    return None
+
+
+@register_layer("ProjectedLSTM", policy=Policy.CANONICAL, supports=_projected_supported)
+def ProjectedLSTM(ctx: Context, layer, inputs, initial_state=None, **_call_kwargs):
+    """crossport.layers.ProjectedLSTM -> nn.LSTM(proj_size=P, batch_first=True): Keras'
+    LSTM weights as for LSTM, and ``weight_hr`` = the cell's ``projection`` transposed."""
+    cfg, cell = layer.get_config(), layer.cell
+    module = nn.LSTM(int(cell.kernel.shape[0]), int(cfg["units"]), bias=cfg["use_bias"],
+                     batch_first=True, proj_size=int(cfg["proj_size"]))
+    bias = _arr(cell.bias) if cell.bias is not None else None
+    w_ih, w_hh, b_ih, b_hh = lstm_weights_from_keras(_arr(cell.kernel),
+                                                     _arr(cell.recurrent_kernel), bias)
+    weights = {"weight_ih": w_ih, "weight_hh": w_hh, "weight_hr": _arr(cell.projection).T}
+    if bias is not None:
+        weights.update(bias_ih=b_ih, bias_hh=b_hh)
+    with torch.no_grad():
+        for name, value in weights.items():
+            getattr(module, f"{name}_l0").copy_(torch.from_numpy(np.ascontiguousarray(value)))
+    x = ctx.call_function(torch.flip, inputs, [1]) if cfg["go_backwards"] else inputs
+    state0 = _initial(ctx, "LSTM", initial_state)
+    result = ctx.call_module(module, *((x,) if state0 is None else (x, state0)))
+    seq = ctx.call_function(operator.getitem, result, 0)
+    out = seq if cfg["return_sequences"] else ctx.call_function(
+        operator.getitem, seq, (slice(None), -1))
+    if not cfg["return_state"]:
+        return out
+    return [out, *_states(ctx, "LSTM", ctx.call_function(operator.getitem, result, 1))]
