@@ -41,6 +41,13 @@ CASES = [
          expect_converters=("aten_linear_default",)),
     case("linear-1d-input-nobias", seeded(lambda: nn.Linear(6, 4, bias=False)), (6,), expect_converters=("aten_linear_default",)),
     case("linear-3d-input", seeded(lambda: nn.Linear(6, 4)), (2, 5, 6), expect_converters=("aten_linear_default",)),
+    # a Linear with no outputs, then one with no inputs (its bias only): no Dense has 0 units
+    case("linear-zero-features", seeded(lambda: nn.Sequential(nn.Linear(6, 0), nn.Linear(0, 4))),
+         (2, 5, 6), expect_converters=("aten_linear_default",)),
+    # AdaptiveLogSoftmaxWithLoss(8, cutoffs=[5, 10]): its last cluster projects to 8 // 16 = 0
+    case("adaptive-log-softmax-log-prob",
+         seeded(lambda: Fn(nn.AdaptiveLogSoftmaxWithLoss(8, 20, cutoffs=[5, 10]).log_prob)),
+         (3, 8)),
     case("linear-4d-input", seeded(lambda: nn.Linear(5, 3)), (2, 3, 4, 5), expect_converters=("aten_linear_default",)),
     case("pitfall9-conv-flatten-linear", seeded(lambda: nn.Sequential(
         nn.Conv2d(3, 4, 3), nn.Flatten(), nn.Linear(4 * 3 * 4, 5))), (2, 3, 5, 6), expect_converters=("aten_conv_nd", "aten_linear_default", "aten_view_default")),

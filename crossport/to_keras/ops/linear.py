@@ -82,7 +82,11 @@ def aten_linear_default(ctx, input, weight, bias=None):
         x, out_layout = value.tensor, layout
     else:
         x, out_layout = ctx.canonical(value), canonical(value.rank)
-    y = _dense(ctx, x, kernel, bias)
+    if 0 in kernel.shape:  # no Dense has 0 units (AdaptiveLogSoftmax's smallest clusters)
+        y = ops.matmul(x, ctx.constant(kernel, "kernel"))
+        y = y if bias is None else keras_add(y, ctx.constant(bias, "bias"))
+    else:
+        y = _dense(ctx, x, kernel, bias)
     ctx.out_layout = out_layout
     return y
 
