@@ -235,3 +235,28 @@ def test_a_dataclass_output_is_refused_with_what_to_do_until_registered():
     assert set(got) == {"doubled", "shifted"}
     for name in got:
         np.testing.assert_allclose(np.asarray(got[name]), getattr(want, name).numpy(), atol=1e-6)
+
+
+class GradModeBranches(torch.nn.Module):
+    """Branches on grad mode and a no_grad block, as checkpointing / EMA code has them."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 3)
+
+    def forward(self, x):
+        with torch.no_grad():
+            scale = x.abs().amax()
+        y = self.fc(x) / (scale + 1)
+        return y * 2 if torch.is_grad_enabled() else y
+
+
+def test_capture_runs_without_grad_as_the_check_runs_torch():
+    """Inference semantics on both sides: the check runs torch without grad, so capture
+    does too (it captured the grad-enabled branch, and the check refused as 'semantic')."""
+    module, x = GradModeBranches().eval(), torch.randn(2, 4)
+    conversion = crossport.convert_with_report(module, (x,))
+    assert conversion.report.passed and torch.is_grad_enabled()
+    with torch.no_grad():
+        want = module(x)
+    np.testing.assert_allclose(np.asarray(conversion.model(x.numpy())), want.numpy(), atol=1e-6)

@@ -337,7 +337,8 @@ def capture(module: torch.nn.Module, args: tuple, options: ConvertOptions,
         args = _widen_unit_dynamic_dims(args, dynamic)
         dynamic = _match_signature(module, dynamic)
     try:  # eval semantics (dropout, BN); whatever forward writes on self is undone after
-        with borrowed(module), capture_patches():
+        # no grad, as the check runs torch: forward may branch on torch.is_grad_enabled()
+        with borrowed(module), torch.no_grad(), capture_patches():
             exported = torch.export.export(
                 module, args, dynamic_shapes=dynamic,
                 strict=options.strict_export,
