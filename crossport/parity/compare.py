@@ -53,6 +53,17 @@ def to_numpy(value) -> np.ndarray:
     return np.asarray(value)
 
 
+def as_real(value: np.ndarray) -> np.ndarray:
+    """A complex array as its (real, imag) pairs (a last dim of 2), what the comparison
+    rules take; a real array as it is.
+
+    Example:
+        >>> as_real(np.array([1 + 2j])).tolist()
+        [[1.0, 2.0]]
+    """
+    return np.stack([value.real, value.imag], -1) if np.iscomplexobj(value) else value
+
+
 def from_numpy(array: np.ndarray) -> torch.Tensor:
     """A numpy array as a torch tensor sharing its memory, bfloat16 (``ml_dtypes``) too."""
     if array.dtype.name == "bfloat16":

@@ -14,6 +14,12 @@ differently again). ``rounding_decisions`` tells such ties from a wrong converte
 - the float32 replay then goes on with Keras' decision (sent into the stream), so what
   follows is compared given the same decision, not blamed on it.
 
+Float ops that step at a boundary (:data:`FLOAT_DECISIONS`: ``floor``, ``round``, ``sign``,
+``fmod``, ``angle``/``atan2`` at the negative real axis...) decide the same way: an FFT bin
+whose imaginary part is exactly 0 in torch and -7e-9 in TF has angle pi in one and -pi in the
+other. Such a node may differ past ``atol`` when torch's op on Keras' inputs gives Keras'
+values within ``atol``.
+
 The indices of a selection op (``sort``, ``topk``, ``max.dim``, ``median.dim``,
 ``cummax``...: element 1 of its tuple) are decisions too, of any input dtype: torch documents
 no order among equal values (except ``sort(stable=True)``), so Keras' indices are faithful
@@ -39,6 +45,7 @@ from crossport.layout import Layout
 from crossport.parity.compare import (
     Comparison,
     OutputComparison,
+    as_real,
     compare_output,
     compare_outputs,
     from_numpy,
@@ -46,9 +53,15 @@ from crossport.parity.compare import (
     to_numpy,
 )
 from crossport.parity.replay import stream
+from crossport.to_keras.values import ComplexValue
 from crossport.weights import flat_feature_order
 
 _EXACT = {"bool", "uint8", "uint16", "uint32", "uint64", "int8", "int16", "int32", "int64"}
+# Float ops whose value jumps where the input crosses a boundary: rounding of the input
+# there moves the output by a step (an integer, 2*pi, the divisor), not by rounding.
+FLOAT_DECISIONS = frozenset({"floor", "ceil", "round", "trunc", "fix", "frac", "sign", "sgn",
+                             "angle", "atan2", "arctan2", "fmod", "remainder",
+                             "floor_divide", "heaviside"})
 
 
 @dataclass
@@ -74,8 +87,8 @@ class Ties:
             parts.append(f"at {', '.join(self.selections)} Keras' indices select exactly "
                          "the values torch's op selects from Keras' inputs (torch documents "
                          "no order among equal values)")
-        return (f"{self.values} integer/bool value(s) differ where float32 rounding or the "
-                f"order of equal values decided them: {'; '.join(parts)}")
+        return (f"{self.values} integer/bool value(s) or step(s) differ where float32 "
+                f"rounding or the order of equal values decided them: {'; '.join(parts)}")
 
 
 def is_value_only(comparison) -> bool:
@@ -87,15 +100,34 @@ def is_value_only(comparison) -> bool:
                for o in comparison.outputs if o.mismatches)
 
 
+def may_be_ties(comparison, atol: float) -> bool:
+    """Whether ties could explain ``comparison``'s failure: integer/bool values only, or
+    float values past ``atol`` with nothing else (a float decision's step)."""
+    if is_value_only(comparison):
+        return True
+    return not comparison.structure and not comparison.mismatches and comparison.error > atol
+
+
 def keras_intermediates(emitted, keras_args) -> dict:
     """Node name -> its Keras value on ``keras_args``, from one model exposing every graph
     value (a node computed from constants alone is an eager tensor, not a graph value)."""
-    names = [n for n in emitted.node_values
-             if isinstance(emitted.node_values[n][0], keras.KerasTensor)]
+    tensors, complex_names = {}, []
+    for name, (value, _) in emitted.node_values.items():
+        if isinstance(value, keras.KerasTensor):
+            tensors[name] = value
+        elif isinstance(value, ComplexValue) and all(
+                isinstance(part.tensor, keras.KerasTensor) for part in (value.real, value.imag)):
+            complex_names.append(name)  # held as its parts: read as one complex array
+            tensors[(name, "real")], tensors[(name, "imag")] = value.real.tensor, value.imag.tensor
+    names = list(tensors)
     # the model's own input structure (one tensor or a list), so keras_feed's args fit it
-    debug = keras.Model(emitted.model.input, [emitted.node_values[n][0] for n in names])
+    debug = keras.Model(emitted.model.input, [tensors[n] for n in names])
     outs = debug(keras_args, training=False)
-    return dict(zip(names, outs if isinstance(outs, (list, tuple)) else [outs]))
+    values = dict(zip(names, outs if isinstance(outs, (list, tuple)) else [outs]))
+    for name in complex_names:
+        real, imag = (np.asarray(values.pop((name, part))) for part in ("real", "imag"))
+        values[name] = real + 1j * imag
+    return values
 
 
 def rounding_decisions(exported, emitted, args: tuple, keras_args, atol: float) -> Ties | None:
@@ -128,7 +160,7 @@ def rounding_decisions(exported, emitted, args: tuple, keras_args, atol: float) 
             continue
         layout = emitted.node_values[name][1]
         want, got = in_keras_layout(to_numpy(ref), layout), np.asarray(got)
-        result = compare_output(want, got, check_dtype=False)
+        result = compare_output(as_real(want), as_real(got), check_dtype=False)
         if name in needed and layout.flat is None:
             held[name] = _in_torch_layout(got, layout, ref.dtype)
         if not result.mismatches and (result.error or 0.0) <= atol:
@@ -136,13 +168,14 @@ def rounding_decisions(exported, emitted, args: tuple, keras_args, atol: float) 
                 ties.output_error = max(ties.output_error, result.error or 0.0)
             continue
         node = nodes[name]
-        if layout.flat is not None or not result.mismatches or not _is_decision(node):
+        jumped = not result.mismatches and _is_float_decision(node)  # past atol, no mismatch
+        if layout.flat is not None or not (result.mismatches or jumped) or not _is_decision(node):
             return None
-        why = _faithful(node, held, got, layout)
+        why = _faithful(node, held, got, layout, atol)
         if why is None:
             return None
         (ties.nodes if why == "rounding" else ties.selections).append(_where(node))
-        ties.values += int(np.count_nonzero(want != got))
+        ties.values += _moved(want, got, atol) if jumped else int(np.count_nonzero(want != got))
         sent = _in_torch_layout(got, layout, ref.dtype)  # go on with Keras' decision
     return ties if ties else None
 
@@ -185,12 +218,13 @@ def excused(comparison: Comparison, error: float) -> Comparison:
 
 def _is_decision(node: torch.fx.Node) -> bool:
     """A node that makes integers or bools out of floats: a cast, argmax, a comparison, or
-    the indices element of a multi-output op (``sort``, ``topk``, ``max.dim``)."""
+    the indices element of a multi-output op (``sort``, ``topk``, ``max.dim``); or a float
+    op that jumps at a boundary (:data:`FLOAT_DECISIONS`)."""
     value = node.meta.get("val")
     if node.op != "call_function" or not isinstance(value, torch.Tensor):
         return False
     if value.dtype.is_floating_point or value.dtype.is_complex:
-        return False
+        return _is_float_decision(node)
     op = _decision_op(node)
     if op.op != "call_function":
         return False
@@ -198,6 +232,22 @@ def _is_decision(node: torch.fx.Node) -> bool:
         return True
     return any(isinstance(i.meta.get("val"), torch.Tensor) and i.meta["val"].is_floating_point()
                for i in op.all_input_nodes)
+
+
+def _is_float_decision(node: torch.fx.Node) -> bool:
+    """A float op of float (or complex) inputs that jumps where its input crosses a
+    boundary: ``floor(2.9999999)`` and ``floor(3.0000002)``, ``angle(-1 -0j)`` and
+    ``angle(-1 +0j)`` (-pi and pi)."""
+    return (node.op == "call_function" and op_name(node) in FLOAT_DECISIONS
+            and any(isinstance(i.meta.get("val"), torch.Tensor)
+                    and (i.meta["val"].is_floating_point() or i.meta["val"].is_complex())
+                    for i in node.all_input_nodes))
+
+
+def _moved(want: np.ndarray, got: np.ndarray, atol: float) -> int:
+    """How many values of a float decision moved past ``atol`` (normalized as the check)."""
+    scale = max(1.0, float(np.max(np.abs(want)))) if want.size else 1.0
+    return int(np.count_nonzero(np.abs(as_real(want) - as_real(got)) > atol * scale))
 
 
 def _decision_op(node: torch.fx.Node) -> torch.fx.Node:
@@ -209,9 +259,11 @@ def _decision_op(node: torch.fx.Node) -> torch.fx.Node:
     return node
 
 
-def _faithful(node: torch.fx.Node, held: dict, got: np.ndarray, layout: Layout) -> str | None:
+def _faithful(node: torch.fx.Node, held: dict, got: np.ndarray, layout: Layout,
+              atol: float) -> str | None:
     """Why Keras' output ``got`` is a faithful decision: ``"rounding"`` when torch's op on
-    Keras' input values gives exactly ``got``, ``"selection"`` when they are a selection
+    Keras' input values gives exactly ``got`` (a float decision: within ``atol`` of it, no
+    NaN/inf moved), ``"selection"`` when they are a selection
     op's indices picking exactly torch's values (the order among equal values is not part
     of ``sort``'s or ``topk``'s contract); None when it is not faithful."""
     op = _decision_op(node)
@@ -234,6 +286,9 @@ def _faithful(node: torch.fx.Node, held: dict, got: np.ndarray, layout: Layout) 
         return None
     if np.all(mine == got):
         return "rounding"
+    if _is_float_decision(node):
+        same = compare_output(as_real(mine), as_real(got), check_dtype=False)
+        return "rounding" if not same.mismatches and same.error <= atol else None
     if op is not node and _selects_the_same(op, node, args, kwargs, result[0], got, layout):
         return "selection"
     return None

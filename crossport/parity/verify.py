@@ -32,6 +32,7 @@ from crossport.layout import Layout, channels_last
 from crossport.parity.accept import float64_evidence
 from crossport.parity.compare import (
     Comparison,
+    as_real,
     compare_output,
     compare_outputs,
     keras_feed,
@@ -46,8 +47,8 @@ from crossport.parity.shapes import CheckShapes, check_shapes
 from crossport.parity.ties import (
     excused,
     in_keras_layout,
-    is_value_only,
     keras_intermediates,
+    may_be_ties,
     rounding_decisions,
 )
 
@@ -261,7 +262,7 @@ def _excuse_ties(comparisons: list[Comparison], exported, emitted, input_sets: l
     decisions; returns one note per excused set."""
     notes = []
     for i, comparison in enumerate(comparisons):
-        if options.tolerance != "rounding" or not is_value_only(comparison):
+        if options.tolerance != "rounding" or not may_be_ties(comparison, options.atol):
             continue
         arrays = to_keras_inputs(input_sets[i], options.channels_last_io)
         ties = rounding_decisions(exported, emitted, input_sets[i],
@@ -356,14 +357,14 @@ def _next_float64(ref64s, name: str, report: ParityReport):
 def _node_divergence(node, ref, ref64, got: np.ndarray, layout: Layout,
                      atol: float) -> NodeDivergence | None:
     """The node's divergence when its Keras value is past ``atol`` or mismatched, else None."""
-    want = in_keras_layout(to_numpy(ref), layout)
+    want, got = as_real(in_keras_layout(to_numpy(ref), layout)), as_real(got)
     result = compare_output(want, got, check_dtype=False)
     if not result.mismatches and result.error <= atol:
         return None
     keras_vs_64 = torch_vs_64 = None
     verdict = "semantic" if result.mismatches else "unknown"
     if isinstance(ref64, torch.Tensor) and not result.mismatches:
-        want64 = in_keras_layout(to_numpy(ref64), layout)
+        want64 = as_real(in_keras_layout(to_numpy(ref64), layout))
         keras_vs_64 = compare_output(want64, got, check_dtype=False).error
         torch_vs_64 = compare_output(want64, want, check_dtype=False).error
         verdict = rounding_verdict(keras_vs_64, torch_vs_64, precision_of(want))

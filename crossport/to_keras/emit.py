@@ -181,9 +181,10 @@ class Emitter:
             outputs = self._outputs()
             model = keras.Model(inputs=inputs if len(inputs) > 1 else inputs[0],
                                 outputs=outputs)
-        node_values = {
-            n.name: (v.tensor, v.layout) for n, v in self.values.items()
-            if isinstance(v, TensorValue) and n.op != "placeholder"
+        node_values = {  # a complex value as its ComplexValue (the check reads its parts)
+            n.name: (v.tensor if isinstance(v, TensorValue) else v, v.layout)
+            for n, v in self.values.items()
+            if isinstance(v, (TensorValue, ComplexValue)) and n.op != "placeholder"
         }
         origins = operation_origins(self.graph, self.values, list(model.outputs))
         return EmittedModel(model, node_values, self.input_names, self.transposes.count,

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 
+import keras
 import numpy as np
 import torch
 from torch import nn
@@ -207,3 +208,42 @@ def test_sort_indices_order_equal_values_freely_unless_stable():
     assert strict.report.passed and not strict.report.notes  # exact: nothing to excuse
     assert _convert_with_reversed_ties(stable=False) == "CONVERTED"
     assert _convert_with_reversed_ties(stable=True) == "REFUSED"
+
+
+class _Phase(nn.Module):
+    """The phase of a real signal's 2-D spectrum: the bins of row N/2 and column 0 are
+    real, with an imaginary part exactly 0 in torch and rounding noise (+-1e-8) in TF, so
+    where their real part is negative the angle is pi in one and -pi in the other."""
+
+    def forward(self, x):
+        return torch.fft.fft2(x).angle()
+
+
+def test_a_phase_on_the_branch_cut_is_a_tie():
+    module, x = _Phase().eval(), torch.randn(2, 6, 8, generator=torch.Generator().manual_seed(0))
+    conversion = crossport.convert_with_report(module, (x,), check_inputs=8)
+    # the premise: on some input set an angle jumped by 2*pi
+    notes = "\n".join(conversion.report.notes)
+    assert conversion.report.passed, conversion.report.summary()
+    assert "aten.angle.default" in notes and "the op's boundary" in notes, notes
+
+
+def test_a_float_decision_converted_wrongly_still_fails():
+    """floor converted as round: values past atol at a float decision node, but torch's
+    floor of Keras' inputs is not Keras' value, so it is no tie."""
+    from crossport.to_keras.registry import replaced
+
+    module = _Floored().eval()
+    x = torch.randn(4, 16, generator=torch.Generator().manual_seed(0))
+    with replaced(torch.ops.aten.floor.default, lambda ctx, self: keras.ops.round(self)):
+        try:
+            crossport.convert_with_report(module, (x,))
+        except crossport.ParityError as exc:
+            assert "decided them" not in str(exc) and exc.report.verdict == "semantic"
+        else:
+            raise AssertionError("a floor converted as round passed the check")
+
+
+class _Floored(nn.Module):
+    def forward(self, x):
+        return torch.floor(x * 4) / 4
