@@ -15,6 +15,7 @@ from torch._subclasses.fake_tensor import UnsupportedOperatorException
 from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
 from crossport.capture.borrow import borrowed
+from crossport.capture.cond import inline_cond
 from crossport.capture.distributions import unvalidated_distributions
 from crossport.capture.functional import as_functional
 from crossport.capture.guards import refuse_unmet_conditions
@@ -356,7 +357,7 @@ def capture(module: torch.nn.Module, args: tuple, options: ConvertOptions,
                 exception_line(exc).startswith("aten.")):
             raise _no_symbolic_kernel(module, exc) from exc
         raise CaptureError(_capture_message(module, exc, args)) from exc
-    exported = without_effect_tokens(exported)
+    exported = inline_cond(without_effect_tokens(exported))
     if dynamic is not None:
         names = input_names(module, len(args))
         refuse_unmet_conditions(module, exported, args, names,
