@@ -17,6 +17,7 @@ from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 from crossport.capture.borrow import borrowed
 from crossport.capture.cond import inline_cond
 from crossport.capture.distributions import unvalidated_distributions
+from crossport.capture.fake_quant import fixed_fake_quantize_switches
 from crossport.capture.functional import as_functional
 from crossport.capture.guards import refuse_unmet_conditions
 from crossport.capture.packed import padded_packed_sequences
@@ -309,11 +310,14 @@ CAPTURE_PATCHES = (
 
 
 @contextlib.contextmanager
-def capture_patches() -> Iterator[None]:
-    """Within the block, every patch of :data:`CAPTURE_PATCHES` is on."""
+def capture_patches(module: torch.nn.Module | None = None) -> Iterator[None]:
+    """Within the block, every patch of :data:`CAPTURE_PATCHES` is on, and ``module``'s
+    FakeQuantize switches are fixed as set (capture/fake_quant.py)."""
     with contextlib.ExitStack() as stack:
         for patch in CAPTURE_PATCHES:
             stack.enter_context(patch())
+        if module is not None:
+            stack.enter_context(fixed_fake_quantize_switches(module))
         yield
 
 
@@ -339,7 +343,7 @@ def capture(module: torch.nn.Module, args: tuple, options: ConvertOptions,
         dynamic = _match_signature(module, dynamic)
     try:  # eval semantics (dropout, BN); whatever forward writes on self is undone after
         # no grad, as the check runs torch: forward may branch on torch.is_grad_enabled()
-        with borrowed(module), torch.no_grad(), capture_patches():
+        with borrowed(module), torch.no_grad(), capture_patches(module):
             exported = torch.export.export(
                 module, args, dynamic_shapes=dynamic,
                 strict=options.strict_export,

@@ -61,7 +61,15 @@ _EXACT = {"bool", "uint8", "uint16", "uint32", "uint64", "int8", "int16", "int32
 # there moves the output by a step (an integer, 2*pi, the divisor), not by rounding.
 FLOAT_DECISIONS = frozenset({"floor", "ceil", "round", "trunc", "fix", "frac", "sign", "sgn",
                              "angle", "atan2", "arctan2", "fmod", "remainder",
-                             "floor_divide", "heaviside"})
+                             "floor_divide", "heaviside",
+                             # fake quantization: a step of `scale` (output 0 of the tuple)
+                             "fake_quantize_per_tensor_affine",
+                             "fake_quantize_per_tensor_affine_cachemask",
+                             "_fake_quantize_per_tensor_affine_cachemask_tensor_qparams",
+                             "fake_quantize_per_channel_affine",
+                             "fake_quantize_per_channel_affine_cachemask",
+                             "_fused_moving_avg_obs_fq_helper",
+                             "_fused_moving_avg_obs_fq_helper_functional"})
 
 
 @dataclass
@@ -238,10 +246,14 @@ def _is_float_decision(node: torch.fx.Node) -> bool:
     """A float op of float (or complex) inputs that jumps where its input crosses a
     boundary: ``floor(2.9999999)`` and ``floor(3.0000002)``, ``angle(-1 -0j)`` and
     ``angle(-1 +0j)`` (-pi and pi)."""
-    return (node.op == "call_function" and op_name(node) in FLOAT_DECISIONS
+    op = _decision_op(node)  # fake quantization's output is element 0 of a tuple
+    value = node.meta.get("val")
+    return (op.op == "call_function" and op_name(op) in FLOAT_DECISIONS
+            and isinstance(value, torch.Tensor)
+            and (value.is_floating_point() or value.is_complex())
             and any(isinstance(i.meta.get("val"), torch.Tensor)
                     and (i.meta["val"].is_floating_point() or i.meta["val"].is_complex())
-                    for i in node.all_input_nodes))
+                    for i in op.all_input_nodes))
 
 
 def _moved(want: np.ndarray, got: np.ndarray, atol: float) -> int:

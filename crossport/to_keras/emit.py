@@ -246,6 +246,19 @@ class Emitter:
             self.boundary += self.transposes.count - before
         return keras_input, value
 
+    def _writes_back_unchanged(self, target: str, arg) -> bool:
+        """Whether the value written to buffer/parameter ``target`` is a constant equal to
+        its current value (no state changes across calls)."""
+        value = self.values.get(arg) if isinstance(arg, torch.fx.Node) else None
+        if isinstance(value, TensorValue) and not isinstance(value.tensor, keras.KerasTensor):
+            value = np.transpose(np.asarray(value.tensor), np.argsort(value.layout.perm))
+        current = self.ep.state_dict.get(target, self.ep.constants.get(target))
+        if not isinstance(value, np.ndarray) or not isinstance(current, torch.Tensor):
+            return False
+        current = current.detach().cpu().numpy()
+        return value.shape == current.shape and bool(np.array_equal(value, current,
+                                                                   equal_nan=True))
+
     def _outputs(self):
         """The user outputs in the requested layout. A mutated input is not an output (the
         caller's arrays stay as they are); a mutated buffer or parameter is state the
@@ -254,6 +267,8 @@ class Emitter:
         flat = []
         for spec, arg in zip(self.ep.graph_signature.output_specs, out_node.args[0]):
             if spec.kind in (OutputKind.BUFFER_MUTATION, OutputKind.PARAMETER_MUTATION):
+                if self._writes_back_unchanged(spec.target, arg):
+                    continue  # a QAT observer switched off copies its statistics back
                 raise UnsupportedOpError(
                     f"forward updates {spec.target!r} in place "
                     f"{describe(arg) if isinstance(arg, torch.fx.Node) else ''}: a buffer or "

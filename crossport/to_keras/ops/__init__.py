@@ -13,6 +13,7 @@ from crossport.to_keras.ops import (  # noqa: F401
     division,
     elementwise,
     factor,
+    fake_quant,
     fft,
     float_math,
     grouped_mm,
