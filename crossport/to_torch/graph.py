@@ -323,10 +323,12 @@ def _inline(model, path: str, args: tuple, outputs: list, graph: KGraph) -> None
 
 
 def _custom_layer(op) -> bool:
-    """A layer class defined outside Keras (keras_hub's, a user's): its ``call`` is Python
-    built from Keras layers and keras.ops, which :func:`trace_call` records."""
+    """A layer class defined outside Keras (keras_hub's, a user's), or a ``Lambda`` (the
+    user's function): its ``call`` is Python built from Keras layers and keras.ops, which
+    :func:`trace_call` records (raw TF calls in it are refused by name)."""
     return (isinstance(op, keras.layers.Layer) and not isinstance(op, keras.Model)
-            and not type(op).__module__.startswith("keras."))
+            and (not type(op).__module__.startswith("keras.")
+                 or isinstance(op, keras.layers.Lambda)))
 
 
 def _inline_traced(traced, path: str, args: tuple, kwargs: dict, outputs: list,

@@ -4,6 +4,7 @@ nodes, recurrent layers, and the clear errors (UnsupportedLayerError, ParityErro
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 import torch
 
 import crossport
@@ -262,9 +263,10 @@ def test_text_model_embedding_bilstm():
 
 def test_unsupported_layers_are_all_listed():
     inp = keras.Input((8, 8, 3))
-    x = L.Lambda(lambda t: t * 2, name="times_two")(inp)
+    # Lambdas calling TF itself (a Lambda of keras.ops is traced and converts)
+    x = L.Lambda(lambda t: tf.nn.relu6(t) * 2, name="times_two")(inp)
     x = L.Conv2D(4, 3, data_format="channels_last")(x)
-    x = L.Lambda(lambda t: t + 1, name="plus_one")(x)
+    x = L.Lambda(lambda t: tf.math.softplus(t) + 1, name="plus_one")(x)
     x = L.Embedding(5, 2, mask_zero=True)(L.Flatten()(x))
     x = L.BatchNormalization(name="masked")(x)  # consumes the mask: not reproduced
     model = keras.Model(inp, x)
@@ -272,7 +274,7 @@ def test_unsupported_layers_are_all_listed():
         crossport.to_torch(model, (torch.randn(1, 8, 8, 3),))
     paths = [p[0] for p in err.value.problems]
     assert paths == ["times_two", "plus_one", "masked"]
-    assert "Lambda" in str(err.value) and "Keras mask" in str(err.value)
+    assert "tf.nn.relu6" in str(err.value) and "Keras mask" in str(err.value)
 
 
 def test_subclassed_model_is_unsupported():
@@ -659,3 +661,24 @@ def test_dict_examples_of_a_list_input_model_are_keyed_by_input_name():
     with torch.no_grad():
         got = net(example["first"], example["second"])
     torch.testing.assert_close(got[:, 3:], example["second"] * 2)
+
+
+def test_lambda_layers_of_keras_ops_are_traced():
+    """A Lambda's function (extra arguments too) is recorded like a custom layer's call():
+    it converts to the torch ops of its keras.ops (it was refused as arbitrary Python)."""
+
+    def gated(t, scale):
+        a, b = keras.ops.split(t, 2, axis=-1)
+        return a * keras.ops.sigmoid(b) * scale
+
+    inp = keras.Input((6,))
+    y = L.Lambda(lambda t: keras.ops.tanh(t) * 2 + keras.ops.mean(t, -1, keepdims=True))(inp)
+    z = L.Lambda(gated, arguments={"scale": 3.0})(L.Dense(6)(y))
+    model = keras.Model(inp, [y, z])
+    conversion = crossport.to_torch_with_report(model, (torch.randn(3, 6),))
+    assert conversion.report.passed
+    x = torch.randn(5, 6)
+    with torch.no_grad():
+        got = conversion.module(x)
+    for g, w in zip(got, model(x.numpy())):
+        np.testing.assert_allclose(g.numpy(), np.asarray(w), rtol=1e-5, atol=1e-6)
