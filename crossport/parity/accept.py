@@ -127,12 +127,16 @@ def recheck(module: torch.nn.Module, input_sets: Sequence[tuple],
     ``excuse`` (``ties.artifact_excuse``) may replace a set's comparison whose only
     mismatches are integer values that rounding decided.
     """
-    from crossport.parity.reference import torch_on_input_set
+    from crossport.parity.reference import torch_on_input_set, torch_on_input_sets
     from crossport.parity.ties import may_be_ties
 
     worst = None
     for index, args in enumerate(input_sets, start=0 if examples_first else 1):
-        structure = torch_on_input_set(module, args, index)
+        if examples_first:  # a rejected fresh set may take the example's integers
+            structure, _ = torch_on_input_sets(module, input_sets, index)
+            args = input_sets[index]
+        else:
+            structure = torch_on_input_set(module, args, index)
         ref = [to_numpy(t) for t in pytree.tree_leaves(structure) if isinstance(t, torch.Tensor)]
         got = keras_leaves(args, structure)
         comparison = compare_outputs(ref, got)

@@ -68,6 +68,45 @@ def can_run_beside(exported: torch.export.ExportedProgram) -> bool:
                 or torch.is_autocast_enabled("cpu") or torch.is_inference_mode_enabled())
 
 
+def torch_on_input_sets(module: torch.nn.Module, input_sets: list, index: int):
+    """``(torch's outputs on input set index, note or None)``, ``input_sets[0]`` being the
+    example. A fresh set torch rejects is retried with the example's integer inputs
+    (lengths, offsets, positions: structure random draws break, as EmbeddingBag's offsets
+    must start at 0, packed lengths be sorted) and its fresh floats; that set replaces it in
+    ``input_sets`` (so Keras runs the same one) and the note says so. Still rejected, or no
+    integer input to keep: the InputError of :func:`torch_on_input_set`."""
+    try:
+        return torch_on_input_set(module, input_sets[index], index), None
+    except InputError as rejected:
+        kept = _with_example_integers(input_sets[index], input_sets[0]) if index else None
+        if kept is None:
+            raise
+        try:
+            result = torch_outputs(module, kept)
+        except Exception:  # noqa: BLE001  (still rejected: the first reason is the one)
+            raise rejected from None
+        input_sets[index] = kept
+        reason = " ".join(str(rejected.__cause__ or rejected).split())[:160]
+        return result, (f"input set {index}: the example's integer inputs with fresh floats "
+                        f"(torch rejected random integers: {reason})")
+
+
+def _with_example_integers(fresh: tuple, example: tuple) -> tuple | None:
+    """``fresh`` with its integer tensors replaced by the example's (same shapes only), or
+    None when it has no integer input to replace."""
+    if not any(isinstance(a, torch.Tensor) and not a.is_floating_point()
+               and a.dtype != torch.bool for a in fresh):
+        return None
+    kept = []
+    for new, old in zip(fresh, example):
+        integer = (isinstance(new, torch.Tensor) and not new.is_floating_point()
+                   and new.dtype != torch.bool and not new.is_complex())
+        if integer and old.shape != new.shape:
+            return None
+        kept.append(old if integer else new)
+    return tuple(kept)
+
+
 class _Stopped(BaseException):
     """Ends the worker's forward at its next submodule call when the check is left early
     (a failed build, Ctrl-C): not an ``Exception``, so no user code swallows it."""
@@ -97,6 +136,7 @@ class TorchReference:
         self._stop = threading.Event()
         self._worker: int | None = None  # the worker thread's ident, once it runs
         self._hook = None
+        self.notes: list[str] = []  # input sets whose integers were kept from the example
         if concurrent and input_sets:
             self._pool = ThreadPoolExecutor(1, thread_name_prefix="crossport-torch-reference")
             sys.setswitchinterval(min(self._interval, _SWITCH_INTERVAL))
@@ -116,15 +156,22 @@ class TorchReference:
         if self._failed or self._stop.is_set():
             return None
         try:
-            return torch_on_input_set(self._module, self._input_sets[index], index)
+            return self._forward(index)
         except BaseException:
             self._failed = True
             raise
 
+    def _forward(self, index: int):
+        result, note = torch_on_input_sets(self._module, self._input_sets, index)
+        if note:
+            self.notes.append(note)
+        return result
+
     def outputs(self, index: int):
-        """torch's output structure on input set ``index`` (raises its InputError)."""
+        """torch's output structure on input set ``index`` (raises its InputError); the
+        set may have been replaced in ``input_sets`` (see ``_forward``)."""
         if not self._futures:
-            return torch_on_input_set(self._module, self._input_sets[index], index)
+            return self._forward(index)
         return self._futures[index].result()
 
     def close(self) -> None:

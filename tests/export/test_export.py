@@ -251,20 +251,49 @@ def test_export_rechecks_as_many_inputs_as_the_conversion_by_default(embedding_b
     assert crossport.export(embedding_bag, tmp_path / "bag.keras").passed
 
 
-def test_export_names_the_input_set_torch_rejects(embedding_bag, tmp_path):
+def test_fresh_sets_torch_rejects_keep_the_example_integers(embedding_bag, tmp_path):
+    """Random offsets are not valid bags (torch raised on them): the re-checks of export and
+    to_source, like the conversion's check, retry such a set with the example's integer
+    inputs and fresh floats."""
+    assert crossport.export(embedding_bag, tmp_path / "bag.keras", check_inputs=2).passed
+    assert crossport.to_source(embedding_bag, tmp_path / "bag_keras.py", check_inputs=2)
+    conversion = crossport.convert_with_report(
+        torch.nn.EmbeddingBag(7, 3, mode="max").eval(),
+        (torch.tensor([1, 2, 4, 5, 4, 3]), torch.tensor([0, 2, 4])))
+    assert conversion.report.passed
+    assert any("the example's integer inputs with fresh floats" in n
+               for n in conversion.report.notes), conversion.report.notes
+
+
+class _Probabilities(torch.nn.Module):
+    """binary_cross_entropy takes probabilities: torch rejects fresh normal floats, and
+    there is no integer input to keep."""
+
+    def forward(self, p, target):
+        return torch.nn.functional.binary_cross_entropy(p, target, reduction="none")
+
+
+@pytest.fixture(scope="module")
+def probabilities():
+    example = (torch.rand(2, 5, generator=torch.Generator().manual_seed(0)),
+               torch.rand(2, 5, generator=torch.Generator().manual_seed(1)))
+    return crossport.convert_with_report(_Probabilities(), example, check_inputs=0)
+
+
+def test_export_names_the_input_set_torch_rejects(probabilities, tmp_path):
     with pytest.raises(crossport.InputError, match=r"(?s)fresh input set 1 .*check_inputs=0"):
-        crossport.export(embedding_bag, tmp_path / "bag.keras", check_inputs=2)
+        crossport.export(probabilities, tmp_path / "p.keras", check_inputs=2)
     assert list(tmp_path.iterdir()) == []
 
 
-def test_generated_source_is_rechecked_on_the_example_inputs(embedding_bag, tmp_path):
+def test_generated_source_is_rechecked_on_the_example_inputs(probabilities, tmp_path):
     """to_source's re-check drew fresh inputs only (2, whatever the conversion was told):
-    an embedding_bag model with offsets as an input could not be written with a check."""
-    path = crossport.to_source(embedding_bag, tmp_path / "bag_keras.py")
+    a model whose inputs random ones cannot stand in for could not be written with a check."""
+    path = crossport.to_source(probabilities, tmp_path / "p_keras.py")
     assert path.exists()
     with pytest.raises(crossport.InputError, match=r"(?s)fresh input set 1 .*check_inputs=0"):
-        crossport.to_source(embedding_bag, tmp_path / "other_keras.py", check_inputs=1)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["bag_keras.py", "bag_keras.weights.h5"]
+        crossport.to_source(probabilities, tmp_path / "other_keras.py", check_inputs=1)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p_keras.py", "p_keras.weights.h5"]
 
 
 class OddArgumentNames(torch.nn.Module):
