@@ -41,6 +41,14 @@ CASES = [
          expect_converters=("aten_linear_default",)),
     case("linear-1d-input-nobias", seeded(lambda: nn.Linear(6, 4, bias=False)), (6,), expect_converters=("aten_linear_default",)),
     case("linear-3d-input", seeded(lambda: nn.Linear(6, 4)), (2, 5, 6), expect_converters=("aten_linear_default",)),
+    # weights computed in forward (a hypernetwork; tied weights scaled): a matmul
+    case("linear-weight-and-bias-inputs", Fn(lambda x, w, b: F.linear(x, w, b)),
+         [(2, 5, 6), (3, 6), (3,)], expect_converters=("aten_linear_default",)),
+    case("linear-weight-from-a-hypernetwork",
+         seeded(lambda: Fn(lambda self, x, z: F.linear(x, (self.w * z.sigmoid()).T, self.b),
+                           w=torch.randn(6, 4), b=torch.randn(4))),
+         [(3, 6), (6, 1)]),
+    case("linear-1d-input-weight-input", Fn(lambda x, w: F.linear(x, w)), [(6,), (4, 6)]),
     # a Linear with no outputs, then one with no inputs (its bias only): no Dense has 0 units
     case("linear-zero-features", seeded(lambda: nn.Sequential(nn.Linear(6, 0), nn.Linear(0, 4))),
          (2, 5, 6), expect_converters=("aten_linear_default",)),

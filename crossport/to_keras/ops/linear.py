@@ -22,8 +22,8 @@ ops = keras.ops
 
 def _linear_supports(node):
     weight = node.args[1]
-    if not is_constant(weight):
-        return "linear with a weight computed in the graph"
+    if not is_constant(weight) and weight.meta["val"].dim() != 2:
+        return "linear with a 1-D weight computed in the graph"
     return None
 
 
@@ -70,6 +70,8 @@ def aten_linear_default(ctx, input, weight, bias=None):
     A 1-D input (torch allows it; Dense needs a rank >= 2) is a matrix-vector product.
     """
     value = as_value(ctx, input)
+    if not isinstance(weight, np.ndarray):  # computed in the graph (a hypernetwork, tied
+        return _runtime_linear(ctx, value, weight, bias)  # weights scaled in forward)
     kernel = dense_weight_to_keras(weight)
     if value.rank == 1:
         y = ops.matmul(ops.expand_dims(value.tensor, 0), ctx.constant(kernel, "kernel"))[0]
@@ -88,6 +90,22 @@ def aten_linear_default(ctx, input, weight, bias=None):
     else:
         y = _dense(ctx, x, kernel, bias)
     ctx.out_layout = out_layout
+    return y
+
+
+def _runtime_linear(ctx, value, weight, bias):
+    """``x @ w.T (+ b)`` with ``w`` a graph value: an einsum in torch's order (no Dense
+    holds a kernel that changes per call)."""
+    x = ctx.canonical(value)
+    w = as_value(ctx, weight)
+    if w.layout.flat is None and tuple(w.layout.perm) == (1, 0):  # held [in, out] (a .T)
+        y = ops.einsum("...i,io->...o", x, w.tensor)
+    else:  # TF contracts [out, in] as given, without a transpose
+        y = ops.einsum("...i,oi->...o", x, ctx.canonical(w))
+    if bias is not None:
+        b = bias if isinstance(bias, np.ndarray) else ctx.canonical(as_value(ctx, bias))
+        y = keras_add(y, b)
+    ctx.out_layout = canonical(value.rank)
     return y
 
 
