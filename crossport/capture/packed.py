@@ -101,7 +101,9 @@ def _packed_kernel(aten_op, input: Tensor, lengths: Tensor, hx, params, has_bias
     return (padded, *states)
 
 
-def _output(input: Tensor, state: Tensor, bidirectional: bool) -> Tensor:
+def rnn_output(input: Tensor, state: Tensor, bidirectional: bool) -> Tensor:
+    """An RNN's fake output ``[*, *, D * H_out]`` with the input's two leading (batch, time)
+    sizes (``H_out``: the state's last size)."""
     features = (2 if bidirectional else 1) * state.shape[-1]
     return input.new_empty((input.shape[0], input.shape[1], features))
 
@@ -119,7 +121,7 @@ def lstm_packed(input: Tensor, lengths: Tensor, hx: list[Tensor], params: list[T
 @lstm_packed.register_fake
 def _lstm_packed_fake(input, lengths, hx, params, has_biases, num_layers, dropout, train,
                       bidirectional, batch_first):
-    return (_output(input, hx[0], bidirectional), hx[0].new_empty(hx[0].shape),
+    return (rnn_output(input, hx[0], bidirectional), hx[0].new_empty(hx[0].shape),
             hx[1].new_empty(hx[1].shape))
 
 
@@ -136,7 +138,7 @@ def _single_state_packed(name: str, aten_op):
     @op.register_fake
     def _fake(input, lengths, hx, params, has_biases, num_layers, dropout, train,
               bidirectional, batch_first):
-        return _output(input, hx, bidirectional), hx.new_empty(hx.shape)
+        return rnn_output(input, hx, bidirectional), hx.new_empty(hx.shape)
 
     return op
 

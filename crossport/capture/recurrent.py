@@ -16,15 +16,9 @@ from collections.abc import Iterator
 import torch
 import torch.nn.modules.rnn as torch_rnn
 
-from crossport.capture.packed import PaddedBatchSizes, run_packed
+from crossport.capture.packed import PaddedBatchSizes, rnn_output, run_packed
 
 Tensor = torch.Tensor
-
-
-def _output(input: Tensor, hx: Tensor, bidirectional: bool) -> Tensor:
-    """``[*, *, D * H_out]`` with the input's two leading (batch, time) sizes."""
-    features = (2 if bidirectional else 1) * hx.shape[-1]
-    return input.new_empty((input.shape[0], input.shape[1], features))
 
 
 @torch.library.custom_op("crossport::lstm", mutates_args=())
@@ -39,7 +33,7 @@ def lstm(input: Tensor, hx: list[Tensor], params: list[Tensor], has_biases: bool
 @lstm.register_fake
 def _lstm_fake(input, hx, params, has_biases, num_layers, dropout, train, bidirectional,
                batch_first):
-    return (_output(input, hx[0], bidirectional), hx[0].new_empty(hx[0].shape),
+    return (rnn_output(input, hx[0], bidirectional), hx[0].new_empty(hx[0].shape),
             hx[1].new_empty(hx[1].shape))
 
 
@@ -56,7 +50,7 @@ def _single_state_op(name: str, aten_op):
     @op.register_fake
     def _fake(input, hx, params, has_biases, num_layers, dropout, train, bidirectional,
               batch_first):
-        return _output(input, hx, bidirectional), hx.new_empty(hx.shape)
+        return rnn_output(input, hx, bidirectional), hx.new_empty(hx.shape)
 
     return op
 
