@@ -31,7 +31,7 @@ class ConversionError(CrossportError):
     """A converter failed on a node: the message names the node, op, module path and line.
 
     The original exception is chained as ``__cause__`` (``crossport convert --debug`` shows
-    its traceback). Errors raised on purpose (other ``CrossportError``\ s) are not wrapped.
+    its traceback). Errors raised on purpose (other CrossportErrors) are not wrapped.
     """
 
     def __init__(self, message: str, node: str = "", op: str = ""):
