@@ -263,7 +263,8 @@ def _excuse_ties(comparisons: list[Comparison], exported, emitted, input_sets: l
     decisions; returns one note per excused set."""
     notes = []
     for i, comparison in enumerate(comparisons):
-        if options.tolerance != "rounding" or not may_be_ties(comparison, options.atol):
+        if options.tolerance != "rounding" or not may_be_ties(comparison, options.atol,
+                                                             exported):
             continue
         arrays = to_keras_inputs(input_sets[i], options.channels_last_io)
         ties = rounding_decisions(exported, emitted, input_sets[i],
