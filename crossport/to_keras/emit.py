@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import operator
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -19,7 +19,7 @@ import torch
 from torch.export.graph_signature import OutputKind
 from torch.utils import _pytree as pytree
 
-from crossport.capture import dataclass_fields, describe
+from crossport.capture import describe
 from crossport.errors import ConversionError, CrossportError, DynamicDimError, UnsupportedOpError
 from crossport.layout import Layout, canonical, channels_last, io_layout
 from crossport.layout.assign import preferred_channels_last
@@ -34,6 +34,12 @@ from crossport.to_keras.context import LayerNames, NodeContext
 from crossport.to_keras.dynamic_dims import input_symbols, is_dynamic_size
 from crossport.to_keras.fold import as_numpy, evaluate, input_dependent, mark_constants
 from crossport.to_keras.origins import operation_origins
+from crossport.to_keras.outputs import (
+    held_constant,
+    not_a_tensor_output,
+    unflatten_plain,
+    writes_back_unchanged,
+)
 from crossport.to_keras.refusal_reasons import no_converter, with_way_out
 from crossport.to_keras.registry import (
     Policy,
@@ -53,34 +59,6 @@ from crossport.to_keras.values import (
     keras_dtype,
     unsupported_dtype,
 )
-
-
-def _plain_structure(outputs, leaf=lambda value: value):
-    """forward's output structure in containers Keras takes: a HF ``ModelOutput`` (a dict
-    subclass torch's pytree rebuilds) or a registered dataclass as a dict of its fields, a
-    namedtuple as a tuple; ``leaf`` maps each leaf."""
-    outputs = dataclass_fields(outputs)
-    if isinstance(outputs, Mapping):
-        return {key: _plain_structure(value, leaf) for key, value in outputs.items()}
-    if isinstance(outputs, list):
-        return [_plain_structure(value, leaf) for value in outputs]
-    if isinstance(outputs, tuple):  # namedtuples too
-        return tuple(_plain_structure(value, leaf) for value in outputs)
-    return leaf(outputs)
-
-
-def _unflatten_plain(flat: list, spec: pytree.TreeSpec):
-    """``flat`` in the structure ``spec`` describes, in plain containers.
-
-    The user's output classes are built with torch placeholders, never with Keras tensors:
-    a class's own checks may not take them (a HF ``ModelOutput`` with one field iterates a
-    first field it does not know as a tensor, which a symbolic KerasTensor refuses).
-    """
-    placeholders = [torch.empty(0) for _ in flat]
-    position = {id(p): i for i, p in enumerate(placeholders)}
-    return _plain_structure(pytree.tree_unflatten(placeholders, spec),
-                            leaf=lambda value: flat[position[id(value)]]
-                            if id(value) in position else value)
 
 
 def parameter_dtype(exported: torch.export.ExportedProgram) -> str:
@@ -246,19 +224,6 @@ class Emitter:
             self.boundary += self.transposes.count - before
         return keras_input, value
 
-    def _writes_back_unchanged(self, target: str, arg) -> bool:
-        """Whether the value written to buffer/parameter ``target`` is a constant equal to
-        its current value (no state changes across calls)."""
-        value = self.values.get(arg) if isinstance(arg, torch.fx.Node) else None
-        if isinstance(value, TensorValue) and not isinstance(value.tensor, keras.KerasTensor):
-            value = np.transpose(np.asarray(value.tensor), np.argsort(value.layout.perm))
-        current = self.ep.state_dict.get(target, self.ep.constants.get(target))
-        if not isinstance(value, np.ndarray) or not isinstance(current, torch.Tensor):
-            return False
-        current = current.detach().cpu().numpy()
-        return value.shape == current.shape and bool(np.array_equal(value, current,
-                                                                   equal_nan=True))
-
     def _outputs(self):
         """The user outputs in the requested layout. A mutated input is not an output (the
         caller's arrays stay as they are); a mutated buffer or parameter is state the
@@ -267,7 +232,7 @@ class Emitter:
         flat = []
         for spec, arg in zip(self.ep.graph_signature.output_specs, out_node.args[0]):
             if spec.kind in (OutputKind.BUFFER_MUTATION, OutputKind.PARAMETER_MUTATION):
-                if self._writes_back_unchanged(spec.target, arg):
+                if writes_back_unchanged(self.ep, spec.target, self.values.get(arg)):
                     continue  # a QAT observer switched off copies its statistics back
                 raise UnsupportedOpError(
                     f"forward updates {spec.target!r} in place "
@@ -278,16 +243,13 @@ class Emitter:
             if spec.kind is not OutputKind.USER_OUTPUT:
                 continue
             value = self.values.get(arg) if isinstance(arg, torch.fx.Node) else arg
-            if (isinstance(value, TensorValue) and isinstance(arg, torch.fx.Node)
-                    and not isinstance(value.tensor, keras.KerasTensor)
-                    and value.layout.flat is None):
+            if isinstance(arg, torch.fx.Node) and held_constant(value) is not None:
                 # a converter computed it from constants alone (matrix_power(x, 0) is eye)
-                held = np.asarray(value.tensor)
-                value = np.transpose(held, np.argsort(value.layout.perm)).reshape(value.shape)
+                value = held_constant(value)
             if isinstance(value, np.ndarray) and isinstance(arg, torch.fx.Node):
                 value = self._constant_output(arg, value)  # a buffer, or folded from one
             if not isinstance(value, TensorValue):
-                raise UnsupportedOpError(_not_a_tensor_output(len(flat), arg, value))
+                raise UnsupportedOpError(not_a_tensor_output(len(flat), arg, value))
             rank = value.rank
             want = io_layout(rank, self.options.channels_last_io)
             before = self.transposes.count
@@ -297,7 +259,7 @@ class Emitter:
             raise UnsupportedOpError(
                 "forward returns no tensors (an empty tuple, list or dict); a Keras model "
                 "needs at least one output. Return the tensors the model computes.")
-        return _unflatten_plain(flat, self.ep.call_spec.out_spec)
+        return unflatten_plain(flat, self.ep.call_spec.out_spec)
 
     def _constant_output(self, node: torch.fx.Node, array: np.ndarray) -> TensorValue:
         from crossport.layers import Constant
@@ -448,16 +410,6 @@ def converters_ran() -> Iterator[Counter]:
         yield seen
     finally:
         _CONVERTER_OBSERVERS.remove(observer)
-
-
-def _not_a_tensor_output(index: int, arg, value) -> str:
-    if isinstance(arg, torch.fx.Node) or isinstance(value, (torch.SymInt, torch.SymFloat)):
-        what = f"a Python number computed from shapes ({arg.name})"
-    else:
-        what = f"the Python value {value!r}"
-    return (f"model output {index} is {what}; a Keras model returns tensors only. Return "
-            "tensors from forward (torch.tensor(...) or a tensor op on the input), or wrap "
-            "the module to drop the non-tensor outputs.")
 
 
 @contextmanager
