@@ -18,6 +18,11 @@ from torch.ao.quantization.fake_quantize import FakeQuantize
 
 from crossport.errors import UnsupportedOpError
 
+# the refusal of a fake-quantize still observing (the fused QAT op's converter says it too)
+OBSERVER_ON = ("has its observer on: it updates its statistics on every call, state a "
+               "converted model does not keep: call "
+               "model.apply(torch.ao.quantization.disable_observer) before converting")
+
 
 @contextlib.contextmanager
 def fixed_fake_quantize_switches(module: torch.nn.Module) -> Iterator[None]:
@@ -35,10 +40,7 @@ def fixed_fake_quantize_switches(module: torch.nn.Module) -> Iterator[None]:
             return original(self, X)
         observe, quantize = switches[id(self)]
         if observe:
-            raise UnsupportedOpError(
-                "a FakeQuantize has its observer on: it updates its statistics on every "
-                "call, state a converted model does not keep: call "
-                "model.apply(torch.ao.quantization.disable_observer) before converting")
+            raise UnsupportedOpError(f"a FakeQuantize {OBSERVER_ON}")
         if not quantize:
             return X
         observer = self.activation_post_process

@@ -198,9 +198,9 @@ class _PaddingVF:
             padded = padded.transpose(0, 1)
         time = 1 if batch_first else 0
         extra = total_length - padded.shape[time]
-        padded = padded.narrow(time, 0, total_length) if extra < 0 else torch.cat(
-            [padded, padded.new_full((*padded.shape[:time], extra, *padded.shape[time + 1:]),
-                                     padding_value)], dim=time) if extra > 0 else padded
+        if extra:  # padding_value appended, or (negative) the steps past total_length cut
+            after = [0, 0] * (padded.dim() - 1 - time)
+            padded = torch.nn.functional.pad(padded, [*after, 0, extra], value=padding_value)
         return padded, sizes.lengths
 
 

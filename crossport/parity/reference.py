@@ -92,19 +92,15 @@ def torch_on_input_sets(module: torch.nn.Module, input_sets: list, index: int):
 
 
 def _with_example_integers(fresh: tuple, example: tuple) -> tuple | None:
-    """``fresh`` with its integer tensors replaced by the example's (same shapes only), or
-    None when it has no integer input to replace."""
-    if not any(isinstance(a, torch.Tensor) and not a.is_floating_point()
-               and a.dtype != torch.bool for a in fresh):
+    """``fresh`` with the tensors it drew from the example's range (integers) replaced by
+    the example's, or None when it has none (or their shapes differ from the example's)."""
+    from crossport.parity.verify import drawn_from_range  # verify imports this module
+
+    drawn = [isinstance(a, torch.Tensor) and drawn_from_range(a.dtype) for a in fresh]
+    if not any(drawn) or any(d and new.shape != old.shape
+                             for d, new, old in zip(drawn, fresh, example)):
         return None
-    kept = []
-    for new, old in zip(fresh, example):
-        integer = (isinstance(new, torch.Tensor) and not new.is_floating_point()
-                   and new.dtype != torch.bool and not new.is_complex())
-        if integer and old.shape != new.shape:
-            return None
-        kept.append(old if integer else new)
-    return tuple(kept)
+    return tuple(old if d else new for d, new, old in zip(drawn, fresh, example))
 
 
 class _Stopped(BaseException):

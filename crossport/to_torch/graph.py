@@ -467,8 +467,6 @@ def _unsupported_reason(node: KNode) -> str | None:
     op = node.operation
     if node.refusal:
         return node.refusal
-    if isinstance(op, keras.layers.Lambda):
-        return "Lambda layers run arbitrary Python; rewrite it with keras.ops or a layer"
     if isinstance(op, keras.Model):
         return "subclassed model without a functional graph"
     precision = (precision_refusal(op, traced=False) or _half_precision_reason(node)

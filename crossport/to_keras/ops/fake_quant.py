@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from crossport.capture import describe
+from crossport.capture.fake_quant import OBSERVER_ON
 from crossport.errors import UnsupportedOpError
 from crossport.layout import canonical
 from crossport.to_keras.fold import is_constant
@@ -50,6 +51,11 @@ def _fake_quantize(x, scale, zero_point, quant_min: int, quant_max: int, axis=No
         cast_fails = ops.logical_not(ops.less(ops.abs(q), np.float32(2.0**63)))
         q = ops.where(cast_fails, low, ops.clip(q, low, high))
     return ops.multiply(ops.subtract(q, zero_point), scale), mask
+
+
+def _scalar(buffer):
+    """A one-element quantization buffer's value (a switch, a per-tensor scale)."""
+    return np.asarray(buffer).reshape(-1)[0]
 
 
 def _held(ctx, self, outputs: int):
@@ -97,10 +103,10 @@ def aten_fake_quantize_tensor_qparams(ctx, self, scale, zero_point, fake_quant_e
     torch.ao's ``FakeQuantize``: with fake quantization disabled, ``x`` and an all-true mask.
     """
     x = _held(ctx, self, outputs=2)
-    if not np.asarray(fake_quant_enabled).reshape(-1)[0]:
+    if not _scalar(fake_quant_enabled):
         return x, ops.ones_like(x, dtype="bool")
-    return _fake_quantize(x, np.asarray(scale).reshape(-1)[0],
-                          np.asarray(zero_point).reshape(-1)[0], quant_min, quant_max)
+    return _fake_quantize(x, _scalar(scale),
+                          _scalar(zero_point), quant_min, quant_max)
 
 
 @register(aten.fake_quantize_per_channel_affine_cachemask.default, policy=Policy.CANONICAL,
@@ -126,11 +132,8 @@ def aten_fused_moving_avg_obs_fake_quantize(ctx, self, observer_on, fake_quant_o
     come back unchanged, the output is the fake quantization (per tensor, or per channel
     along ``ch_axis``), or ``x`` when fake quantization is off.
     """
-    if np.asarray(observer_on).reshape(-1)[0]:
-        raise UnsupportedOpError(
-            f"a QAT fake-quantize {describe(ctx.node)} has its observer on: it updates its "
-            "statistics on every call, state a converted model does not keep: call "
-            "model.apply(torch.ao.quantization.disable_observer) before converting")
+    if _scalar(observer_on):
+        raise UnsupportedOpError(f"a QAT fake-quantize {describe(ctx.node)} {OBSERVER_ON}")
     # per tensor: elementwise, in the input's layout; per channel: torch's order
     x = (ctx.canonical(as_value(ctx, self)) if per_row_fake_quant
          else _held(ctx, self, outputs=2))
@@ -138,13 +141,13 @@ def aten_fused_moving_avg_obs_fake_quantize(ctx, self, observer_on, fake_quant_o
         ctx.out_layout = (canonical(len(x.shape)),) * 2
     ctx.out_layout = (*ctx.out_layout, *(canonical(1),) * 4)
     kept = tuple(np.asarray(v) for v in (running_min, running_max, scale, zero_point))
-    if not np.asarray(fake_quant_on).reshape(-1)[0]:
+    if not _scalar(fake_quant_on):
         return (x, ops.ones_like(x, dtype="bool"), *kept)
     if per_row_fake_quant:
         output, mask = _fake_quantize(x, scale, zero_point, quant_min, quant_max,
                                       ch_axis % len(x.shape))
     else:
-        output, mask = _fake_quantize(x, np.asarray(scale).reshape(-1)[0],
-                                      np.asarray(zero_point).reshape(-1)[0], quant_min,
+        output, mask = _fake_quantize(x, _scalar(scale),
+                                      _scalar(zero_point), quant_min,
                                       quant_max)
     return (output, mask, *kept)
