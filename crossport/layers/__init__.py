@@ -27,6 +27,7 @@ from crossport.layers.conv import (
     ConvTranspose2d,
     ConvTranspose3d,
 )
+from crossport.layers.functional_conv import FunctionalConv, FunctionalConvTranspose
 from crossport.layers.fused_norm import FusedBatchNormalization, StableLayerNormalization
 from crossport.layers.grouped_conv import GroupedConv1D, GroupedConv2D
 from crossport.layers.normalization import (
@@ -83,6 +84,8 @@ __all__ = [
     "ConvTranspose3d",
     "Digamma",
     "Erf",
+    "FunctionalConv",
+    "FunctionalConvTranspose",
     "FusedBatchNormalization",
     "GELU",
     "GroupedConv1D",

@@ -41,6 +41,82 @@ def _uniform(fan_in: int) -> keras.initializers.Initializer:
     return keras.initializers.RandomUniform(-bound, bound)
 
 
+def conv_channels_last(x: Any, kernel: Any, bias: Any, stride: Sequence[int],
+                       pads: Sequence[tuple[int, int]], dilation: Sequence[int],
+                       padding_mode: str = "zeros", depthwise: bool = False) -> Any:
+    """Torch's convolution of channels-last ``x`` with a Keras-layout ``kernel``
+    (``[*k, in/groups, out]``, or ``[*k, in, multiplier]`` when ``depthwise``); the groups
+    follow from the kernel's input channels. ``pads``: (before, after) per spatial dim.
+
+    The kernel may be a weight or a tensor computed at run time.
+    """
+    padding = "valid"
+    kernel_size = tuple(int(k) for k in kernel.shape[:-2])
+    tf_same = [((k - 1) * d // 2, (k - 1) * d - (k - 1) * d // 2)
+               for k, d in zip(kernel_size, dilation)]
+    if (padding_mode == "zeros" and all(s == 1 for s in stride)
+            and list(pads) == tf_same and any(a or b for a, b in pads)):
+        padding = "same"  # identical to torch here, and saves a pad op
+    elif any(a or b for a, b in pads):
+        x = pad_axes(x, [(0, 0), *pads, (0, 0)], PADDING_MODES[padding_mode])
+    dilation, stride = tuple(dilation), list(stride)
+    for axis, (k, d, s) in enumerate(zip(kernel_size, dilation, stride), start=1):
+        size, extent = x.shape[axis], d * (k - 1) + 1
+        if padding == "valid" and s > 1 and size is not None and size - extent < s:
+            # One output along this axis: the stride is moot. oneDNN (TF and torch's float32
+            # CPU conv alike) returns garbage for a strided last axis of output length 1
+            # with a single input channel, so crop and use stride 1 (exact).
+            x = slice_axis(x, axis, 0, extent)
+            stride[axis - 1] = 1
+    stride = tuple(stride)
+    if depthwise:
+        y = ops.depthwise_conv(x, kernel, stride, padding, dilation_rate=dilation)
+    else:
+        if any(s > 1 for s in stride) and any(d > 1 for d in dilation):
+            # TF has no strided dilated conv: dilate the kernel instead (exact zeros)
+            kernel, dilation = dilate_kernel(kernel, dilation), 1
+        y = conv(x, kernel, stride, padding, dilation_rate=dilation)
+    return y if bias is None else y + bias
+
+
+def conv_transpose_channels_last(x: Any, kernel: Any, bias: Any, stride: Sequence[int],
+                                 padding: Sequence[int], output_padding: Sequence[int],
+                                 dilation: Sequence[int], groups: int) -> Any:
+    """Torch's transposed convolution of channels-last ``x`` with a Keras-layout ``kernel``
+    (``[*k, out/groups, in]``), a weight or a tensor computed at run time."""
+    kernel_size = tuple(int(k) for k in kernel.shape[:-2])
+    # Dilation via a zero-dilated kernel: TF's CPU kernels reject some dilated
+    # transposed convs at run time, and the inserted taps are exact zeros.
+    kernel = dilate_kernel(kernel, dilation)
+    if groups == 1:
+        y = ops.conv_transpose(x, kernel, stride, padding="valid")
+    else:  # Keras has no grouped transposed conv: one per group, outputs group-major
+        xs = ops.split(x, groups, axis=-1)
+        ks = ops.split(kernel, groups, axis=-1)
+        y = ops.concatenate(
+            [ops.conv_transpose(xi, ki, stride, padding="valid") for xi, ki in zip(xs, ks)],
+            axis=-1)
+    # Keras' valid result is the full transposed conv, (L-1)*s + K, extended by zeros to
+    # L*s when K < s. Torch: crop `padding` at both ends, append `output_padding` (zeros
+    # before the bias where past the full result).
+    for axis, (k, s, d, p, op) in enumerate(
+        zip(kernel_size, stride, dilation, padding, output_padding), start=1,
+    ):
+        extent = d * (k - 1) + 1
+        size = x.shape[axis]
+        full = None if size is None else (size - 1) * s + extent
+        got = y.shape[axis]
+        # end of torch's window relative to the end of y (independent of the input size)
+        delta = (full + op - p - got) if (full is not None and got is not None) else (
+            min(extent - s, 0) + op - p)
+        if delta > 0:
+            widths = [(0, 0)] * len(y.shape)
+            widths[axis] = (0, delta)
+            y = ops.pad(y, widths)
+        y = slice_axis(y, axis, p or None, delta if delta < 0 else None)
+    return y if bias is None else y + bias
+
+
 class _ConvBase(SpatialLayer):
     """Arguments and weights shared by forward and transposed convolutions."""
 
@@ -163,32 +239,8 @@ class _ConvNd(_ConvBase):
         self._add_weights(shape, self.in_channels // self.groups * math.prod(k))
 
     def forward_channels_last(self, x: Any, training: bool | None = None) -> Any:
-        padding = "valid"
-        tf_same = [((k - 1) * d // 2, (k - 1) * d - (k - 1) * d // 2)
-                   for k, d in zip(self.kernel_size, self.dilation)]
-        if (self.padding_mode == "zeros" and all(s == 1 for s in self.stride)
-                and list(self.pads) == tf_same and any(a or b for a, b in self.pads)):
-            padding = "same"  # identical to torch here, and saves a pad op
-        elif any(a or b for a, b in self.pads):
-            x = pad_axes(x, [(0, 0), *self.pads, (0, 0)], PADDING_MODES[self.padding_mode])
-        kernel, dilation, stride = self.kernel, self.dilation, list(self.stride)
-        for axis, (k, d, s) in enumerate(zip(self.kernel_size, dilation, stride), start=1):
-            size, extent = x.shape[axis], d * (k - 1) + 1
-            if padding == "valid" and s > 1 and size is not None and size - extent < s:
-                # One output along this axis: the stride is moot. oneDNN (TF and torch's float32
-                # CPU conv alike) returns garbage for a strided last axis of output length 1
-                # with a single input channel, so crop and use stride 1 (exact).
-                x = slice_axis(x, axis, 0, extent)
-                stride[axis - 1] = 1
-        stride = tuple(stride)
-        if self.depthwise:
-            y = ops.depthwise_conv(x, kernel, stride, padding, dilation_rate=dilation)
-        else:
-            if any(s > 1 for s in stride) and any(d > 1 for d in dilation):
-                # TF has no strided dilated conv: dilate the kernel instead (exact zeros)
-                kernel, dilation = dilate_kernel(kernel, dilation), 1
-            y = conv(x, kernel, stride, padding, dilation_rate=dilation)
-        return y + self.bias if self.use_bias else y
+        return conv_channels_last(x, self.kernel, self.bias, self.stride, self.pads,
+                                  self.dilation, self.padding_mode, self.depthwise)
 
     def get_config(self) -> dict:
         config = super().get_config()
@@ -246,37 +298,9 @@ class _ConvTransposeNd(_ConvBase):
                           per_group * math.prod(self.kernel_size))
 
     def forward_channels_last(self, x: Any, training: bool | None = None) -> Any:
-        # Dilation via a zero-dilated kernel: TF's CPU kernels reject some dilated
-        # transposed convs at run time, and the inserted taps are exact zeros.
-        kernel = dilate_kernel(self.kernel, self.dilation)
-        if self.groups == 1:
-            y = ops.conv_transpose(x, kernel, self.stride, padding="valid")
-        else:  # Keras has no grouped transposed conv: one per group, outputs group-major
-            xs = ops.split(x, self.groups, axis=-1)
-            ks = ops.split(kernel, self.groups, axis=-1)
-            y = ops.concatenate(
-                [ops.conv_transpose(xi, ki, self.stride, padding="valid") for xi, ki in
-                 zip(xs, ks)], axis=-1)
-        # Keras' valid result is the full transposed conv, (L-1)*s + K, extended by zeros to
-        # L*s when K < s. Torch: crop `padding` at both ends, append `output_padding` (zeros
-        # before the bias where past the full result).
-        for axis, (k, s, d, p, op) in enumerate(
-            zip(self.kernel_size, self.stride, self.dilation, self.padding, self.output_padding),
-            start=1,
-        ):
-            extent = d * (k - 1) + 1
-            size = x.shape[axis]
-            full = None if size is None else (size - 1) * s + extent
-            got = y.shape[axis]
-            # end of torch's window relative to the end of y (independent of the input size)
-            delta = (full + op - p - got) if (full is not None and got is not None) else (
-                min(extent - s, 0) + op - p)
-            if delta > 0:
-                widths = [(0, 0)] * len(y.shape)
-                widths[axis] = (0, delta)
-                y = ops.pad(y, widths)
-            y = slice_axis(y, axis, p or None, delta if delta < 0 else None)
-        return y + self.bias if self.use_bias else y
+        return conv_transpose_channels_last(x, self.kernel, self.bias, self.stride,
+                                            self.padding, self.output_padding, self.dilation,
+                                            self.groups)
 
     def get_config(self) -> dict:
         config = super().get_config()

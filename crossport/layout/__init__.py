@@ -33,8 +33,10 @@ from crossport.layout.layout import (
     channels_first,
     channels_last,
     io_layout,
+    keras_kernel,
     normalize_dim,
     permuted_shape,
+    torch_kernel,
     transpose_between,
 )
 from crossport.layout.policy import Policy
@@ -53,6 +55,7 @@ __all__ = [
     "dims_at",
     "dims_last",
     "io_layout",
+    "keras_kernel",
     "normalize_dim",
     "normalize_dims",
     "order_free",
@@ -66,6 +69,7 @@ __all__ = [
     "physical_pad",
     "reduction_dims",
     "shared_layout",
+    "torch_kernel",
     "transpose_between",
     "transpose_perm",
 ]

@@ -84,6 +84,19 @@ def channels_last(rank: int) -> Layout:
     return Layout((0, *range(2, rank), 1))
 
 
+def keras_kernel(rank: int) -> Layout:
+    """``(2, ..., rank-1, 1, 0)``: a convolution weight computed in the graph, held as Keras'
+    kernel (torch's ``[out, in/groups, *k]`` as ``[*k, in/groups, out]``; a transposed conv's
+    ``[in, out/groups, *k]`` as ``[*k, out/groups, in]``)."""
+    return Layout((*range(2, rank), 1, 0))
+
+
+def torch_kernel(rank: int) -> Layout:
+    """``(rank-1, rank-2, 0, ..., rank-3)``: Keras' kernel computed at run time, held as
+    torch's conv weight (Keras -> PyTorch; the inverse of :func:`keras_kernel`)."""
+    return Layout((rank - 1, rank - 2, *range(rank - 2)))
+
+
 def io_layout(rank: int, channels_last_io: bool) -> Layout:
     """The layout of a converted model's inputs and outputs: channels-last with
     ``channels_last_io=True``, else torch order."""

@@ -9,7 +9,7 @@ through the dim contract in ``dims.py`` (``physical_axis``, ``after_reduce`` ...
 | policy | PyTorch -> Keras | Keras -> PyTorch |
 |---|---|---|
 | ``AGNOSTIC`` | elementwise: inputs harmonised to one layout, kept | the same |
-| ``CHANNELS_LAST`` | conv/pool/norm: N, spatial..., C in and out | (not used) |
+| ``CHANNELS_LAST`` | conv/pool/norm: N, spatial..., C in and out; a computed conv ``weight`` as Keras' kernel | (not used) |
 | ``CHANNELS_FIRST`` | (not used) | conv/pool/norm: N, C, spatial... in and out |
 | ``CANONICAL`` | needs the reference order, gives it | the same |
 | ``CUSTOM`` | reads the layouts itself and declares its output's | the same |

@@ -21,7 +21,7 @@ from torch.utils import _pytree as pytree
 
 from crossport.capture import describe
 from crossport.errors import ConversionError, CrossportError, DynamicDimError, UnsupportedOpError
-from crossport.layout import Layout, canonical, channels_last, io_layout
+from crossport.layout import Layout, canonical, channels_last, io_layout, keras_kernel
 from crossport.layout.assign import preferred_channels_last
 from crossport.options import ConvertOptions
 from crossport.to_keras.complex_nodes import (
@@ -311,7 +311,10 @@ class Emitter:
                    if isinstance(v, (TensorValue, ComplexValue))]
         if policy is Policy.CHANNELS_LAST:
             for key, value in tensors:
-                resolved[key] = self.transposes.to_layout(value, channels_last(value.rank))
+                # a conv weight computed in the graph: straight to Keras' kernel layout
+                target = (keras_kernel(value.rank) if key == "weight" and value.rank >= 3
+                          else channels_last(value.rank))
+                resolved[key] = self.transposes.to_layout(value, target)
             _constant_input_channels_last(resolved)
             return "channels_last"
         if policy is Policy.CANONICAL:

@@ -25,6 +25,7 @@ import torch.nn.functional as F
 
 import crossport
 import crossport.layers
+from tests.ops.test_conv import Modulated
 from tests.ops.test_recurrent import Packed
 
 
@@ -52,6 +53,18 @@ def _dynamic_seq(x):
             torch.topk(x, x.shape[1] // 2).values)
 
 
+class ModulatedPair(torch.nn.Module):
+    """StyleGAN2's modulated conv and modulated upsampling conv on one input."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv, self.up = Modulated(), Modulated(transposed=True)
+
+    def forward(self, x, style):
+        return self.conv(x, style), self.up(x, style)
+
+
 # name -> (module, example args, convert options)
 ROWS = {
     "scatter_dynamic": (Fn(lambda x, i: torch.zeros_like(x).scatter(1, i, x)),
@@ -76,6 +89,7 @@ ROWS = {
     "packed_projected_lstm": (Packed(torch.nn.LSTM(4, 6, proj_size=3, batch_first=True,
                                                    bidirectional=True)),
                               (torch.randn(3, 5, 4), torch.tensor([5, 2, 4])), {}),
+    "modulated_convs": (ModulatedPair(), (torch.randn(2, 4, 5, 6), torch.randn(2, 5)), {}),
     "vision": (torch.nn.Sequential(
         torch.nn.Conv2d(3, 4, 3, padding=1, padding_mode="reflect"),
         torch.nn.AvgPool2d(3, 2, 1), torch.nn.GroupNorm(2, 4), torch.nn.GELU(approximate="tanh"),
@@ -157,7 +171,8 @@ def test_table_uses_the_converters_layers(conversions):
                 "Digamma", "Erf", "MatrixExponential", "ScatterReduce", "BagReduce", "SizeOf",
                 "DynamicSlice", "DynamicReshape", "DynamicRange", "DynamicFull", "DynamicTopK",
                 "CausalBias", "DynamicIndexPut", "Pad", "AvgPool2d", "GroupNorm", "GELU",
-                "Interpolate", "StableLayerNormalization", "SequenceMask", "ProjectedLSTM"}
+                "Interpolate", "StableLayerNormalization", "SequenceMask", "ProjectedLSTM",
+                "FunctionalConv", "FunctionalConvTranspose"}
     assert expected <= used, f"rows no longer produce {expected - used}"
 
 

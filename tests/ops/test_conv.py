@@ -10,6 +10,7 @@ import keras
 import pytest
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 from tests.harness import assert_converts
 from tests.ops.opcases import Fn, case, inputs
@@ -21,6 +22,52 @@ def seeded(factory):
 
 
 C1, C2, C3 = nn.Conv1d, nn.Conv2d, nn.Conv3d
+
+
+class Modulated(nn.Module):
+    """StyleGAN2's modulated conv: a per-sample weight (style-scaled, demodulated), run as
+    one conv with ``groups=batch`` on the batch folded into the channels."""
+
+    def __init__(self, transposed: bool = False):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(6, 4, 3, 3))
+        self.affine = nn.Linear(5, 4)
+        self.transposed = transposed
+
+    def forward(self, x, style):
+        batch = x.shape[0]
+        w = self.weight[None] * self.affine(style)[:, None, :, None, None]
+        w = w * torch.rsqrt(w.pow(2).sum([2, 3, 4], keepdim=True) + 1e-8)
+        x = x.reshape(1, -1, *x.shape[2:])
+        if self.transposed:  # the upsampling layer: [in, out] per sample
+            w = w.transpose(1, 2).reshape(-1, 6, 3, 3)
+            y = F.conv_transpose2d(x, w, stride=2, padding=1, output_padding=1, groups=batch)
+        else:
+            y = F.conv2d(x, w.reshape(-1, 4, 3, 3), padding=1, groups=batch)
+        return y.reshape(batch, 6, *y.shape[2:])
+
+
+class CondConv(nn.Module):
+    """A per-sample mixture of expert kernels (CondConv), batched with ``groups=batch``."""
+
+    def __init__(self):
+        super().__init__()
+        self.experts = nn.Parameter(torch.randn(3, 6, 6, 3, 3) * 0.2)
+        self.route = nn.Linear(6, 3)
+
+    def forward(self, x):
+        batch, channels, h, w = x.shape
+        weights = torch.einsum("be,eoikl->boikl", torch.sigmoid(self.route(x.mean([2, 3]))),
+                               self.experts)
+        y = F.conv2d(x.reshape(1, batch * channels, h, w), weights.reshape(-1, 6, 3, 3),
+                     stride=2, groups=batch)
+        return y.reshape(batch, 6, *y.shape[2:])
+
+
+def _gated(fn):
+    """``fn(x, w * g(x), b)``: a weight scaled by a gate computed from the input."""
+    return lambda m, x: fn(x, m.w * torch.sigmoid(x.mean()), getattr(m, "b", None))
+
 # A padding_mode conv on the model input: the layout analysis looks through the pad
 # (keeps_layout), so the input is laid out channels-last at the boundary: no inner transpose.
 PAD_INPUT_TRANSPOSE = 0
@@ -119,6 +166,31 @@ CASES = [
         lambda m, x: torch.convolution(x, m.w, m.b, [2, 1], [1, 0], [1, 1], False, [0, 0], 1),
         w=torch.randn(4, 3, 3, 3), b=torch.randn(4))), (1, 3, 7, 6),
          expect_converters=("aten_convolution_default",)),
+    # weights computed in forward: crossport.layers.FunctionalConv on the run-time kernel.
+    # Moving the weight to Keras' kernel layout is one transpose (of the weight, not the
+    # activations); folding the batch into channels (groups=batch) costs one more each way.
+    case("conv2d-computed-weight-and-bias", seeded(lambda: Fn(
+        _gated(lambda x, w, b: F.conv2d(x, w, b * 2, padding=1)), w=torch.randn(5, 3, 3, 3),
+        b=torch.randn(5))), (2, 3, 8, 9), expect_layers=("FunctionalConv",),
+         max_transposes=1, expect_converters=("aten_conv_nd",)),
+    case("conv2d-modulated-groups-batch", seeded(lambda: Modulated()), [(2, 4, 7, 8), (2, 5)],
+         expect_layers=("FunctionalConv",), max_transposes=2, expect_converters=("aten_conv_nd",)),
+    case("conv2d-condconv-per-sample-experts", seeded(CondConv), (3, 6, 9, 9),
+         expect_layers=("FunctionalConv",), max_transposes=2, expect_converters=("aten_conv_nd",)),
+    case("conv2d-computed-depthwise-stride2-dilation2", seeded(lambda: Fn(
+        _gated(lambda x, w, b: F.conv2d(x, w, b, stride=2, dilation=2, padding=2, groups=4)),
+        w=torch.randn(8, 1, 3, 3))), (1, 4, 11, 10), max_transposes=1, expect_converters=("aten_conv_nd",)),
+    case("conv2d-computed-same-even-kernel", seeded(lambda: Fn(
+        _gated(lambda x, w, b: F.conv2d(x, w, b, padding="same")), w=torch.randn(4, 3, 4, 4))),
+         (1, 3, 7, 8), max_transposes=1, expect_converters=("aten_conv_nd",)),
+    case("conv1d-computed-weight-stride2", seeded(lambda: Fn(
+        _gated(lambda x, w, b: F.conv1d(x, w, b, stride=2, padding=1)), w=torch.randn(4, 3, 3),
+        b=torch.randn(4))), (2, 3, 11), max_transposes=1, expect_converters=("aten_conv_nd",)),
+    case("conv3d-computed-weight-groups2", seeded(lambda: Fn(
+        _gated(lambda x, w, b: F.conv3d(x, w, b, padding=1, groups=2)),
+        w=torch.randn(4, 2, 3, 3, 3))), (1, 4, 4, 5, 6), max_transposes=1, expect_converters=("aten_conv_nd",)),
+    case("conv2d-weight-as-model-input", Fn(lambda x, w: F.conv2d(x, w, padding=1)),
+         [(1, 3, 6, 7), (4, 3, 3, 3)], max_transposes=1, expect_converters=("aten_conv_nd",)),
 ]
 
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 import pytest
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 from tests.harness import assert_converts
-from tests.ops.opcases import case, inputs
+from tests.ops.opcases import Fn, case, inputs
+from tests.ops.test_conv import Modulated
 
 
 def seeded(factory):
@@ -16,6 +18,12 @@ def seeded(factory):
 
 
 T1, T2, T3 = nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d
+
+
+def _gated(fn):
+    """``fn(x, w * g(x), b)``: a weight scaled by a gate computed from the input."""
+    return lambda m, x: fn(x, m.w * torch.sigmoid(x.mean()), getattr(m, "b", None))
+
 
 CASES = [
     case("convtranspose1d-basic-keras-exact", seeded(lambda: T1(4, 3, 3)), (2, 4, 7),
@@ -61,6 +69,23 @@ CASES = [
     case("convtranspose2d-dynamic-batch", seeded(lambda: T2(4, 3, 3, stride=2, padding=1,
                                                             output_padding=1)), (2, 4, 5, 6),
          dynamic_batch=True, expect_converters=("aten_conv_transpose2d_input",)),
+    # weights computed in forward: crossport.layers.FunctionalConvTranspose (one transpose
+    # for the weight's layout; groups=batch folds the batch into channels: more)
+    case("convtranspose2d-modulated-groups-batch", seeded(lambda: Modulated(transposed=True)),
+         [(2, 4, 5, 6), (2, 5)], expect_layers=("FunctionalConvTranspose",),
+         max_transposes=3, expect_converters=("aten_conv_transpose2d_input",)),
+    case("convtranspose1d-computed-dilation-padding-bias", seeded(lambda: Fn(
+        _gated(lambda x, w, b: F.conv_transpose1d(x, w, b, stride=2, padding=2, dilation=2,
+                                                  output_padding=1)),
+        w=torch.randn(3, 4, 3), b=torch.randn(4))), (2, 3, 7),
+         max_transposes=1, expect_converters=("aten_conv_transpose2d_input",)),
+    case("convtranspose3d-computed-groups2", seeded(lambda: Fn(
+        _gated(lambda x, w, b: F.conv_transpose3d(x, w, b, stride=(1, 2, 2), groups=2)),
+        w=torch.randn(4, 1, 2, 3, 3))), (1, 4, 3, 4, 5),
+         max_transposes=1, expect_converters=("aten_conv_transpose2d_input",)),
+    case("convtranspose2d-weight-as-model-input",
+         Fn(lambda x, w: F.conv_transpose2d(x, w, stride=2)), [(1, 3, 5, 5), (3, 2, 3, 3)],
+         max_transposes=1, expect_converters=("aten_conv_transpose2d_input",)),
 ]
 
 

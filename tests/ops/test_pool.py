@@ -142,17 +142,6 @@ def test_pool_and_conv_inputs_keras_cannot_take_are_refused(module, x, match):
         crossport.convert(module.eval(), (x,))
 
 
-def test_conv_transpose_weight_given_as_an_input_is_refused():
-    """A weight passed to forward is a placeholder too: it was taken for a parameter and the
-    converter failed on the symbolic tensor (OpInfo sweep)."""
-    import crossport
-
-    module = Fn(lambda x, w: F.conv_transpose2d(x, w, stride=2))
-    with pytest.raises(crossport.UnsupportedOpError,
-                       match="aten.conv_transpose2d.input.*computed in the graph"):
-        crossport.convert(module.eval(), (torch.randn(1, 3, 5, 5), torch.randn(3, 2, 3, 3)))
-
-
 def _ties_and_nans(shape, seed=0):
     """Small integers (many tied maxima in a window) and a few NaNs: torch's kernel takes
     the first maximum and the last NaN of a window."""

@@ -111,6 +111,15 @@ def test_keras_ops_inside_functional_graph():
     assert_to_torch(keras.Model(inp, x), max_permutes=0)
 
 
+def test_activation_layer_and_convert_to_tensor_on_a_scalar():
+    """A gate computed from the whole input (a rank-0 tensor) through an Activation layer
+    crashed: the layer's axis was read from the scalar's (empty) layout."""
+    inp = keras.Input((5, 6), batch_size=2)
+    gate = L.Activation("sigmoid")(keras.ops.mean(inp))
+    gate = keras.ops.convert_to_tensor(gate, sparse=False)
+    assert_to_torch(keras.Model(inp, L.Dense(3)(inp) * gate))
+
+
 def test_keras_ops_transpose_reshape_matmul():
     inp = keras.Input((5, 6))
     x = L.Dense(6)(inp)

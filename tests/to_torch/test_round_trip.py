@@ -7,6 +7,7 @@ from torch import nn
 
 import crossport
 from crossport.compat import import_torchvision
+from tests.ops.opcases import Fn
 
 
 def _round_trip(net: nn.Module, x: torch.Tensor):
@@ -130,3 +131,38 @@ def test_lstm_with_proj_size_round_trip():
         fresh = torch.randn(3, 7, 4, generator=torch.Generator().manual_seed(1))[:2, :5]
         for got, want in zip(back.module(fresh), net(fresh)):
             torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("transposed", [False, True], ids=["conv", "conv-transpose"])
+def test_modulated_conv_round_trip(transposed):
+    """StyleGAN2's modulated convs -> FunctionalConv(Transpose) -> F.conv2d /
+    F.conv_transpose2d on the run-time weight, groups=batch kept."""
+    from tests.ops.test_conv import Modulated
+
+    torch.manual_seed(0)
+    net = Modulated(transposed).eval()
+    args = (torch.randn(2, 4, 5, 6), torch.randn(2, 5))
+    kmodel = crossport.convert(net, args)
+    layer = "FunctionalConvTranspose" if transposed else "FunctionalConv"
+    assert layer in {type(layer).__name__ for layer in kmodel.layers}
+    back = crossport.to_torch_with_report(kmodel, args)
+    assert back.report.passed
+    with torch.no_grad():
+        fresh = (torch.randn(2, 4, 5, 6), torch.randn(2, 5))
+        torch.testing.assert_close(back.module(*fresh), net(*fresh), atol=1e-4, rtol=1e-4)
+
+
+def test_functional_conv_with_uneven_pads_round_trip():
+    """torch's padding='same' with an even kernel pads one more after: F.pad, then conv."""
+    from tests.ops.test_conv import _gated
+
+    torch.manual_seed(0)
+    net = Fn(_gated(lambda x, w, b: torch.nn.functional.conv2d(x, w, b, padding="same",
+                                                                dilation=(1, 2))),
+             w=torch.randn(4, 3, 4, 3), b=torch.randn(4)).eval()
+    x = torch.randn(1, 3, 7, 8)
+    back = crossport.to_torch_with_report(crossport.convert(net, (x,)), (x,))
+    assert back.report.passed
+    fresh = torch.randn(1, 3, 7, 8)
+    with torch.no_grad():
+        torch.testing.assert_close(back.module(fresh), net(fresh), atol=1e-4, rtol=1e-4)

@@ -8,9 +8,9 @@ import keras
 import numpy as np
 import torch
 
+from crossport.layers.functional_conv import FunctionalConv
 from crossport.layers.grouped_conv import GroupedConv1D, GroupedConv2D
 from crossport.to_keras.dynamic_dims import static_dims
-from crossport.to_keras.fold import is_constant
 from crossport.to_keras.initial import call_with_weights
 from crossport.to_keras.ops.pool import input_reason
 from crossport.to_keras.registry import Policy, bind_arguments, register
@@ -62,10 +62,7 @@ def keras_padding_mode(pairs, kernel, stride, dilation) -> str | None:
 
 
 def _conv_supports(node: torch.fx.Node) -> str | None:
-    weight = node.args[1]
-    if not is_constant(weight):
-        return "the weight is computed in the graph (only parameter weights are supported)"
-    return input_reason(node, len(weight.meta["val"].shape) - 2, floating=True)
+    return input_reason(node, len(node.args[1].meta["val"].shape) - 2, floating=True)
 
 
 def _dilated_weight(weight, dilation):
@@ -78,6 +75,8 @@ def _dilated_weight(weight, dilation):
 
 def emit_conv(ctx, input, weight, bias, stride, padding, dilation, groups):
     """A torch convolution as explicit zero padding + a Keras Conv/DepthwiseConv layer."""
+    if not isinstance(weight, np.ndarray):
+        return runtime_conv(ctx, input, weight, bias, stride, padding, dilation)
     n = weight.ndim - 2
     kernel = weight.shape[2:]
     stride, dilation = _expand(stride, n), _expand(dilation, n)
@@ -122,14 +121,49 @@ def _depthwise_strides(stride: tuple[int, ...]):
     return (common,) * len(stride), tuple(s // common for s in stride)
 
 
+def runtime_conv(ctx, input, weight, bias, stride, padding, dilation):
+    """A convolution whose weight is computed in the graph (modulated convolutions,
+    dynamic/conditional kernels): :class:`crossport.layers.FunctionalConv` takes the
+    kernel as an input; grouped ones (StyleGAN's per-sample ``groups=batch``) follow from
+    the kernel's input channels."""
+    n = len(weight.shape) - 2  # held as Keras' kernel [*k, in/groups, out] (keras_kernel)
+    kernel_size = tuple(int(k) for k in weight.shape[:-2])
+    stride, dilation = _expand(stride, n), _expand(dilation, n)
+    pairs = torch_padding_pairs(padding, kernel_size, dilation)
+    layer = FunctionalConv(stride, pairs, dilation, name=ctx.name())
+    return layer(input, weight, runtime_bias(ctx, bias))
+
+
+def runtime_bias(ctx, bias):
+    """A bias beside a run-time kernel: a tensor, a held constant or None."""
+    return ctx.constant(bias, "bias") if isinstance(bias, np.ndarray) else bias
+
+
+def static_kernel(node: torch.fx.Node) -> str | None:
+    """A weight computed in the graph needs static sizes (they are the kernel's), and so
+    does ``groups`` (StyleGAN's ``groups=batch`` with a dynamic batch)."""
+    weight_rank = len(node.args[1].meta["val"].shape)
+    reason = static_dims("weight", lambda _node: range(weight_rank),
+                         "a convolution weight computed in the graph")(node)
+    groups = bind_arguments(node).get("groups", 1)
+    if reason is None and isinstance(groups, torch.fx.Node):
+        reason = (f"groups computed from a run-time size ({groups.meta.get('val')}) needs "
+                  "it static")
+    return reason
+
+
 # The weight fixes the channel count; a size expression torch could not prove equal to it
 # (a space-to-depth view, tresnet) would build a Keras conv with unknown channels.
-_STATIC_CHANNELS = static_dims("input", lambda _node: [1], "a convolution's input channels")
+_STATIC_INPUT_CHANNELS = static_dims("input", lambda _node: [1], "a convolution's input channels")
+
+
+def _static_sizes(node: torch.fx.Node) -> str | None:
+    return _STATIC_INPUT_CHANNELS(node) or static_kernel(node)
 
 
 @register(aten.conv1d.default, aten.conv2d.default, aten.conv3d.default,
           aten.conv1d.padding, aten.conv2d.padding, aten.conv3d.padding,
-          policy=Policy.CHANNELS_LAST, supports=_conv_supports, dynamic=_STATIC_CHANNELS)
+          policy=Policy.CHANNELS_LAST, supports=_conv_supports, dynamic=_static_sizes)
 def aten_conv_nd(ctx, input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """conv{1,2,3}d(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, padding, dilation, SymInt groups)
 
@@ -146,7 +180,7 @@ def _convolution_supports(node):
 
 
 @register(aten.convolution.default, policy=Policy.CHANNELS_LAST, supports=_convolution_supports,
-          dynamic=_STATIC_CHANNELS)
+          dynamic=_static_sizes)
 def aten_convolution_default(ctx, input, weight, bias, stride, padding, dilation, transposed,
                              output_padding, groups):
     """convolution(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups)"""

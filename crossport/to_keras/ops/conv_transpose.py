@@ -15,8 +15,9 @@ import numpy as np
 import torch
 
 from crossport import layers as torch_semantics
+from crossport.layers.functional_conv import FunctionalConvTranspose
 from crossport.to_keras.dynamic_dims import is_dynamic_size
-from crossport.to_keras.fold import is_constant
+from crossport.to_keras.ops.conv import runtime_bias, static_kernel
 from crossport.to_keras.ops.pool import input_reason
 from crossport.to_keras.registry import Policy, register
 from crossport.weights import conv_transpose_weight_to_keras
@@ -35,10 +36,7 @@ def _expand(value, n: int) -> tuple[int, ...]:
 
 
 def _conv_transpose_supports(node: torch.fx.Node) -> str | None:
-    weight = node.args[1]
-    if not is_constant(weight):  # a placeholder may be a user input, not a parameter
-        return "the weight is computed in the graph (only parameter weights are supported)"
-    return input_reason(node, len(weight.meta["val"].shape) - 2, floating=True)
+    return input_reason(node, len(node.args[1].meta["val"].shape) - 2, floating=True)
 
 
 def _conv_transpose_dynamic(node: torch.fx.Node, output_padding, **_arguments) -> str | None:
@@ -49,7 +47,7 @@ def _conv_transpose_dynamic(node: torch.fx.Node, output_padding, **_arguments) -
     values = [v.meta.get("val") if isinstance(v, torch.fx.Node) else v for v in values]
     dynamic = [str(v) for v in values if is_dynamic_size(v)]
     if not dynamic:
-        return None
+        return static_kernel(node)
     return (f"output_padding computed from a run-time size ({', '.join(dynamic)}, as "
             "output_size= does) needs it static")
 
@@ -70,10 +68,14 @@ def aten_conv_transpose2d_input(ctx, input, weight, bias=None, stride=1, padding
     padding crops both ends, output_padding extends the end: crossport.layers.ConvTransposeNd
     unless Keras' valid transposed conv is exactly torch's (pitfall 6).
     """
-    n = weight.ndim - 2
-    kernel = tuple(int(k) for k in weight.shape[2:])
+    n = len(weight.shape) - 2
     stride, padding = _expand(stride, n), _expand(padding, n)
     output_padding, dilation = _expand(output_padding, n), _expand(dilation, n)
+    if not isinstance(weight, np.ndarray):  # computed in the graph (StyleGAN's upsampling)
+        layer = FunctionalConvTranspose(stride, padding, output_padding, dilation, groups,
+                                        name=ctx.name())
+        return layer(input, weight, runtime_bias(ctx, bias))  # weight held as Keras' kernel
+    kernel = tuple(int(k) for k in weight.shape[2:])
     in_channels, out_channels = int(weight.shape[0]), int(weight.shape[1]) * groups
     kernel_value = conv_transpose_weight_to_keras(np.asarray(weight, dtype=np.float32))
     weights = [kernel_value] + ([np.asarray(bias, dtype=np.float32)] if bias is not None else [])

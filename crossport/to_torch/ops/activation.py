@@ -85,7 +85,7 @@ def Activation(ctx: Context, layer, inputs: Held) -> Held:
     name = activation_name(layer_activation(layer))
     if name in ("softmax", "log_softmax", "glu"):  # they see the feature order
         inputs = ctx.plain(inputs)
-    dim = physical_axis(inputs.layout, -1)
+    dim = physical_axis(inputs.layout, -1) if inputs.rank else -1  # a scalar (a gate) too
     module = activation_module(name, dim)
     node = inputs.node if module is None else ctx.call_module(module, inputs.node)
     return Held(node, inputs.layout, inputs.shape)

@@ -446,6 +446,13 @@ def Cast(ctx: Context, op, x):
 
 
 @register_op(policy=Policy.AGNOSTIC)
+def ConvertToTensor(ctx: Context, op, x, *_args, **_kwargs):
+    """keras.ops.convert_to_tensor(x, dtype, sparse=False) of a tensor: ``x`` in the
+    output's dtype (a densified sparse tensor is dense already in torch)."""
+    return _as_output_dtype(ctx, x)
+
+
+@register_op(policy=Policy.AGNOSTIC)
 def Erf(ctx: Context, op, x):
     """keras.ops.erf(x): torch.erf."""
     return ctx.call_function(torch.erf, x)
