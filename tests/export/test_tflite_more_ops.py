@@ -638,3 +638,18 @@ def test_packed_sequence_lstm_matches_torch_on_litert(tmp_path):
     assert len(got) == len(want) == 4
     for w, g in zip(want, got):
         np.testing.assert_allclose(g, w, atol=1e-5)
+
+
+@pytest.mark.parametrize("transposed", [False, True], ids=["conv", "conv-transpose"])
+def test_modulated_convs_match_torch_on_litert(transposed, tmp_path):
+    """StyleGAN2's modulated conv (a per-sample kernel, groups=batch) and its upsampling
+    transposed conv: run-time kernels as builtin CONV_2D / TRANSPOSE_CONV on LiteRT."""
+    from tests.ops.test_conv import Modulated
+
+    torch.manual_seed(0)
+    module = Modulated(transposed).eval()
+    example = (torch.randn(2, 4, 5, 6), torch.randn(2, 5))
+    fresh = (torch.randn(2, 4, 5, 6), torch.randn(2, 5))
+    got = _export_and_run(module, example, fresh, tmp_path / "m.tflite")
+    want = _torch_outputs(module, fresh)
+    np.testing.assert_allclose(got[0], want[0], rtol=0, atol=1e-5 * np.abs(want[0]).max())
