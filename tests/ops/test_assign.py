@@ -30,6 +30,12 @@ def after_conv(fn):
     return nn.Sequential(nn.Conv2d(3, 4, 3), assigned(fn))
 
 
+def _put(x, index, value):
+    y = x.clone()
+    y[index] = value
+    return y
+
+
 def set_(y, index, value):
     y[index] = value
 
@@ -113,6 +119,16 @@ CASES = [
          Fn(lambda x: x.index_put((torch.tensor([0, 2, 0, 0]),), x[1:5] * 2, accumulate=True)),
          (5, 3), expect_converters=("aten_index_put_default", "aten_mul_tensor", "aten_slice_tensor")),
     case("index_put-accumulate-two-dims", Fn(_accumulate_two_dims), (2, 4, 3), expect_converters=("aten_add_tensor", "aten_index_put_default", "aten_select_int")),
+    # index tensors on non-adjacent dims write what x[i, :, j] reads
+    case("index_put-non-adjacent-values", Fn(
+        lambda m, x, v: _put(x, (m.i, slice(None), m.j), v), i=torch.tensor([0, 2]),
+        j=torch.tensor([1, -1])), [(3, 3, 4), (2, 3)],
+         expect_converters=("aten_index_put_default",), max_transposes=2),
+    case("index_put-non-adjacent-accumulate-after-conv", after_conv(lambda y, x: y.copy_(
+        torch.ops.aten.index_put(y, [None, torch.tensor([0, 3, 0]), None,
+                                     torch.tensor([1, 2, 1])], x[0, :3, :1, :4] * 2, True))),
+         (2, 3, 6, 7), expect_converters=("aten_conv_nd", "aten_index_put_default"),
+         max_transposes=3),
     case("index_put-runtime-accumulate", RuntimeAccumulate(), (6, 3), expect_converters=("aten_abs_default", "aten_index_put_default", "aten_mul_tensor", "aten_remainder_tensor", "aten_select_int", "aten_slice_tensor", "aten_to_copy_default")),
     case("mask-assign-scalar", assigned(lambda y, x: set_(y, x > 0.5, 0.0)), (3, 4, 5), expect_converters=("aten_gt_Scalar", "aten_index_put_default")),
     case("mask-assign-leading-dims-row-values", assigned(lambda y, x: set_(

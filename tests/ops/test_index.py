@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from tests.harness import assert_converts
-from tests.ops.opcases import Fn, case, inputs
+from tests.ops.opcases import ConvThen, Fn, case, inputs
 
 
 def ints(shape, low, high, seed=0):
@@ -101,6 +101,15 @@ CASES = [
     case("advanced-index-two-tensors-pooling", Fn(
         lambda x, i: x[torch.arange(x.shape[0]), i]),
          lambda: (floats((3, 6, 4)), ints((3,), 0, 6)), expect_converters=("aten_index_tensor",)),
+    # index tensors on non-adjacent dims: their broadcast dims first, then the others
+    case("advanced-index-non-adjacent-lists", Fn(lambda x: x[[0, 2], :, [1, -1]]), (3, 3, 4),
+         expect_converters=("aten_index_tensor",), max_transposes=1),
+    case("advanced-index-non-adjacent-broadcast-negative", Fn(lambda x, i, j: x[i, 1:, j]),
+         lambda: (floats((3, 3, 4)), torch.tensor([[0], [-1]]), torch.tensor([1, -3, 0])),
+         expect_converters=("aten_index_tensor",), max_transposes=1),
+    case("advanced-index-non-adjacent-after-conv", ConvThen(lambda y: y[:, [0, 5], :, [2, 1]]),
+         (2, 3, 6, 7), expect_converters=("aten_conv_nd", "aten_index_tensor"),
+         max_transposes=1),
     case("scatter-src", Fn(lambda x, i, s: x.scatter(1, i, s)),
          lambda: (floats((2, 5)), torch.tensor([[0, 2, 4], [1, 3, 0]]), floats((2, 3), 1)), expect_converters=("aten_scatter_src",)),
     case("scatter-value", Fn(lambda x, i: x.scatter(1, i, 7.0)),

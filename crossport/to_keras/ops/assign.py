@@ -20,7 +20,7 @@ from crossport.layers.dynamic import segment_sum
 from crossport.layout import after_reduce, canonical, normalize_dims, physical_axis
 from crossport.to_keras.dynamic_dims import static_dims
 from crossport.to_keras.int_bounds import fits_int32, largest_count
-from crossport.to_keras.ops.index import _index_supports, _wrap_negative
+from crossport.to_keras.ops.index import _index_supports, _wrap_negative, indexed_dims_first
 from crossport.to_keras.ops.shape import as_value
 from crossport.to_keras.registry import Policy, register
 from crossport.to_keras.values import TensorValue, concrete, keras_dtype
@@ -196,8 +196,13 @@ def aten_index_put_default(ctx, self, indices, values, accumulate=False):
     adjacent dims (negative ones wrap): for every position of the indexed dims the number
     of the update that writes it (the last one, like torch on CPU), then a gather of the
     values and a ``where``; ``accumulate`` sums duplicates (a segment sum) into ``self``.
+    Index tensors on non-adjacent dims write with those dims moved to the front.
     """
     value = _plain_value(ctx, self)
+    moved = None
+    if _dtype_of(next(t for t in indices if t is not None)) != torch.bool:
+        # x[i, :, j] = v writes what x[i, :, j] reads: the indexed dims moved to the front
+        value, indices, moved = indexed_dims_first(ctx, value, indices)
     first = next(i for i, t in enumerate(indices) if t is not None)
     present = [t for t in indices if t is not None]
     vals = as_value(ctx, values)
@@ -209,8 +214,12 @@ def aten_index_put_default(ctx, self, indices, values, accumulate=False):
         return _put_by_mask(ctx, value, first, present[0], vals, accumulate)
     if any(ctx.is_dynamic(s) for s in value.shape[first:first + len(present)]) or any(
             ctx.is_dynamic(s) for t in present if isinstance(t, TensorValue) for s in t.shape):
-        return _put_at_run_time(ctx, value, first, present, vals, accumulate)
-    return _put_by_index(ctx, value, first, present, vals, accumulate)
+        result = _put_at_run_time(ctx, value, first, present, vals, accumulate)
+    else:
+        result = _put_by_index(ctx, value, first, present, vals, accumulate)
+    if moved is not None:  # the result holds self's dims in the moved order
+        ctx.out_layout = moved
+    return result
 
 
 def _put_at_run_time(ctx, value, first, present, vals, accumulate):

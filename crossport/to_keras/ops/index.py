@@ -14,6 +14,7 @@ import torch
 from crossport.layers.dynamic import DynamicSlice, add_scattered
 from crossport.layers.ordering import top_k_torch_order
 from crossport.layout import (
+    Layout,
     canonical,
     normalize_dim,
     normalize_dims,
@@ -169,12 +170,25 @@ def _leading_part(ctx, x, value: TensorValue, dim: int):
 
 def _index_supports(node):
     indices = node.args[1]
-    present = [i for i, t in enumerate(indices) if t is not None]
     if any(t is not None and t.meta["val"].dtype == torch.bool for t in indices):
         return "boolean-mask indexing (x[mask]) has a data-dependent shape"
-    if present != list(range(present[0], present[0] + len(present))):
-        return "advanced indexing with index tensors on non-adjacent dims"
     return None
+
+
+def indexed_dims_first(ctx, value: TensorValue, indices: list):
+    """Index tensors on non-adjacent dims (``x[i, :, j]``) as adjacent ones at dim 0: the
+    value with its indexed dims moved to the front (held canonical in that order), the
+    indices moved alike, and the layout the moved value has relative to ``value`` (None
+    when the index tensors are adjacent already: everything as given)."""
+    present = [d for d, t in enumerate(indices) if t is not None]
+    if present == list(range(present[0], present[0] + len(present))):
+        return value, indices, None
+    others = [d for d in range(value.rank) if d not in present]
+    moved = Layout((*present, *others))
+    shape = tuple(value.shape[d] for d in moved.perm)
+    tensor = ctx.to_layout(value, moved)
+    front = [indices[d] for d in present] + [None] * len(others)
+    return TensorValue(tensor, canonical(value.rank), shape, value.dtype), front, moved
 
 
 @register(aten.index.Tensor, policy=Policy.CUSTOM, supports=_index_supports, dynamic=True)
@@ -182,9 +196,12 @@ def aten_index_tensor(ctx, self, indices):
     """index.Tensor(Tensor self, Tensor?[] indices) -> Tensor
 
     Index tensors on adjacent dims broadcast together and replace those dims; negative
-    indices wrap like torch's. Several index tensors are linearised into one take.
+    indices wrap like torch's. Several index tensors are linearised into one take. Index
+    tensors on non-adjacent dims (``x[i, :, j]``) put their broadcast dims first, then the
+    other dims in order: the indexed dims are moved to the front, and the take is the
+    adjacent one at dim 0.
     """
-    value = as_value(ctx, self)
+    value, indices, _moved = indexed_dims_first(ctx, as_value(ctx, self), indices)
     x = ctx.canonical(value)
     first = next(i for i, t in enumerate(indices) if t is not None)
     tensors = [_tensor(ctx, t) for t in indices if t is not None]
