@@ -16,6 +16,7 @@ from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
 from crossport.capture.borrow import borrowed
 from crossport.capture.cond import inline_cond
+from crossport.capture.covariance import traceable_covariance
 from crossport.capture.distributions import unvalidated_distributions
 from crossport.capture.fake_quant import fixed_fake_quantize_switches
 from crossport.capture.functional import as_functional
@@ -306,6 +307,7 @@ CAPTURE_PATCHES = (
     opaque_dynamic_pads,  # a circular pad's amounts can stay dynamic
     eager_transformers,  # nn.Transformer* as eager computes them
     unvalidated_distributions,  # distributions without their value checks
+    traceable_covariance,  # cov/corrcoef without a branch on the degrees of freedom
 )
 
 

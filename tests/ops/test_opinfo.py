@@ -191,6 +191,8 @@ CONVERTED = [
     'igamma', 'igammac', 'special.zeta', 'nextafter', 'frexp',
     # session 17 (tests/ops/test_airy.py)
     'special.airy_ai',
+    # session 25 (capture/covariance.py; tests/ops/test_reduce.py)
+    'cov', 'corrcoef',
 ]
 
 

@@ -127,6 +127,17 @@ CASES = [
         nn.Conv2d(3, 2, 3), nn.Flatten(), Fn(lambda x: x.amax(1) + x.sum(-1))), (2, 3, 4, 5), expect_converters=("aten_add_tensor", "aten_amax_default", "aten_conv_nd", "aten_sum_dim_intlist", "aten_view_default")),
     case("softmax-after-flatten-then-linear", nn.Sequential(
         nn.Conv2d(3, 2, 3), nn.Flatten(), nn.Softmax(-1), nn.Linear(12, 3)), (2, 3, 4, 5), expect_converters=("aten_conv_nd", "aten_linear_default", "aten_softmax_int", "aten_view_default")),
+    # torch.cov / corrcoef: a CaptureError before (ATen branches on the degrees of freedom;
+    # capture/covariance.py); no degrees of freedom left gives torch's inf/nan
+    case("cov-corrcoef-corrections", Fn(lambda x: (
+        torch.cov(x.T), x.T.cov(correction=0), torch.corrcoef(x.T), x[:, 0].corrcoef(),
+        torch.cov(x[:1].T), x[:, 0].cov(correction=7), torch.cov((x * 5).long().T))),
+         (6, 3), max_transposes=None),
+    case("cov-weighted", Fn(lambda m, x: (
+        torch.cov(x.T, fweights=m.f, correction=2), torch.cov(x.T, aweights=x[:, 0].exp()),
+        torch.cov(x.T, fweights=m.f, aweights=x[:, 1].sigmoid(), correction=0),
+        torch.cov(x.T, aweights=x[:, 0].exp(), correction=9)), f=torch.tensor([1, 0, 3, 2, 1, 4])),
+         (6, 3), max_transposes=None),
 ]
 
 
