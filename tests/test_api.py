@@ -93,6 +93,29 @@ def test_layer_names_follow_module_paths(torchvision):
     assert {"conv1", "bn1", "layer1.0.conv1", "layer4.1.bn2", "fc"} <= names
 
 
+class InputNamedLikeAModule(torch.nn.Module):
+    """A diffusion block's ``forward(x, t)`` beside its timestep projection ``self.t``."""
+
+    def __init__(self):
+        super().__init__()
+        self.t = torch.nn.Linear(1, 4)
+        self.x = torch.nn.Conv2d(4, 4, 1)
+
+    def forward(self, x, t):
+        return self.x(x) + self.t(t[:, None])[:, :, None, None]
+
+
+def test_an_input_named_like_a_module_keeps_its_name(tmp_path):
+    """Keras names inputs and layers in one namespace: the module ``t`` clashed with the
+    input ``t`` (a ConversionError when the model was built)."""
+    args = random_inputs([(2, 4, 5, 5), (2,)])
+    conversion = assert_converts(InputNamedLikeAModule(), args)
+    assert [t.name.split(":")[0] for t in conversion.model.inputs] == ["x", "t"]
+    assert {"x_1", "t_1"} <= {layer.name for layer in conversion.model.layers}
+    crossport.to_source(conversion, tmp_path / "model.py")
+    crossport.export(conversion, tmp_path / "model.keras")
+
+
 def test_channels_last_io_has_no_transposes():
     net = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.BatchNorm2d(8), torch.nn.ReLU())
     conversion = assert_converts(net, random_inputs((1, 3, 12, 12)), channels_last_io=True)

@@ -18,6 +18,10 @@ class LayerNames:
     def __init__(self):
         self._used: set[str] = set()
 
+    def reserve(self, name: str) -> None:
+        """Keep ``name`` (a model input's) from every layer: Keras needs them distinct."""
+        self._used.add(name)
+
     def unique(self, base: str) -> str:
         name, k = base, 1
         while name in self._used:

@@ -213,6 +213,7 @@ class Emitter:
         # a 0-dim tensor is a 0-dim input: Input(shape=()) would add a batch dim (None,)
         keras_input = keras.Input(batch_shape=tuple(keras_shape), name=name,
                                   dtype=keras_dtype(val.dtype))
+        self.names.reserve(name)  # a layer of the same name (input `t`, module `t`) clashes
         for axis, p in enumerate(held.perm):
             if is_symbolic(shape[p]) and shape[p].node.expr.is_Symbol:
                 self.sizes.bind(shape[p].node.expr, keras_input, axis)
