@@ -68,6 +68,16 @@ OPS = {
     "getitem-slices-held-nchw": ((4, 5, 3), lambda x: _conv(x)[:, 1:100, -4:, 0]),
     "getitem-ellipsis-step": ((4, 5, 3), lambda x: _conv(x)[..., ::2, 1:]),
     "getitem-newaxis": ((5, 6), lambda x: x[:, None, 2:, ..., None]),
+    # keras.ops.image.resize: TFResize, as the Resizing layer ("no converter" before)
+    "image-resize-bilinear-nearest": ((5, 7, 2), lambda x: (
+        ops.image.resize(x, (9, 4)), ops.image.resize(x, (10, 14), interpolation="nearest"))),
+    "image-resize-aspect-ratio-area": ((6, 9, 2), lambda x: (
+        ops.image.resize(x, (4, 4), interpolation="bicubic", crop_to_aspect_ratio=True),
+        ops.image.resize(x, (5, 5), pad_to_aspect_ratio=True, fill_value=2.0),
+        ops.image.resize(x, (3, 4), interpolation="area", antialias=True))),
+    "image-resize-channels-first": ((2, 6, 9), lambda x: ops.image.resize(
+        x, (4, 5), data_format="channels_first")),
+    "image-resize-held-nchw": ((4, 5, 3), lambda x: ops.image.resize(_conv(x), (7, 3))),
 }
 
 
@@ -184,6 +194,13 @@ def test_softmax_family_with_infinities():
         np.testing.assert_array_equal(np.isinf(g) & (g < 0), np.isinf(w) & (w < 0))
         finite = np.isfinite(w)
         np.testing.assert_allclose(g[finite], w[finite], rtol=1e-5, atol=1e-5)
+
+
+def test_image_resize_of_an_unbatched_image_is_refused():
+    x = keras.Input((5, 7, 2), batch_size=None)
+    model = keras.Model(x, keras.layers.Lambda(lambda t: ops.image.resize(t[0], (3, 3)))(x))
+    with pytest.raises(crossport.UnsupportedLayerError, match="unbatched image"):
+        crossport.to_torch(model, (np.zeros((1, 5, 7, 2), "float32"),))
 
 
 def test_top_k_unsorted_is_refused():

@@ -13,10 +13,11 @@ import numpy as np
 import torch
 from torch import nn
 
+from crossport.errors import UnsupportedLayerError
 from crossport.layout import FlatOrder, Layout, after_permute, canonical, channels_first
 from crossport.layout.policy import Policy
 from crossport.to_torch.context import Context, Held, static
-from crossport.to_torch.registry import channels_first_layer, register_layer
+from crossport.to_torch.registry import channels_first_layer, register_layer, register_op
 from crossport.torch_layers import METHODS, KerasUpSampling2D, TFResize
 
 
@@ -217,6 +218,29 @@ def Resizing(ctx: Context, layer, inputs):
     """keras.layers.Resizing -> torch_layers.TFResize (tf.image.resize's kernels, pitfall 12;
     crop/pad_to_aspect_ratio with Keras' own box arithmetic)."""
     return ctx.call_module(TFResize.from_keras(layer), inputs)
+
+
+def _resize_op_supported(op) -> str | None:
+    if op.fill_mode != "constant":
+        return f"image.resize fill_mode={op.fill_mode!r} (Keras' TF backend refuses it too)"
+    if op.interpolation not in METHODS:
+        return f"image.resize interpolation {op.interpolation!r}: supported {sorted(METHODS)}"
+    return None
+
+
+@register_op(policy=Policy.CHANNELS_FIRST, supports=_resize_op_supported)
+def Resize(ctx: Context, op, images, *_args, **_kwargs):
+    """keras.ops.image.resize(images, size, ...) -> torch_layers.TFResize, as the Resizing
+    layer (batched images; an unbatched [H, W, C] image is refused by name)."""
+    if len(ctx.input_shape) != 4:
+        raise UnsupportedLayerError(
+            f"keras.ops.image.resize {ctx.path!r} of an unbatched image "
+            f"{tuple(ctx.input_shape)}; not converted (add a batch dim)",
+            [(ctx.path, "Resize", "an unbatched image")])
+    module = TFResize(op.size, op.interpolation, bool(op.antialias),
+                      bool(op.crop_to_aspect_ratio), bool(op.pad_to_aspect_ratio),
+                      float(op.fill_value))
+    return ctx.call_module(module, images)
 
 
 @register_layer(policy=Policy.CANONICAL)
