@@ -54,21 +54,28 @@ def preferred_channels_last(
     """:func:`preferred_native` on an fx graph (PyTorch -> Keras).
 
     ``wants_channels_last`` and ``passes_layout`` are asked only about ``call_function``
-    consumers other than ``getitem``.
+    consumers other than ``getitem``. A ``getitem`` hands on the layout of the output it
+    picks, so a multi-output op that passes its input's layout on (a QAT fake quantization
+    returning its output and mask) is looked through too.
     """
 
     def considered(user: torch.fx.Node) -> bool:
         return user.op == "call_function" and user.target is not operator.getitem
+
+    def picks_output(user: torch.fx.Node) -> bool:
+        return user.op == "call_function" and user.target is operator.getitem
 
     return preferred_native(
         graph.nodes,
         lambda node: node.users,
         _rank,
         lambda user: considered(user) and wants_channels_last(user),
-        lambda user: considered(user) and passes_layout(user),
+        lambda user: picks_output(user) or (considered(user) and passes_layout(user)),
     )
 
 
 def _rank(node: torch.fx.Node) -> int:
+    """A tensor's rank; a multi-output node's, its widest output's (0 for non-tensors)."""
     val = node.meta.get("val")
-    return val.dim() if isinstance(val, torch.Tensor) else 0
+    values = val if isinstance(val, (list, tuple)) else [val]
+    return max((v.dim() for v in values if isinstance(v, torch.Tensor)), default=0)

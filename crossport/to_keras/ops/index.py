@@ -14,7 +14,7 @@ import torch
 from crossport.layers.dynamic import DynamicSlice, add_scattered
 from crossport.layers.ordering import top_k_torch_order
 from crossport.layout import (
-    Layout,
+    after_permute,
     canonical,
     normalize_dim,
     normalize_dims,
@@ -177,18 +177,20 @@ def _index_supports(node):
 
 def indexed_dims_first(ctx, value: TensorValue, indices: list):
     """Index tensors on non-adjacent dims (``x[i, :, j]``) as adjacent ones at dim 0: the
-    value with its indexed dims moved to the front (held canonical in that order), the
-    indices moved alike, and the layout the moved value has relative to ``value`` (None
+    value permuted with its indexed dims to the front (held canonical in that order), the
+    indices moved alike, and the layout in which that held tensor is ``value`` itself (None
     when the index tensors are adjacent already: everything as given)."""
     present = [d for d, t in enumerate(indices) if t is not None]
     if present == list(range(present[0], present[0] + len(present))):
         return value, indices, None
-    others = [d for d in range(value.rank) if d not in present]
-    moved = Layout((*present, *others))
-    shape = tuple(value.shape[d] for d in moved.perm)
-    tensor = ctx.to_layout(value, moved)
-    front = [indices[d] for d in present] + [None] * len(others)
-    return TensorValue(tensor, canonical(value.rank), shape, value.dtype), front, moved
+    order = [*present, *(d for d in range(value.rank) if d not in present)]
+    value = ctx.plain(value)
+    moved = TensorValue(value.tensor, after_permute(value.layout, order),
+                        tuple(value.shape[d] for d in order), value.dtype)
+    front = [indices[d] for d in present] + [None] * (value.rank - len(present))
+    held_as = after_permute(canonical(value.rank), np.argsort(order))
+    return (TensorValue(ctx.canonical(moved), canonical(value.rank), moved.shape, value.dtype),
+            front, held_as)
 
 
 @register(aten.index.Tensor, policy=Policy.CUSTOM, supports=_index_supports, dynamic=True)
