@@ -165,3 +165,72 @@ def test_unbatched_patches_and_blur_are_refused_by_name():
     with pytest.raises(crossport.UnsupportedLayerError, match="unbatched") as refused:
         crossport.to_torch(model, (torch.randn(2, 6, 6, 2),))
     assert "ExtractPatches" in str(refused.value) and "GaussianBlur" in str(refused.value)
+
+
+def test_integer_patches_and_blur_are_refused_by_name():
+    """Keras' TF backend convolves no integer images (it fails at run time)."""
+    x = keras.Input((6, 6, 2), dtype="int32")
+    model = keras.Model(x, [image.extract_patches(x, 2), image.gaussian_blur(x)])
+    with pytest.raises(crossport.UnsupportedLayerError, match="int32 images") as refused:
+        crossport.to_torch(model, (torch.zeros(2, 6, 6, 2, dtype=torch.int32),))
+    assert "ExtractPatches" in str(refused.value) and "GaussianBlur" in str(refused.value)
+
+
+# one transform row per image: a zoom about a corner, a rotation, a shear beyond the edges
+# and a projective row (c0, c1 != 0, TF's own)
+ROWS = np.array([[1.5, 0.0, -2.0, 0.0, 1.5, -1.0, 0.0, 0.0],
+                 [0.8, -0.6, 3.0, 0.6, 0.8, -2.0, 0.0, 0.0],
+                 [1.0, 0.7, -4.0, 0.3, 1.0, 2.5, 0.0, 0.0],
+                 [0.9, 0.1, 0.5, -0.2, 1.1, 0.25, 0.02, -0.03]], np.float32)
+
+
+@pytest.mark.parametrize("interpolation", ["nearest", "bilinear"])
+@pytest.mark.parametrize("fill_mode", ["constant", "nearest", "wrap", "reflect"])
+def test_affine_transform(interpolation, fill_mode):
+    """Every fill mode and interpolation of TF's projective kernel, a row per image, the
+    images as Keras holds them, held NCHW, and channels_first."""
+    x = keras.Input((7, 9, 2))
+
+    def transform(images, rows, **kwargs):
+        return image.affine_transform(images, rows, interpolation=interpolation,
+                                      fill_mode=fill_mode, fill_value=-0.5, **kwargs)
+
+    model = keras.Model(x, [transform(x, ROWS), transform(_conv(x), ROWS[1]),
+                            transform(ops.transpose(x, (0, 3, 1, 2)), ROWS[3],
+                                      data_format="channels_first")])
+    assert_to_torch(model, batch=4)
+
+
+def test_affine_transform_rows_from_the_graph_and_integer_images():
+    """Transform rows computed from a model input (per image), and uint8 images: nearest
+    reads them as they are, bilinear in float32 truncated back, the fill value cast to
+    uint8 first."""
+    x, t = keras.Input((6, 8, 3), dtype="uint8"), keras.Input((8,))
+    rows = t * 0.05 + ROWS[1]
+    model = keras.Model([x, t], [
+        image.affine_transform(x, rows, interpolation="nearest", fill_value=7.9),
+        image.affine_transform(x, rows, fill_mode="reflect"),
+        image.affine_transform(ops.cast(x, "float32"), rows, fill_mode="wrap")])
+    assert_to_torch(model, int_high=256, live=False)
+
+
+def test_affine_transform_of_an_unknown_size_is_refused_by_name():
+    x = keras.Input((None, None, 2))
+    _refusal(keras.Model(x, image.affine_transform(x, ROWS[0])),
+             (torch.randn(2, 5, 6, 2),), "run time")
+
+
+def test_affine_transform_where_the_projection_is_zero():
+    """``c0 x + c1 y + 1 == 0`` on a whole column: TF gives the fill value there (the
+    module's division gives ±inf / NaN points, read as outside)."""
+    x = keras.Input((5, 6, 2))
+    row = np.array([1, 0, 0, 0, 1, 0, -0.25, 0], np.float32)   # k == 0 at x == 4
+    model = keras.Model(x, [image.affine_transform(x, row, interpolation=mode, fill_value=3.0)
+                            for mode in ("nearest", "bilinear")])
+    net = crossport.to_torch(model, (torch.randn(2, 5, 6, 2),))
+    values = np.random.default_rng(4).standard_normal((2, 5, 6, 2)).astype("float32")
+    with torch.no_grad():
+        got = [g.numpy() for g in net(torch.from_numpy(values))]
+    for w, g in zip(model(values), got):
+        np.testing.assert_allclose(g, np.asarray(w), rtol=1e-6, atol=1e-6)
+        assert (g[:, :, 4] == 3.0).all()

@@ -1,10 +1,12 @@
 """keras.ops.image operations (functional graphs, traced calls) -> torch: crop_images,
-pad_images, rgb_to_grayscale, rgb_to_hsv, hsv_to_rgb, extract_patches, gaussian_blur.
+pad_images, rgb_to_grayscale, rgb_to_hsv, hsv_to_rgb, extract_patches, gaussian_blur,
+affine_transform.
 
 Crops, pads and the colour conversions work on the tensor as it is held (the axes named by
 ``data_format`` found in its layout), in TF's order of operations; extract_patches and
 gaussian_blur are the convolutions Keras' TF backend runs (an identity kernel, a Gaussian
-depthwise kernel), through kops_nn's conv helpers. ``resize`` is in shape.py.
+depthwise kernel), through kops_nn's conv helpers; affine_transform is TF's projective
+kernel written out in torch ops. ``resize`` is in shape.py.
 """
 
 from __future__ import annotations
@@ -277,4 +279,171 @@ def GaussianBlur(ctx: Context, op, images: Held) -> Held:
     depthwise = np.tile(kernel[:, :, None, None], (1, 1, channels, 1))
     node = convolve(ctx, x, torch_weight(ctx, depthwise, depthwise=True), kernel.shape,
                     (1, 1), "same", (1, 1), groups=channels)
+    return held_like_images(ctx, op, node)
+
+
+# -- projective transforms ----------------------------------------------------------------
+_INTERPOLATIONS = ("nearest", "bilinear")
+_FILL_MODES = ("constant", "nearest", "wrap", "reflect")
+
+
+def _affine_supported(op) -> str | None:
+    if op.interpolation not in _INTERPOLATIONS or op.fill_mode not in _FILL_MODES:
+        return (f"affine_transform interpolation={op.interpolation!r}, fill_mode="
+                f"{op.fill_mode!r} (Keras' TF backend takes {'/'.join(_INTERPOLATIONS)} and "
+                f"{'/'.join(_FILL_MODES)})")
+    for shape, _ in _input_specs(op):
+        if len(shape) != 4:
+            return f"affine_transform of an unbatched image {shape}: not converted"
+        spatial = shape[2:] if channels_first_layer(op) else shape[1:3]
+        if None in spatial:
+            return (f"affine_transform of images of shape {shape}: height and width known "
+                    "only at run time are not converted")
+    return None
+
+
+class _Projection:
+    """TF's ImageProjectiveTransformV3 kernel as fx nodes, on images held NCHW: for each
+    output pixel the input point of the transform row, mapped by the fill mode, read (the
+    fill value outside the image) by nearest or bilinear interpolation, in float32."""
+
+    def __init__(self, ctx: Context, x: Held, fill_value) -> None:
+        self.ctx, self.call, self.x = ctx, ctx.call_function, x
+        self.height, self.width = (x.shape[x.layout.perm[axis]] for axis in (2, 3))
+        self.dtype = ctx.output_dtype()
+        self.fill = np.asarray(fill_value).astype(ctx.output_dtypes[0]).item()  # T(fill)
+        self.flat = ctx.call_method("flatten", x.node, 2)  # N, C, H * W: gathered from
+        self.expand = [ctx.call_method("size", x.node, 0), ctx.call_method("size", x.node, 1),
+                       -1]
+
+    def points(self, transform) -> tuple:
+        """The input points ``(y, x)`` of every output pixel and the projection ``k``,
+        ``[rows, H, W]`` each, computed in TF's order."""
+        call, ctx = self.call, self.ctx
+        device = call(getattr, self.x.node, "device")
+        across = ctx.call_method("view", call(torch.arange, self.width, dtype=torch.float32,
+                                              device=device), 1, 1, -1)
+        down = ctx.call_method("view", call(torch.arange, self.height, dtype=torch.float32,
+                                            device=device), 1, -1, 1)
+
+        def column(k: int):
+            return ctx.call_method("view", call(operator.getitem, transform,
+                                                (slice(None), k)), -1, 1, 1)
+
+        def line(a: int, b: int, c):
+            return call(operator.add, call(operator.add, call(operator.mul, column(a), across),
+                                           call(operator.mul, column(b), down)), c)
+
+        k = line(6, 7, 1.0)
+        x = call(operator.truediv, line(0, 1, column(2)), k)
+        y = call(operator.truediv, line(3, 4, column(5)), k)
+        return y, x, k
+
+    def mapped(self, coordinate, length: int, mode: str):
+        """TF's MapCoordinate for ``mode`` (reflect and wrap with its own arithmetic)."""
+        call = self.call
+        if mode == "constant":
+            return coordinate
+        if mode != "nearest" and length > 1:
+            coordinate = (self._reflected if mode == "reflect" else self._wrapped)(
+                coordinate, length)
+        return call(torch.clamp, coordinate, 0.0, float(length - 1))
+
+    def _reflected(self, c, length: int):
+        call, size2 = self.call, float(2 * length)
+        below = call(operator.add, call(operator.mul, size2, call(
+            torch.trunc, call(operator.truediv, call(operator.neg, c), size2))), c)
+        below = call(torch.where, call(operator.lt, below, float(-length)),
+                     call(operator.add, below, size2),
+                     call(operator.sub, call(operator.neg, below), 1.0))
+        above = call(operator.sub, c, call(operator.mul, size2, call(
+            torch.trunc, call(operator.truediv, c, size2))))
+        above = call(torch.where, call(operator.ge, above, float(length)),
+                     call(operator.sub, call(operator.sub, size2, above), 1.0), above)
+        return self._by_side(c, length, below, above)
+
+    def _wrapped(self, c, length: int):
+        call, span = self.call, float(length - 1)  # (TF divides by len - 1, steps by len)
+        below = call(operator.add, c, call(operator.mul, float(length), call(
+            operator.add, call(torch.trunc, call(operator.truediv, call(operator.neg, c), span)),
+            1.0)))
+        above = call(operator.sub, c, call(operator.mul, float(length), call(
+            torch.trunc, call(operator.truediv, c, span))))
+        return self._by_side(c, length, below, above)
+
+    def _by_side(self, c, length: int, below, above):
+        call = self.call
+        inside = call(torch.where, call(operator.gt, c, float(length - 1)), above, c)
+        return call(torch.where, call(operator.lt, c, 0.0), below, inside)
+
+    def read(self, y, x):
+        """The image at integral points ``(y, x)``, the fill value outside it."""
+        call, ctx = self.call, self.ctx
+        valid = call(operator.and_, call(operator.and_, call(operator.ge, y, 0.0),
+                                         call(operator.lt, y, float(self.height))),
+                     call(operator.and_, call(operator.ge, x, 0.0),
+                          call(operator.lt, x, float(self.width))))
+        # (a point outside, NaN or ±inf when k == 0 included, reads pixel 0, then the fill)
+        row, col = (call(torch.where, valid, c, 0.0) for c in (y, x))
+        index = call(operator.add, call(operator.mul, row, float(self.width)), col)
+        index = ctx.call_method("flatten", ctx.call_method("to", index, torch.int64), 1)
+        index = ctx.call_method("expand", ctx.call_method("unsqueeze", index, 1), *self.expand)
+        values = ctx.call_method("view_as", call(torch.gather, self.flat, 2, index), self.x.node)
+        return call(torch.where, ctx.call_method("unsqueeze", valid, 1), values, self.fill)
+
+    def nearest(self, y, x):
+        """``std::round`` (half away from zero) of each coordinate, then a read."""
+        return self.read(self._rounded(y), self._rounded(x))
+
+    def _rounded(self, c):
+        call = self.call
+        whole = call(torch.trunc, c)
+        half = call(operator.ge, call(torch.abs, call(operator.sub, c, whole)), 0.5)
+        return call(torch.where, half, call(operator.add, whole, call(torch.sign, c)), whole)
+
+    def bilinear(self, y, x):
+        """The four neighbours (each read as float32) weighted as TF's kernel does."""
+        call, ctx = self.call, self.ctx
+        y0, x0 = call(torch.floor, y), call(torch.floor, x)
+        y1, x1 = call(operator.add, y0, 1.0), call(operator.add, x0, 1.0)
+
+        def weight(a, b):
+            return ctx.call_method("unsqueeze", call(operator.sub, a, b), 1)
+
+        def read(row, col):
+            value = self.read(row, col)
+            return value if self.dtype == torch.float32 else \
+                ctx.call_method("to", value, torch.float32)
+
+        def blend(row):
+            return call(operator.add, call(operator.mul, weight(x1, x), read(row, x0)),
+                        call(operator.mul, weight(x, x0), read(row, x1)))
+
+        out = call(operator.add, call(operator.mul, weight(y1, y), blend(y0)),
+                   call(operator.mul, weight(y, y0), blend(y1)))
+        return out if self.dtype == torch.float32 else ctx.call_method("to", out, self.dtype)
+
+
+@register_op(policy=Policy.CUSTOM, supports=_affine_supported)
+def AffineTransform(ctx: Context, op, images: Held, transform) -> Held:
+    """keras.ops.image.affine_transform(images, transform, interpolation, fill_mode,
+    fill_value, data_format): TF's ImageProjectiveTransformV3 kernel step for step on the
+    images held NCHW (see ``_Projection``): ``(a0 x + a1 y + a2) / k`` etc. per output
+    pixel in float32 (one transform row, or one per image), ``k == 0`` the fill value,
+    ``std::round`` for nearest, four float32 reads for bilinear; a constant or graph
+    transform alike."""
+    x = images_first(ctx, op, images)
+    if isinstance(transform, Held):
+        rows = ctx.call_method("to", ctx.canonical(transform).node, torch.float32)
+    else:
+        rows = ctx.constant(np.asarray(transform, dtype="float32")).node
+    if len(np.shape(transform) if not isinstance(transform, Held) else transform.shape) == 1:
+        rows = ctx.call_method("unsqueeze", rows, 0)  # (one row for every image)
+    projection = _Projection(ctx, x, op.fill_value)
+    y, x_in, k = projection.points(rows)
+    y = projection.mapped(y, projection.height, op.fill_mode)
+    x_in = projection.mapped(x_in, projection.width, op.fill_mode)
+    values = getattr(projection, op.interpolation)(y, x_in)
+    at_infinity = ctx.call_method("unsqueeze", ctx.call_function(operator.eq, k, 0.0), 1)
+    node = ctx.call_function(torch.where, at_infinity, projection.fill, values)
     return held_like_images(ctx, op, node)
