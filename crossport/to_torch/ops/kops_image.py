@@ -24,6 +24,7 @@ from crossport.to_torch.context import Context, Held
 from crossport.to_torch.ops.kops_nn import (
     convolve,
     held_like_images,
+    image_axes,
     images_first,
     per_dim,
     torch_weight,
@@ -238,11 +239,11 @@ def ExtractPatches(ctx: Context, op, images: Held) -> Held:
     x = images_first(ctx, op, images)
     n = x.rank - 2
     size = per_dim(op.size, n)
-    channels = x.shape[x.layout.perm[1]]
+    channels = x.shape[image_axes(op, x.rank)[0]]
     features = int(np.prod(size)) * channels
     kernel = np.eye(features, dtype=ctx.input_dtype).reshape(*size, channels, features)
     strides = per_dim(op.strides or size, n)
-    node = convolve(ctx, x, torch_weight(ctx, kernel), size, strides, op.padding.lower(),
+    node = convolve(ctx, op, x, torch_weight(ctx, kernel), size, strides, op.padding.lower(),
                     per_dim(op.dilation_rate, n))
     return held_like_images(ctx, op, node)
 
@@ -274,10 +275,10 @@ def GaussianBlur(ctx: Context, op, images: Held) -> Held:
     depthwise conv with its Gaussian kernel (computed as TF does, in the images' dtype),
     stride 1, SAME (the odd pad of an even kernel after)."""
     x = images_first(ctx, op, images)
-    channels = x.shape[x.layout.perm[1]]
+    channels = x.shape[image_axes(op, x.rank)[0]]
     kernel = gaussian_kernel(op.kernel_size, op.sigma, ctx.input_dtype)
     depthwise = np.tile(kernel[:, :, None, None], (1, 1, channels, 1))
-    node = convolve(ctx, x, torch_weight(ctx, depthwise, depthwise=True), kernel.shape,
+    node = convolve(ctx, op, x, torch_weight(ctx, depthwise, depthwise=True), kernel.shape,
                     (1, 1), "same", (1, 1), groups=channels)
     return held_like_images(ctx, op, node)
 
@@ -307,12 +308,12 @@ class _Projection:
     output pixel the input point of the transform row, mapped by the fill mode, read (the
     fill value outside the image) by nearest or bilinear interpolation, in float32."""
 
-    def __init__(self, ctx: Context, x: Held, fill_value) -> None:
+    def __init__(self, ctx: Context, op, x: Held) -> None:
         self.ctx, self.call, self.x = ctx, ctx.call_function, x
-        self.height, self.width = (x.shape[x.layout.perm[axis]] for axis in (2, 3))
+        self.height, self.width = (x.shape[dim] for dim in _spatial_axes(op, x.rank))
         self.dtype = ctx.output_dtype()
-        self.fill = np.asarray(fill_value).astype(ctx.output_dtypes[0]).item()  # T(fill)
-        self.flat = ctx.call_method("flatten", x.node, 2)  # N, C, H * W: gathered from
+        self.fill = np.asarray(op.fill_value).astype(ctx.output_dtypes[0]).item()  # T(fill)
+        self.pixels = ctx.call_method("flatten", x.node, 2)  # N, C, H * W: gathered from
         self.expand = [ctx.call_method("size", x.node, 0), ctx.call_method("size", x.node, 1),
                        -1]
 
@@ -388,7 +389,7 @@ class _Projection:
         index = call(operator.add, call(operator.mul, row, float(self.width)), col)
         index = ctx.call_method("flatten", ctx.call_method("to", index, torch.int64), 1)
         index = ctx.call_method("expand", ctx.call_method("unsqueeze", index, 1), *self.expand)
-        values = ctx.call_method("view_as", call(torch.gather, self.flat, 2, index), self.x.node)
+        values = ctx.call_method("view_as", call(torch.gather, self.pixels, 2, index), self.x.node)
         return call(torch.where, ctx.call_method("unsqueeze", valid, 1), values, self.fill)
 
     def nearest(self, y, x):
@@ -439,7 +440,7 @@ def AffineTransform(ctx: Context, op, images: Held, transform) -> Held:
         rows = ctx.constant(np.asarray(transform, dtype="float32")).node
     if len(np.shape(transform) if not isinstance(transform, Held) else transform.shape) == 1:
         rows = ctx.call_method("unsqueeze", rows, 0)  # (one row for every image)
-    projection = _Projection(ctx, x, op.fill_value)
+    projection = _Projection(ctx, op, x)
     y, x_in, k = projection.points(rows)
     y = projection.mapped(y, projection.height, op.fill_mode)
     x_in = projection.mapped(x_in, projection.width, op.fill_mode)

@@ -22,7 +22,14 @@ import torch
 import torch.nn.functional as F
 
 from crossport.errors import UnsupportedLayerError
-from crossport.layout import canonical, channels_first, physical_axis, torch_kernel
+from crossport.layout import (
+    canonical,
+    channels_first,
+    normalize_dim,
+    physical_array,
+    physical_axis,
+    torch_kernel,
+)
 from crossport.layout.policy import Policy
 from crossport.to_torch.context import Context, Held
 from crossport.to_torch.ops import pool as layer_pools
@@ -79,11 +86,19 @@ def torch_weight(ctx: Context, kernel, depthwise: bool = False) -> torch.fx.Node
         shape = (*shape[:-2], 1, shape[-2] * shape[-1])
     if not isinstance(kernel, Held):
         array = np.asarray(kernel, dtype=ctx.output_dtypes[0]).reshape(shape)
-        return ctx.constant(np.transpose(array, torch_kernel(rank).perm)).node
+        return ctx.constant(physical_array(array, torch_kernel(rank))).node
     if depthwise:
         kernel = ctx.canonical(kernel)
         kernel = Held(ctx.call_method("reshape", kernel.node, *shape), canonical(rank), shape)
     return ctx.to_layout(kernel, torch_kernel(rank)).node
+
+
+def image_axes(op, rank: int) -> tuple[int, list[int]]:
+    """The Keras channel axis and spatial axes of an op's images (its ``data_format``);
+    held N, C, spatial... (``images_first``) they are held in this order."""
+    if channels_first_layer(op):
+        return 1, list(range(2, rank))
+    return rank - 1, list(range(1, rank - 1))
 
 
 def images_first(ctx: Context, op, x: Held) -> Held:
@@ -101,17 +116,17 @@ def held_like_images(ctx: Context, op, node) -> Held:
     return Held(node, layout, ctx.output_shapes[0])
 
 
-def same_pad(ctx: Context, x: Held, axis: int, kernel: int, stride: int, dilation: int) -> tuple:
-    """TF's ``SAME`` ``(before, after)`` pad of held axis ``axis`` of ``x``: the odd extra
+def same_pad(ctx: Context, x: Held, dim: int, kernel: int, stride: int, dilation: int) -> tuple:
+    """TF's ``SAME`` ``(before, after)`` pad of Keras dim ``dim`` of ``x``: the odd extra
     element after. Ints for a static size (or a stride of 1, where it does not matter), else
-    fx nodes computing TF's rule from ``x.size(axis)``."""
+    fx nodes computing TF's rule from the size the held tensor has at run time."""
     effective = (kernel - 1) * dilation + 1
-    size = x.shape[x.layout.perm[axis]]
+    size = x.shape[dim]
     if stride == 1:
         return (effective - 1) // 2, effective - 1 - (effective - 1) // 2
     if size is not None:
         return same_padding(size, kernel, stride, dilation)
-    size = ctx.call_method("size", x.node, axis)
+    size = ctx.call_method("size", x.node, physical_axis(x.layout, dim))
     # total = (ceil(n/s) - 1) * s + effective - n == effective - 1 - (n - 1) % s
     rest = ctx.call_function(operator.mod, ctx.call_function(operator.sub, size, 1), stride)
     total = ctx.call_function(operator.sub, effective - 1, rest)
@@ -130,14 +145,15 @@ def padded(ctx: Context, x, pads: Sequence[tuple]) -> tuple[object, list[int]]:
     return ctx.call_function(F.pad, x, widths), [0] * len(pads)
 
 
-def convolve(ctx: Context, x: Held, weight, kernel_size, strides, padding: str, dilation,
+def convolve(ctx: Context, op, x: Held, weight, kernel_size, strides, padding: str, dilation,
              groups: int = 1) -> torch.fx.Node:
-    """``F.conv{n}d`` of ``x`` (held N, C, spatial...) with TF's ``valid`` / ``same``
-    padding."""
+    """``F.conv{n}d`` of ``x`` (the op's images held N, C, spatial...) with TF's ``valid`` /
+    ``same`` padding."""
     n = len(kernel_size)
     if padding == "same":
-        pads = [same_pad(ctx, x, 2 + i, k, s, d)
-                for i, (k, s, d) in enumerate(zip(kernel_size, strides, dilation))]
+        _, spatial = image_axes(op, x.rank)
+        pads = [same_pad(ctx, x, dim, k, s, d)
+                for dim, k, s, d in zip(spatial, kernel_size, strides, dilation)]
     else:
         pads = [(0, 0)] * n
     node, symmetric = padded(ctx, x.node, pads)
@@ -157,9 +173,9 @@ def Conv(ctx: Context, op, inputs: Held, kernel) -> Held:
     x = images_first(ctx, op, inputs)
     shape = _kernel_shape(ctx, kernel)
     strides, dilation = _conv_geometry(op, x.rank - 2)
-    channels = x.shape[x.layout.perm[1]]  # (TF groups the channels by the kernel's inputs)
+    channels = x.shape[image_axes(op, x.rank)[0]]  # (TF groups them by the kernel's inputs)
     groups = 1 if channels is None else channels // shape[-2]
-    node = convolve(ctx, x, torch_weight(ctx, kernel), shape[:-2], strides, op.padding,
+    node = convolve(ctx, op, x, torch_weight(ctx, kernel), shape[:-2], strides, op.padding,
                     dilation, groups)
     return held_like_images(ctx, op, node)
 
@@ -167,7 +183,7 @@ def Conv(ctx: Context, op, inputs: Held, kernel) -> Held:
 def _depthwise(ctx: Context, op, x: Held, kernel) -> torch.fx.Node:
     shape = _kernel_shape(ctx, kernel)
     strides, dilation = _conv_geometry(op, x.rank - 2)
-    return convolve(ctx, x, torch_weight(ctx, kernel, depthwise=True), shape[:-2], strides,
+    return convolve(ctx, op, x, torch_weight(ctx, kernel, depthwise=True), shape[:-2], strides,
                     op.padding, dilation, groups=shape[-2])
 
 
@@ -388,7 +404,7 @@ def MultiHot(ctx: Context, op, x):
     ``[0, num_classes)`` hits no class) reduced by max over axis 1 (axis 0 for a vector), in
     the op's dtype (Keras declares the input's dtype; TF computes the op's)."""
     rank = len(ctx.input_shape) + 1
-    axis = int(op.axis) % rank
+    axis = normalize_dim(int(op.axis), rank)
     shape = [1] * rank
     shape[axis] = -1
     device = ctx.call_function(getattr, x, "device")
