@@ -125,6 +125,27 @@ def test_crop_and_pad_at_sizes_known_at_run_time():
             np.testing.assert_array_equal(g.numpy(), np.asarray(w))
 
 
+@pytest.mark.parametrize("op, shape", [
+    (lambda x: image.crop_images(x, bottom_cropping=1, right_cropping=2, target_height=3,
+                                 target_width=2), (1, 3, 8, 2)),
+    (lambda x: image.crop_images(x, top_cropping=1, left_cropping=2, target_height=4,
+                                 target_width=1), (1, 9, 2, 2)),
+    (lambda x: image.pad_images(x, top_padding=1, left_padding=0, target_height=12,
+                                target_width=10), (1, 13, 4, 2)),
+], ids=["crop-from-the-end", "crop-target", "pad-to-target"])
+def test_crop_and_pad_that_do_not_fit_a_run_time_size_raise_as_keras_does(op, shape):
+    """Keras raises when a crop or pad does not fit an image of a size it learns at run
+    time; the module raised nothing and cropped or padded short (a silently wrong size)."""
+    x = keras.Input((None, None, 2))
+    model = keras.Model(x, op(x))
+    conv = crossport.to_torch_with_report(model, (torch.randn(2, 6, 7, 2),))
+    values = np.random.default_rng(0).standard_normal(shape).astype("float32")
+    with pytest.raises(Exception):
+        model(values)
+    with pytest.raises(AssertionError, match="image is (smaller|larger)"), torch.no_grad():
+        conv.module(torch.from_numpy(values))
+
+
 SPECIAL = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 0.5, 1.0, -1.0, 0.25], np.float32)
 
 

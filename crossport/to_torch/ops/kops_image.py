@@ -62,6 +62,16 @@ def _kept(size: int | None, before, after, target) -> slice:
     return slice(-(target + after), -after or None)
 
 
+def _check_run_time_size(ctx: Context, x: Held, axis: int, compare, bound: int,
+                         message: str) -> None:
+    """Where Keras raises at run time (a crop or pad that does not fit an image whose size
+    it did not know), the module raises too, instead of cropping or padding short."""
+    if x.shape[axis] is not None:
+        return  # Keras checked it when the model was built
+    size = ctx.call_method("size", x.node, physical_axis(x.layout, axis))
+    ctx.call_function(torch._assert, ctx.call_function(compare, size, bound), message)
+
+
 @register_op(policy=Policy.CUSTOM, keeps_layout=True)
 def CropImages(ctx: Context, op, images: Held) -> Held:
     """keras.ops.image.crop_images(images, top_cropping, left_cropping, bottom_cropping,
@@ -69,6 +79,12 @@ def CropImages(ctx: Context, op, images: Held) -> Held:
     and width axes, as Keras' ops.slice of them."""
     x = ctx.plain(images)
     h, w = _spatial_axes(op, x.rank)
+    for axis, parts in ((h, (op.top_cropping, op.bottom_cropping, op.target_height)),
+                        (w, (op.left_cropping, op.right_cropping, op.target_width))):
+        need = sum(part for part in parts if part is not None)
+        _check_run_time_size(ctx, x, axis, operator.ge, need,
+                             f"keras.ops.image.crop_images {ctx.path!r}: the image is smaller "
+                             f"than the {need} rows or columns cropped and kept")
     index = [slice(None)] * x.rank
     index[physical_axis(x.layout, h)] = _kept(x.shape[h], op.top_cropping,
                                               op.bottom_cropping, op.target_height)
@@ -86,6 +102,9 @@ def _pad_pair(ctx: Context, x: Held, axis: int, before, after, target) -> tuple:
     size = x.shape[axis]
     known = before if before is not None else after
     if size is None:
+        _check_run_time_size(ctx, x, axis, operator.le, target - known,
+                             f"keras.ops.image.pad_images {ctx.path!r}: the image is larger "
+                             f"than the target less the {known} rows or columns given")
         size = ctx.call_method("size", x.node, physical_axis(x.layout, axis))
         rest = ctx.call_function(operator.sub, target - known, size)
     else:
