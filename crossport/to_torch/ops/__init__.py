@@ -15,6 +15,7 @@ from crossport.to_torch.ops import (  # noqa: F401  (registers on import)
     kops_image,
     kops_nn,
     kops_numpy,
+    kops_numpy_axes,
     linalg,
     merge,
     nanstats,
