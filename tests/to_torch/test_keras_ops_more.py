@@ -457,3 +457,37 @@ def test_cumulative_ints_wrap_as_tf():
     values = np.asarray([[2**31 - 1, 1, 5, -2**31], [65536, 65536, 3, -1]], np.int32)
     net = crossport.to_torch(model, (torch.from_numpy(values),))
     _assert_same(model, net, values)
+
+
+def test_split_into_sections_of_a_run_time_size_that_they_do_not_divide_raises():
+    """tf.split raises when the sections do not divide a size it learns at run time; the
+    module split 5 rows into 3 + 2 and went on."""
+    x = keras.Input((None, 3))
+    model = keras.Model(x, ops.split(x, 2, axis=1))
+    conv = crossport.to_torch_with_report(model, (np.zeros((2, 4, 3), "float32"),))
+    values = np.zeros((2, 5, 3), "float32")
+    with pytest.raises(Exception):
+        model(values)
+    with pytest.raises(AssertionError, match="do not divide"), torch.no_grad():
+        conv.module(torch.from_numpy(values))
+
+
+def test_float_mod_where_the_quotient_overflows_and_at_signed_zeros():
+    """keras.ops.mod is TF's FloorMod: fmod (exact), then plus the divisor where the signs
+    differ. torch.remainder computed x - y * floor(x / y): NaN for mod(3e38, 0.1), where TF
+    gives 0.0796, and +0.0 where TF keeps fmod's -0.0."""
+    x, y = keras.Input((48,)), keras.Input((48,))
+    model = keras.Model([x, y], [ops.mod(x, y), ops.mod(x, 0.1), ops.mod(x, -2.5)])
+    # 48 columns: torch's vectorised float kernel (short tensors take an exact scalar loop)
+    a = np.tile(np.array([[3e38, -4.0, 4.0, -0.0, 5.5, np.nan],
+                          [-3e38, 1e-30, -1e-30, 7.0, -7.0, np.inf]], np.float32), 8)
+    b = np.tile(np.array([[0.1, 2.0, -2.0, 3.0, -0.0, 1.0],
+                          [0.3, 5.0, 5.0, np.inf, np.inf, 2.0]], np.float32), 8)
+    conv = crossport.to_torch_with_report(model, (a, b))
+    with torch.no_grad():
+        got = conv.module(torch.from_numpy(a), torch.from_numpy(b))
+    for g, w in zip(got, model([a, b])):
+        g, w = g.numpy(), np.asarray(w)
+        np.testing.assert_array_equal(g, w)
+        finite = ~np.isnan(w)
+        np.testing.assert_array_equal(np.signbit(g[finite]), np.signbit(w[finite]))

@@ -323,8 +323,15 @@ def Split(ctx: Context, op, x: Held) -> list[Held]:
     sections = op.indices_or_sections
     sections = int(sections) if isinstance(sections, (int, np.integer)) else [
         int(i) for i in sections]
-    parts = ctx.call_function(torch.tensor_split, x.node, sections,
-                              dim=physical_axis(x.layout, axis))
+    dim = physical_axis(x.layout, axis)
+    if isinstance(sections, int) and x.shape[axis] is None:
+        # tf.split raises on sections that do not divide a size it learns at run time;
+        # tensor_split would split unequally
+        size = ctx.call_method("size", x.node, dim)
+        ctx.call_function(torch._assert, ctx.call_function(
+            operator.eq, ctx.call_function(operator.mod, size, sections), 0),
+            f"ops.split {ctx.path!r}: {sections} sections do not divide the axis' size")
+    parts = ctx.call_function(torch.tensor_split, x.node, sections, dim=dim)
     return [Held(ctx.call_function(operator.getitem, parts, i), x.layout, shape)
             for i, shape in enumerate(ctx.output_shapes)]
 
