@@ -77,19 +77,21 @@ def fresh_inputs(example: tuple, seed: int, shapes: tuple | None = None) -> tupl
 
 
 def drawn_from_range(dtype: torch.dtype) -> bool:
-    """Whether :func:`random_tensor` needs an ``int_range`` for ``dtype`` (not float or bool)."""
-    return not (dtype.is_floating_point or dtype == torch.bool)
+    """Whether :func:`random_tensor` needs an ``int_range`` for ``dtype`` (an integer one:
+    not float, complex or bool)."""
+    return not (dtype.is_floating_point or dtype.is_complex or dtype == torch.bool)
 
 
 def random_tensor(shape, dtype: torch.dtype, int_range: tuple[int, int] | None = None,
                   generator: torch.Generator | None = None) -> torch.Tensor:
-    """A random input: normal floats, fair booleans, integers drawn from ``[low, high)``.
+    """A random input: normal floats (complex: both parts), fair booleans, integers drawn
+    from ``[low, high)``.
 
     Example:
         >>> random_tensor((2, 3), torch.int64, (0, 10)).dtype
         torch.int64
     """
-    if dtype.is_floating_point:
+    if dtype.is_floating_point or dtype.is_complex:
         return torch.randn(shape, generator=generator, dtype=dtype)
     if not drawn_from_range(dtype):  # bool
         return torch.rand(shape, generator=generator) > 0.5

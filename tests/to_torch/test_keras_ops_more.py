@@ -491,3 +491,18 @@ def test_float_mod_where_the_quotient_overflows_and_at_signed_zeros():
         np.testing.assert_array_equal(g, w)
         finite = ~np.isnan(w)
         np.testing.assert_array_equal(np.signbit(g[finite]), np.signbit(w[finite]))
+
+
+def test_a_complex_model_input():
+    """A complex64 Input crashed the check's fresh inputs (torch.iinfo of a complex
+    dtype); complex inputs are drawn as complex normals."""
+    x = keras.Input((4,), dtype="complex64")
+    model = keras.Model(x, [ops.real(x) * 2, ops.imag(x), ops.abs(x)])
+    example = (np.ones((2, 4), np.complex64),)
+    conv = crossport.to_torch_with_report(model, example)
+    rng = np.random.default_rng(0)
+    values = (rng.standard_normal((3, 4)) + 1j * rng.standard_normal((3, 4))).astype("complex64")
+    with torch.no_grad():
+        got = conv.module(torch.from_numpy(values))
+    for g, w in zip(got, model(values)):
+        np.testing.assert_allclose(g.numpy(), np.asarray(w), rtol=1e-6, atol=1e-6)
