@@ -1,7 +1,9 @@
-"""keras.ops norm, normalize, dot, tensordot, median, moments, ptp, amax/amin -> torch, on
-tensors held in Keras order and permuted (a conv output held NCHW), and the special values
-where Keras' TF formulas differ from torch's own kernels (median's ``-inf * 0``, a zero
-vector under normalize, NaN counted by ord=0)."""
+"""keras.ops norm, normalize, dot, tensordot, median, moments, ptp, amax/amin and the matrix
+ops (inv, solve, det, slogdet, lu_factor, qr, cholesky, cholesky_inverse, logdet,
+solve_triangular) -> torch, on tensors held in Keras order and permuted (a conv output held
+NCHW), batches of matrices, and the special values where Keras' TF kernels differ from
+torch's own (median's ``-inf * 0``, a zero vector under normalize, NaN counted by ord=0,
+Eigen's pivots and reflections)."""
 
 
 import keras
@@ -216,3 +218,225 @@ def test_new_linalg_ops_pickle_and_write_source(tmp_path):
             torch.testing.assert_close(loaded(*args), want, rtol=0, atol=0, equal_nan=True)
             torch.testing.assert_close(written.build_model()(*args), want, rtol=0, atol=0,
                                        equal_nan=True)
+
+
+# -- matrix ops: the LU / QR / Cholesky family (kops_matrix) and the SVD / eigen ops ----------
+
+def _spd(x):
+    """A batch of symmetric positive-definite matrices ``x x^T + n I``, built in the model."""
+    n = x.shape[-2]
+    return ops.matmul(x, ops.swapaxes(x, -1, -2)) + np.float32(n) * np.eye(n, dtype="float32")
+
+
+def _conv4(x):
+    return L.Conv2D(4, 1)(x)   # (3, 4, 4) -> held NCHW: the matrices (W, C) are permuted
+
+
+MATRIX_OPS = {
+    "inv-solve": ((5, 5), lambda x: [ops.inv(x), ops.solve(x, x[..., :2]),
+                                     ops.solve(x, x[..., 0])]),
+    "inv-solve-past-16-rows": ((17, 17), lambda x: [ops.inv(x), ops.solve(x, x[..., 3])]),
+    "det-slogdet": ((5, 5), lambda x: [ops.det(x), *ops.slogdet(x), ops.det(x[:, :1, :1])]),
+    "det-inv-qr-held-nchw": ((3, 4, 4), lambda x: [
+        ops.det(_conv4(x)), *ops.slogdet(_conv4(x)), ops.inv(_conv4(x)), *ops.qr(_conv4(x))]),
+    "cholesky-logdet": ((4, 4), lambda x: [
+        ops.cholesky(_spd(x)), ops.cholesky(_spd(x), upper=True), ops.logdet(_spd(x)),
+        ops.cholesky_inverse(ops.cholesky(_spd(x))),
+        ops.cholesky_inverse(ops.cholesky(_spd(x), upper=True), upper=True)]),
+    "solve-triangular": ((4, 4), lambda x: [
+        ops.solve_triangular(x + 4 * np.eye(4, dtype="float32"), x[..., :2], lower=True),
+        ops.solve_triangular(x + 4 * np.eye(4, dtype="float32"), x[..., 1])]),
+    "qr": ((6, 4), lambda x: [*ops.qr(x), *ops.qr(x, mode="complete"), *ops.qr(_t(x)),
+                              *ops.qr(_t(x), mode="complete")]),
+    "lu-factor": ((6, 6), lambda x: list(ops.lu_factor(x[0]))),
+}
+
+
+@pytest.mark.parametrize("shape, fn", MATRIX_OPS.values(), ids=MATRIX_OPS.keys())
+def test_keras_matrix_ops(shape, fn):
+    x = keras.Input(shape)
+    assert_to_torch(keras.Model(x, fn(x)))
+
+
+def test_matrix_ops_in_float64():
+    """The smallest normal float is the input dtype's: a column tail of 1e-25 is reflected
+    in float64 (float32's threshold would leave it: Q[0, 0] = +1)."""
+    x = keras.Input((4, 4), dtype="float64")
+    outs = [ops.inv(x), *ops.qr(x), ops.logdet(_spd(x))]
+    model = keras.Model(x, outs)
+    net = assert_to_torch(model).module
+    values = np.diag([1.0, 2.0, 1.0, 1e-8])[None]
+    values[0, 1, 0] = 1e-25
+    _assert_same_outcome(model, net, values)
+    assert float(net(torch.from_numpy(values))[1][0, 0, 0]) == -1.0
+
+
+def _outcome(run):
+    """The outputs as numpy arrays, or the exception's class if it raised."""
+    try:
+        return [np.asarray(o) for o in keras.tree.flatten(run())]
+    except Exception as exc:  # TF's InvalidArgumentError / Keras' ValueError / torch's assert
+        return type(exc)
+
+
+def _assert_same_outcome(model, net, values, rtol=1e-4):
+    """Keras and the module both raise on ``values`` or agree: NaN / ±inf in the same places,
+    finite values within ``rtol`` of the largest."""
+    want = _outcome(lambda: model(values))
+    with torch.no_grad():
+        got = _outcome(lambda: net(torch.from_numpy(values)))
+    if isinstance(want, type) or isinstance(got, type):
+        assert isinstance(want, type) and isinstance(got, type), (want, got, values)
+        return
+    for i, (w, g) in enumerate(zip(want, got)):
+        assert w.shape == g.shape and w.dtype == g.dtype, (i, w.shape, g.shape, g.dtype)
+        for special in (np.isnan, np.isposinf, np.isneginf):
+            np.testing.assert_array_equal(special(g), special(w), err_msg=f"output {i}")
+        finite = np.isfinite(w)
+        scale = max(1.0, float(np.abs(w[finite]).max(initial=0.0)))
+        np.testing.assert_allclose(g[finite], w[finite], rtol=rtol, atol=rtol * scale,
+                                   err_msg=f"output {i}")
+
+
+def _special_matrices(n, count, seed, rate=0.1):
+    """Normal, small-integer (ties, singular) and NaN / ±inf / 0 holding matrices."""
+    rng = np.random.default_rng(seed)
+    values = rng.standard_normal((count, n, n)).astype(np.float32)
+    integer = rng.random(count) < 0.4
+    values[integer] = rng.integers(-2, 3, (int(integer.sum()), n, n))
+    mask = rng.random(values.shape) < rate
+    values[mask] = rng.choice(SPECIAL[:4], size=int(mask.sum()))
+    return values
+
+
+@pytest.mark.parametrize("n", [3, 12])
+def test_lu_ops_special_values_one_matrix_at_a_time(n):
+    """TF raises on a zero pivot of Eigen's LU or a NaN at ``a[0, 0]`` and returns NaN for a
+    NaN elsewhere (torch.linalg.inv returns NaN for both); slogdet's sign of a NaN matrix is
+    NaN (torch's 0); det is ``sign * exp(log|det|)``."""
+    x = keras.Input((n, n))
+    model = keras.Model(x, [ops.inv(x), ops.solve(x, x[..., 0]), ops.det(x), *ops.slogdet(x)])
+    net = crossport.to_torch(model, (torch.randn(1, n, n),))
+    for matrix in _special_matrices(n, 60, seed=n):
+        _assert_same_outcome(model, net, matrix[None], rtol=1e-3)
+
+
+# row 3 = 0.1 row 0 + 0.3 row 1 in float32: Eigen's last pivot is exactly 0
+SINGULAR = np.array([[3, 0, -2, -2], [3, -3, 2, 1], [0, 2, 2, 0],
+                     [1.2000000476837158, -0.9000000357627869, 0.40000003576278687,
+                      0.10000000894069672]], np.float32)
+
+
+def test_singular_matrix_has_eigens_zero_pivot():
+    """torch's LU (MKL) leaves a rounding-sized last pivot here (det -2.5e-6), Eigen's is
+    exactly 0: det 0, slogdet (0, -inf), and inv / solve / lu_factor raise as in TF."""
+    assert torch.linalg.det(torch.from_numpy(SINGULAR)) != 0
+    x = keras.Input((4, 4))
+    values = keras.Model(x, [ops.det(x), *ops.slogdet(x)])
+    net = crossport.to_torch(values, (torch.randn(1, 4, 4),))
+    _assert_same_outcome(values, net, SINGULAR[None])
+    assert float(net(torch.from_numpy(SINGULAR[None]))[0][0]) == 0.0
+    overflowing = np.diag([1e30, 1e30, 0, 1]).astype(np.float32)[None]  # a product: inf * 0
+    _assert_same_outcome(values, net, overflowing)
+    for op in (ops.inv, lambda m: ops.solve(m, m[..., 0]), lambda m: ops.lu_factor(m[0])):
+        model = keras.Model(x, op(x))
+        net = crossport.to_torch(model, (torch.randn(1, 4, 4),))
+        _assert_same_outcome(model, net, SINGULAR[None])
+
+
+def test_lu_factor_pivots_on_ties_and_nan():
+    """Small-integer matrices tie for the pivot: Eigen takes the first largest, and its
+    update (rounded twice, no FMA) keeps the ties that MKL's fused update breaks; a NaN is
+    passed over unless it comes first; the pivots are the inverse of TF's row permutation,
+    int32."""
+    x = keras.Input((6, 6))
+    model = keras.Model(x, list(ops.lu_factor(x[0])))
+    net = crossport.to_torch(model, (torch.randn(1, 6, 6),))
+    rng = np.random.default_rng(0)
+    for _ in range(40):
+        matrix = rng.integers(-3, 4, (1, 6, 6)).astype(np.float32)
+        _assert_same_outcome(model, net, matrix, rtol=0)
+    for matrix in _special_matrices(6, 30, seed=6):  # a NaN is a pivot only at the top
+        _assert_same_outcome(model, net, matrix[None], rtol=0)
+
+
+def test_cholesky_family_special_values():
+    """cholesky reads the lower triangle and raises (Keras' check_numerics) where TF's factor
+    is NaN or inf; cholesky_inverse reads only its factor's triangle; logdet is Eigen's
+    LLT: NaN for a matrix that is not positive-definite (torch.logdet is the LU's), inf for
+    an inf on the diagonal (LAPACK makes NaN)."""
+    x = keras.Input((3, 3))
+    example = (torch.eye(3)[None] * 2,)   # (fresh random check inputs are not PD)
+    logdet = keras.Model(x, ops.logdet(x))
+    net = crossport.to_torch(logdet, example, check_inputs=0)
+    cholesky = keras.Model(x, [ops.cholesky(x), ops.cholesky(x, upper=True),
+                               ops.cholesky_inverse(x), ops.cholesky_inverse(x, upper=True)])
+    chol_net = crossport.to_torch(cholesky, example, check_inputs=0)
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((3, 3)).astype(np.float32)
+    spd = a @ a.T + 3 * np.eye(3, dtype=np.float32)
+    upper_garbage = spd + np.triu(rng.standard_normal((3, 3)).astype(np.float32), 1)
+    not_pd = np.array([[1, 2, 0], [2, 1, 0], [0, 0, 1]], np.float32)  # det -3: logdet NaN
+    inf_diagonal = spd.copy()
+    inf_diagonal[0, 0] = np.inf
+    nan_lower = spd.copy()
+    nan_lower[2, 1] = np.nan
+    for matrix in (spd, upper_garbage, not_pd, inf_diagonal, nan_lower, -spd):
+        _assert_same_outcome(logdet, net, matrix[None])
+        _assert_same_outcome(cholesky, chol_net, matrix[None])
+    assert np.isnan(logdet(not_pd[None])).all() and np.isposinf(logdet(inf_diagonal[None]))
+
+
+def test_qr_special_values():
+    """Eigen leaves a column whose tail's squared norm is below the smallest normal float
+    unreflected (a 1e-20-scaled matrix: Q = I, where LAPACK reflects), and NaN / inf spread
+    as its reflections spread them (reduced Q all NaN, a wide matrix's trailing columns by
+    its block update); tall, square and wide, both modes."""
+    rng = np.random.default_rng(2)
+    for m, n in ((5, 3), (4, 4), (3, 6)):
+        x = keras.Input((m, n))
+        model = keras.Model(x, [*ops.qr(x), *ops.qr(x, mode="complete")])
+        net = crossport.to_torch(model, (torch.randn(1, m, n),))
+        for kind in range(7):
+            values = rng.standard_normal((4, m, n)).astype(np.float32)
+            if kind == 0:
+                values *= np.float32(1e-20)
+            if kind >= 2:
+                mask = rng.random(values.shape) < 0.08
+                values[mask] = rng.choice(SPECIAL[:3], size=int(mask.sum()))
+            if kind in (1, 6):  # zero tails: tau = 0, the reflection is skipped (NaN kept)
+                values = np.triu(values)
+            _assert_same_outcome(model, net, values)
+    tiny = (rng.standard_normal((1, 3, 3)) * 1e-20).astype(np.float32)
+    np.testing.assert_array_equal(net(torch.from_numpy(tiny))[2][0].numpy(), np.eye(3))
+
+
+def test_matrix_ops_beyond_eigens_unblocked_sizes_are_refused():
+    """Eigen blocks QR from 48 reflectors and LU past 16 rows; lu_factor of a batch fails in
+    Keras' TF backend (tf.math.invert_permutation takes one permutation)."""
+    cases = [((48, 48), lambda x: ops.qr(x)[1], "blocks of 48"),
+             ((17, 17), lambda x: ops.lu_factor(x[0])[0], "17x17"),
+             ((4, 4), lambda x: ops.lu_factor(x)[0], "invert_permutation")]
+    for shape, fn, reason in cases:
+        x = keras.Input(shape)
+        with pytest.raises(crossport.UnsupportedLayerError, match=reason):
+            crossport.to_torch(keras.Model(x, fn(x)), (torch.randn(2, *shape),))
+
+
+def test_matrix_ops_pickle_and_write_source(tmp_path):
+    """The emulated TF algorithms are torch calls in the graph (no crossport function, no
+    lambda): the module pickles and its written source rebuilds it, the raising checks
+    included."""
+    x = keras.Input((4, 4))
+    outs = [ops.inv(x), *ops.slogdet(x), *ops.qr(x[:, :, :3]), ops.logdet(_spd(x)),
+            ops.cholesky(_spd(x))]
+    conv = assert_to_torch(keras.Model(x, outs))
+    loaded, written = reloaded(conv, tmp_path / "matrix_torch.py")
+    args = (torch.randn(3, 4, 4),)
+    with torch.no_grad():
+        want = conv.module(*args)
+        torch.testing.assert_close(loaded(*args), want, rtol=0, atol=0, equal_nan=True)
+        torch.testing.assert_close(written.build_model()(*args), want, rtol=0, atol=0,
+                                   equal_nan=True)
+        with pytest.raises(AssertionError, match="not invertible"):
+            written.build_model()(torch.zeros(1, 4, 4))

@@ -13,6 +13,7 @@ from crossport.to_torch.ops import (  # noqa: F401  (registers on import)
     indexing,
     kops,
     kops_image,
+    kops_matrix,
     kops_nn,
     kops_numpy,
     kops_numpy_axes,
