@@ -1,9 +1,10 @@
 """keras.ops norm, normalize, dot, tensordot, median, moments, ptp, amax/amin and the matrix
 ops (inv, solve, det, slogdet, lu_factor, qr, cholesky, cholesky_inverse, logdet,
-solve_triangular) -> torch, on tensors held in Keras order and permuted (a conv output held
-NCHW), batches of matrices, and the special values where Keras' TF kernels differ from
-torch's own (median's ``-inf * 0``, a zero vector under normalize, NaN counted by ord=0,
-Eigen's pivots and reflections)."""
+solve_triangular, eigh, svd, pinv, lstsq, matrix_rank, cdist, erfinv) -> torch, on tensors
+held in Keras order and permuted (a conv output held NCHW), batches of matrices, and the
+special values where Keras' TF kernels differ from torch's own (median's ``-inf * 0``, a zero
+vector under normalize, NaN counted by ord=0, Eigen's pivots and reflections, TF's SVD of a
+NaN matrix, its erfinv)."""
 
 
 import keras
@@ -248,7 +249,21 @@ MATRIX_OPS = {
         ops.solve_triangular(x + 4 * np.eye(4, dtype="float32"), x[..., 1])]),
     "qr": ((6, 4), lambda x: [*ops.qr(x), *ops.qr(x, mode="complete"), *ops.qr(_t(x)),
                               *ops.qr(_t(x), mode="complete")]),
+    "eigh-svd-values": ((5, 3), lambda x: [
+        ops.eigh(_spd(x))[0], ops.svd(x, compute_uv=False), ops.svd(x)[1],
+        ops.svd(_t(x), full_matrices=False)[1]]),
+    "pinv-matrix-rank": ((5, 3), lambda x: [
+        ops.pinv(x), ops.pinv(_t(x), rcond=0.5), ops.matrix_rank(x),
+        ops.matrix_rank(x, tol=1.0)]),
+    "lstsq": ((5, 3), lambda x: [
+        ops.lstsq(x[0], x[-1]), ops.lstsq(x[0], x[-1, :, 0]), ops.lstsq(x[0], x[-1], rcond=0.3),
+        ops.lstsq(x[0], x[-1], rcond=-1.0)]),
+    "lstsq-rows-at-run-time": ((3,), lambda x: ops.lstsq(x, ops.sum(x, axis=1))),
     "lu-factor": ((6, 6), lambda x: list(ops.lu_factor(x[0]))),
+    "cdist-past-25-rows": ((30, 3), lambda x: [
+        ops.cdist(x, x[:, :7]),
+        ops.cdist(x, np.linspace(-1, 1, 15, dtype="float32").reshape(5, 3))]),
+    "erfinv": ((4, 5, 3), lambda x: [ops.erfinv(ops.tanh(x)), ops.erfinv(ops.tanh(_conv(x)))]),
 }
 
 
@@ -259,16 +274,19 @@ def test_keras_matrix_ops(shape, fn):
 
 
 def test_matrix_ops_in_float64():
-    """The smallest normal float is the input dtype's: a column tail of 1e-25 is reflected
-    in float64 (float32's threshold would leave it: Q[0, 0] = +1)."""
+    """eps, the smallest normal float and TF's default rcond are the input dtype's: a column
+    tail of 1e-25 is reflected and a singular value of 1e-8 kept in float64 (float32's
+    thresholds would leave the one and drop the other)."""
     x = keras.Input((4, 4), dtype="float64")
-    outs = [ops.inv(x), *ops.qr(x), ops.logdet(_spd(x))]
+    outs = [ops.inv(x), *ops.qr(x), ops.logdet(_spd(x)), ops.pinv(x), ops.matrix_rank(x),
+            ops.erfinv(ops.tanh(x))]
     model = keras.Model(x, outs)
     net = assert_to_torch(model).module
     values = np.diag([1.0, 2.0, 1.0, 1e-8])[None]
     values[0, 1, 0] = 1e-25
     _assert_same_outcome(model, net, values)
-    assert float(net(torch.from_numpy(values))[1][0, 0, 0]) == -1.0
+    got = net(torch.from_numpy(values))
+    assert float(got[1][0, 0, 0]) == -1.0 and int(got[5][0]) == 4
 
 
 def _outcome(run):
@@ -411,6 +429,74 @@ def test_qr_special_values():
     np.testing.assert_array_equal(net(torch.from_numpy(tiny))[2][0].numpy(), np.eye(3))
 
 
+def test_svd_ops_special_values():
+    """TF's SVD of a matrix holding NaN or inf is all NaN (torch's raises): NaN singular
+    values and pinv, rank 0, the rest of the batch kept; pinv's default cut-off is TF's
+    ``10 max(m, n) eps`` (torch's is ten times smaller: s = 1e-6 here is dropped)."""
+    x = keras.Input((3, 3))
+    model = keras.Model(x, [ops.svd(x, compute_uv=False), ops.pinv(x), ops.matrix_rank(x),
+                            ops.lstsq(x[0], x[-1])])
+    net = crossport.to_torch(model, (torch.randn(2, 3, 3),))
+    rng = np.random.default_rng(3)
+    values = rng.standard_normal((3, 3, 3)).astype(np.float32)
+    values[1, 0, 2] = np.nan
+    _assert_same_outcome(model, net, values)
+    near_singular = np.diag([1.0, 0.5, 1e-6]).astype(np.float32)[None]
+    _assert_same_outcome(model, net, np.concatenate([near_singular, values[:1]]), rtol=1e-3)
+    assert np.abs(net(torch.from_numpy(near_singular))[1].numpy()).max() < 3
+    rank_one = np.outer([1, 2, 3], [1, -1, 2]).astype(np.float32)[None]
+    _assert_same_outcome(model, net, np.concatenate([values[:1], rank_one]), rtol=1e-3)
+
+
+def test_lstsq_cut_off_keeps_a_singular_value_at_it():
+    """Keras' TF lstsq keeps ``s >= rcond * s[0]`` (s = 1 with rcond 0.5 and s[0] = 2)."""
+    x = keras.Input((3, 3))
+    model = keras.Model(x, [ops.lstsq(x[0], x[-1], rcond=0.5), ops.pinv(x, rcond=0.5)])
+    net = crossport.to_torch(model, (torch.randn(2, 3, 3),))
+    values = np.stack([np.diag([2.0, 1.0, 0.5]), np.ones((3, 3))]).astype(np.float32)
+    _assert_same_outcome(model, net, values)
+    assert net(torch.from_numpy(values))[0][1, 1] == 1.0
+
+
+def test_eigh_nan_or_inf_raises():
+    """TF's eigensolver raises on a NaN in the lower triangle ('Self-adjoint eigen
+    decomposition was not successful'); the module raises on any NaN / inf there (TF returns
+    NaN instead on a few such matrices) and ignores the upper triangle."""
+    x = keras.Input((3, 3))
+    model = keras.Model(x, ops.eigh(x)[0])
+    net = crossport.to_torch(model, (torch.eye(3)[None],))
+    matrix = np.arange(9, dtype=np.float32).reshape(1, 3, 3)
+    _assert_same_outcome(model, net, matrix)
+    matrix[0, 0, 2] = np.nan   # upper: unread
+    _assert_same_outcome(model, net, matrix)
+    matrix[0, 2, 0] = np.nan
+    _assert_same_outcome(model, net, matrix)
+
+
+def test_erfinv_and_cdist_special_values():
+    """TF's erfinv is ``ndtri((x + 1) / 2) / sqrt(2)``: 19% high at 1e-7, inf at 1 - 2**-24,
+    +0 at -0; cdist past 25 rows keeps an inf (torch.cdist's matmul form makes NaN)."""
+    x = keras.Input((30,))
+    model = keras.Model(x, [ops.erfinv(x), ops.cdist(x[:, :, None], x[:, :, None])])
+    net = crossport.to_torch(model, (torch.rand(1, 30),))
+    points = np.array([0, -0.0, 1e-7, -1e-7, 1 - 2**-24, -(1 - 2**-24), 1, -1, 1.0000001, 2,
+                       np.nan, np.inf, -np.inf, 0.5, -0.3, 0.999, 1e-30, 1e-45, 0.25, 0.75,
+                       -0.75, 0.1, 0.2, 0.3, 0.4, 0.6, 0.7, 0.8, 0.9, 0.95], np.float32)
+    _assert_same_outcome(model, net, points[None], rtol=1e-6)
+    got = net(torch.from_numpy(points[None]))[0][0].numpy()
+    assert np.isposinf(got[4]) and not np.signbit(got[1])
+
+
+def test_eigenvectors_and_singular_vectors_are_refused_when_read():
+    """Their signs are Eigen's: reading them refuses the op; the values alone convert."""
+    x = keras.Input((3, 3))
+    assert_to_torch(keras.Model(x, ops.eigh(_spd(x))[0]))
+    for read in (lambda: ops.eigh(_spd(x))[1], lambda: ops.svd(x)[0],
+                 lambda: ops.svd(x)[2] * 2.0):
+        with pytest.raises(crossport.UnsupportedLayerError, match="up to sign"):
+            crossport.to_torch(keras.Model(x, read()), (torch.randn(2, 3, 3),))
+
+
 def test_matrix_ops_beyond_eigens_unblocked_sizes_are_refused():
     """Eigen blocks QR from 48 reflectors and LU past 16 rows; lu_factor of a batch fails in
     Keras' TF backend (tf.math.invert_permutation takes one permutation)."""
@@ -429,7 +515,7 @@ def test_matrix_ops_pickle_and_write_source(tmp_path):
     included."""
     x = keras.Input((4, 4))
     outs = [ops.inv(x), *ops.slogdet(x), *ops.qr(x[:, :, :3]), ops.logdet(_spd(x)),
-            ops.cholesky(_spd(x))]
+            ops.cholesky(_spd(x)), ops.pinv(x), ops.erfinv(ops.tanh(x)), ops.cdist(x, x)]
     conv = assert_to_torch(keras.Model(x, outs))
     loaded, written = reloaded(conv, tmp_path / "matrix_torch.py")
     args = (torch.randn(3, 4, 4),)
