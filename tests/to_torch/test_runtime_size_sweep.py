@@ -36,10 +36,13 @@ from tests.to_torch import (
     test_graphs,
     test_keras_ops_elementwise,
     test_keras_ops_fft,
+    test_keras_ops_image,
     test_keras_ops_indexing,
     test_keras_ops_linalg,
     test_keras_ops_more,
+    test_keras_ops_nn,
     test_keras_ops_numeric,
+    test_keras_ops_numpy,
     test_keras_ops_quantiles,
     test_layers,
     test_masks,
@@ -82,7 +85,26 @@ NAN_DIVERGES: dict[str, str] = {
     "ops-more-ops-take-along-transposed": _ORDER,
     "channels-first-upsampling2d-bilinear": _RESIZE,
     "channels-first-resizing-bilinear": _RESIZE,
+    "ops-more-ops-image-resize-bilinear-nearest": _RESIZE,
+    "ops-more-ops-image-resize-aspect-ratio-area": _RESIZE,
+    "ops-more-ops-image-resize-channels-first": _RESIZE,
+    "ops-more-ops-image-resize-held-nchw": _RESIZE,
 }
+# op rows swept from a size above 1: TF's adaptive max pool kills the process (SIGFPE) at 1,
+# and a valid patch larger than the image is an empty tensor in Keras where torch's conv
+# raises (loud, not wrong)
+_OPS_MIN_SIZE = {"nn-adaptive-max-2d-held-nchw": 2, "nn-adaptive-max-3d": 2,
+                 "image-patches-2d": 2, "image-patches-dilated": 3, "image-patches-held-nchw": 4}
+_SPARSEMAX = ("sparsemax of a row with NaN: TF's result depends on where its sort puts the "
+              "NaN; the module gives the row NaN (to_torch/ops/kops_nn.py)")
+_RAISES_ON_NAN = "Keras' cholesky / eigh raise on a NaN or inf matrix: no size runs"
+NAN_DIVERGES.update({
+    "ops-nn-sparsemax-last": _SPARSEMAX,
+    "ops-nn-sparsemax-axis-1": _SPARSEMAX,
+    "ops-nn-sparsemax-held-nchw": _SPARSEMAX,
+    "ops-linalg-matrix_ops-cholesky-logdet": _RAISES_ON_NAN,
+    "ops-linalg-matrix_ops-eigh-svd-values": _RAISES_ON_NAN,
+})
 # rows where Keras itself is wrong at a swept size (checked against its channels_last twin)
 KERAS_WRONG = {
     "channels-first-conv2d-same-stride2": "TF's oneDNN NCHW conv adds the bias along the "
@@ -204,10 +226,17 @@ def _cases() -> dict[str, Case]:
         cases[f"preprocessing-category-{name}"] = _chain(
             shape, [keras.layers.CategoryEncoding(5, output_mode=mode)], "int32", int_high=7)
     for module in (test_keras_ops_elementwise, test_keras_ops_fft, test_keras_ops_indexing,
-                   test_keras_ops_linalg):
+                   test_keras_ops_linalg, test_keras_ops_nn, test_keras_ops_image):
         tag = module.__name__.rsplit("_", 1)[-1]
-        for name, (shape, fn) in module.OPS.items():
-            cases[f"ops-{tag}-{name}"] = _fn(shape, fn)
+        for name, (shape, fn) in module.OPS.items():  # a channels_first row keeps dim 0
+            cases[f"ops-{tag}-{name}"] = _fn(shape, fn, channel_last="channels-first" not in name,
+                                             min_size=_OPS_MIN_SIZE.get(f"{tag}-{name}", 1))
+    for table in ("MATRIX_OPS",):
+        for name, (shape, fn) in getattr(test_keras_ops_linalg, table).items():
+            cases[f"ops-linalg-{table.lower()}-{name}"] = _fn(shape, fn)
+    for table in ("AXES", "ELEMENTWISE"):
+        for name, (shape, fn) in getattr(test_keras_ops_numpy, table).items():
+            cases[f"ops-numpy-{table.lower()}-{name}"] = _fn(shape, fn)
     m = test_keras_ops_more
     for table in ("OPS", "ORDER_FREE", "BINARY_AND_SHAPE", "PAD_PROD"):
         for name, (shape, fn) in getattr(m, table).items():
