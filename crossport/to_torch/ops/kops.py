@@ -31,6 +31,7 @@ from crossport.layout import (
 )
 from crossport.layout.policy import Policy
 from crossport.to_torch.context import Context, Held
+from crossport.to_torch.ops.kops_numpy import floor_mod
 from crossport.to_torch.ops.shape import flatten_held, unit_reshape
 from crossport.to_torch.registry import register_op
 from crossport.to_torch.sizes import RunSize
@@ -150,7 +151,7 @@ def _promoted(name):
             x1, x2 = (ctx.call_method("to", v, want) if isinstance(v, torch.fx.Node) else v
                       for v in (x1, x2))
         if name == "Mod":  # floor-mod: the sign of the divisor, as tf.math.floormod
-            return _floor_mod(ctx, x1, x2, want)
+            return floor_mod(ctx, x1, x2, want)
         if name == "Logaddexp":
             return ctx.call_function(torch.logaddexp, x1, x2)
         if name == "FloorDivide" and not want.is_floating_point:
@@ -167,25 +168,6 @@ def _promoted(name):
     convert.__doc__ = (f"keras.ops.{name.lower()}(x1, x2): elementwise in Keras' result dtype "
                        "(TF's floor-mod, floor-division and divide_no_nan rules), layout kept.")
     register_op(name, policy=Policy.AGNOSTIC)(convert)
-
-
-def _floor_mod(ctx: Context, x1, x2, dtype: torch.dtype):
-    """TF's FloorMod: integers as torch.remainder; a float32 remainder is TF's
-    ``r = fmod(x1, x2)``, plus ``x2`` where ``r`` is non-zero and its sign differs from
-    ``x2``'s. The fmod runs in float64, where it is exact (torch's float32 remainder and fmod
-    give NaN once ``|x1 / x2|`` overflows: mod(3e38, 0.1)), and the sum in float32 as TF's."""
-    call = ctx.call_function
-    if dtype != torch.float32:
-        return call(torch.remainder, x1, x2)
-    # a Python number operand is Keras' float32 constant (0.1 is 0.100000001...)
-    wide = [ctx.call_method("to", v, torch.float64) if isinstance(v, torch.fx.Node)
-            else float(np.float32(v)) for v in (x1, x2)]
-    r = ctx.call_method("to", call(torch.fmod, *wide), torch.float32)
-    if not isinstance(x2, torch.fx.Node):
-        x2 = ctx.constant(np.float32(x2)).node
-    flips = call(torch.logical_and, call(operator.ne, r, 0),
-                 call(operator.ne, call(operator.lt, x2, 0), call(operator.lt, r, 0)))
-    return call(torch.where, flips, call(operator.add, r, x2), r)
 
 
 for _name in _PROMOTED:

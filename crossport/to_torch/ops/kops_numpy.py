@@ -4,9 +4,10 @@ infinities and signed zeros land where TF puts them:
 
 * ``hypot``: ``max * sqrt(1 + divide_no_nan(min, max)^2)`` of the magnitudes (two
   infinities give NaN; torch.hypot gives inf);
-* ``fmod``: ``sign(x1) * floormod(|x1|, |x2|)`` (``fmod(-0.0, y)`` is +0.0); a float32 is
-  computed in float64, where the remainder is exact: torch's vectorised float kernel gives
-  NaN once ``|x1 / x2|`` overflows, so float64 inputs are refused;
+* ``fmod``: ``sign(x1) * floormod(|x1|, |x2|)`` (``fmod(-0.0, y)`` is +0.0); the
+  floor-mod of a float32 (``floor_mod``, ``keras.ops.mod`` too) is computed in float64, where
+  the remainder is exact: torch's vectorised float kernel gives NaN once ``|x1 / x2|``
+  overflows, so float64 fmod inputs are refused;
 * ``fmax`` / ``fmin``: maximum / minimum, the other operand where exactly one is NaN;
 * ``heaviside``: 0 below 0, 1 above, ``x2`` at 0 and at NaN (torch.heaviside: NaN);
 * ``isclose`` / ``allclose``: ``|x1 - x2| <= atol + rtol * |x2|``, so ``isclose(inf, inf)``
@@ -146,22 +147,36 @@ def _fmod_supported(op) -> str | None:
     return None
 
 
+def floor_mod(ctx: Context, x1, x2, dtype: torch.dtype):
+    """TF's FloorMod of ``x1``, ``x2`` in ``dtype`` (tensors, or Python numbers Keras makes
+    constants of ``dtype``): integers and float64 as torch.remainder; a narrower float is
+    ``r = fmod(x1, x2)``, computed in float64 where it is exact (torch's vectorised float
+    remainder and fmod give NaN once ``|x1 / x2|`` overflows: mod(3e38, 0.1)), plus ``x2``
+    where ``r`` is non-zero and its sign differs from ``x2``'s, summed in ``dtype`` as TF's."""
+    call = ctx.call_function
+    if not dtype.is_floating_point or dtype == torch.float64:
+        return call(torch.remainder, x1, x2)
+    x1, x2 = (v if isinstance(v, torch.fx.Node) else call(torch.scalar_tensor, v, dtype=dtype)
+              for v in (x1, x2))  # a Python number as Keras' constant (0.1 as float32)
+    wide = (ctx.call_method("to", v, torch.float64) for v in (x1, x2))
+    r = ctx.call_method("to", call(torch.fmod, *wide), dtype)
+    flips = call(torch.logical_and, call(operator.ne, r, 0),
+                 call(operator.ne, call(operator.lt, x2, 0), call(operator.lt, r, 0)))
+    return call(torch.where, flips, call(operator.add, r, x2), r)
+
+
 @register_op(policy=Policy.AGNOSTIC, supports=_fmod_supported)
 def Fmod(ctx: Context, op, x1, x2):
     """keras.ops.fmod(x1, x2): TF's ``sign(x1) * floormod(|x1|, |x2|)`` (a zero ``x1`` gives
-    +0.0; bools as int32, unsigned ints computed in int32); floats in float64, exactly."""
+    +0.0; bools as int32, unsigned ints computed in int32); the floor-mod of floats exact
+    (:func:`floor_mod`)."""
     call = ctx.call_function
     want = _tf_result(ctx, op)
     if want == torch.bool:
         want = torch.int32
-    compute = want
-    if want.is_floating_point:
-        compute = torch.float64
-    elif not want.is_signed:
-        compute = torch.int32  # (tf.math.floormod takes no unsigned ints)
+    compute = want if want.is_signed else torch.int32  # (floormod takes no unsigned ints)
     a, b = _cast_operands(ctx, op, (x1, x2), compute)
-    fn = torch.fmod if compute.is_floating_point else torch.remainder
-    magnitude = call(fn, call(torch.abs, a), call(torch.abs, b))
+    magnitude = floor_mod(ctx, call(torch.abs, a), call(torch.abs, b), compute)
     sign = call(torch.sign, a)
     if compute.is_floating_point:
         sign = call(operator.add, sign, 0.0)  # tf.sign(-0.0) is +0.0
