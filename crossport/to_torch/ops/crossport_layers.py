@@ -7,17 +7,15 @@ These appear in Keras models made by ``crossport.convert``; converting such a mo
 from __future__ import annotations
 
 from torch import nn
-from torch.nn import functional as F
 
-from crossport.layout import channels_first, torch_kernel
+from crossport.layout import channels_first
 from crossport.layout.policy import Policy
 from crossport.to_torch.context import Context, Held
+from crossport.to_torch.ops.kops_nn import F_CONV, F_CONV_TRANSPOSE, padded, torch_weight
 from crossport.to_torch.registry import register_layer
 
 _MAX = {"MaxPool1d": nn.MaxPool1d, "MaxPool2d": nn.MaxPool2d, "MaxPool3d": nn.MaxPool3d}
 _AVG = {"AvgPool1d": nn.AvgPool1d, "AvgPool2d": nn.AvgPool2d, "AvgPool3d": nn.AvgPool3d}
-_F_CONV = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}
-_F_CONV_T = {1: F.conv_transpose1d, 2: F.conv_transpose2d, 3: F.conv_transpose3d}
 
 
 def _channels_last(layer) -> str | None:
@@ -69,19 +67,12 @@ def GELU(ctx: Context, layer, inputs):
 
 def _functional_conv(ctx: Context, x: Held, kernel: Held, bias, call) -> Held:
     """``call(x, weight, bias)`` with ``x`` held channels-first and the run-time Keras
-    kernel held as torch's weight (``torch_kernel``); the result is channels-first."""
+    kernel as torch's weight (kops_nn's ``torch_weight``); the result is channels-first."""
     rank = x.rank
     x_node = ctx.to_layout(x, channels_first(rank)).node
-    weight = ctx.to_layout(kernel, torch_kernel(kernel.rank)).node
     bias_node = ctx.canonical(bias).node if isinstance(bias, Held) else None
-    node = call(x_node, weight, bias_node)
+    node = call(x_node, torch_weight(ctx, kernel), bias_node)
     return Held(node, channels_first(rank), tuple(ctx.output_shapes[0]))
-
-
-def _pad_node(ctx: Context, x_node, pads):
-    """``F.pad`` of the spatial dims of a channels-first node, where the pads differ."""
-    widths = [w for before, after in reversed(pads) for w in (before, after)]
-    return ctx.call_function(F.pad, x_node, widths)
 
 
 @register_layer(policy=Policy.CUSTOM)
@@ -91,13 +82,10 @@ def FunctionalConv(ctx: Context, layer, x, kernel, bias=None):
     before and after (torch's ``'same'`` with an even kernel) as an ``F.pad`` first."""
     n = x.rank - 2
     groups = int(ctx.tensor_shapes[0][-1]) // int(ctx.tensor_shapes[1][-2])
-    symmetric = all(before == after for before, after in layer.pads)
 
     def call(x_node, weight, bias_node):
-        if not symmetric:
-            x_node = _pad_node(ctx, x_node, layer.pads)
-        padding = [before if symmetric else 0 for before, _ in layer.pads]
-        return ctx.call_function(_F_CONV[n], x_node, weight, bias_node, list(layer.stride),
+        x_node, padding = padded(ctx, x_node, layer.pads)
+        return ctx.call_function(F_CONV[n], x_node, weight, bias_node, list(layer.stride),
                                  padding, list(layer.dilation), groups)
 
     return _functional_conv(ctx, x, kernel, bias, call)
@@ -110,8 +98,8 @@ def FunctionalConvTranspose(ctx: Context, layer, x, kernel, bias=None):
     n = x.rank - 2
 
     def call(x_node, weight, bias_node):
-        return ctx.call_function(_F_CONV_T[n], x_node, weight, bias_node, list(layer.stride),
-                                 list(layer.padding), list(layer.output_padding),
-                                 layer.groups, list(layer.dilation))
+        return ctx.call_function(F_CONV_TRANSPOSE[n], x_node, weight, bias_node,
+                                 list(layer.stride), list(layer.padding),
+                                 list(layer.output_padding), layer.groups, list(layer.dilation))
 
     return _functional_conv(ctx, x, kernel, bias, call)

@@ -36,8 +36,8 @@ from crossport.to_torch.ops import pool as layer_pools
 from crossport.to_torch.registry import channels_first_layer, register_op
 from crossport.torch_layers import same_padding, transpose_output_geometry
 
-_F_CONV = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}
-_F_CONV_T = {1: F.conv_transpose1d, 2: F.conv_transpose2d, 3: F.conv_transpose3d}
+F_CONV = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}
+F_CONV_TRANSPOSE = {1: F.conv_transpose1d, 2: F.conv_transpose2d, 3: F.conv_transpose3d}
 
 
 def per_dim(value, n: int) -> tuple[int, ...]:
@@ -157,7 +157,7 @@ def convolve(ctx: Context, op, x: Held, weight, kernel_size, strides, padding: s
     else:
         pads = [(0, 0)] * n
     node, symmetric = padded(ctx, x.node, pads)
-    return ctx.call_function(_F_CONV[n], node, weight, None, list(strides), symmetric,
+    return ctx.call_function(F_CONV[n], node, weight, None, list(strides), symmetric,
                              list(dilation), groups)
 
 
@@ -204,7 +204,7 @@ def SeparableConv(ctx: Context, op, inputs: Held, depthwise_kernel, pointwise_ke
     separable_conv2d."""
     x = images_first(ctx, op, inputs)
     y = _depthwise(ctx, op, x, depthwise_kernel)
-    node = ctx.call_function(_F_CONV[x.rank - 2], y, torch_weight(ctx, pointwise_kernel))
+    node = ctx.call_function(F_CONV[x.rank - 2], y, torch_weight(ctx, pointwise_kernel))
     return held_like_images(ctx, op, node)
 
 
@@ -232,7 +232,7 @@ def ConvTranspose(ctx: Context, op, inputs: Held, kernel) -> Held:
     n = x.rank - 2
     shape = _kernel_shape(ctx, kernel)
     strides, dilation = _conv_geometry(op, n)
-    node = ctx.call_function(_F_CONV_T[n], x.node, torch_weight(ctx, kernel), None,
+    node = ctx.call_function(F_CONV_TRANSPOSE[n], x.node, torch_weight(ctx, kernel), None,
                              list(strides), 0, 0, 1, list(dilation))
     widths = _conv_transpose_crops(op, shape[:-2], n)
     if any(widths):
