@@ -52,8 +52,8 @@ def conv_channels_last(x: Any, kernel: Any, bias: Any, stride: Sequence[int],
     """
     padding = "valid"
     kernel_size = tuple(int(k) for k in kernel.shape[:-2])
-    tf_same = [((k - 1) * d // 2, (k - 1) * d - (k - 1) * d // 2)
-               for k, d in zip(kernel_size, dilation)]
+    # TF's SAME at stride 1 pads as torch's 'same' (the odd extra after)
+    tf_same = torch_same_padding(kernel_size, dilation)
     if (padding_mode == "zeros" and all(s == 1 for s in stride)
             and list(pads) == tf_same and any(a or b for a, b in pads)):
         padding = "same"  # identical to torch here, and saves a pad op
